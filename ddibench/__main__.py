@@ -1,0 +1,3 @@
+from ddibench.cli import main
+
+main()

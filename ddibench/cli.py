@@ -1,0 +1,448 @@
+"""The ``ddibench`` command line.
+
+Only click is imported at start-up; each command imports what it needs, so ``ddibench --help`` is
+fast. Errors the user can fix are printed as one line (``error: ...``) with a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ddibench.errors import DdibenchError, UnknownNameError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+class _RichProgress:
+    """The runner's Progress protocol on top of rich progress bars (with ETA)."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+
+    def __enter__(self) -> _RichProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def task(self, description: str, total: int | None) -> Any:
+        progress = self._progress
+        task_id = progress.add_task(description, total=total)
+
+        class Handle:
+            def advance(self, n: int = 1) -> None:
+                progress.advance(task_id, n)
+
+            def update(self, *, total: int | None = None, description: str | None = None) -> None:
+                kwargs: dict[str, Any] = {}
+                if total is not None:
+                    kwargs["total"] = total
+                if description is not None:
+                    kwargs["description"] = description
+                progress.update(task_id, **kwargs)
+
+            def close(self) -> None:
+                progress.refresh()
+
+        return Handle()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="ddibench")
+def cli() -> None:
+    """ddibench: evaluate LLM-based systems on drug-drug-interaction tasks.
+
+    \b
+    Quickstart:
+      ddibench list tasks
+      ddibench run --system zero-shot --task drugbank_s2 --limit 50
+      ddibench report runs/
+    """
+
+
+# ---------------------------------------------------------------------------------------------
+# run / report
+
+
+@cli.command()
+@click.option("--task", "-t", "task_name", required=True, help="Task name (see 'ddibench list tasks').")
+@click.option("--system", "-s", "system_name", required=True, help="System name (see 'ddibench list systems').")
+@click.option(
+    "--model",
+    "-m",
+    "models",
+    multiple=True,
+    help="Model spec for every role, or ROLE=SPEC for one (roles: generator, describer, judge). "
+    "E.g. openai:gpt-4o-mini, vllm:NAME@http://host:8000/v1, embedded:/path/model.gguf. Default: embedded SmolLM2-135M.",
+)
+@click.option("--base-url", default=None, help="OpenAI-compatible server URL; --model then names the served model.")
+@click.option("--profile", "-p", default="cpu", show_default=True, help="Declared hardware profile (see 'ddibench list profiles').")
+@click.option("--seed", default=0, show_default=True, type=int, help="Run seed (sampling, training, --limit selection).")
+@click.option("--limit", type=int, default=None, help="Evaluate a stratified, seeded subset of N samples (the run is then not submittable).")
+@click.option("--split", type=click.Choice(["test", "valid"]), default=None, help="Split to evaluate (default: the task's evaluation split).")
+@click.option("--config", "-C", "config_items", multiple=True, help="System option KEY=VALUE (JSON values), repeatable.")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True, help="Root directory shared by runs.")
+@click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Use (or resume) exactly this run directory.")
+@click.option("--concurrency", type=int, default=None, help="Concurrent model requests (default: the profile's).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
+@click.option("--max-retries", type=int, default=5, show_default=True, help="Retries per model call on 429/5xx/timeouts.")
+@click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, help="Bootstrap replicates for confidence intervals.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
+def run(
+    task_name: str,
+    system_name: str,
+    models: tuple[str, ...],
+    base_url: str | None,
+    profile: str,
+    seed: int,
+    limit: int | None,
+    split: str | None,
+    config_items: tuple[str, ...],
+    runs_dir: Path,
+    run_dir: Path | None,
+    concurrency: int | None,
+    no_cache: bool,
+    max_retries: int,
+    replicates: int,
+    as_json: bool,
+) -> None:
+    """Run a system on a task (resuming an interrupted run of the same configuration), score it and
+    write results with confidence intervals and a full manifest."""
+    from ddibench.errors import ConfigError
+    from ddibench.llm.spec import parse_model_options
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.runner.report import render_results
+    from ddibench.runner.run import RunRequest, execute
+    from ddibench.system import parse_config_overrides
+
+    if limit is not None and limit <= 0:
+        raise ConfigError(f"--limit must be a positive number of samples, got {limit}", "omit it to run every sample")
+    if concurrency is not None and concurrency <= 0:
+        raise ConfigError(f"--concurrency must be positive, got {concurrency}")
+    if max_retries < 0:
+        raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
+    if replicates < 100:
+        raise ConfigError(f"--bootstrap {replicates} is too few replicates for a 95% interval", "use at least 100 (default 1000)")
+    request = RunRequest(
+        task=task_name,
+        system=system_name,
+        models=parse_model_options(models, base_url),
+        profile=profile,
+        seed=seed,
+        limit=limit,
+        split=split,
+        config=parse_config_overrides(config_items),
+        runs_root=runs_dir,
+        run_dir=run_dir,
+        concurrency=concurrency,
+        bootstrap=BootstrapSpec(replicates=replicates),
+        use_cache=not no_cache,
+        max_retries=max_retries,
+    )
+    console = _console(stderr=as_json)
+    with _RichProgress(console) as progress:
+        outcome = execute(request, progress)
+    if outcome.resumed and outcome.predicted_now:
+        console.print(f"resumed: {outcome.resumed:,} samples were already done, {outcome.predicted_now:,} predicted now")
+    elif outcome.resumed and not outcome.predicted_now:
+        console.print(f"all {outcome.resumed:,} samples were already done; nothing was predicted again")
+    if as_json:
+        import json
+
+        click.echo(json.dumps(outcome.results, indent=2, default=str))
+    else:
+        render_results(outcome.results, console, outcome.run_dir)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print results.json as JSON.")
+def report(run_dir: Path, as_json: bool) -> None:
+    """Show the results of a run directory, or list the runs under a directory of runs."""
+    from ddibench.runner.report import render_report
+
+    code = render_report(run_dir, _console(), as_json)
+    sys.exit(code)
+
+
+# ---------------------------------------------------------------------------------------------
+# list
+
+
+@cli.command("list")
+@click.argument("kind")
+@click.option("--verbose", "-v", is_flag=True, help="Show more detail (system options, task sources).")
+def list_(kind: str, verbose: bool) -> None:
+    """List tasks, systems or profiles."""
+    kinds = {"tasks": _list_tasks, "systems": _list_systems, "profiles": _list_profiles}
+    if kind not in kinds:
+        raise UnknownNameError("list kind", kind, kinds)
+    kinds[kind](verbose)
+
+
+def _list_tasks(verbose: bool) -> None:
+    from rich.table import Table
+
+    from ddibench.registry import get_task, task_names
+
+    table = Table(title_justify="left")
+    for col in ("task", "version", "setting", "family", "title"):
+        table.add_column(col)
+    for name in task_names():
+        task = get_task(name)
+        table.add_row(name, task.version, task.setting, task.family, task.title)
+    console = _console()
+    console.print(table)
+    if verbose:
+        for name in task_names():
+            task = get_task(name)
+            console.print(f"\n[bold]{name}[/bold] sources:")
+            for src in task.sources:
+                console.print(f"  {src.url}  sha256 {src.sha256[:12]}…  {src.license}")
+            for deviation in task.deviations:
+                console.print(f"  note: {deviation}")
+
+
+def _list_systems(verbose: bool) -> None:
+    from rich.table import Table
+
+    from ddibench.registry import get_system_class, system_names
+
+    table = Table(title_justify="left")
+    for col in ("system", "version", "LLM roles", "description"):
+        table.add_column(col)
+    classes = [get_system_class(name) for name in system_names()]
+    for cls in classes:
+        table.add_row(cls.name, cls.version, ", ".join(cls.llm_roles) or "—", getattr(cls, "description", ""))
+    console = _console()
+    console.print(table)
+    if verbose:
+        for cls in classes:
+            config = getattr(cls, "Config", None)
+            if config is None:
+                continue
+            console.print(f"\n[bold]{cls.name}[/bold] options (--config KEY=VALUE):")
+            for key, field in config.model_fields.items():
+                console.print(f"  {key} = {field.default!r}")
+
+
+def _list_profiles(verbose: bool) -> None:
+    from rich.table import Table
+
+    from ddibench.profiles import PROFILES, detect_hardware
+
+    table = Table(title_justify="left")
+    for col in ("profile", "accelerators", "LLM concurrency", "budgets", "description"):
+        table.add_column(col)
+    for p in PROFILES.values():
+        acc = f"{p.accelerator_count} x {p.accelerator}" if p.accelerator else "none"
+        budgets = "; ".join(f"{s}: {', '.join(f'{k}={v}' for k, v in b.items())}" for s, b in p.budgets.items())
+        table.add_row(p.name, acc, str(p.llm_concurrency), budgets, p.description)
+    console = _console()
+    console.print(table)
+    hw = detect_hardware()
+    gpus = ", ".join(g["name"] for g in hw["gpus"]) or "no GPU"
+    console.print(f"this machine: {hw['cpu']}, {hw['cpu_count']} CPUs, {hw['memory_gb']} GB RAM, {gpus}")
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+
+@cli.group()
+def data() -> None:
+    """Pinned source data: list, fetch, verify, and task statistics."""
+
+
+def _datasets_for(names: tuple[str, ...], task_names: tuple[str, ...]) -> list[Any]:
+    from ddibench.data.sources import all_datasets, dataset
+    from ddibench.registry import get_task
+
+    if task_names:
+        files = {src for t in task_names for src in get_task(t).sources}
+        return sorted(files, key=lambda s: s.relpath)
+    chosen = [dataset(n) for n in names] if names else list(all_datasets().values())
+    return [f for d in chosen for f in d.files]
+
+
+@data.command("list")
+def data_list() -> None:
+    """Datasets with their upstream source, licences and local status."""
+    from rich.table import Table
+
+    from ddibench.data.resolve import mirror_root, verify
+    from ddibench.data.sources import all_datasets
+
+    table = Table(title_justify="left", show_lines=True)
+    for col in ("dataset", "upstream (repository @ commit)", "files", "size", "licence(s)", "local"):
+        table.add_column(col, overflow="fold")
+    for ds in all_datasets().values():
+        statuses = [verify(f) for f in ds.files]
+        ok = sum(s.status == "ok" for s in statuses)
+        bad = sum(s.status == "bad" for s in statuses)
+        local = f"{ok}/{len(statuses)} verified" + (f", [red]{bad} bad[/red]" if bad else "")
+        table.add_row(
+            f"{ds.key}\n[dim]{ds.title}[/dim]",
+            f"{ds.upstream}",
+            str(len(ds.files)),
+            f"{ds.total_bytes / 1e6:.1f} MB",
+            "\n".join(ds.licenses),
+            local,
+        )
+    console = _console()
+    console.print(table)
+    root = mirror_root()
+    console.print(f"mirror: {root if root else 'not set (DDIBENCH_MIRROR)'}")
+    console.print(
+        "Licences: DrugBank-derived files are CC BY-NC 4.0 (non-commercial); 'none-in-repo' means the upstream "
+        "repository states no licence. Check the terms before redistributing results that include the data."
+    )
+
+
+@data.command("fetch")
+@click.argument("datasets", nargs=-1)
+@click.option("--task", "tasks", multiple=True, help="Fetch the files of this task (repeatable).")
+@click.option("--refresh", is_flag=True, help="Download again even when a verified copy is cached.")
+def data_fetch(datasets: tuple[str, ...], tasks: tuple[str, ...], refresh: bool) -> None:
+    """Resolve files (mirror, cache, else download with verification). Default: every pinned file."""
+    from ddibench.data.resolve import fetch, locate
+
+    files = _datasets_for(datasets, tasks)
+    console = _console()
+    with _RichProgress(console) as progress:
+        overall = progress.task("files", len(files))
+        for src in files:
+            if not refresh and locate(src) is not None:
+                overall.advance()
+                continue
+            bar = progress.task(src.path.rsplit("/", 1)[-1], src.bytes)
+            done = [0]
+
+            def on_progress(received: int, total: int, bar: Any = bar, done: list[int] = done) -> None:
+                bar.advance(received - done[0])
+                done[0] = received
+
+            fetch(src, progress=on_progress, refresh=refresh)
+            overall.advance()
+    console.print(f"{len(files)} files verified")
+
+
+@data.command("verify")
+@click.argument("datasets", nargs=-1)
+@click.option("--task", "tasks", multiple=True, help="Verify the files of this task (repeatable).")
+def data_verify(datasets: tuple[str, ...], tasks: tuple[str, ...]) -> None:
+    """Check the sha256 of every local copy (mirror and cache) against its pin; download nothing."""
+    from ddibench.data.resolve import verify
+
+    files = _datasets_for(datasets, tasks)
+    console = _console()
+    counts = {"ok": 0, "missing": 0, "bad": 0}
+    for src in files:
+        result = verify(src)
+        counts[result.status] += 1
+        if result.status == "bad":
+            console.print(f"[red]BAD[/red] {src.relpath}: {result.detail}")
+        elif result.status == "missing":
+            console.print(f"[yellow]missing[/yellow] {src.relpath}")
+    console.print(f"{counts['ok']} verified, {counts['missing']} missing, {counts['bad']} bad")
+    if counts["bad"]:
+        raise DdibenchError(f"{counts['bad']} local file(s) do not match their pinned sha256", "run 'ddibench data fetch --refresh'")
+    if counts["missing"]:
+        sys.exit(1)
+
+
+@data.command("stats")
+@click.argument("tasks", nargs=-1)
+def data_stats(tasks: tuple[str, ...]) -> None:
+    """Split sizes, drugs and the checks each task verifies (default: every task)."""
+    from rich.table import Table
+
+    from ddibench.registry import get_task, task_names
+
+    names = list(tasks) or task_names()
+    console = _console()
+    table = Table(title="split sizes (pairs) and drugs per split", title_justify="left")
+    for col in ("task", "setting", "train", "valid", "test", "drugs train/valid/test", "checks"):
+        table.add_column(col, justify="right" if col in ("train", "valid", "test") else "left")
+    failed_checks = []
+    all_checks = {}
+    for name in names:
+        task = get_task(name)
+        loaded = task.load()
+        sizes = {s: len(v) for s, v in loaded.splits.items()}
+        drugs = {s: len({k for sample in v for k in sample.clusters}) for s, v in loaded.splits.items()}
+        n_ok = sum(c.ok for c in loaded.checks)
+        failed_checks += [(name, c) for c in loaded.checks if not c.ok]
+        all_checks[name] = loaded.checks
+        table.add_row(
+            name, task.setting, f"{sizes['train']:,}", f"{sizes['valid']:,}", f"{sizes['test']:,}",
+            f"{drugs['train']:,} / {drugs['valid']:,} / {drugs['test']:,}", f"{n_ok}/{len(loaded.checks)} passed",
+        )  # fmt: skip
+    console.print(table)
+    for name, checks in all_checks.items():
+        console.print(f"\n[bold]{name}[/bold]")
+        for c in checks:
+            mark = "[green]ok[/green]" if c.ok else "[red]FAILED[/red]"
+            console.print(f"  {mark} {c.name}: {c.detail}")
+        for deviation in get_task(name).deviations:
+            console.print(f"  [dim]note: {deviation}[/dim]")
+    if failed_checks:
+        raise DdibenchError(f"{len(failed_checks)} data check(s) failed", "see above")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="ddibench", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except DdibenchError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted; finished samples are saved, re-run the same command to resume", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

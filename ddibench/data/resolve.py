@@ -1,0 +1,194 @@
+"""Resolve pinned source files: the local mirror, then the user cache, then a verified download.
+
+* ``$DDIBENCH_MIRROR`` — a read-only directory laid out like raw.githubusercontent.com
+  (``<owner>/<repo>/<commit>/<path>``); tests and CI point it at a local mirror.
+* the user cache — ``$DDIBENCH_CACHE/files`` (default ``~/.cache/ddibench/files``).
+* download — from ``$DDIBENCH_DOWNLOAD_BASE`` (default ``https://raw.githubusercontent.com``).
+
+The sha256 is verified wherever the file comes from. Empty files (unless pinned as empty) and HTML
+pages are refused with their own message. Downloads stream into a temporary file beside the target
+and are renamed into place only once verified, so an interrupted fetch leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import secrets
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddibench.data.sources import SourceFile
+from ddibench.errors import DataError
+
+MIRROR_ENV = "DDIBENCH_MIRROR"
+CACHE_ENV = "DDIBENCH_CACHE"
+DOWNLOAD_BASE_ENV = "DDIBENCH_DOWNLOAD_BASE"
+DEFAULT_DOWNLOAD_BASE = "https://raw.githubusercontent.com"
+
+ProgressFn = Callable[[int, int], None]  # (bytes so far, total bytes)
+
+# (path, size, mtime_ns) -> sha256 already verified in this process
+_verified: dict[tuple[str, int, int], str] = {}
+
+
+def mirror_root() -> Path | None:
+    value = os.environ.get(MIRROR_ENV, "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def cache_root() -> Path:
+    value = os.environ.get(CACHE_ENV, "").strip()
+    if value:
+        return Path(value).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "ddibench"
+
+
+def cached_path(src: SourceFile) -> Path:
+    return cache_root() / "files" / src.relpath
+
+
+def mirrored_path(src: SourceFile) -> Path | None:
+    root = mirror_root()
+    return root / src.relpath if root is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    source: SourceFile
+    status: str  # "ok", "missing" or "bad"
+    origin: str | None  # "mirror" or "cache"
+    path: Path | None
+    detail: str = ""
+
+
+def _looks_like_html(head: bytes) -> bool:
+    start = head.lstrip()[:64].lower()
+    return start.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+
+
+def _problem(path: Path, src: SourceFile) -> str | None:
+    """Why the file at ``path`` is not the pinned file, or None when it is."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if _verified.get(key) == src.sha256:
+        return None
+    if stat.st_size == 0 and not src.expected_empty:
+        return "is empty"
+    with open(path, "rb") as fh:
+        head = fh.read(512)
+    if _looks_like_html(head):
+        return "is an HTML page, not the data file"
+    digest = _sha256(path)
+    if digest != src.sha256:
+        return f"has sha256 {digest[:12]}…, pinned {src.sha256[:12]}… ({stat.st_size} bytes, pinned {src.bytes})"
+    _verified[key] = digest
+    return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(src: SourceFile) -> Verification:
+    """Check the mirrored and cached copies of ``src`` without downloading anything."""
+    for origin, path in (("mirror", mirrored_path(src)), ("cache", cached_path(src))):
+        if path is not None and path.is_file():
+            problem = _problem(path, src)
+            if problem:
+                return Verification(src, "bad", origin, path, f"{origin} copy {problem}")
+            return Verification(src, "ok", origin, path)
+    return Verification(src, "missing", None, None)
+
+
+def locate(src: SourceFile) -> Path | None:
+    """The verified local copy of ``src`` (mirror first, then cache), or None if there is none.
+
+    A local copy that exists but does not match its pin is an error, never silently skipped.
+    """
+    result = verify(src)
+    if result.status == "bad":
+        where = "mirror" if result.origin == "mirror" else "cache"
+        fix = (
+            f"re-sync the mirror at ${MIRROR_ENV}, or unset {MIRROR_ENV} to download"
+            if where == "mirror"
+            else "run 'ddibench data fetch --refresh' to download it again"
+        )
+        raise DataError(f"{src.relpath}: {result.detail}", fix)
+    return result.path
+
+
+def fetch(src: SourceFile, *, progress: ProgressFn | None = None, refresh: bool = False) -> Path:
+    """Return a verified local path for ``src``, downloading it into the cache if needed."""
+    if refresh:
+        cached = cached_path(src)
+        cached.unlink(missing_ok=True)
+        mirrored = mirrored_path(src)
+        if mirrored is not None and mirrored.is_file():
+            return locate(src) or mirrored
+    else:
+        found = locate(src)
+        if found is not None:
+            return found
+    return _download(src, cached_path(src), progress)
+
+
+def _download(src: SourceFile, dest: Path, progress: ProgressFn | None) -> Path:
+    base = os.environ.get(DOWNLOAD_BASE_ENV, "").strip().rstrip("/") or DEFAULT_DOWNLOAD_BASE
+    url = base + src.url.removeprefix(DEFAULT_DOWNLOAD_BASE)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{secrets.token_hex(4)}")
+    hint = f"check network access to {base}, or set {MIRROR_ENV} to a local mirror of the pinned files"
+    mirror = mirrored_path(src)
+    if mirror is not None:
+        hint = f"it is not in the mirror either ({mirror}); " + hint
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "ddibench (+data fetch)"})
+        with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 - pinned https url
+            content_type = resp.headers.get("Content-Type", "")
+            total = int(resp.headers.get("Content-Length") or src.bytes)
+            digest = hashlib.sha256()
+            received = 0
+            head = b""
+            with open(tmp, "wb") as out:
+                while block := resp.read(1 << 16):
+                    if len(head) < 512:
+                        head += block[: 512 - len(head)]
+                    out.write(block)
+                    digest.update(block)
+                    received += len(block)
+                    if progress is not None:
+                        progress(received, total)
+                out.flush()
+                os.fsync(out.fileno())
+        if received == 0 and not src.expected_empty:
+            raise DataError(f"download of {url} returned an empty file", hint)
+        if "text/html" in content_type.lower() or _looks_like_html(head):
+            raise DataError(f"download of {url} returned an HTML page, not the data file", hint)
+        if received != src.bytes:
+            raise DataError(f"download of {url} was cut short or is another file: {received} of {src.bytes} bytes", hint)
+        if digest.hexdigest() != src.sha256:
+            raise DataError(
+                f"download of {url} has sha256 {digest.hexdigest()[:12]}…, pinned {src.sha256[:12]}…",
+                "the upstream file changed or the download was tampered with; report it",
+            )
+        os.replace(tmp, dest)
+        _verified[(str(dest), dest.stat().st_size, dest.stat().st_mtime_ns)] = src.sha256
+        return dest
+    except urllib.error.HTTPError as exc:
+        raise DataError(f"cannot download {url}: HTTP {exc.code} {exc.reason}", hint) from None
+    except urllib.error.URLError as exc:
+        raise DataError(f"cannot download {url}: {exc.reason}", hint) from None
+    except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, cut-off bodies, a full disk
+        raise DataError(f"cannot download {url}: {type(exc).__name__} {exc}".rstrip(), hint) from None
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,123 @@
+"""Evaluators shared by task families.
+
+:class:`ClassificationEvaluator` scores single-label predictions (DrugBank's 86 interaction types):
+accuracy, macro-F1 and Cohen's kappa, each with a bootstrap interval clustered by drug. Its input
+check is strict, OGB style: exactly one prediction per sample, no unknown ids, labels in range.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ddibench.metrics.bootstrap import BootstrapSpec, bootstrap_intervals
+from ddibench.metrics.classification import INVALID, confusion_matrices, per_class_f1, scores_from_confusion
+from ddibench.schema import LabelSpace, Prediction, Sample
+from ddibench.task import EvaluationInputError, EvaluationResult, MetricValue
+
+
+def check_coverage(samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> None:
+    """Every sample has a prediction and every prediction belongs to a sample."""
+    ids = [s.id for s in samples]
+    wanted = set(ids)
+    if len(wanted) != len(ids):
+        dup = next(i for i, c in Counter(ids).items() if c > 1)
+        raise EvaluationInputError(f"sample id {dup} occurs twice in the evaluated samples")
+    missing = [i for i in ids if i not in predictions]
+    extra = [i for i in predictions if i not in wanted]
+    if missing:
+        raise EvaluationInputError(
+            f"{len(missing)} of {len(ids)} samples have no prediction (first: {', '.join(missing[:3])})"
+        )
+    if extra:
+        raise EvaluationInputError(
+            f"{len(extra)} predictions name no evaluated sample (first: {', '.join(extra[:3])})"
+        )
+
+
+class ClassificationEvaluator:
+    """Single-label classification over a :class:`LabelSpace`."""
+
+    primary_metric = "macro_f1"
+
+    def __init__(self, label_space: LabelSpace, breakdown_key: str | None = "n_unseen") -> None:
+        self.label_space = label_space
+        self.breakdown_key = breakdown_key
+
+    @property
+    def expected_format(self) -> str:
+        n = len(self.label_space)
+        return (
+            f"one Prediction per evaluated sample, keyed by sample id; label: int in 0..{n - 1} "
+            "(the label id), or valid=False (label ignored) when the system's output could not be parsed"
+        )
+
+    def _predicted_labels(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> np.ndarray:
+        n = len(self.label_space)
+        out = np.empty(len(samples), dtype=np.int64)
+        for i, sample in enumerate(samples):
+            pred = predictions[sample.id]
+            if not pred.valid:
+                out[i] = INVALID
+                continue
+            if not isinstance(pred.label, int) or isinstance(pred.label, bool) or not 0 <= pred.label < n:
+                raise EvaluationInputError(
+                    f"prediction for {sample.id} has label {pred.label!r}; expected {self.expected_format}"
+                )
+            out[i] = pred.label
+        return out
+
+    def evaluate(
+        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], bootstrap: BootstrapSpec
+    ) -> EvaluationResult:
+        check_coverage(samples, predictions)
+        n_labels = len(self.label_space)
+        y_true = np.fromiter((int(s.target) for s in samples), dtype=np.int64, count=len(samples))  # type: ignore[arg-type]
+        y_pred = self._predicted_labels(samples, predictions)
+        cm = confusion_matrices(y_true, y_pred, n_labels)
+        point = scores_from_confusion(cm)
+        f1 = per_class_f1(cm)
+
+        def statistic(weights: np.ndarray) -> dict[str, np.ndarray]:
+            return scores_from_confusion(confusion_matrices(y_true, y_pred, n_labels, weights), reference_f1=f1)
+
+        intervals = bootstrap_intervals(
+            statistic, len(samples), bootstrap, clusters=[s.clusters for s in samples]
+        )
+        metrics = {
+            name: MetricValue(value=float(value), ci_low=intervals[name][0], ci_high=intervals[name][1])
+            for name, value in point.items()
+        }
+        invalid = [s.id for s, p in zip(samples, y_pred) if p == INVALID]
+        examples = [
+            {"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]
+        ]
+        return EvaluationResult(
+            n=len(samples),
+            n_invalid=len(invalid),
+            metrics=metrics,
+            primary_metric=self.primary_metric,
+            bootstrap=bootstrap.describe(),
+            breakdown=self._breakdown(samples, y_true, y_pred),
+            per_label={str(i): (None if np.isnan(v) else float(v)) for i, v in enumerate(f1)},
+            invalid_examples=examples,
+        )
+
+    def _breakdown(self, samples: Sequence[Sample], y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, dict]:
+        if self.breakdown_key is None:
+            return {}
+        groups: dict[str, list[int]] = {}
+        for i, s in enumerate(samples):
+            if self.breakdown_key in s.meta:
+                groups.setdefault(f"{self.breakdown_key}={s.meta[self.breakdown_key]}", []).append(i)
+        out = {}
+        for key, idx in sorted(groups.items()):
+            sel = np.asarray(idx)
+            out[key] = {
+                "n": int(sel.size),
+                "accuracy": float(np.mean(y_true[sel] == y_pred[sel])),
+                "n_invalid": int(np.sum(y_pred[sel] == INVALID)),
+            }
+        return out

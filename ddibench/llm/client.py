@@ -1,0 +1,417 @@
+"""One OpenAI-compatible client path for every model.
+
+:class:`LLMPool` owns the models of a run, by role (generator, describer, judge): it starts the
+embedded llama.cpp server when a role uses it, checks remote endpoints before the first sample, and
+hands out :class:`LLMClient` objects. A client call goes through the response cache, then a bounded
+semaphore per endpoint, then the ``openai`` SDK with retries and exponential backoff on 429, 5xx,
+timeouts and connection errors (honouring ``Retry-After``), and records tokens and latency for its
+role in the run's :class:`UsageLedger`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddibench.errors import ModelEndpointError
+from ddibench.llm.cache import ResponseCache, cache_key
+from ddibench.llm.spec import ModelSpec
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class LLMCallError(ModelEndpointError):
+    """A call that failed after its retries (or with an error retrying cannot fix)."""
+
+
+@dataclass
+class RoleUsage:
+    calls: int = 0  # successful requests that reached the endpoint
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # tokens of answers served from the cache (not paid again)
+    cached_completion_tokens: int = 0
+    latency_s: float = 0.0  # summed over successful requests
+    retries: int = 0
+    failures: int = 0  # calls that failed for good
+
+
+@dataclass
+class UsageLedger:
+    roles: dict[str, RoleUsage] = field(default_factory=dict)
+
+    def role(self, name: str) -> RoleUsage:
+        return self.roles.setdefault(name, RoleUsage())
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: asdict(usage) for name, usage in sorted(self.roles.items())}
+
+    @property
+    def total_calls(self) -> int:
+        return sum(u.calls for u in self.roles.values())
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cached: bool
+    model_reported: str | None
+
+    def trace(self) -> dict[str, Any]:
+        return {
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_s": round(self.latency_s, 4),
+            "cached": self.cached,
+            "model_reported": self.model_reported,
+        }
+
+
+def response_format(json_mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    if schema is None or json_mode == "none":
+        return None
+    if json_mode == "schema":
+        return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
+    if json_mode == "object":
+        return {"type": "json_object"}
+    if json_mode == "llamacpp":
+        return {"type": "json_object", "schema": schema}
+    raise ValueError(f"unknown json mode {json_mode}")
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Delay requested by a ``Retry-After`` (seconds or HTTP date) or ``retry-after-ms`` header."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+class LLMClient:
+    """Chat completions for one role against one endpoint."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        identity: dict[str, Any],
+        sdk: Any,  # openai.AsyncOpenAI
+        role: str,
+        cache: ResponseCache | None,
+        ledger: UsageLedger,
+        semaphore: asyncio.Semaphore,
+        *,
+        max_retries: int = 5,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 60.0,
+    ) -> None:
+        self.spec = spec
+        self.identity = identity
+        self.role = role
+        self._sdk = sdk
+        self._cache = cache
+        self._usage = ledger.role(role)
+        self._semaphore = semaphore
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop: list[str] | None = None,
+        json_schema: dict[str, Any] | None = None,
+        sample_index: int = 0,
+        use_cache: bool = True,
+        extra: dict[str, Any] | None = None,
+    ) -> ChatResult:
+        params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+        for name, value in (("top_p", top_p), ("seed", seed), ("stop", stop)):
+            if value is not None:
+                params[name] = value
+        fmt = response_format(self.spec.json_mode, json_schema)
+        if fmt is not None:
+            params["response_format"] = fmt
+        if extra:
+            params["extra_body"] = extra
+        key = cache_key(self.identity, messages, params, sample_index)
+        if use_cache and self._cache is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._usage.cache_hits += 1
+                self._usage.cached_prompt_tokens += hit.get("prompt_tokens", 0)
+                self._usage.cached_completion_tokens += hit.get("completion_tokens", 0)
+                return ChatResult(
+                    text=hit["text"],
+                    finish_reason=hit.get("finish_reason"),
+                    prompt_tokens=hit.get("prompt_tokens", 0),
+                    completion_tokens=hit.get("completion_tokens", 0),
+                    latency_s=0.0,
+                    cached=True,
+                    model_reported=hit.get("model_reported"),
+                )
+        result = await self._call(messages, params)
+        if use_cache and self._cache is not None:
+            self._cache.put(
+                key,
+                self.identity,
+                {"messages": messages, "params": params, "sample_index": sample_index},
+                {
+                    "text": result.text,
+                    "finish_reason": result.finish_reason,
+                    "prompt_tokens": result.prompt_tokens,
+                    "completion_tokens": result.completion_tokens,
+                    "model_reported": result.model_reported,
+                },
+            )
+        return result
+
+    async def _call(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> ChatResult:
+        import openai
+
+        where = f"{self.spec.display()} ({self.role})"
+        # response_format and server-specific fields travel in extra_body: the SDK sends them as they are
+        # instead of walking a large JSON schema through its type transforms on every call
+        sdk_params = {k: v for k, v in params.items() if k not in ("response_format", "extra_body")}
+        body = dict(params.get("extra_body") or {})
+        if "response_format" in params:
+            body["response_format"] = params["response_format"]
+        if body:
+            sdk_params["extra_body"] = body
+        for attempt in range(self.max_retries + 1):
+            delay: float | None = None
+            async with self._semaphore:
+                start = time.perf_counter()
+                try:
+                    completion = await self._sdk.chat.completions.create(
+                        model=self.spec.model, messages=messages, **sdk_params
+                    )
+                    latency = time.perf_counter() - start
+                except openai.APIStatusError as exc:
+                    if exc.status_code not in RETRYABLE_STATUS:
+                        self._usage.failures += 1
+                        raise LLMCallError(
+                            f"{where} answered HTTP {exc.status_code}: {_short(exc.message)}",
+                            _status_fix(exc.status_code, self.spec),
+                        ) from None
+                    delay = retry_after_seconds(exc.response.headers)
+                    error = f"HTTP {exc.status_code}"
+                except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                    error = type(exc).__name__
+                except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
+                    error = f"unreadable response ({type(exc).__name__})"
+                else:
+                    return _result(completion, latency, self._usage)
+            if attempt == self.max_retries:
+                self._usage.failures += 1
+                raise LLMCallError(
+                    f"{where} failed after {attempt + 1} attempts (last: {error})",
+                    "check that the server is up and not overloaded, then re-run the same command to resume",
+                )
+            self._usage.retries += 1
+            if delay is None:
+                delay = min(self.backoff_cap, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
+            await asyncio.sleep(min(delay, self.backoff_cap * 2))
+        raise AssertionError("unreachable")
+
+
+def _result(completion: Any, latency: float, usage: RoleUsage) -> ChatResult:
+    choices = getattr(completion, "choices", None) or []
+    message = choices[0].message if choices else None
+    text = (getattr(message, "content", None) or "") if message is not None else ""
+    tokens = getattr(completion, "usage", None)
+    prompt = int(getattr(tokens, "prompt_tokens", 0) or 0)
+    generated = int(getattr(tokens, "completion_tokens", 0) or 0)
+    usage.calls += 1
+    usage.prompt_tokens += prompt
+    usage.completion_tokens += generated
+    usage.latency_s += latency
+    return ChatResult(
+        text=text,
+        finish_reason=choices[0].finish_reason if choices else None,
+        prompt_tokens=prompt,
+        completion_tokens=generated,
+        latency_s=latency,
+        cached=False,
+        model_reported=getattr(completion, "model", None),
+    )
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _status_fix(status: int, spec: ModelSpec) -> str:
+    if status in (401, 403):
+        return f"check the API key in ${spec.key_env}" if spec.key_env else "the server refused the request"
+    if status == 404:
+        return f"check the model name '{spec.model}' and the URL {spec.base_url}"
+    return "the request was rejected; check the model spec and its options (e.g. #json=none)"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class LLMPool:
+    """The models of one run, by role; starts and stops the embedded server as needed."""
+
+    def __init__(
+        self,
+        specs: dict[str, ModelSpec],
+        *,
+        cache: ResponseCache | None,
+        concurrency: int = 4,
+        log_dir: Path | None = None,
+        n_threads: int | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+    ) -> None:
+        self.specs = specs
+        self.cache = cache
+        self.concurrency = concurrency
+        self.log_dir = log_dir
+        self.n_threads = n_threads
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.ledger = UsageLedger()
+        self.served: dict[str, Any] = {}
+        self._identities: dict[ModelSpec, dict[str, Any]] = {}
+        self._endpoints: dict[ModelSpec, tuple[Any, asyncio.Semaphore]] = {}
+        self._servers: list[Any] = []
+        self._clients: dict[str, LLMClient] = {}
+
+    def identity(self, role: str) -> dict[str, Any]:
+        spec = self.specs[role]
+        if spec not in self._identities:
+            self._identities[spec] = spec.identity()
+        return self._identities[spec]
+
+    def identities(self, roles: list[str]) -> dict[str, dict[str, Any]]:
+        return {role: self.identity(role) for role in roles}
+
+    def preflight(self) -> None:
+        """Check every remote endpoint of the pool (reachable, key accepted, model served)."""
+        for spec in dict.fromkeys(self.specs.values()):
+            if not spec.is_embedded and spec.display() not in self.served:
+                self.served[spec.display()] = preflight(spec)
+
+    async def start(self, roles: list[str]) -> None:
+        import openai
+
+        for role in roles:
+            spec = self.specs[role]
+            if spec in self._endpoints:
+                continue
+            if spec.is_embedded:
+                base_url = await asyncio.to_thread(self._start_embedded, spec)
+            else:
+                base_url = spec.base_url or ""
+                if spec.display() not in self.served:
+                    self.served[spec.display()] = await asyncio.to_thread(preflight, spec)
+            sdk = openai.AsyncOpenAI(
+                base_url=base_url, api_key=spec.api_key(), max_retries=0, timeout=self.timeout
+            )
+            # the embedded llama.cpp server answers one request at a time; queueing there only inflates latency
+            limit = 1 if spec.is_embedded else self.concurrency
+            self._endpoints[spec] = (sdk, asyncio.Semaphore(limit))
+
+    def _start_embedded(self, spec: ModelSpec) -> str:
+        from ddibench.llm.embedded import EmbeddedServer, resolve_gguf
+
+        log = self.log_dir / "llm-server.log" if self.log_dir else None
+        server = EmbeddedServer(resolve_gguf(spec), spec.model, n_threads=self.n_threads, log_path=log)
+        base_url = server.start()
+        self._servers.append(server)
+        self.served[spec.display()] = {"base_url": base_url, "model_path": str(server.model_path)}
+        return base_url
+
+    def client(self, role: str) -> LLMClient:
+        if role not in self._clients:
+            spec = self.specs[role]
+            if spec not in self._endpoints:
+                raise RuntimeError(f"model for role '{role}' was not started; list it in the system's llm_roles")
+            sdk, semaphore = self._endpoints[spec]
+            self._clients[role] = LLMClient(
+                spec,
+                self.identity(role),
+                sdk,
+                role,
+                self.cache,
+                self.ledger,
+                semaphore,
+                max_retries=self.max_retries,
+            )
+        return self._clients[role]
+
+    async def close(self) -> None:
+        for sdk, _ in self._endpoints.values():
+            try:
+                await sdk.close()
+            except Exception:  # noqa: BLE001 - closing must not mask the run's own error
+                pass
+        self._endpoints.clear()
+        self._clients.clear()
+        for server in self._servers:
+            server.stop()
+        self._servers.clear()
+
+
+def preflight(spec: ModelSpec, timeout: float = 10.0) -> dict[str, Any]:
+    """Check a remote endpoint before the first sample: reachable, key accepted, model served."""
+    url = (spec.base_url or "").rstrip("/") + "/models"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {spec.api_key()}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - user-given endpoint
+            payload = json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise ModelEndpointError(f"{spec.base_url} rejected the API key (HTTP {exc.code})", _status_fix(exc.code, spec)) from None
+        return {"models_endpoint": f"HTTP {exc.code}"}  # some servers do not list models; the first call will tell
+    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ModelEndpointError(
+            f"cannot reach model endpoint {spec.base_url} ({reason})",
+            "start the server, or check --model / --base-url",
+        ) from None
+    except ValueError:
+        raise ModelEndpointError(f"{url} did not answer with JSON", "is this an OpenAI-compatible server?") from None
+    models = payload.get("data") if isinstance(payload, dict) else None
+    served = [m.get("id") for m in models or [] if isinstance(m, dict)]
+    if served and spec.provider in ("vllm", "llamacpp", "ollama", "openai-compatible") and spec.model not in served:
+        raise ModelEndpointError(
+            f"{spec.base_url} does not serve model '{spec.model}' (it serves: {', '.join(map(str, served[:5]))})",
+            "use one of those names",
+        )
+    info = next((m for m in models or [] if isinstance(m, dict) and m.get("id") == spec.model), {})
+    return {"listed": bool(info), "root": info.get("root"), "owned_by": info.get("owned_by")}

@@ -1,0 +1,182 @@
+"""Model specifications: which model, behind which OpenAI-compatible endpoint, with what identity.
+
+Syntax (``--model``)::
+
+    embedded                              the embedded default (SmolLM2-135M-Instruct, llama.cpp)
+    embedded:/path/to/model.gguf          any GGUF file, served by the embedded llama.cpp server
+    openai:gpt-4o-mini                    OpenAI (key in $OPENAI_API_KEY)
+    deepseek:deepseek-chat                DeepSeek (key in $DEEPSEEK_API_KEY)
+    vllm:Qwen/Qwen2.5-7B-Instruct@http://gpu-host:8000/v1
+    ollama:llama3.1:8b                    Ollama on its default port (or @URL)
+    llamacpp:local@http://127.0.0.1:8080/v1
+    openai-compatible:NAME@URL            any other server speaking the OpenAI chat API
+
+Options follow a ``#``, comma separated: ``revision=...`` (pins the weights or API snapshot in the
+model's identity), ``json=schema|object|llamacpp|none`` (how constrained JSON output is requested),
+``key_env=NAME`` (the environment variable holding the API key).
+
+A spec's :meth:`ModelSpec.identity` is what the response cache keys on and what manifests record:
+provider, base URL, model name, and the weights' sha256 (embedded) or the declared revision.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ddibench.errors import ConfigError
+
+ROLES = ("generator", "describer", "judge")
+EMBEDDED = "embedded"
+EMBEDDED_DEFAULT_NAME = "smollm2-135m-instruct"
+
+# json modes: how a JSON schema is passed to the server
+#   schema   -> response_format {"type": "json_schema", "json_schema": {...}}   (OpenAI, vLLM, Ollama)
+#   object   -> response_format {"type": "json_object"}                          (DeepSeek; schema in prompt only)
+#   llamacpp -> response_format {"type": "json_object", "schema": {...}}         (llama.cpp python server)
+#   none     -> nothing; the prompt asks for JSON
+JSON_MODES = ("schema", "object", "llamacpp", "none")
+
+
+@dataclass(frozen=True)
+class Provider:
+    base_url: str | None
+    key_env: str | None
+    json_mode: str
+    needs_key: bool = False
+
+
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider("https://api.openai.com/v1", "OPENAI_API_KEY", "schema", needs_key=True),
+    "deepseek": Provider("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", "object", needs_key=True),
+    "vllm": Provider(None, "VLLM_API_KEY", "schema"),
+    "ollama": Provider("http://127.0.0.1:11434/v1", None, "schema"),
+    "llamacpp": Provider(None, None, "llamacpp"),
+    "openai-compatible": Provider(None, "OPENAI_API_KEY", "none"),
+    EMBEDDED: Provider(None, None, "llamacpp"),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    provider: str
+    model: str
+    base_url: str | None = None
+    json_mode: str = "none"
+    key_env: str | None = None
+    revision: str | None = None
+    model_path: str | None = None  # embedded: the GGUF file
+    options: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.provider == EMBEDDED
+
+    @classmethod
+    def parse(cls, text: str, base_url: str | None = None) -> ModelSpec:
+        text = text.strip()
+        if not text:
+            raise ConfigError("empty model spec", "use e.g. 'openai:gpt-4o-mini' or 'embedded'")
+        body, _, opt_text = text.partition("#")
+        options: dict[str, str] = {}
+        for item in filter(None, (p.strip() for p in opt_text.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep or key not in ("revision", "json", "key_env"):
+                raise ConfigError(f"bad model option '{item}' in '{text}'", "options are revision=, json=, key_env=")
+            options[key] = value
+        provider, sep, rest = body.partition(":")
+        if not sep:
+            if body == EMBEDDED:
+                provider, rest = EMBEDDED, ""
+            elif base_url:
+                provider, rest = "openai-compatible", body
+            else:
+                raise ConfigError(
+                    f"model '{body}' names no provider",
+                    f"write 'openai:{body}', 'vllm:{body}@URL', or pass --base-url (providers: {', '.join(PROVIDERS)})",
+                )
+        if provider not in PROVIDERS:
+            from ddibench.errors import UnknownNameError
+
+            raise UnknownNameError("provider", provider, PROVIDERS)
+        info = PROVIDERS[provider]
+        model, url = rest, base_url
+        at = rest.rfind("@")
+        if at >= 0 and rest[at + 1 :].startswith(("http://", "https://")):
+            model, url = rest[:at], rest[at + 1 :]
+        json_mode = options.get("json", info.json_mode)
+        if json_mode not in JSON_MODES:
+            raise ConfigError(f"json mode '{json_mode}' is not one of {', '.join(JSON_MODES)}")
+        spec = cls(
+            provider=provider,
+            model=model,
+            base_url=(url or info.base_url),
+            json_mode=json_mode,
+            key_env=options.get("key_env", info.key_env),
+            revision=options.get("revision"),
+            options=options,
+        )
+        if provider == EMBEDDED:
+            return spec._embedded(model)
+        if not model:
+            raise ConfigError(f"model spec '{text}' names no model", f"write '{provider}:MODEL'")
+        if spec.base_url is None:
+            raise ConfigError(f"{provider} model '{model}' needs a server URL", f"write '{provider}:{model}@http://HOST:PORT/v1'")
+        return spec
+
+    def _embedded(self, model: str) -> ModelSpec:
+        if model and model != EMBEDDED_DEFAULT_NAME:
+            path = Path(model).expanduser()
+            if path.suffix != ".gguf":
+                raise ConfigError(f"embedded model '{model}' is not a .gguf file", "give the path of a GGUF model file")
+            if not path.is_file():
+                raise ConfigError(f"embedded model file {path} does not exist", "check the path")
+            return replace(self, model=path.stem, model_path=str(path.resolve()), base_url=None)
+        return replace(self, model=EMBEDDED_DEFAULT_NAME, model_path=None, base_url=None)
+
+    def api_key(self) -> str:
+        key = os.environ.get(self.key_env, "") if self.key_env else ""
+        if not key and PROVIDERS[self.provider].needs_key:
+            raise ConfigError(f"{self.provider} needs an API key in ${self.key_env}", f"export {self.key_env}=...")
+        return key or "not-needed"
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two answers comparable: the cache key and the manifest both use this."""
+        ident: dict[str, Any] = {"provider": self.provider, "model": self.model}
+        if self.is_embedded:
+            from ddibench.llm.embedded import resolve_gguf, weights_sha256
+
+            path = resolve_gguf(self)
+            ident["weights_sha256"] = weights_sha256(path)
+            ident["base_url"] = EMBEDDED  # the loopback port changes every run; the weights do not
+        else:
+            ident["base_url"] = (self.base_url or "").rstrip("/")
+        if self.revision:
+            ident["revision"] = self.revision
+        return ident
+
+    def display(self) -> str:
+        if self.is_embedded:
+            return f"embedded:{self.model}"
+        return f"{self.provider}:{self.model}@{self.base_url}"
+
+
+def parse_model_options(values: tuple[str, ...] | list[str], base_url: str | None = None) -> dict[str, ModelSpec]:
+    """``--model`` values -> spec per role. ``SPEC`` sets every role; ``ROLE=SPEC`` sets one."""
+    default: ModelSpec | None = None
+    per_role: dict[str, ModelSpec] = {}
+    for value in values:
+        role, sep, rest = value.partition("=")
+        if sep and role in ROLES:
+            per_role[role] = ModelSpec.parse(rest, base_url)
+        else:
+            default = ModelSpec.parse(value, base_url)
+    if default is None:
+        default = ModelSpec.parse(EMBEDDED) if not base_url else None
+    out = {role: per_role.get(role) or default for role in ROLES}
+    missing = [role for role, spec in out.items() if spec is None]
+    if missing:
+        raise ConfigError("--base-url needs --model NAME", "pass the model name the server serves")
+    return out  # type: ignore[return-value]

@@ -1,0 +1,138 @@
+"""Declared hardware profiles, and detection of the hardware a run really had.
+
+A profile says what a run may assume (accelerators, memory, LLM concurrency) and the budgets that fit
+it: per-system configuration defaults, for example fewer MLP epochs on ``cpu``. The runner records the
+declared profile and the detected hardware side by side in every manifest; the ``cpu`` profile is the
+one CI exercises.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from ddibench.errors import UnknownNameError
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    accelerator: str | None  # e.g. "NVIDIA A100 80GB"
+    accelerator_count: int
+    accelerator_memory_gb: int
+    llm_concurrency: int  # concurrent requests per model endpoint
+    budgets: dict[str, dict[str, Any]] = field(default_factory=dict)  # system name -> config defaults
+
+    def budget_for(self, system: str) -> dict[str, Any]:
+        return dict(self.budgets.get(system, {}))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "accelerator": self.accelerator,
+            "accelerator_count": self.accelerator_count,
+            "accelerator_memory_gb": self.accelerator_memory_gb,
+            "llm_concurrency": self.llm_concurrency,
+            "budgets": self.budgets,
+        }
+
+
+_GPU_BUDGETS: dict[str, dict[str, Any]] = {"mlp": {"max_epochs": 100, "device": "cuda"}}
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile(
+            "cpu",
+            "CPU only (CI and laptops): embedded 135M model, trained baselines on a declared epoch budget",
+            None,
+            0,
+            0,
+            llm_concurrency=4,
+            budgets={"mlp": {"max_epochs": 30, "device": "cpu"}},
+        ),
+        Profile("rtx3090-24g", "one NVIDIA RTX 3090 (24 GB)", "NVIDIA GeForce RTX 3090", 1, 24, 16, _GPU_BUDGETS),
+        Profile("a100-80g", "one NVIDIA A100 (80 GB)", "NVIDIA A100 80GB", 1, 80, 32, _GPU_BUDGETS),
+        Profile("2xa100-80g", "two NVIDIA A100 (80 GB)", "NVIDIA A100 80GB", 2, 80, 64, _GPU_BUDGETS),
+        Profile("h100-80g", "one NVIDIA H100 (80 GB)", "NVIDIA H100 80GB", 1, 80, 64, _GPU_BUDGETS),
+        Profile("h200-141g", "one NVIDIA H200 (141 GB)", "NVIDIA H200", 1, 141, 64, _GPU_BUDGETS),
+    )
+}
+
+
+def get_profile(name: str) -> Profile:
+    if name not in PROFILES:
+        raise UnknownNameError("profile", name, PROFILES)
+    return PROFILES[name]
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gb() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _gpus() -> list[dict[str, str]]:
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        name, memory, driver = (part.strip() for part in line.split(","))
+        gpus.append({"name": name, "memory": memory, "driver": driver})
+    return gpus
+
+
+@cache
+def detect_hardware() -> dict[str, Any]:
+    return {
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_gb": _memory_gb(),
+        "gpus": _gpus(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def profile_mismatch(profile: Profile, hardware: dict[str, Any]) -> str | None:
+    """A warning when the declared profile promises accelerators the machine does not have."""
+    gpus = hardware.get("gpus") or []
+    if profile.accelerator_count > len(gpus):
+        return (
+            f"profile '{profile.name}' declares {profile.accelerator_count} x {profile.accelerator}, "
+            f"but {len(gpus)} GPU(s) were detected"
+        )
+    return None

@@ -1,0 +1,1 @@
+"""Runs: journal, resume, scoring, results and their manifest."""

@@ -1,0 +1,207 @@
+"""Systems under test: the protocol an adapter implements, and what a run hands it.
+
+A system is a class registered under the ``ddibench.systems`` entry-point group. The runner builds it
+from its pydantic ``Config`` (system defaults, then the profile's budget, then ``--config`` overrides),
+calls ``prepare`` once with the *training view* of the task (training and validation splits only; the
+test split is never passed), then ``predict`` on chunks of *blinded* samples (no targets), and journals
+each returned :class:`~ddibench.schema.Prediction`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ddibench.errors import ConfigError
+from ddibench.hashing import config_hash, sha256_text
+from ddibench.schema import Prediction, Sample
+
+if TYPE_CHECKING:
+    from ddibench.artifacts import ArtifactStore
+    from ddibench.llm.client import ChatResult, LLMClient, LLMPool
+    from ddibench.profiles import Profile
+    from ddibench.task import Task
+
+
+class ProgressHandle(Protocol):
+    def advance(self, n: int = 1) -> None: ...
+    def update(self, *, total: int | None = None, description: str | None = None) -> None: ...
+    def close(self) -> None: ...
+
+
+class Progress(Protocol):
+    def task(self, description: str, total: int | None) -> ProgressHandle: ...
+
+
+class _NullHandle:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def update(self, *, total: int | None = None, description: str | None = None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class NullProgress:
+    def task(self, description: str, total: int | None) -> ProgressHandle:
+        return _NullHandle()
+
+
+@dataclass(frozen=True)
+class TrainingView:
+    """What ``prepare`` may see: the task, its training and validation splits, shared resources."""
+
+    task: Task
+    train: tuple[Sample, ...]
+    valid: tuple[Sample, ...]
+    resources: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunContext:
+    """Everything a system may use during a run besides its own configuration."""
+
+    task: Task
+    profile: Profile
+    seed: int
+    artifacts: ArtifactStore
+    llm: LLMPool | None = None
+    progress: Progress = field(default_factory=NullProgress)
+    run_dir: Path | None = None
+    resources: dict[str, Any] = field(default_factory=dict)
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("ddibench.run"))
+
+    def remember_text(self, text: str) -> str:
+        """Keep a long text shared by many samples (a system prompt) once, in ``<run dir>/texts/<sha256>.txt``.
+
+        Traces refer to it by hash instead of repeating it in every journal line.
+        """
+        digest = sha256_text(text)
+        if self.run_dir is not None:
+            path = self.run_dir / "texts" / f"{digest}.txt"
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text(text, encoding="utf-8")
+                tmp.replace(path)
+        return digest
+
+    def model(self, role: str = "generator") -> LLMClient:
+        if self.llm is None:
+            raise RuntimeError("this run has no LLM; declare the role in the system's llm_roles")
+        return self.llm.client(role)
+
+
+@runtime_checkable
+class System(Protocol):
+    """The protocol every adapter implements (subclassing :class:`BaseSystem` is the easy way)."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    description: ClassVar[str]
+    llm_roles: ClassVar[tuple[str, ...]]  # roles whose models the runner must start
+    batch_size: ClassVar[int]  # samples per predict() call
+    max_concurrency: ClassVar[int]  # predict() calls in flight at once
+
+    config: BaseModel
+
+    def supports(self, task: Task) -> bool: ...
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None: ...
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]: ...
+
+
+class SystemConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BaseSystem(ABC):
+    """Convenience base: configuration handling and sensible class defaults."""
+
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = "0"
+    description: ClassVar[str] = ""
+    Config: ClassVar[type[SystemConfig]] = SystemConfig
+    families: ClassVar[tuple[str, ...]] = ()
+    llm_roles: ClassVar[tuple[str, ...]] = ()
+    batch_size: ClassVar[int] = 1
+    max_concurrency: ClassVar[int] = 64
+
+    def __init__(self, config: SystemConfig | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+    @classmethod
+    def build(cls, *layers: dict[str, Any]) -> BaseSystem:
+        """Build from configuration layers (later layers win), with one-line errors for bad keys."""
+        merged: dict[str, Any] = {}
+        for layer in layers:
+            merged.update(layer)
+        known = set(cls.Config.model_fields)
+        unknown = [k for k in merged if k not in known]
+        if unknown:
+            from ddibench.errors import UnknownNameError
+
+            raise UnknownNameError(f"{cls.name} config key", unknown[0], known)
+        try:
+            return cls(cls.Config(**merged))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise ConfigError(f"{cls.name} config '{where}': {err['msg']}", f"see 'ddibench list systems -v' for {cls.name}'s options") from None
+
+    def supports(self, task: Task) -> bool:
+        return not self.families or task.family in self.families
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        return None
+
+    def run_info(self) -> dict[str, Any]:
+        """What the system did in this session beyond its config (e.g. a training log); kept in the results."""
+        return {}
+
+    @abstractmethod
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        """One prediction per sample, in any order."""
+
+
+def system_config_hash(system: System) -> str:
+    """The hash that names a system's configuration in run ids, artifacts and manifests."""
+    return config_hash({"system": system.name, "version": system.version, "config": system.config.model_dump(mode="json")})
+
+
+def parse_config_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``--config key=value`` items; values are JSON when they parse as JSON, else strings."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad --config item '{item}'", "write key=value, e.g. --config max_epochs=5")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def llm_trace(role: str, messages: list[dict[str, Any]], result: ChatResult) -> dict[str, Any]:
+    """The trace entry of one LLM call; the runner sums these into per-item cost.
+
+    System messages are recorded by sha256 (see :meth:`RunContext.remember_text`), other messages in full.
+    """
+    recorded = [
+        {"role": "system", "sha256": sha256_text(m["content"]), "chars": len(m["content"])}
+        if m.get("role") == "system" and isinstance(m.get("content"), str)
+        else m
+        for m in messages
+    ]
+    return {"role": role, "messages": recorded, "response": result.text, **result.trace()}

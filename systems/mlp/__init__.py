@@ -1,0 +1,253 @@
+"""``mlp``: Morgan fingerprints of both drugs into a multi-layer perceptron (no LLM, no graph).
+
+The trained baseline of the EmerGNN and DDI-Ben tables. Each drug is an ECFP-style Morgan bit vector
+(RDKit; radius 2, 1024 bits by default); a pair is the concatenation ``[fp(head); fp(tail)]`` (order
+matters: the label is directional) and the MLP predicts one of the 86 interaction types. It trains on
+the training split with Adam and cross-entropy, keeps the epoch with the best validation macro-F1, and
+stops after ``patience`` epochs without improvement. The checkpoint is a cached artifact keyed by
+configuration, task data and code version, so a second run trains nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ddibench.errors import ConfigError
+from ddibench.schema import Prediction, Sample
+from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, system_config_hash
+
+TRAINING_CODE_VERSION = 1  # bump when training changes in a way the config does not show
+
+
+class MLPConfig(SystemConfig):
+    radius: int = 2
+    n_bits: int = 1024
+    hidden: tuple[int, ...] = (1024, 512)
+    dropout: float = 0.3
+    lr: float = 1e-3
+    weight_decay: float = 1e-6
+    batch_size: int = 512
+    max_epochs: int = 50
+    patience: int = 5
+    max_train: int | None = None  # train on a seeded subsample of this many pairs (a declared budget)
+    device: str = "cpu"
+    threads: int | None = None
+
+
+def morgan_matrix(smiles: Sequence[str], radius: int, n_bits: int) -> tuple[Any, list[int]]:
+    """A (drugs, n_bits) uint8 matrix of Morgan bits, and the indices whose SMILES RDKit cannot parse."""
+    import numpy as np
+    from rdkit import Chem, RDLogger
+    from rdkit.Chem import rdFingerprintGenerator
+
+    RDLogger.DisableLog("rdApp.*")
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
+    out = np.zeros((len(smiles), n_bits), dtype=np.uint8)
+    failed = []
+    for i, smi in enumerate(smiles):
+        mol = Chem.MolFromSmiles(smi) if smi else None
+        if mol is None:
+            failed.append(i)
+            continue
+        out[i] = generator.GetFingerprintAsNumPy(mol)
+    return out, failed
+
+
+def _network(cfg: MLPConfig, n_labels: int) -> Any:
+    from torch import nn
+
+    layers: list[Any] = []
+    width = 2 * cfg.n_bits
+    for size in cfg.hidden:
+        layers += [nn.Linear(width, size), nn.BatchNorm1d(size), nn.ReLU(), nn.Dropout(cfg.dropout)]
+        width = size
+    layers.append(nn.Linear(width, n_labels))
+    return nn.Sequential(*layers)
+
+
+class MLPSystem(BaseSystem):
+    name = "mlp"
+    version = "1.0.0"
+    description = "Morgan fingerprints of both drugs -> MLP, trained on the training split (early stopping on validation macro-F1)"
+    Config = MLPConfig
+    families = ("drugbank_ddi",)
+    batch_size = 4096
+    max_concurrency = 1
+    config: MLPConfig
+
+    def __init__(self, config: MLPConfig | None = None) -> None:
+        super().__init__(config)
+        self._model: Any = None
+        self._features: Any = None
+        self.training_log: dict[str, Any] = {}
+
+    def _device(self) -> Any:
+        import torch
+
+        if self.config.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ConfigError("mlp config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine")
+        return torch.device(self.config.device)
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        import torch
+
+        torch.set_num_threads(self.config.threads or os.cpu_count() or 1)
+        catalog = view.resources["drugs"]
+        feats, failed = morgan_matrix([d.smiles for d in catalog.drugs], self.config.radius, self.config.n_bits)
+        self._features = torch.from_numpy(feats).float()
+        key = {
+            "system": self.name,
+            "version": self.version,
+            "config_hash": system_config_hash(self),
+            "config": self.config.model_dump(mode="json"),
+            "task": view.task.name,
+            "data_sha256": view.task.data_sha256,
+            "seed": ctx.seed,
+            "training_code": TRAINING_CODE_VERSION,
+        }
+        path, built = ctx.artifacts.get_or_build(
+            "mlp", key, lambda tmp: self._train(view, ctx, tmp, failed)
+        )
+        self.training_log = json.loads((path / "training.json").read_text(encoding="utf-8"))
+        self.training_log["loaded_from_cache"] = not built
+        self.training_log["artifact"] = str(path)
+        model = _network(self.config, len(view.task.label_space))
+        model.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
+        self._model = model.to(self._device()).eval()
+        ctx.log.info("mlp: %s checkpoint %s", "built" if built else "reused", path)
+
+    def run_info(self) -> dict[str, Any]:
+        return self.training_log
+
+    def _pairs(self, samples: Sequence[Sample]) -> tuple[Any, Any]:
+        import torch
+
+        heads = torch.tensor([s.input.head.node_id for s in samples], dtype=torch.long)
+        tails = torch.tensor([s.input.tail.node_id for s in samples], dtype=torch.long)
+        return heads, tails
+
+    def _inputs(self, heads: Any, tails: Any, device: Any) -> Any:
+        import torch
+
+        return torch.cat([self._features[heads], self._features[tails]], dim=1).to(device)
+
+    def _train(self, view: TrainingView, ctx: RunContext, out_dir: Path, failed_smiles: list[int]) -> None:
+        import numpy as np
+        import torch
+
+        from ddibench.metrics.classification import classification_scores
+
+        cfg = self.config
+        device = self._device()
+        torch.manual_seed(ctx.seed)
+        rng = np.random.default_rng(ctx.seed)
+        train = list(view.train)
+        if cfg.max_train is not None and cfg.max_train < len(train):
+            keep = np.sort(rng.choice(len(train), size=cfg.max_train, replace=False))
+            train = [train[i] for i in keep]
+        if not view.valid:
+            raise ConfigError("mlp needs a validation split for early stopping", "evaluate on the test split")
+        h_tr, t_tr = self._pairs(train)
+        y_tr = torch.tensor([int(s.target) for s in train], dtype=torch.long)  # type: ignore[arg-type]
+        h_va, t_va = self._pairs(view.valid)
+        y_va = np.array([int(s.target) for s in view.valid])  # type: ignore[arg-type]
+        n_labels = len(view.task.label_space)
+
+        model = _network(cfg, n_labels).to(device)
+        optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        loss_fn = torch.nn.CrossEntropyLoss()
+        generator = torch.Generator().manual_seed(ctx.seed)
+        best_f1, best_epoch, best_state, waited = -1.0, -1, None, 0
+        epochs: list[dict[str, float]] = []
+        bar = ctx.progress.task(f"training mlp ({len(train):,} pairs)", cfg.max_epochs)
+        started = time.perf_counter()
+        try:
+            for epoch in range(cfg.max_epochs):
+                t0 = time.perf_counter()
+                model.train()
+                order = torch.randperm(len(train), generator=generator)
+                total = 0.0
+                for start in range(0, len(train), cfg.batch_size):
+                    idx = order[start : start + cfg.batch_size]
+                    if idx.numel() < 2:
+                        continue  # BatchNorm needs two samples
+                    logits = model(self._inputs(h_tr[idx], t_tr[idx], device))
+                    loss = loss_fn(logits, y_tr[idx].to(device))
+                    optimiser.zero_grad()
+                    loss.backward()
+                    optimiser.step()
+                    total += loss.item() * idx.numel()
+                pred = self._argmax(model, h_va, t_va, device)
+                scores = classification_scores(y_va, pred, n_labels)
+                epochs.append(
+                    {
+                        "epoch": epoch + 1,
+                        "train_loss": round(total / len(train), 5),
+                        "valid_accuracy": round(scores.accuracy, 5),
+                        "valid_macro_f1": round(scores.macro_f1, 5),
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    }
+                )
+                bar.advance()
+                bar.update(description=f"training mlp: epoch {epoch + 1}, valid macro-F1 {scores.macro_f1:.3f}")
+                if scores.macro_f1 > best_f1:
+                    best_f1, best_epoch, waited = scores.macro_f1, epoch + 1, 0
+                    best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                else:
+                    waited += 1
+                    if waited >= cfg.patience:
+                        break
+        finally:
+            bar.close()
+        torch.save(best_state, out_dir / "model.pt")
+        log = {
+            "n_train": len(train),
+            "n_train_available": len(view.train),
+            "n_valid": len(view.valid),
+            "best_epoch": best_epoch,
+            "best_valid_macro_f1": best_f1,
+            "epochs_run": len(epochs),
+            "stopped_early": len(epochs) < cfg.max_epochs,
+            "train_seconds": round(time.perf_counter() - started, 1),
+            "device": str(device),
+            "torch_threads": torch.get_num_threads(),
+            "smiles_unparsable": failed_smiles,
+            "epochs": epochs,
+        }
+        (out_dir / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+
+    def _argmax(self, model: Any, heads: Any, tails: Any, device: Any, chunk: int = 8192) -> Any:
+        import numpy as np
+        import torch
+
+        model.eval()
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(heads), chunk):
+                logits = model(self._inputs(heads[start : start + chunk], tails[start : start + chunk], device))
+                out.append(logits.argmax(dim=1).cpu().numpy())
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        import torch
+
+        heads, tails = self._pairs(samples)
+        with torch.no_grad():
+            probs = torch.softmax(self._model(self._inputs(heads, tails, self._device())), dim=1).cpu()
+        top_p, top_i = probs.topk(5, dim=1)
+        out = []
+        for sample, ps, ids in zip(samples, top_p.tolist(), top_i.tolist()):
+            out.append(
+                Prediction(
+                    sample_id=sample.id,
+                    label=int(ids[0]),
+                    ranked=[int(i) for i in ids],
+                    trace={"top5": [[int(i), round(float(p), 5)] for i, p in zip(ids, ps)]},
+                )
+            )
+        return out

@@ -1,0 +1,373 @@
+"""DrugBank DDI tasks: an ordered drug pair -> one of 86 interaction types.
+
+All tasks share the EmerGNN/SumGNN id space (drugs 0..1709, relations 0..85). The drug catalog joins
+EmerGNN's ``node2id.json`` (DrugBank ids), DDI-Ben's approval-date sheet and DDI-GPT names, and
+DDI-Ben-code's SMILES; labels are EmerGNN's ``relation2id.json`` templates, where ``#Drug1`` is the
+first (head) drug of a triple and ``#Drug2`` the second (tail).
+
+The task definitions live in ``tasks.toml`` beside this module; this module turns them into
+:class:`DrugBankTask` objects and verifies, each time a task loads, what the definition promises:
+split sizes, the S0/S1/S2 property over both drug columns, DDI-Ben's drug sets, EmerGNN's test-drug
+list, and that no (head, tail, label) triple is in both training and evaluation splits.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import tomllib
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+from ddibench.data import SourceFile, fetch, source
+from ddibench.data.xlsx import read_first_sheet
+from ddibench.errors import DataError
+from ddibench.schema import Drug, DrugPair, Label, LabelSpace, Sample, sample_id
+from ddibench.task import Check, Evaluator, Task, TaskData
+
+FAMILY = "drugbank_ddi"
+N_DRUGS = 1710
+N_LABELS = 86
+SPLITS = ("train", "valid", "test")
+EXPECTED_UNSEEN = {"S0": 0, "S1": 1, "S2": 2}
+_UNSEEN_WORDS = {0: "no drug", 1: "one drug", 2: "two drugs"}
+
+
+@cache
+def _definitions() -> dict[str, Any]:
+    text = resources.files(__name__).joinpath("tasks.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def _ref(ref: dict[str, str]) -> SourceFile:
+    return source(ref["dataset"], ref["path"])
+
+
+def _family_sources() -> tuple[SourceFile, ...]:
+    fam = _definitions()["family"]
+    return tuple(_ref(fam[key]) for key in ("labels", "drug_ids", "drug_names", "approval_sheet", "smiles"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared resources: the label space and the drug catalog
+
+
+@cache
+def load_labels() -> LabelSpace:
+    path = fetch(_ref(_definitions()["family"]["labels"]))
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    # ids 0..85 are the DDI types; EmerGNN's file continues with the KG metaedges (86 GiG .. 108 AeG)
+    if any("#Drug" not in raw.get(str(i), "") for i in range(N_LABELS)):
+        raise DataError(f"{path.name}: expected DDI templates for relation ids 0..{N_LABELS - 1}", "the pinned file is not EmerGNN's")
+    return LabelSpace(tuple(Label(id=i, template=raw[str(i)].strip(), name=raw[str(i)].strip()) for i in range(N_LABELS)))
+
+
+@dataclass(frozen=True)
+class DrugCatalog:
+    """The 1,710 drugs of the DrugBank DDI id space (index = node id)."""
+
+    drugs: tuple[Drug, ...]
+    approval_dates: tuple[str, ...]  # as written in DDI-Ben's sheet ("2000/04/12", "Approved Prior to ...")
+    checks: tuple[Check, ...]
+
+    def __len__(self) -> int:
+        return len(self.drugs)
+
+    def __getitem__(self, node_id: int) -> Drug:
+        return self.drugs[node_id]
+
+    @property
+    def by_drugbank_id(self) -> dict[str, Drug]:
+        return {d.drugbank_id: d for d in self.drugs}
+
+
+@cache
+def load_catalog() -> DrugCatalog:
+    fam = _definitions()["family"]
+    node2id: dict[str, int] = json.loads(fetch(_ref(fam["drug_ids"])).read_text(encoding="utf-8"))
+    gpt: dict[str, dict[str, str]] = json.loads(fetch(_ref(fam["drug_names"])).read_text(encoding="utf-8"))
+    smiles: dict[str, str] = json.loads(fetch(_ref(fam["smiles"])).read_text(encoding="utf-8"))
+    sheet = read_first_sheet(fetch(_ref(fam["approval_sheet"])))[1:]  # skip the header row
+
+    if sorted(node2id.values()) != list(range(N_DRUGS)):
+        raise DataError(f"node2id.json: expected node ids 0..{N_DRUGS - 1}", "the pinned file is not EmerGNN's")
+    by_node = {node: db_id for db_id, node in node2id.items()}
+    rows = {row.get("A"): row for row in sheet if row.get("A")}
+
+    drugs: list[Drug] = []
+    dates: list[str] = []
+    sheet_node_mismatch = 0
+    sheet_name_differs = 0
+    missing_smiles = []
+    for node in range(N_DRUGS):
+        db_id = by_node[node]
+        row = rows.get(db_id, {})
+        if row and row.get("B") is not None and int(float(row["B"])) != node:
+            sheet_node_mismatch += 1
+        gpt_name = (gpt.get(str(node)) or {}).get("name", "").strip()
+        name = (row.get("C") or "").strip() or gpt_name
+        if gpt_name and name != gpt_name:
+            sheet_name_differs += 1
+        if not name:
+            raise DataError(f"drug {db_id} (node {node}) has no name in the pinned sources", "report it")
+        smi = smiles.get(db_id, "").strip()
+        if not smi:
+            missing_smiles.append(db_id)
+        drugs.append(Drug(node_id=node, drugbank_id=db_id, name=name, smiles=smi))
+        dates.append((row.get("D") or "").strip())
+
+    checks = (
+        Check("catalog size", len(drugs) == N_DRUGS, f"{len(drugs)} drugs"),
+        Check(
+            "approval sheet node ids",
+            sheet_node_mismatch == 0 and len(rows) == N_DRUGS,
+            f"{len(rows)} sheet rows, {sheet_node_mismatch} whose node id differs from node2id.json",
+        ),
+        Check("names agree (sheet vs DDI-GPT)", sheet_name_differs == 0, f"{sheet_name_differs} differ"),
+        Check("SMILES present", not missing_smiles, f"{N_DRUGS - len(missing_smiles)} of {N_DRUGS} drugs"),
+    )
+    return DrugCatalog(tuple(drugs), tuple(dates), checks)
+
+
+# ---------------------------------------------------------------------------------------------
+# Split files
+
+
+@cache
+def read_triples(src: SourceFile) -> tuple[tuple[int, int, int], ...]:
+    """``head tail label`` lines of a split file, with ids range-checked."""
+    path = fetch(src)
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                h, t, r = (int(x) for x in parts)
+            except ValueError:
+                raise DataError(f"{src.path}:{lineno}: expected 'head tail label' integers, got {line.strip()!r}") from None
+            if not (0 <= h < N_DRUGS and 0 <= t < N_DRUGS and 0 <= r < N_LABELS):
+                raise DataError(f"{src.path}:{lineno}: id out of range in {line.strip()!r}")
+            out.append((h, t, r))
+    return tuple(out)
+
+
+@cache
+def read_id_list(src: SourceFile) -> frozenset[int]:
+    path = fetch(src)
+    return frozenset(int(x) for x in path.read_text(encoding="utf-8").split())
+
+
+def _drugs_of(triples: Iterable[tuple[int, int, int]]) -> set[int]:
+    seen: set[int] = set()
+    for h, t, _ in triples:
+        seen.add(h)
+        seen.add(t)
+    return seen
+
+
+def _unseen_counts(triples: Iterable[tuple[int, int, int]], train_drugs: set[int]) -> list[int]:
+    counts = Counter((h not in train_drugs) + (t not in train_drugs) for h, t, _ in triples)
+    return [counts.get(k, 0) for k in range(3)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks
+
+
+class DrugBankTask(Task):
+    family = FAMILY
+
+    def __init__(self, name: str, spec: dict[str, Any]) -> None:
+        self.name = name
+        self.spec = spec
+        self.version = spec["version"]
+        self.setting = spec["setting"]
+        self.title = spec["title"]
+        self.recipe_version = int(_definitions()["family"]["recipe_version"])
+        self._lock = threading.Lock()
+        self._data: TaskData | None = None
+
+    # -- definition --------------------------------------------------------------------------
+
+    def split_source(self, split: str) -> SourceFile:
+        return source(self.spec["dataset"], self.spec[split])
+
+    @property
+    def sources(self) -> tuple[SourceFile, ...]:
+        ds = self.spec["dataset"]
+        files = [self.split_source(s) for s in SPLITS]
+        files += [source(ds, p) for p in self.spec.get("drug_sets", {}).values()]
+        files += [source(ds, p) for p in self.spec.get("new_drug_list", {}).values()]
+        return _family_sources() + tuple(files)
+
+    @property
+    def label_space(self) -> LabelSpace:
+        return load_labels()
+
+    @property
+    def deviations(self) -> tuple[str, ...]:
+        expected = EXPECTED_UNSEEN[self.setting]
+        out = []
+        for split in ("valid", "test"):
+            counts = self.spec["unseen"][split]
+            total = sum(counts)
+            for k, n in enumerate(counts):
+                if k != expected and n:
+                    out.append(
+                        f"{n:,} of {total:,} {split} pairs contain {_UNSEEN_WORDS[k]} absent from training pairs "
+                        f"(setting {self.setting} expects {_UNSEEN_WORDS[expected]}); kept as published upstream, "
+                        f"scored in the breakdown n_unseen={k}"
+                    )
+        if "drug_sets" in self.spec and self.setting == "S1" and any(self.spec["unseen"][s][2] for s in ("valid", "test")):
+            out.append(
+                "in DDI-Ben's drug-level split a drug of the training drug set can have no training interaction; "
+                "pairs with such a drug are S2 from a model's point of view"
+            )
+        for split, n in self.spec.get("drug_set_violations", {}).items():
+            out.append(f"{n} {split} pairs break DDI-Ben's own drug-set definition of {self.setting} upstream; kept as published")
+        return tuple(out)
+
+    def evaluator(self) -> Evaluator:
+        from ddibench.evaluation import ClassificationEvaluator
+
+        return ClassificationEvaluator(self.label_space)
+
+    def card(self) -> dict[str, Any]:
+        card = super().card()
+        card["n_labels"] = N_LABELS
+        card["expected_sizes"] = dict(self.spec["sizes"])
+        return card
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def load(self) -> TaskData:
+        with self._lock:
+            if self._data is None:
+                self._data = self._build()
+            return self._data
+
+    def _build(self) -> TaskData:
+        catalog = load_catalog()
+        triples = {split: read_triples(self.split_source(split)) for split in SPLITS}
+        train_drugs = _drugs_of(triples["train"])
+        checks = list(catalog.checks)
+        checks += self._check_splits(triples, train_drugs)
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            detail = "; ".join(f"{c.name}: {c.detail}" for c in failed)
+            raise DataError(
+                f"task {self.name}: data does not match its definition ({detail})",
+                "the sources or the recipe changed; run 'ddibench data stats' and update tasks.toml with a new version",
+            )
+        splits = {}
+        for split, rows in triples.items():
+            splits[split] = tuple(self._samples(split, rows, catalog, train_drugs))
+        return TaskData(
+            splits=splits,
+            resources={"drugs": catalog, "labels": self.label_space, "train_drugs": frozenset(train_drugs)},
+            checks=checks,
+        )
+
+    def _samples(
+        self, split: str, rows: tuple[tuple[int, int, int], ...], catalog: DrugCatalog, train_drugs: set[int]
+    ) -> Iterable[Sample]:
+        drugs = catalog.drugs
+        for h, t, r in rows:
+            head, tail = drugs[h], drugs[t]
+            n_unseen = (h not in train_drugs) + (t not in train_drugs)
+            yield Sample(
+                id=sample_id("ddi", f"{head.drugbank_id}>{tail.drugbank_id}:{r}"),
+                input=DrugPair(head, tail),
+                target=r,
+                clusters=(head.drugbank_id, tail.drugbank_id),
+                meta=MappingProxyType({"split": split, "n_unseen": n_unseen}),
+            )
+
+    def _check_splits(self, triples: dict[str, tuple[tuple[int, int, int], ...]], train_drugs: set[int]) -> list[Check]:
+        spec = self.spec
+        checks = []
+        sizes = {s: len(triples[s]) for s in SPLITS}
+        checks.append(
+            Check(
+                "split sizes",
+                sizes == dict(spec["sizes"]),
+                ", ".join(f"{s} {sizes[s]:,} (expected {spec['sizes'][s]:,})" for s in SPLITS),
+            )
+        )
+        train_set = set(triples["train"])
+        for split in ("valid", "test"):
+            counts = _unseen_counts(triples[split], train_drugs)
+            declared = list(spec["unseen"][split])
+            checks.append(
+                Check(
+                    f"{self.setting} property ({split})",
+                    counts == declared,
+                    f"pairs with 0/1/2 drugs unseen in training pairs: {counts} (declared {declared})",
+                )
+            )
+            overlap = sum(1 for row in triples[split] if row in train_set)
+            checks.append(Check(f"no train triple in {split}", overlap == 0, f"{overlap} shared (head, tail, label) triples"))
+        if "drug_sets" in spec:
+            checks += self._check_drug_sets(triples)
+        for split, rel in spec.get("new_drug_list", {}).items():
+            listed = read_id_list(source(spec["dataset"], rel))
+            per_pair = Counter((h in listed) + (t in listed) for h, t, _ in triples[split])
+            checks.append(
+                Check(
+                    f"{split} pairs contain exactly one listed new drug",
+                    set(per_pair) == {1},
+                    f"{len(listed)} listed drugs; pairs by number of listed drugs: {dict(sorted(per_pair.items()))}",
+                )
+            )
+        return checks
+
+    def _check_drug_sets(self, triples: dict[str, tuple[tuple[int, int, int], ...]]) -> list[Check]:
+        spec = self.spec
+        sets = {s: read_id_list(source(spec["dataset"], p)) for s, p in spec["drug_sets"].items()}
+        sizes = {s: len(v) for s, v in sets.items()}
+        checks = [
+            Check("drug set sizes", sizes == dict(spec["drug_set_sizes"]), f"{sizes} (expected {dict(spec['drug_set_sizes'])})"),
+            Check(
+                "drug sets disjoint and complete",
+                not (sets["train"] & sets["valid"] or sets["train"] & sets["test"] or sets["valid"] & sets["test"])
+                and len(sets["train"] | sets["valid"] | sets["test"]) == N_DRUGS,
+                f"{len(sets['train'] | sets['valid'] | sets['test'])} drugs in the union",
+            ),
+            Check(
+                "training pairs use training drugs only",
+                _drugs_of(triples["train"]) <= sets["train"],
+                f"{len(_drugs_of(triples['train']))} of {len(sets['train'])} training-set drugs occur in training pairs",
+            ),
+        ]
+        expected_new = EXPECTED_UNSEEN[self.setting]
+        for split in ("valid", "test"):
+            own = sets[split]
+            bad = 0
+            for h, t, _ in triples[split]:
+                in_own = (h in own) + (t in own)
+                in_train = (h in sets["train"]) + (t in sets["train"])
+                if in_own != expected_new or in_own + in_train != 2:
+                    bad += 1
+            allowed = spec.get("drug_set_violations", {}).get(split, 0)
+            checks.append(
+                Check(
+                    f"DDI-Ben drug sets ({split})",
+                    bad == allowed,
+                    f"{bad} pairs without exactly {expected_new} {split}-set drug(s) and the rest training-set drugs "
+                    f"(declared {allowed})",
+                )
+            )
+        return checks
+
+
+TASKS: dict[str, DrugBankTask] = {name: DrugBankTask(name, spec) for name, spec in _definitions()["tasks"].items()}
+
+__all__ = ["TASKS", "DrugBankTask", "DrugCatalog", "load_catalog", "load_labels", "read_triples"]
+

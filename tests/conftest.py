@@ -1,0 +1,86 @@
+"""Shared test fixtures.
+
+Tests read the real pinned data from a local mirror ($DDIBENCH_MIRROR; by default the `shared/mirror/github`
+directory beside the repository) and never touch the network. Each test session gets its own
+ddibench cache directory, so the user's cache is never read or written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MIRROR = REPO.parent / "shared" / "mirror" / "github"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not os.environ.get("DDIBENCH_MIRROR") and DEFAULT_MIRROR.is_dir():
+        os.environ["DDIBENCH_MIRROR"] = str(DEFAULT_MIRROR)
+    mirror = os.environ.get("DDIBENCH_MIRROR")
+    if not mirror or not Path(mirror).is_dir():
+        raise pytest.UsageError(
+            "the tests read real data from a local mirror: set DDIBENCH_MIRROR to the mirror's github/ directory"
+        )
+    # nothing in the tests may reach the network: downloads go to a closed loopback port unless a test says otherwise
+    os.environ["DDIBENCH_DOWNLOAD_BASE"] = "http://127.0.0.1:9"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    cache = tmp_path_factory.mktemp("ddibench-cache")
+    old = os.environ.get("DDIBENCH_CACHE")
+    os.environ["DDIBENCH_CACHE"] = str(cache)
+    yield cache
+    if old is None:
+        os.environ.pop("DDIBENCH_CACHE", None)
+    else:
+        os.environ["DDIBENCH_CACHE"] = old
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache directory of this test alone (empty LLM cache, no artifacts)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DDIBENCH_CACHE", str(cache))
+    return cache
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """Run the ddibench CLI in-process; returns (exit code, stdout, stderr)."""
+    from ddibench.cli import main
+
+    monkeypatch.setenv("COLUMNS", "200")  # tables unwrapped, so assertions can match whole names
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        code = 0
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def run_cli_subprocess(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "ddibench", *args], capture_output=True, text=True, env=full_env, timeout=timeout
+    )
+
+
+@pytest.fixture
+def stub():
+    """A loopback OpenAI-compatible stub server answering {"type": k}."""
+    from ddibench.llm.stub import StubConfig, running_stub
+
+    with running_stub(StubConfig()) as server:
+        yield server

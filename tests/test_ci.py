@@ -1,0 +1,43 @@
+"""The README's set-up commands and CI stay in step; packaging covers every package directory."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _readme_commands() -> list[str]:
+    block = re.search(r"## Set up.*?```bash\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL)
+    assert block, "README.md needs a 'Set up' section with a bash block"
+    return [line for line in block.group(1).splitlines() if line and not line.startswith("#")]
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    install_and_run, test = _readme_commands()
+    assert "ddibench run" in install_and_run
+    assert "pytest" in test
+    ci_lines = (REPO / ".ci" / "run").read_text().splitlines()
+    assert test in ci_lines
+
+
+def test_every_package_directory_is_packaged() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapping = config["package-dir"]
+    packaged = set(config["packages"])
+    found = set()
+    for name, root in mapping.items():
+        for init in (REPO / root).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / root)
+            found.add(".".join([name, *rel.parts]) if rel.parts else name)
+    assert found == packaged, found ^ packaged
+
+
+def test_public_api_names_resolve() -> None:
+    import ddibench
+
+    assert set(ddibench.__all__) - {"__version__"} == set(ddibench._EXPORTS)
+    for name in ddibench._EXPORTS:
+        assert getattr(ddibench, name) is not None

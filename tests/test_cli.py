@@ -1,0 +1,58 @@
+"""The command line: fast start-up, lazy imports, data commands, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("torch", "rdkit", "openai", "llama_cpp", "numpy", "rich", "pydantic")
+
+
+def _modules_after(args: list[str]) -> set[str]:
+    code = (
+        "import sys\nfrom ddibench.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "import json; print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)), file=sys.stderr)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+
+def test_help_imports_nothing_heavy() -> None:
+    loaded = _modules_after(["--help"])
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+
+
+def test_listing_imports_no_model_or_ml_library() -> None:
+    loaded = _modules_after(["list", "tasks"])
+    assert not loaded & {"torch", "rdkit", "openai", "llama_cpp"}
+
+
+def test_list_commands(cli) -> None:
+    code, out, _ = cli("list", "tasks")
+    assert code == 0 and "drugbank_s1_emergnn" in out and "S2" in out
+    code, out, _ = cli("list", "profiles")
+    assert code == 0 and "h200-141g" in out and "this machine:" in out
+    code, _, err = cli("list", "sytems")
+    assert code == 2 and "did you mean 'systems'" in err
+
+
+def test_data_commands(cli) -> None:
+    code, out, _ = cli("data", "list")
+    assert code == 0 and "emergnn-drugbank" in out and "CC-BY-NC-4.0" in out and "github.com/yzhangee/EmerGNN" in out
+    code, out, _ = cli("data", "verify")
+    assert code == 0 and "0 missing, 0 bad" in out
+    code, out, _ = cli("data", "fetch", "--task", "drugbank_s2")
+    assert code == 0 and "files verified" in out
+    code, out, _ = cli("data", "stats", "drugbank_s1", "drugbank_s2")
+    assert code == 0
+    assert "99,283" in out and "28,823" in out and "31,984" in out and "1,606" in out and "1,992" in out
+    assert "FAILED" not in out
+    code, _, err = cli("data", "stats", "drugbank_s9")
+    assert code == 2 and "unknown task" in err
+
+
+def test_unknown_command_suggests(cli) -> None:
+    code, _, err = cli("rnu")
+    assert code == 2 and "Did you mean 'run'" in err
