@@ -19,6 +19,12 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MIRROR = REPO.parent / "shared" / "mirror" / "github"
 
 
+def reference_dir() -> Path:
+    """Independently derived tables beside the mirror (``shared/reference``), for checking derivations."""
+    mirror = Path(os.environ.get("DDIBENCH_MIRROR") or DEFAULT_MIRROR)
+    return mirror.parent.parent / "reference"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("DDIBENCH_MIRROR") and DEFAULT_MIRROR.is_dir():
         os.environ["DDIBENCH_MIRROR"] = str(DEFAULT_MIRROR)

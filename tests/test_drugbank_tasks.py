@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from pathlib import Path
 
 import pytest
-
-from ddibench.registry import get_task, task_names
+from conftest import reference_dir
 from ddibench.tasks.drugbank import TASKS, load_catalog, load_labels
 
-REFERENCE = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "ddi_derived"
+from ddibench.registry import get_task, task_names
+
+REFERENCE = reference_dir() / "ddi_derived"
 
 # the split sizes the issue and the upstream papers state
 EXPECTED = {

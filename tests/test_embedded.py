@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from ddibench.systems.zero_shot import ZeroShotSystem, option_texts
+from ddibench.tasks.drugbank import load_labels
 
 from ddibench.llm.client import LLMPool
 from ddibench.llm.embedded import EmbeddedServer, default_gguf
 from ddibench.llm.spec import ModelSpec
 from ddibench.parsing import parse_choice
-from ddibench.systems.zero_shot import ZeroShotSystem, option_texts
-from ddibench.tasks.drugbank import load_labels
 
 pytestmark = pytest.mark.llm
 

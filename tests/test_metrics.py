@@ -8,7 +8,12 @@ from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
 from ddibench.evaluation import ClassificationEvaluator
 from ddibench.metrics.bootstrap import BootstrapSpec, bootstrap_intervals
-from ddibench.metrics.classification import INVALID, classification_scores, confusion_matrices, scores_from_confusion
+from ddibench.metrics.classification import (
+    INVALID,
+    classification_scores,
+    confusion_matrices,
+    scores_from_confusion,
+)
 from ddibench.registry import get_task
 from ddibench.schema import Prediction
 from ddibench.task import EvaluationInputError

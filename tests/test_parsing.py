@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from ddibench.parsing import parse_choice
 from ddibench.systems.zero_shot import option_texts
 from ddibench.tasks.drugbank import load_labels
+
+from ddibench.parsing import parse_choice
 
 OPTIONS = option_texts(load_labels())
 

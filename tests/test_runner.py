@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from ddibench.llm.stub import StubConfig, running_stub
+from ddibench.registry import get_task
 from ddibench.runner.journal import Journal
 from ddibench.runner.run import stratified_subset
-from ddibench.registry import get_task
 
 
 def journal_ids(run_dir: Path) -> list[str]:
@@ -213,3 +213,33 @@ def test_report_shows_runs_and_incomplete_runs(cli, stub, tmp_path: Path) -> Non
     assert code == 1 and "incomplete run" in out and "4 of 4 samples journalled" in out
     code, _, err = cli("report", str(tmp_path / "nothing"))
     assert code == 2 and "does not exist" in err
+
+
+def test_corrupt_mirror_stops_the_run_with_one_line(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from ddibench.tasks import drugbank
+
+    from ddibench.data.resolve import mirror_root
+
+    task = get_task("drugbank_s2")
+    mirror = tmp_path / "mirror"
+    for src in task.sources:
+        target = mirror / src.relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(mirror_root() / src.relpath, target)  # type: ignore[operator]
+    bad = task.split_source("test")
+    (mirror / bad.relpath).write_text("0 1 2\n" * 10)
+    monkeypatch.setenv("DDIBENCH_MIRROR", str(mirror))
+    monkeypatch.setattr(task, "_data", None)  # force a reload from the (corrupt) mirror
+    drugbank.read_triples.cache_clear()
+    try:
+        code, _, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "5", "--runs-dir", str(tmp_path / "runs"))
+        assert code == 2
+        assert "test_S2.txt" in err and "sha256" in err and "re-sync the mirror" in err
+        assert len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "runs").exists()
+        code, out, err = cli("data", "verify", "--task", "drugbank_s2")
+        assert code == 2 and "BAD" in out
+    finally:
+        drugbank.read_triples.cache_clear()

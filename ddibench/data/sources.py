@@ -7,11 +7,12 @@ grouped into :class:`Dataset` entries for listing and fetching.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from urllib.parse import quote
+
+import tomllib
 
 from ddibench.errors import DataError, UnknownNameError
 from ddibench.hashing import EMPTY_SHA256

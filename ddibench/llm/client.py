@@ -334,7 +334,9 @@ class LLMPool:
             if spec in self._endpoints:
                 continue
             if spec.is_embedded:
-                base_url = await asyncio.to_thread(self._start_embedded, spec)
+                # started from this (the main) thread on purpose: the server is asked to die with the
+                # thread that forked it, which must live as long as the run
+                base_url = self._start_embedded(spec)
             else:
                 base_url = spec.base_url or ""
                 if spec.display() not in self.served:

@@ -41,7 +41,15 @@ from ddibench.registry import get_system_class, get_task
 from ddibench.runner.journal import Journal
 from ddibench.runner.manifest import code_version, package_versions
 from ddibench.schema import Prediction, Sample
-from ddibench.system import BaseSystem, NullProgress, Progress, RunContext, System, TrainingView, system_config_hash
+from ddibench.system import (
+    BaseSystem,
+    NullProgress,
+    Progress,
+    RunContext,
+    System,
+    TrainingView,
+    system_config_hash,
+)
 from ddibench.task import EvaluationInputError, Task, TaskData
 
 RUN_SCHEMA_VERSION = 1

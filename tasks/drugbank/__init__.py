@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import threading
-import tomllib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ from functools import cache
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
+
+import tomllib
 
 from ddibench.data import SourceFile, fetch, source
 from ddibench.data.xlsx import read_first_sheet
