@@ -83,6 +83,20 @@ def run_cli_subprocess(*args: str, env: dict[str, str] | None = None, timeout: f
     )
 
 
+def kill_run_after(cmd: list[str], journal: Path, lines: int, timeout: float = 300) -> int:
+    """Start ``ddibench run`` in a subprocess, SIGKILL it once its journal has ``lines`` lines; returns the count."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(cmd, env={**os.environ, "COLUMNS": "200"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and (not journal.exists() or journal.read_text().count("\n") < lines):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return journal.read_text().count("\n") if journal.exists() else 0
+
+
 @pytest.fixture
 def stub():
     """A loopback OpenAI-compatible stub server answering {"type": k}."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import kill_run_after
 from ddibench.systems.zero_shot import ZeroShotSystem, option_texts
 from ddibench.tasks.drugbank import load_labels
 
@@ -106,14 +106,8 @@ def test_sigkill_with_the_embedded_model(tmp_path: Path, fresh_cache: Path) -> N
     run_dir = tmp_path / "run"
     before = _llama_servers()
     cmd = [sys.executable, "-m", "ddibench", "run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "10", "--run-dir", str(run_dir)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "200"})
     journal = run_dir / "journal.jsonl"
-    deadline = time.time() + 300
-    while time.time() < deadline and (not journal.exists() or journal.read_text().count("\n") < 3):
-        time.sleep(0.1)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    killed_at = journal.read_text().count("\n")
+    killed_at = kill_run_after(cmd, journal, 3)
     assert 3 <= killed_at < 10
     time.sleep(1.0)
     assert _llama_servers() <= before, "the embedded server must not outlive a killed run"

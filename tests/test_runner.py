@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from conftest import kill_run_after
 
 from ddibench.llm.stub import StubConfig, running_stub
 from ddibench.registry import get_task
@@ -150,13 +149,7 @@ def test_sigkill_halfway_then_resume_keeps_every_sample_exactly_once(tmp_path: P
     with running_stub(StubConfig(delay=0.02)) as stub:
         cmd = [sys.executable, "-m", "ddibench", "run", "-s", "zero-shot", "-t", "drugbank_s1", "--limit", "300", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(run_dir), "--concurrency", "4"]
         env = {**os.environ, "COLUMNS": "200"}
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        journal = run_dir / "journal.jsonl"
-        deadline = time.time() + 120
-        while time.time() < deadline and (not journal.exists() or journal.read_text().count("\n") < 100):
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_run_after(cmd, run_dir / "journal.jsonl", 100, timeout=120)
         partial = journal_ids(run_dir)
         assert 100 <= len(partial) < 300
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
