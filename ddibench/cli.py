@@ -79,6 +79,57 @@ class _RichProgress:
         return Handle()
 
 
+class _LineProgress:
+    """Progress for logs and pipes: a plain line per task every ``every`` seconds and when it ends."""
+
+    def __init__(self, console: Console, every: float = 30.0) -> None:
+        self.console = console
+        self.every = every
+
+    def __enter__(self) -> _LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def task(self, description: str, total: int | None) -> Any:
+        import time
+
+        console, every = self.console, self.every
+
+        class Handle:
+            def __init__(self) -> None:
+                self.done, self.total, self.description = 0, total, description
+                self.start = self.last = time.monotonic()
+
+            def _line(self) -> str:
+                elapsed = time.monotonic() - self.start
+                if self.total:
+                    eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+                    return f"{self.description}: {self.done:,}/{self.total:,} ({100 * self.done / self.total:.0f}%) {elapsed:.0f}s elapsed, ETA {eta:.0f}s"
+                return f"{self.description}: {self.done:,} {elapsed:.0f}s elapsed"
+
+            def advance(self, n: int = 1) -> None:
+                self.done += n
+                if time.monotonic() - self.last >= every:
+                    self.last = time.monotonic()
+                    console.print(self._line(), markup=False, highlight=False)
+
+            def update(self, *, total: int | None = None, description: str | None = None) -> None:
+                self.total = total if total is not None else self.total
+                self.description = description or self.description
+
+            def close(self) -> None:
+                console.print(self._line(), markup=False, highlight=False)
+
+        return Handle()
+
+
+def _progress(console: Console) -> Any:
+    """Live bars with ETA on a terminal; periodic plain lines in logs and pipes."""
+    return _RichProgress(console) if console.is_terminal else _LineProgress(console)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="ddibench")
 def cli() -> None:
@@ -172,7 +223,7 @@ def run(
         max_retries=max_retries,
     )
     console = _console(stderr=as_json)
-    with _RichProgress(console) as progress:
+    with _progress(console) as progress:
         outcome = execute(request, progress)
     if outcome.resumed and outcome.predicted_now:
         console.print(f"resumed: {outcome.resumed:,} samples were already done, {outcome.predicted_now:,} predicted now")
@@ -341,7 +392,7 @@ def data_fetch(datasets: tuple[str, ...], tasks: tuple[str, ...], refresh: bool)
 
     files = _datasets_for(datasets, tasks)
     console = _console()
-    with _RichProgress(console) as progress:
+    with _progress(console) as progress:
         overall = progress.task("files", len(files))
         for src in files:
             if not refresh and locate(src) is not None:
@@ -420,6 +471,84 @@ def data_stats(tasks: tuple[str, ...]) -> None:
             console.print(f"  [dim]note: {deviation}[/dim]")
     if failed_checks:
         raise DdibenchError(f"{len(failed_checks)} data check(s) failed", "see above")
+
+
+# ---------------------------------------------------------------------------------------------
+# kg
+
+
+@cli.group()
+def kg() -> None:
+    """The biomedical knowledge graph (Hetionet in the EmerGNN DrugBank id space)."""
+
+
+def _drug_id(text: str) -> int:
+    from ddibench.tasks.drugbank import load_catalog
+
+    catalog = load_catalog()
+    by_db = catalog.by_drugbank_id
+    if text.upper() in by_db:
+        return by_db[text.upper()].node_id
+    by_name = {d.name.lower(): d.node_id for d in catalog.drugs}
+    if text.lower() in by_name:
+        return by_name[text.lower()]
+    if text.isdigit() and int(text) < len(catalog):
+        return int(text)
+    raise UnknownNameError("drug", text, [d.name for d in catalog.drugs])
+
+
+@kg.command("info")
+@click.option("--edges", "full_edges", type=click.Path(path_type=Path), default=None, help="Hetionet's full hetionet-v1.0-edges.sif.gz.")
+def kg_info(full_edges: Path | None) -> None:
+    """Entities, relations, edges per metaedge, and what is missing."""
+    from rich.table import Table
+
+    from ddibench.kg import load_kg
+
+    graph = load_kg("drugbank", full_edges)
+    card = graph.card
+    table = Table(title=f"KG ({card['space']} id space): {card['entities']:,} entities, {card['kg_edges']:,} edges", title_justify="left")
+    for col in ("metaedge", "relation id", "edges", "published", "source"):
+        table.add_column(col)
+    het = card["hetionet"]
+    from ddibench.kg.graph import get_space
+
+    index = get_space("drugbank").relation_index()
+    for abbrev, idx in sorted(index.items(), key=lambda x: x[1]):
+        table.add_row(
+            abbrev, str(card["relation_base"] + idx), f"{card['edges_by_metaedge'].get(abbrev, 0):,}",
+            f"{het['published_edges_by_metaedge'].get(abbrev, 0):,}", het["provenance"].get(abbrev, ""),
+        )  # fmt: skip
+    console = _console()
+    console.print(table)
+    if card["deviation"]:
+        console.print(f"[yellow]{card['deviation']}[/yellow]")
+
+
+@kg.command("paths")
+@click.argument("drug_a")
+@click.argument("drug_b")
+@click.option("-k", default=10, show_default=True, help="Number of paths.")
+@click.option("--max-hops", default=3, show_default=True)
+@click.option("--all-patterns", is_flag=True, help="Do not filter paths with a repeated relation sequence.")
+def kg_paths(drug_a: str, drug_b: str, k: int, max_hops: int, all_patterns: bool) -> None:
+    """Diverse shortest paths between two drugs (DrugBank id, name or node id)."""
+    import time
+
+    from ddibench.kg import load_kg
+    from ddibench.kg.paths import yen_paths
+
+    graph = load_kg("drugbank")
+    u, v = _drug_id(drug_a), _drug_id(drug_b)
+    t0 = time.perf_counter()
+    paths = yen_paths(graph, u, v, k=k, max_hops=max_hops, diverse=not all_patterns)
+    elapsed = time.perf_counter() - t0
+    console = _console()
+    if not paths:
+        console.print(f"no path of at most {max_hops} hops between {graph.name(u)} and {graph.name(v)}")
+    for i, path in enumerate(paths, 1):
+        console.print(f"{i:2d}. {path.verbalise(graph)}", markup=False)
+    console.print(f"[dim]{len(paths)} paths in {1000 * elapsed:.0f} ms[/dim]")
 
 
 # ---------------------------------------------------------------------------------------------

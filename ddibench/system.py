@@ -169,6 +169,10 @@ class BaseSystem(ABC):
         """What the system did in this session beyond its config (e.g. a training log); kept in the results."""
         return {}
 
+    def deviations(self) -> list[str]:
+        """Known differences from the published method under this configuration (stated in every manifest)."""
+        return []
+
     @abstractmethod
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         """One prediction per sample, in any order."""

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch", reason="the mlp system needs the 'ml' extra")
 pytest.importorskip("rdkit", reason="the mlp system needs the 'ml' extra")
 
-from ddibench.systems.mlp import morgan_matrix  # noqa: E402
+from ddibench.chem import morgan_matrix  # noqa: E402
 
 BUDGET = ["-C", "max_epochs=2", "-C", "max_train=6000", "-C", "hidden=[128]", "-C", "patience=1"]
 

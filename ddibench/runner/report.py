@@ -64,6 +64,8 @@ def render_results(results: dict[str, Any], console: Console, run_dir: Path | No
         console.print(f"[yellow]warning: {escape(man['profile']['warning'])}[/yellow]")
     for deviation in man["task"].get("deviations", []):
         console.print(f"[dim]task note: {escape(deviation)}[/dim]")
+    for deviation in man["system"].get("deviations", []):
+        console.print(f"[dim]system note: {escape(deviation)}[/dim]")
     if not man["submittable"]:
         console.print(f"[yellow]not submittable: {man['not_submittable_reason']}[/yellow]")
     if run_dir is not None:

@@ -467,6 +467,7 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction]) -> dict[str, An
             "description": getattr(system, "description", ""),
             "config": system.config.model_dump(mode="json"),
             "config_hash": identity["system"]["config_hash"],
+            "deviations": system.deviations() if hasattr(system, "deviations") else [],
         },
         "models": {
             role: {"spec": pool.specs[role].display(), "identity": ident}

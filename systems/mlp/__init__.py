@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.schema import Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, system_config_hash
@@ -37,25 +38,6 @@ class MLPConfig(SystemConfig):
     max_train: int | None = None  # train on a seeded subsample of this many pairs (a declared budget)
     device: str = "cpu"
     threads: int | None = None
-
-
-def morgan_matrix(smiles: Sequence[str], radius: int, n_bits: int) -> tuple[Any, list[int]]:
-    """A (drugs, n_bits) uint8 matrix of Morgan bits, and the indices whose SMILES RDKit cannot parse."""
-    import numpy as np
-    from rdkit import Chem, RDLogger
-    from rdkit.Chem import rdFingerprintGenerator
-
-    RDLogger.DisableLog("rdApp.*")
-    generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
-    out = np.zeros((len(smiles), n_bits), dtype=np.uint8)
-    failed = []
-    for i, smi in enumerate(smiles):
-        mol = Chem.MolFromSmiles(smi) if smi else None
-        if mol is None:
-            failed.append(i)
-            continue
-        out[i] = generator.GetFingerprintAsNumPy(mol)
-    return out, failed
 
 
 def _network(cfg: MLPConfig, n_labels: int) -> Any:

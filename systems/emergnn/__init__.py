@@ -1,0 +1,379 @@
+"""``emergnn``: EmerGNN (flow-based GNN over the biomedical KG), reimplemented with PyTorch.
+
+Faithful to the paper and its code: pair-wise propagation from each drug over the KG plus the known
+interactions (L = 3 layers, dimension 64), pair-specific relation attention, Morgan-fingerprint drug
+features for S1/S2 and learned drug embeddings for S0, softmax cross-entropy over the 86 types,
+Adam (lr 1e-3), and EmerGNN's *pseudo-emerging resampling*: every epoch 20% of the training drugs
+that have KG edges are treated as new, their interactions leave the graph, and the model trains on the
+pairs that involve them (exactly one for S1, both for S2; a random 20% of pairs for S0). The model with
+the best validation macro-F1 is kept.
+
+Graphs follow EmerGNN's visibility rule (``ddibench.kg.split_visibility``): training sees no KG edge of
+a drug outside the training pairs, validation none of a drug outside training and validation pairs;
+prediction uses the whole KG with the training and validation interactions.
+
+It also serves CBR-DDI: :meth:`EmerGNNSystem.encode` gives class probabilities and the pair
+representation ``h_p = [h_uv; h_vu]``, :meth:`EmerGNNSystem.explain` the top-P relational paths by
+attention (beam search). The checkpoint is a cached artifact keyed by configuration, task data, KG
+and code version; the ``cpu`` profile trains a declared budget (epochs, pairs per epoch, validation
+pairs) that every manifest records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ddibench.errors import ConfigError
+from ddibench.hashing import config_hash
+from ddibench.schema import Prediction, Sample
+from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, system_config_hash
+
+TRAINING_CODE_VERSION = 1
+PAPER = {  # EmerGNN's per-setting hyperparameters (evaluate.py / the paper's supplement)
+    "S0": {"feature": "embedding", "weight_decay": 1e-6, "batch_size": 128},
+    "S1": {"feature": "morgan", "weight_decay": 1e-8, "batch_size": 32},
+    "S2": {"feature": "morgan", "weight_decay": 1e-8, "batch_size": 32},
+}
+
+
+class EmerGNNConfig(SystemConfig):
+    dim: int = 64
+    length: int = 3
+    feature: str = "auto"  # "morgan", "embedding", or "auto" (the paper's choice for the setting)
+    lr: float = 1e-3
+    weight_decay: float | None = None  # None: the paper's value for the setting
+    batch_size: int | None = None  # None: the paper's value for the setting
+    max_epochs: int = 100
+    epoch_per_test: int = 5
+    known_ratio: float = 0.8  # pseudo-emerging resampling keeps this share of drugs as known
+    train_pairs_per_epoch: int | None = None  # budget: a seeded subsample of each epoch's training pairs
+    valid_pairs: int | None = None  # budget: model selection on a seeded subsample of validation pairs
+    predict_batch: int = 64
+    explain_paths: int = 0  # top-P attention paths written into each prediction's trace
+    kg_edges: str | None = None  # Hetionet's full hetionet-v1.0-edges.sif.gz, to include every metaedge
+    device: str = "cpu"
+    threads: int | None = None
+
+
+class EmerGNNSystem(BaseSystem):
+    name = "emergnn"
+    version = "1.0.0"
+    description = "EmerGNN: flow-based GNN over Hetionet + known DDIs with pair-specific relation attention"
+    Config = EmerGNNConfig
+    families = ("drugbank_ddi",)
+    batch_size = 256
+    max_concurrency = 1
+    config: EmerGNNConfig
+
+    def __init__(self, config: EmerGNNConfig | None = None) -> None:
+        super().__init__(config)
+        self._net: Any = None
+        self._graphs: dict[str, Any] = {}
+        self._kg: Any = None
+        self.training_log: dict[str, Any] = {}
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def resolved(self, setting: str) -> dict[str, Any]:
+        """The configuration with the paper's per-setting values filled in."""
+        cfg = self.config.model_dump()
+        paper = PAPER[setting]
+        if cfg["feature"] == "auto":
+            cfg["feature"] = paper["feature"]
+        for key in ("weight_decay", "batch_size"):
+            if cfg[key] is None:
+                cfg[key] = paper[key]
+        if cfg["feature"] not in ("morgan", "embedding"):
+            raise ConfigError(f"emergnn feature '{cfg['feature']}' is not morgan, embedding or auto")
+        if not 1 <= cfg["length"] <= 3:
+            raise ConfigError(f"emergnn length {cfg['length']} is not supported", "use 1, 2 or 3 (the paper uses 3)")
+        return cfg
+
+    def _device(self) -> Any:
+        import torch
+
+        if self.config.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ConfigError("emergnn config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine")
+        return torch.device(self.config.device)
+
+    # -- graphs ------------------------------------------------------------------------------
+
+    def _message_graph(self, kg: Any, hide: set[int], facts: np.ndarray) -> Any:
+        from ddibench.systems.emergnn.walks import MessageGraph
+
+        view = kg.without_entities(hide) if hide else kg
+        head = np.concatenate([view.head, facts[:, 0]])
+        tail = np.concatenate([view.tail, facts[:, 1]])
+        rel = np.concatenate([view.rel, facts[:, 2]])
+        return MessageGraph.from_triples(head, tail, rel, kg.n_entities, kg.n_relations)
+
+    # -- prepare: train or load ----------------------------------------------------------------
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        import torch
+
+        from ddibench.kg import load_kg
+
+        torch.set_num_threads(self.config.threads or os.cpu_count() or 1)
+        cfg = self.resolved(view.task.setting)
+        full = Path(self.config.kg_edges).expanduser() if self.config.kg_edges else None
+        kg = load_kg("drugbank", full)
+        self._kg = kg.with_interactions((), templates=[lb.template for lb in view.task.label_space])
+        train = _triples(view.train)
+        valid = _triples(view.valid)
+        seen = {int(d) for d in train[:, :2].ravel()} | {int(d) for d in valid[:, :2].ravel()}
+        # validation graph: no KG edge of a drug outside the training and validation pairs (the test drugs),
+        # training interactions as facts
+        self._graphs["valid"] = self._message_graph(kg, set(range(kg.n_drugs)) - seen, train)
+        # prediction graph: the whole KG, training and validation interactions as facts
+        self._graphs["predict"] = self._message_graph(kg, set(), np.concatenate([train, valid]) if len(valid) else train)
+        key = {
+            "system": self.name,
+            "version": self.version,
+            "config_hash": system_config_hash(self),
+            "resolved": cfg,
+            "task": view.task.name,
+            "data_sha256": view.task.data_sha256,
+            "kg": config_hash(kg.card),
+            "seed": ctx.seed,
+            "training_code": TRAINING_CODE_VERSION,
+        }
+        path, built = ctx.artifacts.get_or_build("emergnn", key, lambda tmp: self._train(view, ctx, tmp, kg, train, valid, cfg))
+        self.training_log = json.loads((path / "training.json").read_text(encoding="utf-8"))
+        self.training_log["loaded_from_cache"] = not built
+        self.training_log["artifact"] = str(path)
+        self.training_log["kg"] = {k: kg.card[k] for k in ("kg_edges", "missing_metaedges", "deviation")}
+        self._net = self._new_net(cfg, kg, view)
+        self._net.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
+        self._net = self._net.to(self._device()).eval()
+
+    def run_info(self) -> dict[str, Any]:
+        return self.training_log
+
+    def deviations(self) -> list[str]:
+        out = [
+            "propagation layers have no bias term (the paper's equations), so the flow is computed exactly on the "
+            "subgraph of length-L walks between the two drugs instead of over every entity"
+        ]
+        if not self.config.kg_edges:
+            out.append(
+                "KG: Hetionet without AeG, GpCC and GpMF (697,195 of the paper's 1,690,693 edges; their inputs are not "
+                "among the pinned sources); pass --config kg_edges=PATH to hetionet-v1.0-edges.sif.gz to include them"
+            )
+        return out
+
+    def _new_net(self, cfg: dict[str, Any], kg: Any, view: TrainingView) -> Any:
+        from ddibench.systems.emergnn.model import EmerGNNNet
+
+        from ddibench.chem import morgan_matrix
+
+        fingerprints = None
+        if cfg["feature"] == "morgan":
+            catalog = view.resources["drugs"]
+            fingerprints, _ = morgan_matrix([d.smiles for d in catalog.drugs], 2, 1024)
+        return EmerGNNNet(
+            n_drugs=kg.n_drugs,
+            n_relations=2 * kg.n_relations + 1,
+            n_labels=len(view.task.label_space),
+            dim=cfg["dim"],
+            length=cfg["length"],
+            fingerprints=fingerprints,
+        )
+
+    def _train(
+        self, view: TrainingView, ctx: RunContext, out_dir: Path, kg: Any, train: np.ndarray, valid: np.ndarray, cfg: dict[str, Any]
+    ) -> None:
+        import torch
+
+        from ddibench.metrics.classification import classification_scores
+
+        if len(valid) == 0:
+            raise ConfigError("emergnn needs a validation split for model selection", "evaluate on the test split")
+        setting = view.task.setting
+        rng = np.random.default_rng(ctx.seed)
+        torch.manual_seed(ctx.seed)
+        device = self._device()
+        net = self._new_net(cfg, kg, view).to(device)
+        optimiser = torch.optim.Adam(net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimiser, mode="max")
+        train_drugs = {int(d) for d in train[:, :2].ravel()}
+        hidden = set(range(kg.n_drugs)) - train_drugs
+        kg_train = kg.without_entities(hidden) if hidden else kg
+        # drugs EmerGNN may turn pseudo-new: training drugs with at least one KG edge
+        in_kg = np.zeros(kg.n_entities, dtype=bool)
+        in_kg[kg_train.head] = True
+        in_kg[kg_train.tail] = True
+        candidates = np.array(sorted(d for d in train_drugs if in_kg[d]), dtype=np.int64)
+        valid_graph = self._graphs["valid"]
+        valid_eval = valid
+        if cfg["valid_pairs"] and cfg["valid_pairs"] < len(valid):
+            valid_eval = valid[np.sort(rng.choice(len(valid), cfg["valid_pairs"], replace=False))]
+        log: list[dict[str, Any]] = []
+        best = (-1.0, -1, None)
+        started = time.perf_counter()
+        bar = ctx.progress.task("training emergnn", cfg["max_epochs"])
+        try:
+            for epoch in range(1, cfg["max_epochs"] + 1):
+                t0 = time.perf_counter()
+                facts, data = _pseudo_emerging(setting, train, candidates, cfg["known_ratio"], rng)
+                if cfg["train_pairs_per_epoch"] and cfg["train_pairs_per_epoch"] < len(data):
+                    data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
+                graph = self._message_graph(kg_train, set(), facts)
+                loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, ctx)
+                row: dict[str, Any] = {"epoch": epoch, "facts": int(len(facts)), "pairs": int(len(data)), "loss": round(loss, 4)}
+                if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
+                    probs = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
+                    scores = classification_scores(valid_eval[:, 2], probs.argmax(1), len(view.task.label_space))
+                    scheduler.step(scores.macro_f1)
+                    row.update(valid_macro_f1=round(scores.macro_f1, 5), valid_accuracy=round(scores.accuracy, 5))
+                    if scores.macro_f1 > best[0]:
+                        best = (scores.macro_f1, epoch, {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+                row["seconds"] = round(time.perf_counter() - t0, 1)
+                log.append(row)
+                bar.advance()
+                bar.update(description=f"training emergnn: epoch {epoch}, valid macro-F1 {best[0]:.3f}")
+        finally:
+            bar.close()
+        torch.save(best[2], out_dir / "model.pt")
+        (out_dir / "training.json").write_text(
+            json.dumps(
+                {
+                    "setting": setting,
+                    "resolved_config": cfg,
+                    "best_epoch": best[1],
+                    "best_valid_macro_f1": best[0],
+                    "valid_pairs_used": int(len(valid_eval)),
+                    "valid_pairs_available": int(len(valid)),
+                    "train_seconds": round(time.perf_counter() - started, 1),
+                    "device": str(device),
+                    "torch_threads": torch.get_num_threads(),
+                    "pseudo_new_candidates": int(len(candidates)),
+                    "epochs": log,
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
+
+    def _epoch(self, net: Any, optimiser: Any, graph: Any, data: np.ndarray, cfg: dict[str, Any], rng: np.random.Generator, device: Any, ctx: RunContext) -> float:
+        import torch
+        from ddibench.systems.emergnn.model import TensorWalks
+        from ddibench.systems.emergnn.walks import walk_batch
+
+        net.train()
+        order = rng.permutation(len(data))
+        total = 0.0
+        size = cfg["batch_size"]
+        bar = ctx.progress.task("  epoch", len(data))
+        try:
+            for start in range(0, len(order), size):
+                batch = data[order[start : start + size]]
+                walks = walk_batch(graph, batch[:, 0], batch[:, 1], cfg["length"])
+                heads = torch.from_numpy(batch[:, 0]).to(device)
+                tails = torch.from_numpy(batch[:, 1]).to(device)
+                logits, _, _ = net(heads, tails, TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(graph), device))
+                loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+                total += loss.item()
+                bar.advance(len(batch))
+        finally:
+            bar.close()
+        return total / max(1, len(data))
+
+    def _forward(self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any) -> tuple[Any, Any, Any, Any]:
+        import torch
+        from ddibench.systems.emergnn.model import TensorWalks
+        from ddibench.systems.emergnn.walks import walk_batch
+
+        walks = walk_batch(graph, heads, tails, cfg["length"])
+        with torch.no_grad():
+            logits, pair, alpha = net(
+                torch.from_numpy(np.asarray(heads)).to(device),
+                torch.from_numpy(np.asarray(tails)).to(device),
+                TensorWalks.of(walks, device),
+                TensorWalks.of(walks.reversed(graph), device),
+            )
+        return logits, pair, alpha, walks
+
+    def _probabilities(self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any) -> np.ndarray:
+        import torch
+
+        net.eval()
+        out = []
+        for start in range(0, len(heads), cfg["predict_batch"]):
+            logits, _, _, _ = self._forward(net, graph, heads[start : start + cfg["predict_batch"]], tails[start : start + cfg["predict_batch"]], cfg, device)
+            out.append(torch.softmax(logits, dim=1).cpu().numpy())
+        net.train()
+        return np.concatenate(out) if out else np.zeros((0, 0))
+
+    # -- what CBR-DDI and the runner use -------------------------------------------------------------
+
+    def encode(self, heads: Sequence[int], tails: Sequence[int], setting: str, graph: str = "predict") -> tuple[np.ndarray, np.ndarray]:
+        """Class probabilities (n, 86) and pair representations [h_uv; h_vu] (n, 2 * dim)."""
+        import torch
+
+        cfg = self.resolved(setting)
+        device = self._device()
+        message_graph = self._graphs[graph]
+        probs, reprs = [], []
+        heads_a, tails_a = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
+        for start in range(0, len(heads_a), cfg["predict_batch"]):
+            logits, pair, _, _ = self._forward(self._net, message_graph, heads_a[start : start + cfg["predict_batch"]], tails_a[start : start + cfg["predict_batch"]], cfg, device)
+            probs.append(torch.softmax(logits, dim=1).cpu().numpy())
+            reprs.append(pair.cpu().numpy())
+        return np.concatenate(probs), np.concatenate(reprs)
+
+    def explain(self, head: int, tail: int, setting: str, top: int = 5, graph: str = "predict") -> list[dict[str, Any]]:
+        """The ``top`` relational paths between the pair with the highest attention, verbalised."""
+        from ddibench.systems.emergnn.model import top_paths
+
+        cfg = self.resolved(setting)
+        message_graph = self._graphs[graph]
+        _, _, alpha, walks = self._forward(self._net, message_graph, np.array([head]), np.array([tail]), cfg, self._device())
+        weights = [a.cpu().numpy() for a in alpha]
+        return [
+            {"score": round(score, 4), "steps": [list(s) for s in steps], "text": "; ".join(self._kg.verbalise(a, r, b) for a, r, b in steps)}
+            for score, steps in top_paths(walks, weights, message_graph, 0, top)
+        ]
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        setting = ctx.task.setting
+        heads = [s.input.head.node_id for s in samples]
+        tails = [s.input.tail.node_id for s in samples]
+        probs, _ = self.encode(heads, tails, setting)
+        top5 = np.argsort(-probs, axis=1)[:, :5]
+        out = []
+        for i, sample in enumerate(samples):
+            trace: dict[str, Any] = {"top5": [[int(k), round(float(probs[i, k]), 5)] for k in top5[i]]}
+            if self.config.explain_paths:
+                trace["paths"] = self.explain(heads[i], tails[i], setting, self.config.explain_paths)
+            out.append(Prediction(sample_id=sample.id, label=int(top5[i, 0]), ranked=[int(k) for k in top5[i]], trace=trace))
+        return out
+
+
+def _triples(samples: Sequence[Sample]) -> np.ndarray:
+    return np.array([(s.input.head.node_id, s.input.tail.node_id, int(s.target)) for s in samples], dtype=np.int64).reshape(-1, 3)  # type: ignore[arg-type]
+
+
+def _pseudo_emerging(setting: str, train: np.ndarray, candidates: np.ndarray, known_ratio: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One epoch's (fact edges, training pairs), EmerGNN's resampling of pseudo-new drugs."""
+    if setting == "S0":
+        order = rng.permutation(len(train))
+        n_facts = int(len(train) * known_ratio)
+        return train[order[:n_facts]], train[order[n_facts:]]
+    n_new = len(candidates) - int(len(candidates) * known_ratio)
+    new = np.zeros(int(train[:, :2].max()) + 1, dtype=bool)
+    new[rng.choice(candidates, size=n_new, replace=False)] = True
+    n_new_in_pair = new[train[:, 0]].astype(int) + new[train[:, 1]].astype(int)
+    facts = train[n_new_in_pair == 0]
+    data = train[n_new_in_pair == (1 if setting == "S1" else 2)]
+    return facts, data

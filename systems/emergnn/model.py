@@ -1,0 +1,192 @@
+"""EmerGNN's network (Zhang et al., Nat. Comput. Sci. 2023), reimplemented in PyTorch.
+
+For a pair (u, v) the state flows from u for L layers over the graph (KG + known interactions, every
+edge also reversed, plus identity steps); at layer l an edge (a, r, b) carries
+``h_a * alpha_l(u, v)[r] * R_l[r]`` into b, where ``alpha_l(u, v) = sigmoid(A_l relu(B_l [x_u; x_v]))``
+is the pair-specific relation attention and ``R_l`` a relation embedding; incoming messages are summed,
+multiplied by ``W_l`` and passed through ReLU. The state at v after L layers is ``h_uv``; flowing from v
+gives ``h_vu``. The pair representation ``h_p = [h_uv; h_vu]`` (with the drug embeddings prepended in the
+embedding-feature variant used for S0) goes through a linear classifier over the interaction types.
+
+Drug features: Morgan fingerprints projected to ``dim`` (S1/S2, so new drugs have features), or
+learned embeddings (S0). The propagation layers have no bias (see walks.py for why that matters).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from ddibench.systems.emergnn.walks import MessageGraph, WalkBatch
+from torch import nn
+
+
+@dataclass
+class Layer:
+    """One layer's edges grouped by (target state, relation): the messages of a group share their
+    coefficient, so they are summed first (a sparse product) and scaled once per group."""
+
+    gather: torch.Tensor  # sparse CSR (groups x source states), entry = number of such edges
+    target: torch.Tensor  # (groups,) target state of each group
+    relation: torch.Tensor  # (groups,)
+    pair: torch.Tensor  # (groups,)
+    n_targets: int
+
+
+@dataclass
+class TensorWalks:
+    layers: list[Layer]
+
+    @classmethod
+    def of(cls, walks: WalkBatch, device: torch.device) -> TensorWalks:
+        layers = []
+        for i, edges in enumerate(walks.edges):
+            n_src, n_dst = len(walks.states[i]), len(walks.states[i + 1])
+            src, dst, rel, pair = edges.T
+            key = dst * (int(rel.max(initial=0)) + 1) + rel
+            groups, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            with warnings.catch_warnings():  # sparse CSR support is labelled beta; its matmul is what we need
+                warnings.simplefilter("ignore", UserWarning)
+                gather = torch.sparse_coo_tensor(
+                    torch.from_numpy(np.stack([inverse.reshape(-1), src])),
+                    torch.ones(len(edges)),
+                    (len(groups), n_src),
+                    check_invariants=False,
+                ).coalesce().to_sparse_csr()
+            layers.append(
+                Layer(
+                    gather.to(device),
+                    torch.from_numpy(dst[first]).to(device),
+                    torch.from_numpy(rel[first]).to(device),
+                    torch.from_numpy(pair[first]).to(device),
+                    n_dst,
+                )
+            )
+        return cls(layers)
+
+
+class EmerGNNNet(nn.Module):
+    def __init__(
+        self,
+        n_drugs: int,
+        n_relations: int,  # message relations incl. reverses and identity (2R + 1)
+        n_labels: int,
+        dim: int = 64,
+        length: int = 3,
+        fingerprints: np.ndarray | None = None,  # (n_drugs, bits): Morgan features; None = learned embeddings
+        attention_hidden: int = 5,
+    ) -> None:
+        super().__init__()
+        self.length = length
+        self.dim = dim
+        self.use_fingerprints = fingerprints is not None
+        if fingerprints is not None:
+            self.register_buffer("fingerprints", torch.as_tensor(fingerprints, dtype=torch.float32))
+            self.project = nn.Linear(fingerprints.shape[1], dim)
+        else:
+            self.embedding = nn.Embedding(n_drugs, dim)
+        self.relations = nn.ModuleList([nn.Embedding(n_relations, dim) for _ in range(length)])
+        self.propagate_w = nn.ModuleList([nn.Linear(dim, dim, bias=False) for _ in range(length)])
+        self.attention_in = nn.ModuleList([nn.Linear(2 * dim, attention_hidden) for _ in range(length)])
+        self.attention_out = nn.ModuleList([nn.Linear(attention_hidden, n_relations) for _ in range(length)])
+        self.classifier = nn.Linear((2 if self.use_fingerprints else 4) * dim, n_labels)
+        for param in self.parameters():
+            if param.ndim > 1 and param.requires_grad:
+                nn.init.xavier_uniform_(param)
+
+    def drugs(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.use_fingerprints:
+            return self.project(self.fingerprints[ids])
+        return self.embedding(ids)
+
+    def attention(self, x_u: torch.Tensor, x_v: torch.Tensor) -> list[torch.Tensor]:
+        pair = torch.cat([x_u, x_v], dim=1)
+        return [torch.sigmoid(out(torch.relu(inp(pair)))) for inp, out in zip(self.attention_in, self.attention_out)]
+
+    def flow(self, walks: TensorWalks, start: torch.Tensor, alpha: list[torch.Tensor]) -> torch.Tensor:
+        """States after ``length`` layers, one per pair (layer L states are the pairs, in order)."""
+        h = start
+        n_rel = alpha[0].shape[1]
+        for layer, step in enumerate(walks.layers):
+            # coefficient of (pair, relation): attention weight times the relation embedding
+            table = (alpha[layer].unsqueeze(2) * self.relations[layer].weight.unsqueeze(0)).reshape(-1, self.dim)
+            grouped = step.gather @ h if h.shape[0] else h.new_zeros(step.gather.shape[0], self.dim)
+            messages = grouped * table[step.pair * n_rel + step.relation]
+            summed = torch.zeros(step.n_targets, self.dim, dtype=h.dtype, device=h.device)
+            summed.index_add_(0, step.target, messages)
+            h = torch.relu(self.propagate_w[layer](summed))
+        return h
+
+    def forward(
+        self, heads: torch.Tensor, tails: torch.Tensor, uv: TensorWalks, vu: TensorWalks
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Class logits, the pair representation [h_uv; h_vu], and the per-layer relation attention."""
+        x_u, x_v = self.drugs(heads), self.drugs(tails)
+        alpha = self.attention(x_u, x_v)
+        h_uv = self.flow(uv, x_u, alpha)
+        h_vu = self.flow(vu, x_v, alpha)
+        pair = torch.cat([h_uv, h_vu], dim=1)
+        features = pair if self.use_fingerprints else torch.cat([x_u, x_v, pair], dim=1)
+        return self.classifier(features), pair, alpha
+
+
+def top_paths(
+    walks: WalkBatch, alpha: list[np.ndarray], graph: MessageGraph, pair: int, top: int
+) -> list[tuple[float, list[tuple[int, int, int]]]]:
+    """The ``top`` highest-attention walks u -> v of one pair (beam search over the walk subgraph).
+
+    A walk's score is the mean attention weight of its steps, as in EmerGNN's explanations; identity
+    steps (standing still) are dropped from the returned steps. Vectorised: each layer scores every
+    (edge, beam) candidate at once and keeps the best ``top`` per target state.
+    """
+    length = len(walks.edges)
+    n_prev = len(walks.states[0])
+    scores = np.full((n_prev, top), -np.inf)
+    scores[pair, 0] = 0.0
+    back: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per layer: edge rows, beam of origin, per (state, slot)
+    layer_edges = []
+    for layer in range(length):
+        e = walks.edges[layer]
+        e = e[e[:, 3] == pair]
+        layer_edges.append(e)
+        n_next = len(walks.states[layer + 1])
+        cand = scores[e[:, 0]] + alpha[layer][pair, e[:, 2]][:, None]  # (m, top)
+        edge_idx = np.repeat(np.arange(len(e)), top)
+        slot_idx = np.tile(np.arange(top), len(e))
+        flat = cand.ravel()
+        dst = e[edge_idx, 1] if len(e) else np.zeros(0, dtype=np.int64)
+        ok = np.isfinite(flat)
+        flat, edge_idx, slot_idx, dst = flat[ok], edge_idx[ok], slot_idx[ok], dst[ok]
+        order = np.lexsort((-flat, dst))
+        flat, edge_idx, slot_idx, dst = flat[order], edge_idx[order], slot_idx[order], dst[order]
+        starts = np.searchsorted(dst, dst, side="left")
+        rank = np.arange(dst.size) - starts
+        keep = rank < top
+        new_scores = np.full((n_next, top), -np.inf)
+        new_edge = np.full((n_next, top), -1, dtype=np.int64)
+        new_slot = np.full((n_next, top), -1, dtype=np.int64)
+        new_scores[dst[keep], rank[keep]] = flat[keep]
+        new_edge[dst[keep], rank[keep]] = edge_idx[keep]
+        new_slot[dst[keep], rank[keep]] = slot_idx[keep]
+        back.append((new_edge, new_slot, e))
+        scores = new_scores
+    out: dict[tuple, tuple[float, list[tuple[int, int, int]]]] = {}
+    for slot in range(top):
+        if not np.isfinite(scores[pair, slot]):
+            continue
+        steps = []
+        state, s = pair, slot
+        for layer in range(length - 1, -1, -1):
+            new_edge, new_slot, e = back[layer]
+            row = e[new_edge[state, s]]
+            src_state, dst_state, rel = int(row[0]), int(row[1]), int(row[2])
+            if rel != graph.identity:
+                steps.append((int(walks.states[layer][src_state, 1]), rel, int(walks.states[layer + 1][dst_state, 1])))
+            state, s = src_state, int(new_slot[state, s])
+        steps.reverse()
+        key = tuple(steps)
+        if steps and key not in out:
+            out[key] = (float(scores[pair, slot]) / length, steps)
+    return sorted(out.values(), key=lambda x: -x[0])

@@ -1,0 +1,141 @@
+"""EmerGNN: the walk-subgraph computation equals dense propagation; paths; training and caching."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="emergnn needs the 'ml' extra")
+
+from ddibench.systems.emergnn.model import EmerGNNNet, TensorWalks, top_paths  # noqa: E402
+from ddibench.systems.emergnn.walks import MessageGraph, walk_batch  # noqa: E402
+
+
+def _random_graph(rng: np.random.Generator, n: int = 40, m: int = 120, n_base: int = 5) -> MessageGraph:
+    head = rng.integers(0, n, m)
+    tail = rng.integers(0, n, m)
+    keep = head != tail
+    return MessageGraph.from_triples(head[keep], tail[keep], rng.integers(0, n_base, int(keep.sum())), n, n_base)
+
+
+def _dense_flow(net: EmerGNNNet, graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, start: torch.Tensor, alpha: list[torch.Tensor]) -> torch.Tensor:
+    """EmerGNN's original formulation: every node carries a state for every pair."""
+    n, b, d = graph.n_nodes, len(sources), net.dim
+    src = np.repeat(np.arange(n), np.diff(graph.indptr))
+    edges = [(int(a), int(r), int(c)) for a, r, c in zip(src, graph.rel, graph.nbr)] + [(i, graph.identity, i) for i in range(n)]
+    h = torch.zeros(n, b, d)
+    h[torch.from_numpy(sources), torch.arange(b)] = start
+    for layer in range(net.length):
+        out = torch.zeros(n, b, d)
+        weight = net.relations[layer].weight
+        for a, r, c in edges:
+            out[c] += h[a] * (alpha[layer][:, r].unsqueeze(1) * weight[r])
+        h = torch.relu(net.propagate_w[layer](out))
+    return h[torch.from_numpy(targets), torch.arange(b)]
+
+
+@pytest.mark.parametrize("length", [1, 2, 3])
+def test_walk_subgraph_flow_equals_dense_propagation(length: int) -> None:
+    rng = np.random.default_rng(length)
+    graph = _random_graph(rng)
+    torch.manual_seed(0)
+    net = EmerGNNNet(n_drugs=40, n_relations=graph.n_relations, n_labels=4, dim=8, length=length)
+    sources, targets = rng.integers(0, 40, 12), rng.integers(0, 40, 12)
+    walks = walk_batch(graph, sources, targets, length)
+    with torch.no_grad():
+        x_u = net.drugs(torch.from_numpy(sources))
+        x_v = net.drugs(torch.from_numpy(targets))
+        alpha = net.attention(x_u, x_v)
+        fast = net.flow(TensorWalks.of(walks, torch.device("cpu")), x_u, alpha)
+        dense = _dense_flow(net, graph, sources, targets, x_u, alpha)
+        back = net.flow(TensorWalks.of(walks.reversed(graph), torch.device("cpu")), x_v, alpha)
+        dense_back = _dense_flow(net, graph, targets, sources, x_v, alpha)
+    assert torch.allclose(fast, dense, atol=1e-5)
+    assert torch.allclose(back, dense_back, atol=1e-5)
+    assert fast.abs().sum() > 0  # the test graph does connect some pairs
+
+
+def test_top_paths_are_real_walks_in_score_order() -> None:
+    rng = np.random.default_rng(7)
+    graph = _random_graph(rng, n=30, m=150)
+    walks = walk_batch(graph, np.array([0, 3]), np.array([5, 9]), 3)
+    alpha = [rng.random((2, graph.n_relations)) for _ in range(3)]
+    edges = {(int(a), int(r), int(c)) for a, r, c in zip(np.repeat(np.arange(graph.n_nodes), np.diff(graph.indptr)), graph.rel, graph.nbr)}
+    for pair, (u, v) in enumerate([(0, 5), (3, 9)]):
+        paths = top_paths(walks, alpha, graph, pair, 5)
+        scores = [s for s, _ in paths]
+        assert scores == sorted(scores, reverse=True)
+        for _, steps in paths:
+            assert steps[0][0] == u and steps[-1][2] == v
+            assert all(step in edges for step in steps)
+            assert all(a[2] == b[0] for a, b in zip(steps, steps[1:]))
+
+
+BUDGET = ["-C", "max_epochs=1", "-C", "train_pairs_per_epoch=96", "-C", "valid_pairs=64", "-C", "explain_paths=3"]
+
+
+def test_emergnn_trains_predicts_explains_and_reuses_its_checkpoint(cli, tmp_path: Path, fresh_cache: Path) -> None:
+    args = ["run", "-s", "emergnn", "-t", "drugbank_s1_emergnn", "--limit", "24", *BUDGET]
+    code, out, err = cli(*args, "--run-dir", str(tmp_path / "a"))
+    assert code == 0, err
+    results = json.loads((tmp_path / "a" / "results.json").read_text())
+    info = results["system_info"]
+    assert info["loaded_from_cache"] is False and info["resolved_config"]["feature"] == "morgan"
+    assert info["epochs"][0]["pairs"] == 96 and info["valid_pairs_used"] == 64
+    assert info["kg"]["kg_edges"] == 993_498 and set(info["kg"]["missing_metaedges"]) == {"AeG", "GpCC", "GpMF"}
+    preds = [json.loads(line)["prediction"] for line in (tmp_path / "a" / "journal.jsonl").read_text().splitlines()]
+    assert len(preds) == 24 and all(len(p["trace"]["top5"]) == 5 for p in preds)
+    explained = [p for p in preds if p["trace"]["paths"]]
+    assert explained, "some test pairs are connected within 3 hops"
+    assert all(path["text"] for p in explained for path in p["trace"]["paths"])
+
+    code, _, err = cli(*args, "--run-dir", str(tmp_path / "b"))
+    assert code == 0, err
+    again = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert again["system_info"]["loaded_from_cache"] is True
+    assert again["evaluation"]["metrics"] == results["evaluation"]["metrics"]
+
+
+def test_checkpoint_of_another_config_is_refused(tmp_path: Path) -> None:
+    from ddibench.artifacts import ArtifactStore
+    from ddibench.errors import DataError
+
+    store = ArtifactStore(tmp_path)
+    key = {"system": "emergnn", "config_hash": "a"}
+    path, built = store.get_or_build("emergnn", key, lambda d: (d / "model.pt").write_bytes(b"x"))
+    assert built
+    (path / "key.json").write_text(json.dumps({"system": "emergnn", "config_hash": "b"}))
+    with pytest.raises(DataError, match="built for another configuration"):
+        store.get("emergnn", key)
+
+
+def test_graphs_follow_the_visibility_rule() -> None:
+    """Validation pairs' new drugs keep their KG edges in the validation graph; test drugs do not."""
+    import asyncio
+
+    from ddibench.systems.emergnn import EmerGNNConfig, EmerGNNSystem
+
+    from ddibench.artifacts import ArtifactStore
+    from ddibench.profiles import get_profile
+    from ddibench.registry import get_task
+    from ddibench.system import RunContext, TrainingView
+
+    task = get_task("drugbank_s1_emergnn")
+    data = task.load()
+    system = EmerGNNSystem(EmerGNNConfig(max_epochs=1, train_pairs_per_epoch=32, valid_pairs=32))
+    view = TrainingView(task, data.split("train"), data.split("valid"), data.resources)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = RunContext(task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(Path(tmp)))
+        asyncio.run(system.prepare(view, ctx))
+    degree = {name: np.diff(g.indptr) for name, g in system._graphs.items()}
+    train_drugs = {k for s in data.split("train") for k in (s.input.head.node_id, s.input.tail.node_id)}
+    valid_new = {k for s in data.split("valid") for k in (s.input.head.node_id, s.input.tail.node_id)} - train_drugs
+    test_new = {k for s in data.split("test") for k in (s.input.head.node_id, s.input.tail.node_id)} - train_drugs - valid_new
+    assert all(degree["valid"][d] > 0 for d in valid_new if degree["predict"][d] > 0)
+    assert all(degree["valid"][d] == 0 for d in test_new)
+    assert sum(degree["predict"][d] > 0 for d in test_new) > 100
