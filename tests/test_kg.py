@@ -101,7 +101,7 @@ def test_names_kinds_and_verbalised_triples(kg) -> None:
     genes = [n for r, n in kg.neighbours(drug, [cbg])]
     assert genes and all(kg.entity_kinds[g] == "Gene" for g in genes)
     assert set(kg.k_hop(drug, 1).tolist()) == {drug} | {n for _, n in kg.neighbours(drug)}
-    with_ddi = kg.with_interactions([(drug, 0, 3)], templates=["#Drug1 and #Drug2 %d" % i for i in range(86)])
+    with_ddi = kg.with_interactions([(drug, 0, 3)], templates=[f"#Drug1 and #Drug2 {i}" for i in range(86)])
     assert with_ddi.verbalise(drug, 3, 0) == f"Fosphenytoin and {kg.name(0)} 3"
     assert len(with_ddi) == len(kg) + 1
 

@@ -288,10 +288,9 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
     order = np.lexsort((rel, tail, head))
     names = [""] * n_entities
     kinds = [""] * n_entities
-    for i, node in enumerate(hetionet.node_ids):
-        if node_map[i] >= 0:
-            names[node_map[i]] = hetionet.node_names[i]
-            kinds[node_map[i]] = hetionet.node_kinds[i]
+    for i in np.flatnonzero(node_map >= 0).tolist():
+        names[node_map[i]] = hetionet.node_names[i]
+        kinds[node_map[i]] = hetionet.node_kinds[i]
     for drug in range(space.n_drugs):
         kinds[drug] = "Drug"
         if drug_names is not None:
