@@ -95,7 +95,7 @@ async def raw_sdk_pass(samples, base_url: str, concurrency: int) -> tuple[float,
 
     async def one(sample) -> None:
         async with semaphore:
-            await client.chat.completions.create(model="stub-model", messages=system.messages(sample.input), max_tokens=24, temperature=0)
+            await client.chat.completions.create(model="stub-model", messages=[{"role": "system", "content": system.system_prompt}, {"role": "user", "content": system.question(sample.input, [])}], max_tokens=24, temperature=0)
 
     wall0, cpu0 = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(s) for s in samples))

@@ -62,3 +62,25 @@ class ArtifactStore:
                 if tmp.exists():
                     shutil.rmtree(tmp, ignore_errors=True)
         return final, True
+
+    def put(self, kind: str, key: dict[str, Any], built: Path) -> Path:
+        """Move a directory built elsewhere (by async code) into place as the artifact for ``key``.
+
+        ``built`` must be on the same file system (use :meth:`scratch`). If another process stored the
+        artifact meanwhile, that one is kept and ``built`` is discarded.
+        """
+        final = self.path(kind, key)
+        with open(final.parent / f".{final.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.get(kind, key) is not None:
+                shutil.rmtree(built, ignore_errors=True)
+                return final
+            (built / "key.json").write_text(stable_json(key), encoding="utf-8")
+            os.replace(built, final)
+        return final
+
+    def scratch(self, kind: str, key: dict[str, Any]) -> Path:
+        """An empty temporary directory beside where the artifact will go."""
+        final = self.path(kind, key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))

@@ -21,7 +21,7 @@ _KEYS = ("type", "label", "answer", "interaction_type", "choice", "id")
 @dataclass(frozen=True, slots=True)
 class ParsedChoice:
     index: int | None  # 0-based option index, None when unparsable
-    method: str  # "json", "number", "text" or "none"
+    method: str  # "json", "number", "text", "ambiguous" (names several options) or "none"
     detail: str = ""
 
 
@@ -45,6 +45,8 @@ def parse_choice(text: str, options: Sequence[str], *, first: int = 1, text_thre
                 value = obj.get(key)
                 if isinstance(value, bool):
                     continue
+                if isinstance(value, list):
+                    return ParsedChoice(None, "ambiguous", f"the answer names {len(value)} options: {value}")
                 if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
                     number = int(value)
                     if first <= number < first + n:
@@ -55,7 +57,9 @@ def parse_choice(text: str, options: Sequence[str], *, first: int = 1, text_thre
                     if by_text is not None:
                         return ParsedChoice(by_text, "text")
     numbers = [int(m) for m in _NUMBER.findall(cleaned)]
-    in_range = [k for k in numbers if first <= k < first + n]
+    in_range = list(dict.fromkeys(k for k in numbers if first <= k < first + n))
+    if len(in_range) > 1:
+        return ParsedChoice(None, "ambiguous", f"the answer names {len(in_range)} options: {in_range[:5]}")
     if in_range:
         return ParsedChoice(in_range[0] - first, "number")
     by_text = _match_text(cleaned, options, text_threshold)

@@ -65,6 +65,8 @@ PROFILES: dict[str, Profile] = {
                 # tens of minutes on 2 cores: 4 epochs instead of 100, model selection on a seeded
                 # 3,000 validation pairs after every epoch; the full test set is scored
                 "emergnn": {"max_epochs": 4, "epoch_per_test": 1, "valid_pairs": 3000, "device": "cpu"},
+                # the 135M embedded model writes about 2 insights a minute: a small repository
+                "cbr-ddi": {"repository_size": 60, "refine_cases": 20, "lambda_valid_pairs": 20},
             },
         ),
         Profile("rtx3090-24g", "one NVIDIA RTX 3090 (24 GB)", "NVIDIA GeForce RTX 3090", 1, 24, 16, _GPU_BUDGETS),

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 from conftest import kill_run_after
-from ddibench.systems.zero_shot import ZeroShotSystem, option_texts
+from ddibench.systems.zero_shot import ZeroShotSystem
 from ddibench.tasks.drugbank import load_labels
 
+from ddibench.label_choice import option_texts
 from ddibench.llm.client import LLMPool
 from ddibench.llm.embedded import EmbeddedServer, default_gguf
 from ddibench.llm.spec import ModelSpec
@@ -44,7 +45,7 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
         spec = ModelSpec.parse("embedded")
         pool = LLMPool({"generator": spec}, cache=None)
         system = ZeroShotSystem()
-        system._options = option_texts(load_labels())  # the prompt pieces prepare() would build
+        system.options = option_texts(load_labels())  # the prompt pieces prepare() would build
         schema = {"type": "object", "properties": {"type": {"type": "integer", "enum": list(range(1, 87))}}, "required": ["type"]}
 
         async def ask() -> str:
@@ -61,7 +62,7 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
         text = asyncio.run(ask())
         value = json.loads(text)["type"]
         assert 1 <= value <= 86  # the grammar held the 135M model to the schema
-        assert parse_choice(text, system._options).method == "json"
+        assert parse_choice(text, system.options).method == "json"
         assert pool.ledger.roles["generator"].prompt_tokens > 0
     assert server.process is None and not _port_open(port)
 

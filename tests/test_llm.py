@@ -124,7 +124,7 @@ def test_two_served_models_never_share_a_cache_entry(tmp_path: Path) -> None:
 def test_retry_after_is_honoured_and_counted() -> None:
     with running_stub(StubConfig(script=[429, 500, "garbage"], retry_after=1.0)) as stub:
         text, pool = asyncio.run(_ask(ModelSpec.parse(f"vllm:stub-model@{stub.base_url}"), None))
-        assert text.startswith('{"type"')
+        assert text.startswith("A plausible mechanism")
         assert len(stub.requests) == 4
         assert stub.request_times[1] - stub.request_times[0] >= 0.95  # waited as the 429 asked
         usage = pool.ledger.roles["generator"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from ddibench.systems.zero_shot import option_texts
 from ddibench.tasks.drugbank import load_labels
 
+from ddibench.label_choice import option_texts
 from ddibench.parsing import parse_choice
 
 OPTIONS = option_texts(load_labels())
@@ -37,9 +37,11 @@ def test_parses_json_numbers_and_text(answer: str, index: int, method: str) -> N
         ('{"type": 0}', "not an option"),
         ("type 912", "not an option"),
         ("<<<>>> ???", "no option number"),
+        ("Either 3 or 17 could apply.", "names 2 options"),
+        ('{"type": [3, 5]}', "names 2 options"),
     ],
 )
 def test_unparsable_answers_are_invalid_with_a_reason(answer: str, detail: str) -> None:
     parsed = parse_choice(answer, OPTIONS)
-    assert parsed.index is None and parsed.method == "none"
+    assert parsed.index is None and parsed.method in ("none", "ambiguous")
     assert detail in parsed.detail

@@ -8,13 +8,15 @@ metaedges the pinned sources cannot rebuild.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ddibench.kg.graph import KnowledgeGraph, get_space, map_to_space, split_visibility
 from ddibench.kg.hetionet import Hetionet, build_hetionet, hetionet_key
 
-__all__ = ["Hetionet", "KnowledgeGraph", "load_hetionet", "load_kg", "split_visibility"]
+__all__ = ["Hetionet", "KnowledgeGraph", "interaction_graph", "load_hetionet", "load_kg", "split_visibility"]
 
 
 @cache
@@ -37,3 +39,16 @@ def load_kg(space: str = "drugbank", full_edges: Path | None = None) -> Knowledg
 
         drug_names = [d.name for d in load_catalog().drugs]
     return map_to_space(load_hetionet(full_edges), get_space(space), drug_names)
+
+
+def interaction_graph(samples: Sequence[Any], label_templates: Sequence[str], full_edges: Path | None = None) -> KnowledgeGraph:
+    """The DrugBank KG plus the interactions of ``samples`` (pass the training split only, so no
+    retrieval index holds a validation or test pair), verbalised with the label templates."""
+    triples = [(s.input.head.node_id, s.input.tail.node_id, int(s.target)) for s in samples]
+    return load_kg("drugbank", full_edges).with_interactions(triples, templates=label_templates, note="training interactions")
+
+
+def touches_pair(kg: KnowledgeGraph, step: tuple[int, int, int], u: int, v: int) -> bool:
+    """Whether a step is an interaction edge between u and v themselves (it would state their label)."""
+    a, r, b = step
+    return {a, b} == {u, v} and kg.canonical_relation(r) % kg.n_relations < kg.card["relation_base"]

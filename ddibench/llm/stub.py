@@ -5,7 +5,8 @@ It speaks enough of the chat-completions protocol for the ``openai`` SDK: ``GET 
 scripted, so the harness's retry, Retry-After, garbage and empty-answer handling can be exercised
 against a real socket:
 
-* ``reply``: ``"label"`` (``{"type": k}`` with k derived from a hash of the request, 1..86),
+* ``reply``: ``"label"`` (a constrained request gets ``{"type": k}``, k one of the schema's allowed
+  numbers chosen by a hash of the request; an unconstrained one gets a sentence),
   ``"echo"`` (the last user message), or any fixed text (``""`` for an empty answer);
 * ``script``: statuses for the first requests, e.g. ``[429, 500]`` then normal answers;
   ``retry_after`` is sent with 429s; ``"garbage"`` answers 200 with a body that is not JSON;
@@ -118,12 +119,29 @@ class StubServer:
     def _reply_text(self, request: dict[str, Any], body: bytes) -> str:
         mode = self.config.reply
         if mode == "label":
-            k = int.from_bytes(hashlib.sha256(body).digest()[:4], "big") % 86 + 1
-            return json.dumps({"type": k})
+            digest = int.from_bytes(hashlib.sha256(body).digest()[:4], "big")
+            schema = _schema_of(request)
+            if schema is None:  # no constrained output asked for: a free-text answer
+                return f"A plausible mechanism for this pair (note {digest % 997})."
+            options = schema.get("properties", {}).get("type", {}).get("enum") or list(range(1, 87))
+            answer: dict[str, Any] = {"type": options[digest % len(options)]}
+            if "mechanism" in schema.get("properties", {}):
+                answer = {"mechanism": "Both drugs act on the same enzyme.", **answer}
+            return json.dumps(answer)
         if mode == "echo":
             users = [m.get("content", "") for m in request.get("messages", []) if m.get("role") == "user"]
             return users[-1] if users else ""
         return mode
+
+
+def _schema_of(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a request constrains its answer to, in any of the supported forms."""
+    fmt = request.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return fmt.get("json_schema", {}).get("schema")
+    if fmt.get("type") == "json_object":
+        return fmt.get("schema") or {}
+    return None
 
 
 @contextmanager

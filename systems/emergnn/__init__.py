@@ -56,6 +56,7 @@ class EmerGNNConfig(SystemConfig):
     train_pairs_per_epoch: int | None = None  # budget: a seeded subsample of each epoch's training pairs
     valid_pairs: int | None = None  # budget: model selection on a seeded subsample of validation pairs
     predict_batch: int = 64
+    predict_facts: str = "train+valid"  # interactions in the prediction graph: "train+valid" (the paper) or "train"
     explain_paths: int = 0  # top-P attention paths written into each prediction's trace
     kg_edges: str | None = None  # Hetionet's full hetionet-v1.0-edges.sif.gz, to include every metaedge
     device: str = "cpu"
@@ -133,7 +134,11 @@ class EmerGNNSystem(BaseSystem):
         # training interactions as facts
         self._graphs["valid"] = self._message_graph(kg, set(range(kg.n_drugs)) - seen, train)
         # prediction graph: the whole KG, training and validation interactions as facts
-        self._graphs["predict"] = self._message_graph(kg, set(), np.concatenate([train, valid]) if len(valid) else train)
+        if self.config.predict_facts not in ("train", "train+valid"):
+            raise ConfigError(f"emergnn predict_facts '{self.config.predict_facts}' is not 'train' or 'train+valid'")
+        facts = np.concatenate([train, valid]) if len(valid) and self.config.predict_facts == "train+valid" else train
+        self._graphs["predict"] = self._message_graph(kg, set(), facts)
+        self._n_labels = len(view.task.label_space)
         key = {
             "system": self.name,
             "version": self.version,
@@ -289,12 +294,14 @@ class EmerGNNSystem(BaseSystem):
             bar.close()
         return total / max(1, len(data))
 
-    def _forward(self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any) -> tuple[Any, Any, Any, Any]:
+    def _forward(
+        self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any, hide_pair_below: int = 0
+    ) -> tuple[Any, Any, Any, Any]:
         import torch
         from ddibench.systems.emergnn.model import TensorWalks
         from ddibench.systems.emergnn.walks import walk_batch
 
-        walks = walk_batch(graph, heads, tails, cfg["length"])
+        walks = walk_batch(graph, heads, tails, cfg["length"], hide_pair_below)
         with torch.no_grad():
             logits, pair, alpha = net(
                 torch.from_numpy(np.asarray(heads)).to(device),
@@ -317,8 +324,14 @@ class EmerGNNSystem(BaseSystem):
 
     # -- what CBR-DDI and the runner use -------------------------------------------------------------
 
-    def encode(self, heads: Sequence[int], tails: Sequence[int], setting: str, graph: str = "predict") -> tuple[np.ndarray, np.ndarray]:
-        """Class probabilities (n, 86) and pair representations [h_uv; h_vu] (n, 2 * dim)."""
+    def encode(
+        self, heads: Sequence[int], tails: Sequence[int], setting: str, graph: str = "predict", hide_own: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Class probabilities (n, 86) and pair representations [h_uv; h_vu] (n, 2 * dim).
+
+        ``hide_own`` leaves out interaction edges between each pair's own drugs (for training pairs,
+        whose label is a fact of the graph), so they are encoded as a query would be.
+        """
         import torch
 
         cfg = self.resolved(setting)
@@ -327,18 +340,23 @@ class EmerGNNSystem(BaseSystem):
         probs, reprs = [], []
         heads_a, tails_a = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
         for start in range(0, len(heads_a), cfg["predict_batch"]):
-            logits, pair, _, _ = self._forward(self._net, message_graph, heads_a[start : start + cfg["predict_batch"]], tails_a[start : start + cfg["predict_batch"]], cfg, device)
+            logits, pair, _, _ = self._forward(
+                self._net, message_graph, heads_a[start : start + cfg["predict_batch"]], tails_a[start : start + cfg["predict_batch"]],
+                cfg, device, self._n_labels if hide_own else 0,
+            )  # fmt: skip
             probs.append(torch.softmax(logits, dim=1).cpu().numpy())
             reprs.append(pair.cpu().numpy())
         return np.concatenate(probs), np.concatenate(reprs)
 
-    def explain(self, head: int, tail: int, setting: str, top: int = 5, graph: str = "predict") -> list[dict[str, Any]]:
+    def explain(self, head: int, tail: int, setting: str, top: int = 5, graph: str = "predict", hide_own: bool = False) -> list[dict[str, Any]]:
         """The ``top`` relational paths between the pair with the highest attention, verbalised."""
         from ddibench.systems.emergnn.model import top_paths
 
         cfg = self.resolved(setting)
         message_graph = self._graphs[graph]
-        _, _, alpha, walks = self._forward(self._net, message_graph, np.array([head]), np.array([tail]), cfg, self._device())
+        _, _, alpha, walks = self._forward(
+            self._net, message_graph, np.array([head]), np.array([tail]), cfg, self._device(), self._n_labels if hide_own else 0
+        )
         weights = [a.cpu().numpy() for a in alpha]
         return [
             {"score": round(score, 4), "steps": [list(s) for s in steps], "text": "; ".join(self._kg.verbalise(a, r, b) for a, r, b in steps)}

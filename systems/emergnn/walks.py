@@ -89,8 +89,13 @@ def _mask(keys: np.ndarray, size: int) -> np.ndarray:
     return mask
 
 
-def walk_batch(graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, length: int) -> WalkBatch:
-    """Walk subgraphs of ``length`` (1..3) steps from ``sources[p]`` to ``targets[p]``."""
+def walk_batch(graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, length: int, hide_pair_below: int = 0) -> WalkBatch:
+    """Walk subgraphs of ``length`` (1..3) steps from ``sources[p]`` to ``targets[p]``.
+
+    ``hide_pair_below``: edges between the pair's own two drugs with a relation id below this (their
+    interaction labels) are left out, so a training pair looks like a query pair, whose label the graph
+    cannot hold.
+    """
     if not 1 <= length <= 3:
         raise ValueError("walk subgraphs support 1 to 3 layers")
     n, b = graph.n_nodes, len(sources)
@@ -110,10 +115,17 @@ def walk_batch(graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, le
 
     def into(allowed: np.ndarray, pair: np.ndarray, frm: np.ndarray, rel: np.ndarray, to: np.ndarray, key_of: np.ndarray) -> np.ndarray:
         keep = allowed[key_of]
+        if hide_pair_below:
+            u, v = sources[pair], targets[pair]
+            own = ((frm == u) & (to == v)) | ((frm == v) & (to == u))
+            label = (rel != ident) & (rel % graph.n_base < hide_pair_below)
+            keep &= ~(own & label)
         return np.stack([pair[keep], frm[keep], rel[keep], to[keep]], 1)
 
     if length == 1:  # u -> v directly
         hit = u_nbr == targets[u_pair]
+        if hide_pair_below:
+            hit &= u_rel % graph.n_base >= hide_pair_below
         e = np.stack([u_pair[hit], u_node[hit], u_rel[hit], u_nbr[hit]], 1)
         return WalkBatch(b, [layer0, layer_last], [_layer(e, e[:, 0], e[:, 0])])
 

@@ -1,0 +1,395 @@
+"""``cbr-ddi``: case-based reasoning for DDI prediction (Liu et al. 2025), stage by stage.
+
+1. **Drug descriptions** — the describer LLM writes a concise functional description of each drug from
+   its name (``LLM_des``); cached per drug and model (the response cache) and kept with the cases.
+2. **Knowledge repository** — a seeded random subset of *training* pairs; each case holds both
+   descriptions, the top-P drug-association paths from the GNN module (EmerGNN attention, with the
+   pair's own interaction edge hidden), a mechanistic insight the LLM writes given the correct label
+   and the paths (empty when it sees no grounds), and the label. Stored as an artifact keyed by its
+   configuration, models, GNN and data; a second run builds nothing.
+3. **Hybrid retrieval** — ``s = lam * cos(f(D_p), f(D_c)) + (1 - lam) * cos(h_p, h_c)`` with ``f`` the text
+   encoder and ``h`` EmerGNN's pair representation; top-K cases.
+4. **Two-tier prompt** — task description; the K cases (descriptions, insight, label); the query's own
+   top-P paths; the top-N candidate labels by GNN score. The LLM returns ``{"mechanism", "type"}``
+   (constrained JSON where the server supports it).
+5. **Refinement and sampling** — cases are answered leave-one-out and their insight is rewritten when
+   the prediction is wrong; K-medoids within each class on insight embeddings keeps the representative
+   cases (about 5%, at least 10 per class).
+
+``lam`` is chosen on validation pairs when not given: the value whose top-K retrieved cases carry the
+query's own label most often (no LLM answer is needed for that). Every ablation of the paper is a
+switch: ``use_cases``, ``use_paths``, ``use_candidates``, ``lam=1`` (semantic only), ``lam=0``
+(structural only), ``sampling``, ``k_cases``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from ddibench.systems.cbr_ddi import prompts
+from ddibench.systems.cbr_ddi.repository import Case, Repository, normalise, representative_sample
+from pydantic import Field
+
+from ddibench.label_choice import answer_to_prediction, label_schema, option_texts
+from ddibench.llm.client import ChatResult
+from ddibench.schema import Drug, Prediction, Sample
+from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace, system_config_hash
+
+REPOSITORY_RECIPE = 1
+
+
+class CBRDDIConfig(SystemConfig):
+    repository_size: int = 2000
+    k_cases: int = 5
+    p_paths: int = 5
+    n_candidates: int = 3  # paper: 3 for DrugBank (10 for TWOSIDES)
+    lam: float | None = None  # None: chosen on validation from lambda_grid
+    lambda_grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    lambda_valid_pairs: int = 200
+    use_cases: bool = True
+    use_paths: bool = True
+    use_candidates: bool = True
+    sampling: bool = True
+    sampling_ratio: float = 0.05
+    min_per_class: int = 10
+    refine: bool = True
+    refine_cases: int | None = None  # budget: cases checked by the refinement pass (None: all)
+    encoder: str = "minilm"
+    temperature: float = 0.0
+    description_tokens: int = 128
+    insight_tokens: int = 160
+    answer_tokens: int = 160
+    gnn: dict[str, Any] = Field(default_factory=dict)  # EmerGNN options on top of the profile's EmerGNN budget
+
+
+class CBRDDISystem(BaseSystem):
+    name = "cbr-ddi"
+    version = "1.0.0"
+    description = "case-based reasoning: LLM drug descriptions, GNN paths, mechanistic insights, hybrid case retrieval"
+    Config = CBRDDIConfig
+    families = ("drugbank_ddi",)
+    llm_roles = ("generator", "describer")
+    batch_size = 1
+    max_concurrency = 8
+    config: CBRDDIConfig
+
+    def __init__(self, config: CBRDDIConfig | None = None) -> None:
+        super().__init__(config)
+        self._descriptions: dict[tuple[int, str], str] = {}
+        self.repository: Repository | None = None
+        self.lam = 0.5
+        self.info: dict[str, Any] = {"counters": {}}
+
+    def count(self, name: str, n: int = 1) -> None:
+        counters = self.info["counters"]
+        counters[name] = counters.get(name, 0) + n
+
+    def run_info(self) -> dict[str, Any]:
+        return self.info
+
+    def deviations(self) -> list[str]:
+        out = []
+        if self.config.lam is None:
+            out.append(
+                "lam is chosen on validation pairs by how often the top-K retrieved cases carry the pair's own label "
+                "(a retrieval proxy needing no LLM answers), not by the LLM's validation accuracy"
+            )
+        return out + ["the GNN module is ddibench's EmerGNN (see its deviations), trained under the run's profile budget"]
+
+    # -- components ----------------------------------------------------------------------------
+
+    async def describe(self, drug: Drug, ctx: RunContext, traces: list[dict[str, Any]] | None = None) -> str:
+        key = (drug.node_id, drug.name)
+        messages = [
+            {"role": "system", "content": prompts.DESCRIBE_SYSTEM},
+            {"role": "user", "content": prompts.DESCRIBE.format(name=drug.name, drugbank_id=drug.drugbank_id)},
+        ]
+        result = await ctx.model("describer").chat(messages, temperature=0.0, max_tokens=self.config.description_tokens, seed=ctx.seed)
+        if traces is not None:
+            traces.append(llm_trace("describer", messages, result))
+        text = " ".join(result.text.split())
+        self._descriptions[key] = text
+        return text
+
+    def _pair_text(self, head: Drug, tail: Drug, head_description: str, tail_description: str) -> str:
+        return f"{head.name}: {head_description} {tail.name}: {tail_description}"
+
+    def _interaction(self, label: int, head: str, tail: str) -> str:
+        return self._labels[label].render(head, tail)
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        from ddibench.systems.emergnn import EmerGNNSystem
+
+        from ddibench.embeddings import shared_encoder
+
+        self._labels = view.task.label_space
+        self._setting = view.task.setting
+        self._drugs = view.resources["drugs"].drugs
+        self._options = option_texts(self._labels)
+        self._encoder = shared_encoder(self.config.encoder)
+        ctx.remember_text(prompts.PREDICT_SYSTEM)
+        # the GNN module: EmerGNN under the profile's budget; its prediction graph holds training interactions only
+        gnn_options = {**ctx.profile.budget_for("emergnn"), **self.config.gnn, "predict_facts": "train", "explain_paths": 0}
+        self.gnn = EmerGNNSystem.build(gnn_options)
+        await self.gnn.prepare(view, ctx)
+        self.info["gnn"] = {k: v for k, v in self.gnn.training_log.items() if k != "epochs"}
+        key = {
+            "recipe": REPOSITORY_RECIPE,
+            "system": self.name,
+            "version": self.version,
+            "config": {k: getattr(self.config, k) for k in (
+                "repository_size", "p_paths", "sampling", "sampling_ratio", "min_per_class", "refine", "refine_cases",
+                "k_cases", "n_candidates", "use_cases", "use_paths", "use_candidates", "encoder", "temperature",
+                "description_tokens", "insight_tokens", "answer_tokens",
+            )},  # fmt: skip
+            "models": ctx.llm.identities(list(self.llm_roles)) if ctx.llm else {},
+            "encoder": self._encoder.identity,
+            "gnn": system_config_hash(self.gnn),
+            "gnn_artifact": self.gnn.training_log.get("artifact", ""),
+            "task": view.task.name,
+            "data_sha256": view.task.data_sha256,
+            "seed": ctx.seed,
+        }
+        found = ctx.artifacts.get("cbr-ddi-repository", key)
+        if found is None:
+            scratch = ctx.artifacts.scratch("cbr-ddi-repository", key)
+            repo = await self._build_repository(view, ctx)
+            repo.save(scratch)
+            found = ctx.artifacts.put("cbr-ddi-repository", key, scratch)
+            self.info["repository_built"] = True
+        else:
+            self.info["repository_built"] = False
+        self.repository = Repository.load(found)
+        self.info["repository"] = {**self.repository.info, "cases": len(self.repository), "artifact": str(found)}
+        self.lam = self.config.lam if self.config.lam is not None else await self._choose_lambda(view, ctx)
+
+    async def _describe_all(self, drugs: Sequence[Drug], ctx: RunContext, label: str) -> None:
+        todo = [d for d in dict.fromkeys(drugs) if (d.node_id, d.name) not in self._descriptions]
+        bar = ctx.progress.task(label, len(todo))
+
+        async def one(drug: Drug) -> None:
+            await self.describe(drug, ctx)
+            bar.advance()
+
+        try:
+            await asyncio.gather(*(one(d) for d in todo))
+        finally:
+            bar.close()
+
+    def _description(self, drug: Drug) -> str:
+        return self._descriptions[(drug.node_id, drug.name)]
+
+    def _paths(self, head: int, tail: int, hide_own: bool) -> list[str]:
+        if not self.config.use_paths or self.config.p_paths <= 0:
+            return []
+        found = [p["text"] for p in self.gnn.explain(head, tail, self._setting, self.config.p_paths, hide_own=hide_own)]
+        if not found:
+            self.count("pairs_without_paths")
+        return found
+
+    async def _build_repository(self, view: TrainingView, ctx: RunContext) -> Repository:
+        cfg = self.config
+        started = time.perf_counter()
+        rng = np.random.default_rng(ctx.seed)
+        chosen = list(view.train)
+        if cfg.repository_size < len(chosen):
+            idx = np.sort(rng.choice(len(chosen), cfg.repository_size, replace=False))
+            chosen = [chosen[i] for i in idx]
+        await self._describe_all([d for s in chosen for d in (s.input.head, s.input.tail)], ctx, "describing case drugs")
+        heads = [s.input.head.node_id for s in chosen]
+        tails = [s.input.tail.node_id for s in chosen]
+        _, reprs = self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
+        cases: list[Case] = []
+        bar = ctx.progress.task("writing case insights", len(chosen))
+
+        async def make(sample: Sample) -> Case:
+            pair, label = sample.input, int(sample.target)  # type: ignore[arg-type]
+            paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True)
+            text = await self._insight(pair.head, pair.tail, label, paths, ctx)
+            bar.advance()
+            return Case(
+                pair.head.node_id, pair.tail.node_id, label, self._description(pair.head), self._description(pair.tail),
+                paths, text, sample_id=sample.id,
+            )  # fmt: skip
+
+        try:
+            cases = list(await asyncio.gather(*(make(s) for s in chosen)))
+        finally:
+            bar.close()
+        texts = [self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description) for c in cases]
+        repo = Repository(
+            cases,
+            normalise(self._encoder.encode(texts)) if cases else np.zeros((0, self._encoder.dim), dtype=np.float32),
+            normalise(reprs),
+            normalise(self._encoder.encode([c.insight or prompts.NO_INSIGHT for c in cases])) if cases else np.zeros((0, self._encoder.dim), dtype=np.float32),
+        )
+        info: dict[str, Any] = {"built_from": len(chosen), "empty_insights": sum(not c.insight for c in cases)}
+        if cfg.refine and cases:
+            info["refinement"] = await self._refine(repo, ctx, rng)
+        if cfg.sampling and cases:
+            keep, per_class = representative_sample(repo, cfg.sampling_ratio, cfg.min_per_class, rng)
+            info["sampling"] = {"kept": int(keep.size), "of": len(cases), "per_class": per_class}
+            repo = repo.subset(keep)
+        info["build_seconds"] = round(time.perf_counter() - started, 1)
+        repo.info = info
+        return repo
+
+    async def _insight(self, head: Drug, tail: Drug, label: int, paths: list[str], ctx: RunContext) -> str:
+        messages = [
+            {"role": "system", "content": prompts.INSIGHT_SYSTEM},
+            {"role": "user", "content": prompts.INSIGHT.format(
+                head=head.name, tail=tail.name, head_description=self._description(head), tail_description=self._description(tail),
+                paths=prompts.paths_block(paths), interaction=self._interaction(label, head.name, tail.name),
+            )},  # fmt: skip
+        ]
+        result = await ctx.model("describer").chat(messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed)
+        return prompts.clean_insight(result.text)
+
+    async def _refine(self, repo: Repository, ctx: RunContext, rng: np.random.Generator) -> dict[str, int]:
+        """Answer cases leave-one-out; rewrite the insight of each case answered wrongly."""
+        order = rng.permutation(len(repo))
+        if self.config.refine_cases is not None:
+            order = order[: self.config.refine_cases]
+        stats = {"checked": 0, "wrong": 0, "rewritten": 0}
+        bar = ctx.progress.task("refining cases", len(order))
+
+        async def check(i: int) -> None:
+            case = repo.cases[i]
+            head, tail = self._drugs[case.head], self._drugs[case.tail]
+            probs, _ = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)
+            result, labels, _ = await self._answer(ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, exclude=i)
+            pred = answer_to_prediction(case.sample_id, result, self._option_subset(labels), labels, {})
+            stats["checked"] += 1
+            if pred.valid and pred.label == case.label:
+                bar.advance()
+                return
+            stats["wrong"] += 1
+            predicted = self._interaction(pred.label, head.name, tail.name) if pred.valid else "no valid answer"
+            messages = [
+                {"role": "system", "content": prompts.INSIGHT_SYSTEM},
+                {"role": "user", "content": prompts.REFINE.format(
+                    head=head.name, tail=tail.name, head_description=case.head_description, tail_description=case.tail_description,
+                    paths=prompts.paths_block(case.paths), insight=case.insight or prompts.NO_INSIGHT, predicted=predicted,
+                    interaction=self._interaction(case.label, head.name, tail.name),
+                )},  # fmt: skip
+            ]
+            revised = await ctx.model("describer").chat(messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed)
+            text = prompts.clean_insight(revised.text)
+            if text != case.insight:
+                case.insight, case.refined = text, True
+                repo.insight[i] = normalise(self._encoder.encode([text or prompts.NO_INSIGHT]))[0]
+                stats["rewritten"] += 1
+            bar.advance()
+
+        try:
+            await asyncio.gather(*(check(int(i)) for i in order))
+        finally:
+            bar.close()
+        return stats
+
+    async def _choose_lambda(self, view: TrainingView, ctx: RunContext) -> float:
+        """The lam whose top-K retrieved cases most often carry the validation pair's own label."""
+        repo = self.repository
+        grid = list(self.config.lambda_grid)
+        if repo is None or not len(repo) or not view.valid:
+            self.info["lambda"] = {"chosen": 0.5, "reason": "no repository or no validation pairs"}
+            return 0.5
+        rng = np.random.default_rng(ctx.seed + 1)
+        valid = list(view.valid)
+        if self.config.lambda_valid_pairs < len(valid):
+            valid = [valid[i] for i in np.sort(rng.choice(len(valid), self.config.lambda_valid_pairs, replace=False))]
+        await self._describe_all([d for s in valid for d in (s.input.head, s.input.tail)], ctx, "describing validation drugs")
+        _, reprs = self.gnn.encode([s.input.head.node_id for s in valid], [s.input.tail.node_id for s in valid], self._setting, graph="valid")
+        texts = normalise(self._encoder.encode([
+            self._pair_text(s.input.head, s.input.tail, self._description(s.input.head), self._description(s.input.tail)) for s in valid
+        ]))  # fmt: skip
+        pairs = normalise(reprs)
+        labels = np.array([c.label for c in repo.cases])
+        table = {}
+        for lam in grid:
+            hits = [
+                float(np.mean(labels[repo.retrieve(texts[i], pairs[i], self.config.k_cases, lam)[0]] == int(s.target)))  # type: ignore[arg-type]
+                for i, s in enumerate(valid)
+            ]
+            table[str(lam)] = round(float(np.mean(hits)), 4)
+        best = max(grid, key=lambda lam: (table[str(lam)], -abs(lam - 0.5)))
+        self.info["lambda"] = {"chosen": best, "label_hit_rate_at_k": table, "validation_pairs": len(valid)}
+        return best
+
+    # -- answering -------------------------------------------------------------------------------
+
+    def _candidates(self, probs: np.ndarray) -> list[int]:
+        if not self.config.use_candidates:
+            return list(range(len(self._labels)))
+        return [int(k) for k in np.argsort(-probs, kind="stable")[: self.config.n_candidates]]
+
+    def _option_subset(self, labels: Sequence[int]) -> list[str]:
+        return [self._options[k] for k in labels]
+
+    async def _answer(
+        self, ctx: RunContext, head: Drug, tail: Drug, probs: np.ndarray, text_vec: np.ndarray, pair_vec: np.ndarray,
+        paths: list[str], repo: Repository | None, exclude: int | None = None,
+    ) -> tuple[ChatResult, list[int], dict[str, Any]]:  # fmt: skip
+        cases_text, retrieved = "", []
+        if self.config.use_cases and repo is not None and len(repo):
+            idx, scores = repo.retrieve(text_vec, pair_vec, self.config.k_cases, self.lam, exclude)
+            blocks = []
+            for n, (i, score) in enumerate(zip(idx.tolist(), scores.tolist()), 1):
+                case = repo.cases[i]
+                a, b = self._drugs[case.head].name, self._drugs[case.tail].name
+                blocks.append(prompts.CASE.format(
+                    index=n, head=a, tail=b, head_description=case.head_description, tail_description=case.tail_description,
+                    insight=case.insight or prompts.NO_INSIGHT, interaction=self._interaction(case.label, a, b),
+                ))  # fmt: skip
+                retrieved.append({"case": i, "pair": [case.head, case.tail], "label": case.label, "score": round(float(score), 4)})
+            if blocks:
+                cases_text = "Solved cases:\n" + "\n\n".join(blocks) + "\n\n"
+        if not retrieved:
+            self.count("queries_without_cases")
+        labels = self._candidates(probs)
+        options = self._option_subset(labels)
+        user = prompts.QUERY.format(
+            cases=cases_text, head=head.name, tail=tail.name,
+            head_description=self._descriptions.get((head.node_id, head.name), ""),
+            tail_description=self._descriptions.get((tail.node_id, tail.name), ""),
+            paths="Associations between them in a biomedical knowledge graph:\n" + prompts.paths_block(paths),
+            candidates="\n".join(f"{i}. {text}" for i, text in enumerate(options, 1)),
+        )  # fmt: skip
+        messages = [{"role": "system", "content": prompts.PREDICT_SYSTEM}, {"role": "user", "content": user}]
+        result = await ctx.model("generator").chat(
+            messages, temperature=self.config.temperature, max_tokens=self.config.answer_tokens,
+            json_schema=label_schema(len(options), mechanism=True), seed=ctx.seed,
+        )  # fmt: skip
+        trace = {
+            "cases": retrieved,
+            "lambda": self.lam,
+            "paths": paths,
+            "candidates": [[k, round(float(probs[k]), 4)] for k in labels[:20]],
+            "llm": [llm_trace("generator", messages, result)],
+        }
+        return result, labels, trace
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        out = []
+        for sample in samples:
+            pair = sample.input
+            llm: list[dict[str, Any]] = []
+            for drug in (pair.head, pair.tail):
+                await self.describe(drug, ctx, llm)
+            probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
+            text_vec = normalise(self._encoder.encode([
+                self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))
+            ]))[0]  # fmt: skip
+            paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=False)
+            result, labels, trace = await self._answer(ctx, pair.head, pair.tail, probs[0], text_vec, normalise(reprs)[0], paths, self.repository)
+            trace["llm"] = llm + trace["llm"]
+            trace["descriptions"] = [self._description(pair.head), self._description(pair.tail)]
+            prediction = answer_to_prediction(sample.id, result, self._option_subset(labels), labels, trace)
+            self.count("answered" if prediction.valid else "invalid_answers")
+            out.append(prediction)
+        return out
+

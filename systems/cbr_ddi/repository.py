@@ -1,0 +1,121 @@
+"""CBR-DDI's knowledge repository: cases, hybrid retrieval, and representative sampling.
+
+A case is a *training* pair with the two drugs' LLM descriptions, its GNN drug-association paths, an
+LLM-written mechanistic insight (empty when the LLM saw no grounds for one) and its label. Retrieval
+scores every case at once: ``s = lam * cos(f(D_q), f(D_c)) + (1 - lam) * cos(h_q, h_c)`` with ``f`` the
+text encoder over the pair's descriptions and ``h`` the GNN pair representation — two matrix-vector
+products over normalised matrices and an ``argpartition``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class Case:
+    head: int  # drug ids (DrugBank space)
+    tail: int
+    label: int
+    head_description: str
+    tail_description: str
+    paths: list[str]
+    insight: str
+    refined: bool = False
+    sample_id: str = ""
+
+
+@dataclass
+class Repository:
+    cases: list[Case]
+    text: np.ndarray  # (n, d_text) normalised f(D_c)
+    pair: np.ndarray  # (n, d_gnn) normalised h_c
+    insight: np.ndarray  # (n, d_text) normalised insight embeddings (for sampling)
+    info: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def retrieve(self, text: np.ndarray, pair: np.ndarray, k: int, lam: float, exclude: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Indices and scores of the ``k`` best cases for one query (normalised vectors)."""
+        if not self.cases or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        scores = lam * (self.text @ text) + (1 - lam) * (self.pair @ pair)
+        if exclude is not None:
+            scores[exclude] = -np.inf
+        k = min(k, len(scores) - (exclude is not None))
+        if k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.lexsort((top, -scores[top]))]
+        return top, scores[top]
+
+    def subset(self, keep: np.ndarray) -> Repository:
+        keep = np.asarray(keep, dtype=np.int64)
+        return Repository([self.cases[i] for i in keep], self.text[keep], self.pair[keep], self.insight[keep], dict(self.info))
+
+    def save(self, directory: Path) -> None:
+        (directory / "cases.json").write_text(json.dumps([asdict(c) for c in self.cases], indent=1), encoding="utf-8")
+        np.savez(directory / "vectors.npz", text=self.text, pair=self.pair, insight=self.insight)
+        (directory / "info.json").write_text(json.dumps(self.info, indent=2), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: Path) -> Repository:
+        cases = [Case(**c) for c in json.loads((directory / "cases.json").read_text(encoding="utf-8"))]
+        with np.load(directory / "vectors.npz") as npz:
+            text, pair, insight = npz["text"], npz["pair"], npz["insight"]
+        return cls(cases, text, pair, insight, json.loads((directory / "info.json").read_text(encoding="utf-8")))
+
+
+def normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1)
+
+
+def k_medoids(vectors: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 30) -> np.ndarray:
+    """Indices of ``k`` medoids under cosine distance (k-medoids++ seeding, then alternating updates)."""
+    n = len(vectors)
+    if k >= n:
+        return np.arange(n)
+    dist = 1.0 - np.clip(vectors @ vectors.T, -1.0, 1.0)
+    medoids = [int(rng.integers(n))]
+    for _ in range(1, k):
+        nearest = dist[:, medoids].min(axis=1)
+        weights = nearest**2
+        total = weights.sum()
+        medoids.append(int(rng.choice(n, p=weights / total)) if total > 0 else int(rng.choice(np.setdiff1d(np.arange(n), medoids))))
+    medoids_arr = np.array(sorted(set(medoids)), dtype=np.int64)
+    for _ in range(iterations):
+        assign = dist[:, medoids_arr].argmin(axis=1)
+        updated = []
+        for c in range(len(medoids_arr)):
+            members = np.flatnonzero(assign == c)
+            if members.size == 0:
+                updated.append(int(medoids_arr[c]))
+                continue
+            within = dist[np.ix_(members, members)].sum(axis=1)
+            updated.append(int(members[within.argmin()]))
+        new = np.array(sorted(set(updated)), dtype=np.int64)
+        if np.array_equal(new, medoids_arr):
+            break
+        medoids_arr = new
+    return medoids_arr
+
+
+def representative_sample(repo: Repository, ratio: float, minimum: int, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, int]]:
+    """K-medoids within each class on insight embeddings: keep max(minimum, ratio * size) cases per class."""
+    labels = np.array([c.label for c in repo.cases])
+    keep: list[np.ndarray] = []
+    per_class: dict[str, int] = {}
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        k = max(minimum, int(np.ceil(ratio * members.size)))
+        chosen = members[k_medoids(repo.insight[members], k, rng)]
+        keep.append(chosen)
+        per_class[str(int(label))] = int(chosen.size)
+    return (np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.int64)), per_class

@@ -1,0 +1,63 @@
+"""``kaping``: the knowledge-graph triples around both drugs most similar to the question, as facts.
+
+KAPING (Baek et al. 2023): every triple with either drug as head or tail — Hetionet plus the training
+interactions — is verbalised ("Fosphenytoin binds CYP3A4"), embedded with the sentence encoder and
+ranked by cosine similarity to the question; the top 10 go into a zero-shot prompt. A triple that is an
+interaction between the two drugs themselves would state the answer and is never used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ddibench.label_choice import LabelChoiceConfig, LabelChoiceSystem
+from ddibench.schema import Sample
+from ddibench.system import RunContext, TrainingView
+
+
+class KAPINGConfig(LabelChoiceConfig):
+    k_facts: int = 10
+    encoder: str = "minilm"
+    kg_edges: str | None = None
+
+
+class KAPINGSystem(LabelChoiceSystem):
+    name = "kaping"
+    version = "1.0.0"
+    description = "top-10 KG triples around both drugs by embedding similarity to the question, as facts"
+    Config = KAPINGConfig
+    config: KAPINGConfig
+    context_heading = "Facts from a biomedical knowledge graph"
+
+    async def prepare_context(self, view: TrainingView, ctx: RunContext) -> None:
+        from ddibench.embeddings import shared_encoder
+        from ddibench.kg import interaction_graph
+
+        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], _path(self.config.kg_edges))
+        self._encoder = shared_encoder(self.config.encoder)
+
+    def facts(self, head: int, tail: int, question: str) -> tuple[list[str], list[float]]:
+        from ddibench.kg import touches_pair
+
+        triples = [t for t in dict.fromkeys(self._kg.triples_of(head) + self._kg.triples_of(tail)) if not touches_pair(self._kg, t, head, tail)]
+        if not triples:
+            return [], []
+        texts = list(dict.fromkeys(self._kg.verbalise(*t) for t in triples))
+        sims = self._encoder.encode(texts) @ self._encoder.encode([question])[0]
+        top = np.argsort(-sims, kind="stable")[: self.config.k_facts]
+        return [texts[i] for i in top], [float(sims[i]) for i in top]
+
+    async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
+        pair = sample.input
+        question = f"What happens when {pair.head.name} is combined with {pair.tail.name}?"
+        facts, sims = self.facts(pair.head.node_id, pair.tail.node_id, question)
+        if not facts:
+            self.count("no_facts")
+        return facts, {"facts": facts, "similarities": [round(s, 4) for s in sims]}
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value).expanduser() if value else None

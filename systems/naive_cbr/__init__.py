@@ -1,0 +1,65 @@
+"""``naive-cbr``: the 10 most structurally similar training pairs as labelled few-shot examples.
+
+Similarity of a query pair (a, b) to a training pair (x, y) is the mean of the Tanimoto similarities of
+the Morgan fingerprints (radius 2, 1,024 bits) of a and x and of b and y: drugs are compared position
+by position, because the interaction type is directional (``#Drug1``/``#Drug2``). Ties go to the
+earlier training pair. Only training pairs are ever shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ddibench.label_choice import LabelChoiceConfig, LabelChoiceSystem
+from ddibench.schema import Sample
+from ddibench.system import RunContext, TrainingView
+
+
+class NaiveCBRConfig(LabelChoiceConfig):
+    k_examples: int = 10
+
+
+def tanimoto_matrix(bits: np.ndarray) -> np.ndarray:
+    f = bits.astype(np.float32)
+    inter = f @ f.T
+    counts = f.sum(axis=1)
+    union = counts[:, None] + counts[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0).astype(np.float32)
+
+
+class NaiveCBRSystem(LabelChoiceSystem):
+    name = "naive-cbr"
+    version = "1.0.0"
+    description = "10 training pairs most similar by Morgan-fingerprint Tanimoto (position-wise mean) as few-shot examples"
+    Config = NaiveCBRConfig
+    config: NaiveCBRConfig
+    context_heading = "Solved examples of similar drug pairs"
+
+    async def prepare_context(self, view: TrainingView, ctx: RunContext) -> None:
+        from ddibench.chem import morgan_matrix
+
+        catalog = view.resources["drugs"]
+        bits, _ = morgan_matrix([d.smiles for d in catalog.drugs])
+        self._sim = tanimoto_matrix(bits)
+        self._drugs = catalog.drugs
+        self._heads = np.array([s.input.head.node_id for s in view.train])
+        self._tails = np.array([s.input.tail.node_id for s in view.train])
+        self._labels = np.array([int(s.target) for s in view.train])  # type: ignore[arg-type]
+        self._labels_space = view.task.label_space
+
+    def examples(self, head: int, tail: int) -> tuple[np.ndarray, np.ndarray]:
+        score = (self._sim[head, self._heads] + self._sim[tail, self._tails]) / 2
+        k = min(self.config.k_examples, len(score))
+        top = np.argpartition(-score, k - 1)[:k] if k else np.zeros(0, dtype=np.int64)
+        top = top[np.lexsort((top, -score[top]))]
+        return top, score[top]
+
+    async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
+        top, scores = self.examples(sample.input.head.node_id, sample.input.tail.node_id)
+        lines = []
+        for i in top.tolist():
+            a, b, label = self._drugs[self._heads[i]], self._drugs[self._tails[i]], int(self._labels[i])
+            lines.append(f"Drug A = {a.name}, Drug B = {b.name}: type {label + 1} ({self._labels_space[label].render(a.name, b.name)})")
+        return lines, {"examples": [[int(i), round(float(s), 4)] for i, s in zip(top, scores)]}

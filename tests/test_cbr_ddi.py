@@ -1,0 +1,214 @@
+"""CBR-DDI and the LLM baselines it is compared with (naive-cbr, kaping, k-paths), against a real
+OpenAI-compatible server on loopback (the stub): retrieval, leakage, ablations, bad answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="cbr-ddi needs the 'ml' extra")
+pytest.importorskip("sentence_transformers", reason="cbr-ddi needs the 'embed' extra")
+
+from ddibench.systems.cbr_ddi.repository import Case, Repository, k_medoids, normalise, representative_sample  # noqa: E402
+
+from ddibench.artifacts import ArtifactStore  # noqa: E402
+from ddibench.llm.stub import StubConfig, running_stub  # noqa: E402
+from ddibench.profiles import get_profile  # noqa: E402
+from ddibench.registry import get_task  # noqa: E402
+from ddibench.system import RunContext, TrainingView  # noqa: E402
+
+GNN = 'gnn={"max_epochs": 1, "train_pairs_per_epoch": 128, "valid_pairs": 64}'
+SMALL = ["-C", "repository_size=24", "-C", "refine_cases=4", "-C", "lambda_valid_pairs=6", "-C", "min_per_class=1", "-C", GNN]
+
+
+def results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def journal(run_dir: Path) -> list[dict]:
+    return [json.loads(line)["prediction"] for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def s2():
+    task = get_task("drugbank_s2")
+    return task, task.load()
+
+
+def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fresh_cache: Path) -> None:
+    args = ["run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "5", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL]
+    code, out, err = cli(*args, "--run-dir", str(tmp_path / "a"))
+    assert code == 0, err
+    res = results(tmp_path / "a")
+    info = res["system_info"]
+    assert info["repository_built"] is True and info["repository"]["built_from"] == 24
+    assert info["repository"]["refinement"]["checked"] == 4
+    assert 0 < info["repository"]["cases"] <= 24 and "lambda" in info
+    assert set(res["cost"]["per_item"]) == {"generator", "describer"}
+    for pred in journal(tmp_path / "a"):
+        trace = pred["trace"]
+        assert len(trace["cases"]) == 5 and len(trace["candidates"]) == 3
+        assert pred["label"] in [c[0] for c in trace["candidates"]]  # the answer is one of the GNN's candidates
+        assert pred["rationale"] and trace["llm"][-1]["response"] == pred["text"]
+        assert trace["descriptions"][0]
+    code, _, err = cli(*args, "--run-dir", str(tmp_path / "b"))
+    assert code == 0, err
+    again = results(tmp_path / "b")["system_info"]
+    assert again["repository_built"] is False and again["gnn"]["loaded_from_cache"] is True
+
+
+@pytest.mark.parametrize(
+    ("switches", "check"),
+    [
+        (["-C", "use_cases=false"], lambda t: t["cases"] == []),
+        (["-C", "use_candidates=false"], lambda t: len(t["candidates"]) == 20),  # all 86 offered; trace keeps 20
+        (["-C", "use_paths=false"], lambda t: t["paths"] == []),
+        (["-C", "lam=1", "-C", "k_cases=2"], lambda t: len(t["cases"]) == 2 and t["lambda"] == 1.0),
+        (["-C", "repository_size=0"], lambda t: t["cases"] == []),
+    ],
+)
+def test_ablations_are_switches(cli, stub, tmp_path: Path, switches: list[str], check) -> None:
+    code, _, err = cli("run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "2", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL, *switches, "--run-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    assert all(check(p["trace"]) for p in journal(tmp_path / "r"))
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("I cannot tell which one.", "no option number"),
+        ("It is either 1 or 2.", "names 2 options"),
+        ("NONE", "no option number"),
+    ],
+)
+def test_bad_answers_are_counted_not_crashes(cli, tmp_path: Path, reply: str, reason: str) -> None:
+    with running_stub(StubConfig(reply=reply)) as stub:
+        code, _, err = cli("run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "3", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL, "--no-cache", "--run-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    res = results(tmp_path / "r")
+    assert res["evaluation"]["n_invalid"] == 3
+    assert reason in res["evaluation"]["invalid_examples"][0]["error"]
+    assert res["system_info"]["counters"]["invalid_answers"] == 3
+    if reply == "NONE":  # the LLM declined every insight: cases keep an empty one
+        assert res["system_info"]["repository"]["empty_insights"] == 24
+
+
+def test_cut_off_answer_is_invalid_with_its_reason() -> None:
+    from ddibench.tasks.drugbank import load_labels
+
+    from ddibench.label_choice import answer_to_prediction, option_texts
+    from ddibench.llm.client import ChatResult
+
+    options = option_texts(load_labels())[5:8]
+    cut = ChatResult('{"mechanism": "Both inhibit CYP3A4 and so the', "length", 10, 24, 0.1, False, "m")
+    pred = answer_to_prediction("s", cut, options, [5, 6, 7], {})
+    assert not pred.valid and "cut off at the token limit" in (pred.error or "")
+    whole = ChatResult('{"mechanism": "x", "type": 2}', "stop", 10, 24, 0.1, False, "m")
+    assert answer_to_prediction("s", whole, options, [5, 6, 7], {}).label == 6
+
+
+@pytest.mark.parametrize("system", ["naive-cbr", "kaping", "k-paths"])
+def test_baselines_run_with_their_context(cli, stub, tmp_path: Path, system: str) -> None:
+    code, _, err = cli("run", "-s", system, "-t", "drugbank_s2", "--limit", "4", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    preds = journal(tmp_path / "r")
+    context = [p["trace"]["context"] for p in preds]
+    key = {"naive-cbr": "examples", "kaping": "facts", "k-paths": "paths"}[system]
+    assert all(key in c for c in context)
+    if system == "naive-cbr":
+        assert all(len(c["examples"]) == 10 for c in context)
+    if system == "kaping":
+        assert all(len(c["facts"]) == 10 for c in context)
+    user = preds[0]["trace"]["llm"][0]["messages"][1]["content"]
+    assert "Drug A:" in user and preds[0]["trace"]["llm"][0]["messages"][0]["role"] == "system"
+
+
+def _prepare(system, task, data):
+    view = TrainingView(task, data.split("train"), data.split("valid"), data.resources)
+    ctx = RunContext(task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(Path(tempfile.mkdtemp())))
+    asyncio.run(system.prepare(view, ctx))
+    return system
+
+
+def test_no_retrieval_index_holds_a_validation_or_test_pair(s2, stub, tmp_path: Path) -> None:
+    from ddibench.systems.k_paths import KPathsSystem
+    from ddibench.systems.kaping import KAPINGSystem
+    from ddibench.systems.naive_cbr import NaiveCBRSystem
+
+    task, data = s2
+    train = {(s.input.head.node_id, s.input.tail.node_id, s.target) for s in data.split("train")}
+    held_out = {(s.input.head.node_id, s.input.tail.node_id) for split in ("valid", "test") for s in data.split(split)}
+    naive = _prepare(NaiveCBRSystem(), task, data)
+    assert set(zip(naive._heads.tolist(), naive._tails.tolist(), naive._labels.tolist())) <= train
+    for cls in (KAPINGSystem, KPathsSystem):
+        kg = _prepare(cls(), task, data)._kg
+        ddi = kg.rel < kg.card["relation_base"]
+        edges = set(zip(kg.head[ddi].tolist(), kg.tail[ddi].tolist(), kg.rel[ddi].tolist()))
+        assert edges == train
+        assert not {(h, t) for h, t, _ in edges} & held_out
+
+
+def test_cbr_repository_holds_training_pairs_only(cli, stub, tmp_path: Path) -> None:
+    code, _, err = cli("run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "2", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL, "--run-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    repo = Repository.load(Path(results(tmp_path / "r")["system_info"]["repository"]["artifact"]))
+    data = get_task("drugbank_s2").load()
+    train = {(s.input.head.node_id, s.input.tail.node_id, s.target) for s in data.split("train")}
+    held_out = {(s.input.head.node_id, s.input.tail.node_id) for split in ("valid", "test") for s in data.split(split)}
+    assert len(repo) and all((c.head, c.tail, c.label) in train for c in repo.cases)
+    assert not {(c.head, c.tail) for c in repo.cases} & held_out
+
+
+def test_k_paths_guard_removes_the_pairs_own_interaction(s2) -> None:
+    from ddibench.systems.k_paths import KPathsSystem
+
+    task, data = s2
+    system = _prepare(KPathsSystem(), task, data)
+    train = data.split("train")[0]
+    u, v = train.input.head.node_id, train.input.tail.node_id
+    lines, trace = system.paths(v, u)  # the reversed training pair: its interaction edge joins the two drugs
+    assert trace["guarded"] >= 1 and system.counters["paths_removed_by_label_guard"] >= 1
+    template = task.label_space[train.target].render(train.input.head.name, train.input.tail.name)
+    assert all(template not in line for line in lines)
+
+
+def test_naive_cbr_similarity_is_tanimoto_position_wise(s2) -> None:
+    from ddibench.systems.naive_cbr import NaiveCBRSystem
+    from rdkit import Chem, DataStructs
+    from rdkit.Chem import rdFingerprintGenerator
+
+    task, data = s2
+    system = _prepare(NaiveCBRSystem(), task, data)
+    drugs = data.resources["drugs"].drugs
+    gen = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=1024)
+    fps = {i: gen.GetFingerprint(Chem.MolFromSmiles(drugs[i].smiles)) for i in (0, 1, 2, 3)}
+    for a, b in ((0, 1), (2, 3), (1, 2)):
+        assert system._sim[a, b] == pytest.approx(DataStructs.TanimotoSimilarity(fps[a], fps[b]), abs=1e-6)
+    top, scores = system.examples(5, 9)
+    brute = (system._sim[5, system._heads] + system._sim[9, system._tails]) / 2
+    assert scores[0] == pytest.approx(brute.max()) and list(scores) == sorted(scores, reverse=True)
+
+
+def test_retrieval_and_sampling() -> None:
+    rng = np.random.default_rng(0)
+    n = 200
+    cases = [Case(i, i + 1, int(i % 4), "", "", [], f"insight {i}") for i in range(n)]
+    repo = Repository(cases, normalise(rng.normal(size=(n, 8))), normalise(rng.normal(size=(n, 6))), normalise(rng.normal(size=(n, 8))))
+    q_text, q_pair = normalise(rng.normal(size=8)), normalise(rng.normal(size=6))
+    for lam in (0.0, 0.3, 1.0):
+        idx, scores = repo.retrieve(q_text, q_pair, 5, lam)
+        brute = lam * repo.text @ q_text + (1 - lam) * repo.pair @ q_pair
+        assert list(idx) == list(np.argsort(-brute, kind="stable")[:5])
+        assert np.allclose(scores, brute[idx])
+    best = int(repo.retrieve(q_text, q_pair, 1, 0.5)[0][0])
+    assert best not in repo.retrieve(q_text, q_pair, 5, 0.5, exclude=best)[0].tolist()
+    medoids = k_medoids(repo.insight[:50], 7, rng)
+    assert len(set(medoids.tolist())) == 7 and medoids.max() < 50
+    keep, per_class = representative_sample(repo, 0.05, 10, rng)
+    assert per_class == {"0": 10, "1": 10, "2": 10, "3": 10} and len(keep) == 40
+    assert Repository([], np.zeros((0, 8)), np.zeros((0, 6)), np.zeros((0, 8))).retrieve(q_text, q_pair, 5, 0.5)[0].size == 0
