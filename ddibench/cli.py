@@ -170,6 +170,8 @@ def cli() -> None:
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option("--max-retries", type=int, default=5, show_default=True, help="Retries per model call on 429/5xx/timeouts.")
 @click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, help="Bootstrap replicates for confidence intervals.")
+@click.option("--selfcheck", "selfcheck", type=int, default=3, show_default=True, help="SelfCheckGPT samples per answer on QA tasks (0: none).")
+@click.option("--no-judge", is_flag=True, help="Do not grade QA answers with the judge model.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 def run(
     task_name: str,
@@ -187,6 +189,8 @@ def run(
     no_cache: bool,
     max_retries: int,
     replicates: int,
+    selfcheck: int,
+    no_judge: bool,
     as_json: bool,
 ) -> None:
     """Run a system on a task (resuming an interrupted run of the same configuration), score it and
@@ -221,6 +225,8 @@ def run(
         bootstrap=BootstrapSpec(replicates=replicates),
         use_cache=not no_cache,
         max_retries=max_retries,
+        judge=not no_judge,
+        selfcheck_samples=selfcheck,
     )
     console = _console(stderr=as_json)
     with _progress(console) as progress:
@@ -235,6 +241,35 @@ def run(
         click.echo(json.dumps(outcome.results, indent=2, default=str))
     else:
         render_results(outcome.results, console, outcome.run_dir)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--model", "-m", "models", multiple=True, help="ROLE=SPEC to change a scoring model, e.g. judge=openai:gpt-4o.")
+@click.option("--second-judge", default=None, help="A second judge model; agreement with the first is reported.")
+@click.option("--selfcheck", "selfcheck", type=int, default=None, help="SelfCheckGPT samples per answer (default: as before).")
+@click.option("--no-judge", is_flag=True, help="Do not grade answers with the judge.")
+@click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True)
+def rescore(run_dir: Path, models: tuple[str, ...], second_judge: str | None, selfcheck: int | None, no_judge: bool, replicates: int) -> None:
+    """Score a finished run again (another judge, SelfCheckGPT, intervals) without new answers."""
+    from ddibench.errors import ConfigError
+    from ddibench.llm.spec import ROLES, ModelSpec
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.runner.report import render_results
+    from ddibench.runner.run import rescore as do_rescore
+
+    overrides = {}
+    for item in models:
+        role, sep, spec = item.partition("=")
+        if not sep or role not in ROLES:
+            raise ConfigError(f"--model '{item}' is not ROLE=SPEC", f"roles: {', '.join(ROLES)}")
+        overrides[role] = ModelSpec.parse(spec)
+    if second_judge:
+        overrides["second_judge"] = ModelSpec.parse(second_judge)
+    console = _console()
+    with _progress(console) as progress:
+        results = do_rescore(run_dir, overrides, not no_judge, selfcheck, BootstrapSpec(replicates=replicates), progress)
+    render_results(results, console, run_dir)
 
 
 @cli.command()

@@ -70,7 +70,11 @@ class ClassificationEvaluator:
         return out
 
     def evaluate(
-        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], bootstrap: BootstrapSpec
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        bootstrap: BootstrapSpec,
+        extras: Mapping[str, object] | None = None,
     ) -> EvaluationResult:
         check_coverage(samples, predictions)
         n_labels = len(self.label_space)
@@ -121,3 +125,112 @@ class ClassificationEvaluator:
                 "n_invalid": int(np.sum(y_pred[sel] == INVALID)),
             }
         return out
+
+
+class QAEvaluator:
+    """Free-text answers against reference answers.
+
+    Always: embedding similarity and BERTScore F1 to the reference; for questions about a drug pair,
+    label recovery (the answer mapped back to an interaction type, scored as accuracy). When the run was
+    scored by LLMs (``extras``): the judge's correctness, clarity and overall (1-5) and SelfCheckGPT. Each
+    mean has a bootstrap interval, clustered by the samples' cluster keys (drugs, or source documents).
+    """
+
+    primary_metric = "embedding_similarity"
+
+    def __init__(self, label_space: LabelSpace | None, encoder: str = "minilm", bertscore_layers: int = 6) -> None:
+        self.label_space = label_space
+        self.encoder_spec = encoder
+        self.bertscore_layers = bertscore_layers
+
+    expected_format = "one Prediction per evaluated sample with the answer in text (valid=False or empty text counts as no answer)"
+
+    def describe(self) -> dict[str, object]:
+        from ddibench.embeddings import shared_encoder
+        from ddibench.qa.scoring import BertScorer
+
+        return {"embedding": shared_encoder(self.encoder_spec).identity, "bertscore": BertScorer(shared_encoder(self.encoder_spec), self.bertscore_layers).describe()}
+
+    def evaluate(
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        bootstrap: BootstrapSpec,
+        extras: Mapping[str, object] | None = None,
+    ) -> EvaluationResult:
+        from ddibench.embeddings import shared_encoder
+        from ddibench.qa.scoring import BertScorer, LabelRecovery, embedding_similarity, selfcheck_bertscore
+
+        check_coverage(samples, predictions)
+        extras = extras or {}
+        encoder = shared_encoder(self.encoder_spec)
+        answers = [(predictions[s.id].text or "").strip() if predictions[s.id].valid else "" for s in samples]
+        references = [str(s.target["answer"]) for s in samples]  # type: ignore[index]
+        per: dict[str, np.ndarray] = {
+            "embedding_similarity": embedding_similarity(encoder, answers, references),
+        }
+        scorer = BertScorer(encoder, self.bertscore_layers)
+        per["bertscore_f1"] = scorer.score(answers, references)[:, 2]
+        labels = [s.target.get("label") for s in samples]  # type: ignore[union-attr]
+        recovered: list[int | None] = []
+        if self.label_space is not None and any(lb is not None for lb in labels):
+            recovery = LabelRecovery(self.label_space, encoder)
+            for s, answer in zip(samples, answers):
+                pair = s.input.pair  # type: ignore[union-attr]
+                recovered.append(recovery.recover(answer, pair.head.name, pair.tail.name)[0] if pair else None)
+            per["label_recovery"] = np.array([float(r is not None and r == lb) for r, lb in zip(recovered, labels)])
+        judge = extras.get("judge") or {}
+        if judge:
+            for key in ("correctness", "clarity", "overall"):
+                per[f"judge_{key}"] = np.array([_num(judge.get(s.id, {}).get(key)) for s in samples])
+        selfcheck = extras.get("selfcheck") or {}
+        if selfcheck:
+            per["selfcheck"] = np.array([
+                _num(selfcheck_bertscore(scorer, a, selfcheck.get(s.id, {}).get("samples", [])) if a else None)
+                for s, a in zip(samples, answers)
+            ])  # fmt: skip
+        values = {name: arr for name, arr in per.items()}
+
+        def statistic(weights: np.ndarray) -> dict[str, np.ndarray]:
+            out = {}
+            for name, arr in values.items():
+                ok = ~np.isnan(arr)
+                w = weights[:, ok]
+                total = w.sum(axis=1)
+                out[name] = np.where(total > 0, (w * arr[ok]).sum(axis=1) / np.where(total > 0, total, 1), np.nan)
+            return out
+
+        intervals = bootstrap_intervals(statistic, len(samples), bootstrap, clusters=[s.clusters for s in samples])
+        metrics = {
+            name: MetricValue(value=float(np.nanmean(arr)) if np.any(~np.isnan(arr)) else float("nan"), ci_low=intervals[name][0], ci_high=intervals[name][1])
+            for name, arr in values.items()
+        }
+        invalid = [s.id for s, a in zip(samples, answers) if not a]
+        breakdown: dict[str, dict] = {}
+        for i, s in enumerate(samples):
+            key = str(s.meta.get("slice", ""))
+            if key:
+                b = breakdown.setdefault(f"slice={key}", {"n": 0, "_sum": 0.0})
+                b["n"] += 1
+                b["_sum"] += float(values["embedding_similarity"][i])
+        for b in breakdown.values():
+            b["embedding_similarity"] = b.pop("_sum") / b["n"]
+        per_sample = {
+            s.id: {name: (None if np.isnan(arr[i]) else round(float(arr[i]), 4)) for name, arr in values.items()}
+            | ({"recovered_label": recovered[i]} if recovered else {})
+            for i, s in enumerate(samples)
+        }
+        return EvaluationResult(
+            n=len(samples),
+            n_invalid=len(invalid),
+            metrics=metrics,
+            primary_metric=self.primary_metric,
+            bootstrap=bootstrap.describe(),
+            breakdown=breakdown,
+            invalid_examples=[{"sample_id": sid, "error": predictions[sid].error or "empty answer"} for sid in invalid[:5]],
+            per_sample=per_sample,
+        )
+
+
+def _num(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")

@@ -67,6 +67,9 @@ PROFILES: dict[str, Profile] = {
                 "emergnn": {"max_epochs": 4, "epoch_per_test": 1, "valid_pairs": 3000, "device": "cpu"},
                 # the 135M embedded model writes about 2 insights a minute: a small repository
                 "cbr-ddi": {"repository_size": 60, "refine_cases": 20, "lambda_valid_pairs": 20},
+                # embedding ~150-token chunks runs at tens per second here: a declared share of the corpus
+                "text-rag": {"interaction_chunks": 5000, "monograph_chunks": 3000, "medquad_chunks": 3000},
+                "agentic-rag": {"interaction_chunks": 5000, "monograph_chunks": 3000, "medquad_chunks": 3000},
             },
         ),
         Profile("rtx3090-24g", "one NVIDIA RTX 3090 (24 GB)", "NVIDIA GeForce RTX 3090", 1, 24, 16, _GPU_BUDGETS),

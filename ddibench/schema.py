@@ -47,8 +47,29 @@ class DrugPair:
         return {"head": self.head.as_dict(), "tail": self.tail.as_dict()}
 
 
-SampleInput = DrugPair
-Target = int | tuple[int, ...] | str | None
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A free-text question; ``pair`` names the drugs when it asks about an interaction."""
+
+    text: str
+    pair: DrugPair | None = None
+    focus: str = ""  # what the question is about (a drug, a disease)
+    qtype: str = ""  # question type, e.g. "interaction", "treatment"
+    source: str = ""  # the collection it comes from
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "pair": self.pair.as_dict() if self.pair else None,
+            "focus": self.focus,
+            "qtype": self.qtype,
+            "source": self.source,
+        }
+
+
+SampleInput = DrugPair | Question
+# a label id, label ids, or, for questions, {"answer": reference text, "label": interaction type or None}
+Target = int | tuple[int, ...] | str | Mapping[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -149,9 +149,11 @@ class BaseSystem(ABC):
         known = set(cls.Config.model_fields)
         unknown = [k for k in merged if k not in known]
         if unknown:
-            from ddibench.errors import UnknownNameError
+            import difflib
 
-            raise UnknownNameError(f"{cls.name} config key", unknown[0], known)
+            close = difflib.get_close_matches(unknown[0], sorted(known), n=1, cutoff=0.5)
+            fix = f"did you mean '{close[0]}'?" if close else f"see 'ddibench list systems -v' for {cls.name}'s options"
+            raise ConfigError(f"unknown {cls.name} config key '{unknown[0]}'", fix)
         try:
             return cls(cls.Config(**merged))
         except ValidationError as exc:

@@ -63,6 +63,7 @@ class EvaluationResult(BaseModel):
     breakdown: dict[str, dict[str, Any]] = {}
     per_label: dict[str, float | None] = {}
     invalid_examples: list[dict[str, str]] = []
+    per_sample: dict[str, dict[str, Any]] = {}  # scores of each sample, for drill-down
 
 
 class EvaluationInputError(ValueError):
@@ -73,7 +74,11 @@ class Evaluator(Protocol):
     expected_format: str
 
     def evaluate(
-        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], bootstrap: BootstrapSpec
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        bootstrap: BootstrapSpec,
+        extras: Mapping[str, Any] | None = None,
     ) -> EvaluationResult: ...
 
 
@@ -87,6 +92,7 @@ class Task(ABC):
     title: str
     recipe_version: int = 1
     eval_split: str = "test"
+    llm_scored: bool = False  # answers are also graded by an LLM judge and SelfCheckGPT after prediction
 
     @property
     @abstractmethod

@@ -104,3 +104,47 @@ def stub():
 
     with running_stub(StubConfig()) as server:
         yield server
+
+
+def _postgres_bin() -> Path | None:
+    import glob
+    import shutil
+
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on a free loopback port; yields its DSN."""
+    import shutil
+    import socket
+
+    bindir = _postgres_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="ddibench-pg-"))  # outside pytest's 0700 tree: the server's account must reach it
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root: use the postgres account the package creates
+        shutil.chown(root, "postgres")
+        os.chmod(root, 0o755)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    data = root / "data"
+    subprocess.run([*prefix, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
+    subprocess.run(
+        [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(root / "log"),
+         "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start"], check=True, capture_output=True,
+    )  # fmt: skip
+    try:
+        yield f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
+    finally:
+        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)

@@ -140,6 +140,7 @@ class LLMClient:
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
+        self.remember: Any = None  # set by the pool: keeps each system prompt once in the run directory
 
     async def chat(
         self,
@@ -164,6 +165,10 @@ class LLMClient:
             params["response_format"] = fmt
         if extra:
             params["extra_body"] = extra
+        if self.remember is not None:
+            for message in messages:
+                if message.get("role") == "system" and isinstance(message.get("content"), str):
+                    self.remember(message["content"])
         key = cache_key(self.identity, messages, params, sample_index)
         if use_cache and self._cache is not None:
             hit = self._cache.get(key)
@@ -310,6 +315,7 @@ class LLMPool:
         self._endpoints: dict[ModelSpec, tuple[Any, asyncio.Semaphore]] = {}
         self._servers: list[Any] = []
         self._clients: dict[str, LLMClient] = {}
+        self._remembered: set[str] = set()
 
     def identity(self, role: str) -> dict[str, Any]:
         spec = self.specs[role]
@@ -374,7 +380,25 @@ class LLMPool:
                 semaphore,
                 max_retries=self.max_retries,
             )
+            self._clients[role].remember = self._remember_text
         return self._clients[role]
+
+    def _remember_text(self, text: str) -> None:
+        """Keep a system prompt once as ``<log_dir>/texts/<sha256>.txt`` (traces refer to it by hash)."""
+        from ddibench.hashing import sha256_text
+
+        if self.log_dir is None:
+            return
+        digest = sha256_text(text)
+        if digest in self._remembered:
+            return
+        path = self.log_dir / "texts" / f"{digest}.txt"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        self._remembered.add(digest)
 
     async def close(self) -> None:
         for sdk, _ in self._endpoints.values():

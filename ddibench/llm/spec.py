@@ -28,7 +28,8 @@ from typing import Any
 
 from ddibench.errors import ConfigError
 
-ROLES = ("generator", "describer", "judge")
+ROLES = ("generator", "describer", "query_writer", "judge")  # every run has a model for each (default: the same)
+OPTIONAL_ROLES = ("second_judge",)  # only when given
 EMBEDDED = "embedded"
 EMBEDDED_DEFAULT_NAME = "smollm2-135m-instruct"
 
@@ -164,12 +165,13 @@ class ModelSpec:
 
 
 def parse_model_options(values: tuple[str, ...] | list[str], base_url: str | None = None) -> dict[str, ModelSpec]:
-    """``--model`` values -> spec per role. ``SPEC`` sets every role; ``ROLE=SPEC`` sets one."""
+    """``--model`` values -> spec per role. ``SPEC`` sets every role; ``ROLE=SPEC`` sets one
+    (``second_judge`` exists only when set)."""
     default: ModelSpec | None = None
     per_role: dict[str, ModelSpec] = {}
     for value in values:
         role, sep, rest = value.partition("=")
-        if sep and role in ROLES:
+        if sep and role in (*ROLES, *OPTIONAL_ROLES):
             per_role[role] = ModelSpec.parse(rest, base_url)
         else:
             default = ModelSpec.parse(value, base_url)
@@ -179,4 +181,5 @@ def parse_model_options(values: tuple[str, ...] | list[str], base_url: str | Non
     missing = [role for role, spec in out.items() if spec is None]
     if missing:
         raise ConfigError("--base-url needs --model NAME", "pass the model name the server serves")
+    out.update({role: per_role[role] for role in OPTIONAL_ROLES if role in per_role})
     return out  # type: ignore[return-value]

@@ -123,10 +123,15 @@ class StubServer:
             schema = _schema_of(request)
             if schema is None:  # no constrained output asked for: a free-text answer
                 return f"A plausible mechanism for this pair (note {digest % 997})."
-            options = schema.get("properties", {}).get("type", {}).get("enum") or list(range(1, 87))
-            answer: dict[str, Any] = {"type": options[digest % len(options)]}
-            if "mechanism" in schema.get("properties", {}):
-                answer = {"mechanism": "Both drugs act on the same enzyme.", **answer}
+            properties = schema.get("properties") or {"type": {"enum": list(range(1, 87))}}
+            answer: dict[str, Any] = {}
+            for name, prop in properties.items():
+                if prop.get("enum"):
+                    answer[name] = prop["enum"][digest % len(prop["enum"])]
+                elif prop.get("type") == "integer":
+                    answer[name] = digest % 5 + 1
+                else:
+                    answer[name] = "Both drugs act on the same enzyme."
             return json.dumps(answer)
         if mode == "echo":
             users = [m.get("content", "") for m in request.get("messages", []) if m.get("role") == "user"]

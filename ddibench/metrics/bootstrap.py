@@ -34,7 +34,8 @@ class BootstrapSpec:
 
     def describe(self) -> dict[str, object]:
         what = (
-            "drug-cluster bootstrap: drugs resampled with replacement, pair weight = product of its drugs' multiplicities"
+            "cluster bootstrap: the samples' cluster keys (drugs of a pair, or a question's source document) resampled "
+            "with replacement, a sample weighted by the product of its keys' multiplicities"
             if self.method == "cluster"
             else "i.i.d. bootstrap over samples"
         )

@@ -12,7 +12,25 @@ from rich.table import Table
 
 from ddibench.errors import RunDirError
 
-METRIC_LABELS = {"accuracy": "accuracy", "macro_f1": "macro-F1", "kappa": "Cohen's kappa"}
+METRIC_LABELS = {
+    "accuracy": "accuracy (%)",
+    "macro_f1": "macro-F1 (%)",
+    "kappa": "Cohen's kappa (%)",
+    "embedding_similarity": "embedding similarity",
+    "bertscore_f1": "BERTScore F1",
+    "label_recovery": "label recovery (%)",
+    "judge_correctness": "judge correctness (1-5)",
+    "judge_clarity": "judge clarity (1-5)",
+    "judge_overall": "judge overall (1-5)",
+    "selfcheck": "SelfCheckGPT (0-1, lower better)",
+}
+PERCENT = {"accuracy", "macro_f1", "kappa", "label_recovery"}
+
+
+def _fmt(name: str, value: float | None) -> str:
+    if value is None or value != value:
+        return "—"
+    return f"{100 * value:.1f}" if name in PERCENT else f"{value:.3f}" if value < 1.0001 and not name.startswith("judge_") else f"{value:.2f}"
 
 
 def _pct(value: float | None) -> str:
@@ -26,11 +44,11 @@ def render_results(results: dict[str, Any], console: Console, run_dir: Path | No
     title = f"{results['system']} on {results['task']} ({man['split']}, n={ev['n']:,})"
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
-    table.add_column("value (%)", justify="right")
-    table.add_column(f"{int(boot['level'] * 100)}% CI (%)", justify="right")
+    table.add_column("value", justify="right")
+    table.add_column(f"{int(boot['level'] * 100)}% CI", justify="right")
     for name, m in ev["metrics"].items():
         primary = " *" if name == ev["primary_metric"] else ""
-        table.add_row(METRIC_LABELS.get(name, name) + primary, _pct(m["value"]), f"[{_pct(m['ci_low'])}, {_pct(m['ci_high'])}]")
+        table.add_row(METRIC_LABELS.get(name, name) + primary, _fmt(name, m["value"]), f"[{_fmt(name, m['ci_low'])}, {_fmt(name, m['ci_high'])}]")
     console.print(table)
     console.print(
         f"invalid (unparsable) predictions: {ev['n_invalid']:,} of {ev['n']:,}, scored as wrong"
@@ -38,7 +56,10 @@ def render_results(results: dict[str, Any], console: Console, run_dir: Path | No
     )
     console.print(f"CI: {boot['description']}, {boot['replicates']} replicates, seed {boot['seed']}")
     if ev.get("breakdown") and len(ev["breakdown"]) > 1:
-        parts = [f"{k}: n={v['n']:,} acc={_pct(v['accuracy'])}" for k, v in ev["breakdown"].items()]
+        parts = []
+        for key, values in ev["breakdown"].items():
+            shown = ", ".join(f"{m}={_fmt(m, v)}" for m, v in values.items() if m not in ("n", "n_invalid"))
+            parts.append(f"{key}: n={values['n']:,} {shown}")
         console.print("breakdown: " + "; ".join(parts))
     cost = results.get("cost", {})
     for role, per in cost.get("per_item", {}).items():
@@ -60,6 +81,13 @@ def render_results(results: dict[str, Any], console: Console, run_dir: Path | No
         f"config {man['system']['config_hash']}" + (f", {models}" if models else "")
         + f", profile {man['profile']['declared']['name']}")
     )
+    scoring = man.get("scoring", {})
+    if "judge" in scoring:
+        console.print(escape(f"judge: {_short_identity(scoring['judge']['identity'])} {scoring['judge']['identity'].get('model')}, rubric {scoring['judge']['rubric_sha256'][:12]}"))
+    if "judge_agreement" in scoring:
+        console.print(f"judge agreement: {scoring['judge_agreement']}")
+    if "selfcheck" in scoring:
+        console.print(f"SelfCheckGPT: n={scoring['selfcheck']['n']} samples at temperature {scoring['selfcheck']['temperature']}, seeds {scoring['selfcheck']['seeds']}")
     if man["profile"].get("warning"):
         console.print(f"[yellow]warning: {escape(man['profile']['warning'])}[/yellow]")
     for deviation in man["task"].get("deviations", []):

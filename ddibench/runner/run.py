@@ -22,7 +22,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,8 @@ class RunRequest:
     bootstrap: BootstrapSpec = field(default_factory=BootstrapSpec)
     use_cache: bool = True
     max_retries: int = 5
+    judge: bool = True  # grade answers of LLM-scored (QA) tasks with the judge model
+    selfcheck_samples: int = 3  # SelfCheckGPT samples per answer on LLM-scored tasks (0: none)
 
 
 @dataclass
@@ -89,7 +91,7 @@ def stratified_subset(samples: Sequence[Sample], n: int, seed: int) -> list[Samp
     rng = np.random.default_rng(seed)
     groups: dict[Any, list[int]] = {}
     for i, s in enumerate(samples):
-        groups.setdefault(s.target if not isinstance(s.target, list) else tuple(s.target), []).append(i)
+        groups.setdefault(_stratum(s.target), []).append(i)
     keys = sorted(groups, key=str)
     exact = np.array([n * len(groups[k]) / len(samples) for k in keys])
     quota = np.floor(exact).astype(int)
@@ -103,6 +105,13 @@ def stratified_subset(samples: Sequence[Sample], n: int, seed: int) -> list[Samp
         if q:
             chosen.extend(rng.choice(groups[k], size=int(q), replace=False).tolist())
     return [samples[i] for i in sorted(chosen)]
+
+
+def _stratum(target: Any) -> Any:
+    """What --limit stratifies by: the label (a question's interaction type or answer slice)."""
+    if isinstance(target, Mapping):
+        return target.get("label")
+    return tuple(target) if isinstance(target, list) else target
 
 
 def _identity(
@@ -361,7 +370,8 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
                 f"{len(failures)} of {len(plan.selected)} samples got no answer from the model endpoint",
                 "the other samples are saved; re-run the same command to retry the failed ones",
             )
-        results = score_run(plan, done)
+        extras = score_with_llms(plan, done, progress or NullProgress()) if plan.task.llm_scored else {}
+        results = score_run(plan, done, extras)
         _write_json_atomic(run_dir / "results.json", results)
     return RunOutcome(run_dir=run_dir, results=results, predicted_now=predicted, resumed=resumed)
 
@@ -434,6 +444,11 @@ def _predict_pending(
     return counter["predicted"], failures
 
 
+def _scorer_description(task: Task) -> dict[str, Any]:
+    describe = getattr(task.evaluator(), "describe", None)
+    return {"scorers": describe()} if describe else {}
+
+
 def _open_cache():  # noqa: ANN202 - small factory kept apart so tests can see where the cache lives
     from ddibench.llm.cache import ResponseCache
 
@@ -447,11 +462,54 @@ def read_sessions(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def score_run(plan: RunPlan, predictions: dict[str, Prediction]) -> dict[str, Any]:
+def score_with_llms(plan: RunPlan, predictions: dict[str, Prediction], progress: Progress) -> dict[str, Any]:
+    """Judge grades and SelfCheckGPT samples of free-text answers (kept per run in ``scores/``)."""
+    from ddibench.qa import judge as judging
+
+    request = plan.request
+    roles: dict[str, ModelSpec] = {}
+    if request.judge:
+        roles["judge"] = request.models["judge"]
+        if "second_judge" in request.models:
+            roles["second_judge"] = request.models["second_judge"]
+    if request.selfcheck_samples > 0:
+        roles["generator"] = request.models["generator"]
+    if not roles:
+        return {}
+    pool = LLMPool(roles, cache=_open_cache() if request.use_cache else None, concurrency=request.concurrency or plan.profile.llm_concurrency,
+                   n_threads=os.cpu_count(), max_retries=request.max_retries, log_dir=plan.run_dir)  # fmt: skip
+    selected = {s.id: predictions[s.id] for s in plan.selected}
+    out: dict[str, Any] = {"info": {}}
+
+    async def go() -> None:
+        try:
+            pool.preflight()
+            await pool.start(list(roles))
+            folder = judging.scores_dir(plan.run_dir)
+            for role in ("judge", "second_judge"):
+                if role in roles:
+                    path = folder / f"{judging.judge_key(pool.identity(role))}.jsonl"
+                    out["info"][role] = await judging.judge(pool, role, plan.selected, selected, path, progress)
+                    out[role] = judging.read_scores(path)
+            if "second_judge" in out:
+                out["info"]["judge_agreement"] = judging.agreement(out["judge"], out["second_judge"])
+            if "generator" in roles:
+                path = folder / f"{judging.selfcheck_key(pool.identity('generator'), request.selfcheck_samples)}.jsonl"
+                out["info"]["selfcheck"] = await judging.selfcheck_samples(pool, "generator", plan.run_dir, selected, request.selfcheck_samples, path, progress)
+                out["selfcheck"] = judging.read_scores(path)
+        finally:
+            await pool.close()
+
+    asyncio.run(go())
+    return out
+
+
+def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[str, Any] | None = None) -> dict[str, Any]:
     task, system, identity, request, pool = plan.task, plan.system, plan.identity, plan.request, plan.pool
     selected, profile, run_dir = plan.selected, plan.profile, plan.run_dir
+    extras = extras or {}
     try:
-        evaluation = task.evaluator().evaluate(selected, predictions, request.bootstrap)
+        evaluation = task.evaluator().evaluate(selected, predictions, request.bootstrap, extras)
     except EvaluationInputError as exc:
         raise DdibenchError(f"cannot score {run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
     sessions = read_sessions(run_dir)
@@ -490,6 +548,7 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction]) -> dict[str, An
         ),
         "n_samples": len(selected),
         "sample_ids_sha256": identity["sample_ids_sha256"],
+        "scoring": {**extras.get("info", {}), **_scorer_description(task)},
         "sessions": len(sessions),
     }
     timing = {
@@ -509,3 +568,44 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction]) -> dict[str, An
         "system_info": system_info,
         "manifest": manifest,
     }
+
+
+def rescore(run_dir: Path, models: dict[str, ModelSpec] | None, judge: bool, selfcheck_samples: int | None,
+            bootstrap: BootstrapSpec, progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
+    """Score a finished run again (new judge, more SelfCheckGPT samples, other intervals) without
+    predicting anything: the journal is read, never written."""
+    from ddibench.llm.spec import parse_model_options
+
+    run_file, results_file = run_dir / "run.json", run_dir / "results.json"
+    if not run_file.exists():
+        raise RunDirError(f"{run_dir} holds no run.json", "give a run directory printed by 'ddibench run'")
+    ident = json.loads(run_file.read_text(encoding="utf-8"))
+    previous = json.loads(results_file.read_text(encoding="utf-8")) if results_file.exists() else {}
+    used = {role: m["spec"] for role, m in previous.get("manifest", {}).get("models", {}).items()}
+    specs = parse_model_options([used["generator"]] if "generator" in used else [])
+    for role, spec in used.items():
+        specs[role] = ModelSpec.parse(spec)
+    specs.update(models or {})
+    old_scoring = previous.get("manifest", {}).get("scoring", {})
+    request = RunRequest(
+        task=ident["task"]["name"], system=ident["system"]["name"], models=specs,
+        profile=previous.get("manifest", {}).get("profile", {}).get("declared", {}).get("name", "cpu"),
+        seed=ident["seed"], limit=ident["limit"], split=ident["split"], config=ident["system"]["config"],
+        run_dir=run_dir, bootstrap=bootstrap, judge=judge,
+        selfcheck_samples=selfcheck_samples if selfcheck_samples is not None else old_scoring.get("selfcheck", {}).get("n", 0),
+    )  # fmt: skip
+    plan = plan_run(request)
+    if plan.identity["run_id"] != ident["run_id"]:
+        raise RunDirError(
+            f"{run_dir} cannot be rescored by this ddibench: {_describe_mismatch(ident, plan.identity)}",
+            "rescore with the ddibench version that made the run",
+        )
+    with _RunLock(run_dir):
+        done = Journal(run_dir / "journal.jsonl").load(repair=False)
+        missing = [s.id for s in plan.selected if s.id not in done]
+        if missing:
+            raise RunDirError(f"{run_dir} is incomplete ({len(missing)} samples without a prediction)", "finish it with 'ddibench run' first")
+        extras = score_with_llms(plan, done, progress or NullProgress()) if plan.task.llm_scored else {}
+        results = score_run(plan, done, extras)
+        _write_json_atomic(results_file, results)
+    return results

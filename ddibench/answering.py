@@ -1,0 +1,96 @@
+"""Systems that answer in free text (SQL agent, DrugRAG, the RAG baselines).
+
+:class:`AnswerSystem` runs on the question-answering tasks (``ddi_qa_*``, ``medquad``) and also on the
+DrugBank classification tasks: there the pair becomes the question "What happens if A is taken with
+B?" and the answer is mapped back to one of the 86 interaction types by the same label recovery the
+QA scorer uses (template sentence, string similarity, then embeddings), so free-text systems sit in
+the same DDI matrix as the label-choosing ones. Subclasses implement :meth:`AnswerSystem.answer`.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from ddibench.schema import DrugPair, Prediction, Question, Sample
+from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
+
+ANSWER_SYSTEM = (
+    "You are a careful clinical pharmacist. Answer the question in two or three sentences. "
+    "When information is provided, base the answer on it and do not invent facts."
+)
+ANSWER_WITH_CONTEXT = """Information:
+{context}
+
+Question: {question}"""
+
+
+class AnswerConfig(SystemConfig):
+    temperature: float = 0.3
+    max_tokens: int = 160
+    encoder: str = "minilm"  # for mapping answers to interaction types on the DrugBank tasks
+
+
+class AnswerSystem(BaseSystem):
+    Config = AnswerConfig
+    families = ("ddi_qa", "medical_qa", "drugbank_ddi")
+    llm_roles: tuple[str, ...] = ("generator",)
+    batch_size = 1
+    max_concurrency = 4
+    config: AnswerConfig
+
+    def __init__(self, config: AnswerConfig | None = None) -> None:
+        super().__init__(config)
+        self.counters: dict[str, int] = {}
+        self._recovery: Any = None
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def run_info(self) -> dict[str, Any]:
+        return {"counters": dict(self.counters)}
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        if view.task.family == "drugbank_ddi":
+            from ddibench.embeddings import shared_encoder
+            from ddibench.qa.scoring import LabelRecovery
+
+            self._recovery = LabelRecovery(view.task.label_space, shared_encoder(self.config.encoder))
+        await self.prepare_knowledge(view, ctx)
+
+    async def prepare_knowledge(self, view: TrainingView, ctx: RunContext) -> None:
+        """Build what answering needs (databases, indexes) from the training split."""
+
+    @abstractmethod
+    async def answer(self, question: Question, ctx: RunContext) -> tuple[str, dict[str, Any]]:
+        """The answer text and the trace of how it was reached (LLM calls under ``"llm"``)."""
+
+    async def write(self, question: str, context: Sequence[str], ctx: RunContext, role: str = "generator") -> tuple[str, dict[str, Any]]:
+        """The answer-writing call: the question, with the retrieved information when there is some."""
+        user = ANSWER_WITH_CONTEXT.format(context="\n".join(f"- {c}" for c in context), question=question) if context else question
+        messages = [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": user}]
+        result = await ctx.model(role).chat(messages, temperature=self.config.temperature, max_tokens=self.config.max_tokens, seed=ctx.seed)
+        return " ".join(result.text.split()), llm_trace(role, messages, result)
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        from ddibench.tasks.qa import PARAPHRASES
+
+        out = []
+        for sample in samples:
+            if isinstance(sample.input, DrugPair):
+                pair = sample.input
+                question = Question(PARAPHRASES[0].format(a=pair.head.name, b=pair.tail.name), pair=pair, qtype="interaction")
+            else:
+                question = sample.input
+            text, trace = await self.answer(question, ctx)
+            if not text.strip():
+                self.count("empty_answers")
+                out.append(Prediction.invalid(sample.id, "empty answer", text=text, trace=trace))
+            elif isinstance(sample.input, DrugPair):
+                label, how = self._recovery.recover(text, sample.input.head.name, sample.input.tail.name)
+                trace["label_recovery"] = how
+                out.append(Prediction(sample_id=sample.id, label=label, text=text, trace=trace))
+            else:
+                out.append(Prediction(sample_id=sample.id, text=text, trace=trace))
+        return out

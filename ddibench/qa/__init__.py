@@ -1,0 +1,1 @@
+"""Free-text question answering: scorers, the LLM judge and SelfCheckGPT."""

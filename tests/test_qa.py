@@ -1,0 +1,156 @@
+"""Question answering: tasks, reference-based scorers, the LLM judge, SelfCheckGPT, rescoring, and the
+free-text systems (against a local OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sentence_transformers", reason="QA scoring needs the 'embed' extra")
+
+from ddibench.llm.stub import StubConfig, running_stub  # noqa: E402
+from ddibench.registry import get_task  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from ddibench.embeddings import shared_encoder
+
+    return shared_encoder()
+
+
+def test_ddi_qa_questions_follow_the_drugbank_pairs() -> None:
+    qa, base = get_task("ddi_qa_s2").load(), get_task("drugbank_s2").load()
+    for split in ("train", "valid", "test"):
+        assert len(qa.split(split)) == len(base.split(split))
+    labels = get_task("drugbank_s2").label_space
+    for q, b in zip(qa.split("test")[:50], base.split("test")[:50]):
+        pair = q.input.pair
+        assert pair == b.input and pair.head.name in q.input.text and pair.tail.name in q.input.text
+        assert q.target["answer"] == labels[b.target].render(pair.head.name, pair.tail.name) and q.target["label"] == b.target
+        assert q.clusters == b.clusters
+    assert q.blind().target is None
+
+
+def test_medquad_is_a_fixed_documented_set_apart_from_the_corpus() -> None:
+    from ddibench.tasks.qa import medquad_documents
+
+    data = get_task("medquad").load()
+    assert all(c.ok for c in data.checks), data.checks
+    assert len(data.split("test")) == 1039 + 639 + 51
+    corpus_docs = {row["doc"] for row in medquad_documents("medquad-corpus")}
+    assert corpus_docs and not {s.clusters[0] for s in data.split("test")} & corpus_docs
+    assert all(s.target["answer"] for s in data.split("test"))
+
+
+def test_bertscore_and_embedding_similarity(encoder) -> None:
+    from ddibench.qa.scoring import BertScorer, embedding_similarity
+
+    scorer = BertScorer(encoder)
+    ref = "Warfarin may increase the anticoagulant activities of Aspirin."
+    scores = scorer.score([ref, "Bananas are rich in potassium.", ""], [ref, ref, ref])
+    assert scores[0, 2] == pytest.approx(1.0, abs=1e-5)
+    assert scores[1, 2] < 0.6 and scores[2].tolist() == [0, 0, 0]
+    sims = embedding_similarity(encoder, [ref, "The weather is nice.", ""], [ref, ref, ref])
+    assert sims[0] == pytest.approx(1.0, abs=1e-5) and sims[1] < 0.3 and sims[2] == 0.0
+
+
+def test_label_recovery(encoder) -> None:
+    from ddibench.tasks.drugbank import load_labels
+
+    from ddibench.qa.scoring import LabelRecovery
+
+    labels = load_labels()
+    recovery = LabelRecovery(labels, encoder)
+    exact = labels[46].render("Warfarin", "Fluconazole")
+    assert recovery.recover(f"Be careful. {exact} Ask a doctor.", "Warfarin", "Fluconazole") == (46, "template")
+    assert recovery.recover(exact.replace("can be", "could be"), "Warfarin", "Fluconazole") == (46, "string")
+    label, how = recovery.recover("Taking them together makes bleeding more likely because the anticoagulant effect rises.", "Warfarin", "Aspirin")
+    assert how == "embedding" and 0 <= label < 86
+    assert recovery.recover("  ", "a", "b") == (None, "empty answer")
+
+
+def test_selfcheck_is_low_for_consistent_answers(encoder) -> None:
+    from ddibench.qa.scoring import BertScorer, selfcheck_bertscore
+
+    scorer = BertScorer(encoder)
+    answer = "Warfarin raises the bleeding risk. Check the INR often."
+    consistent = selfcheck_bertscore(scorer, answer, [answer, answer])
+    different = selfcheck_bertscore(scorer, answer, ["Bananas grow in the tropics.", "The stock market fell today."])
+    assert consistent is not None and different is not None
+    assert consistent < 0.05 < different <= 1.0
+    assert selfcheck_bertscore(scorer, answer, []) is None
+
+
+def test_judge_parsing_and_agreement() -> None:
+    from ddibench.qa.judge import agreement, parse_grades, weighted_kappa
+
+    assert parse_grades('{"correctness": 4, "clarity": 5}') == (4, 5)
+    assert parse_grades("Correctness: 2\nClarity = 3") == (2, 3)
+    assert parse_grades("no idea") == (None, None)
+    a = np.array([1, 2, 3, 4, 5, 5])
+    assert weighted_kappa(a, a, 5) == pytest.approx(1.0)
+    first = {str(i): {"correctness": int(v)} for i, v in enumerate(a)}
+    second = {str(i): {"correctness": int(max(1, v - 1))} for i, v in enumerate(a)}
+    result = agreement(first, second)
+    assert result["n"] == 6 and result["within_one"] == 1.0 and result["exact"] < 1.0
+
+
+def test_qa_run_judge_selfcheck_and_rescore(cli, tmp_path: Path) -> None:
+    with running_stub(StubConfig(model="answerer")) as one, running_stub(StubConfig(model="second")) as two:
+        run_dir = tmp_path / "run"
+        code, out, err = cli("run", "-s", "no-rag", "-t", "ddi_qa_s2", "--limit", "4", "--selfcheck", "2", "-m", f"vllm:answerer@{one.base_url}", "--run-dir", str(run_dir))
+        assert code == 0, err
+        results = json.loads((run_dir / "results.json").read_text())
+        metrics = results["evaluation"]["metrics"]
+        assert {"embedding_similarity", "bertscore_f1", "label_recovery", "judge_correctness", "judge_clarity", "judge_overall", "selfcheck"} <= set(metrics)
+        scoring = results["manifest"]["scoring"]
+        assert scoring["judge"]["identity"]["model"] == "answerer" and len(scoring["judge"]["rubric_sha256"]) == 64
+        assert scoring["selfcheck"]["n"] == 2 and scoring["selfcheck"]["seeds"] == [1000, 1001]
+        assert len(results["evaluation"]["per_sample"]) == 4
+        journal = (run_dir / "journal.jsonl").read_bytes()
+        calls = len(one.requests)
+
+        code, out, err = cli("rescore", str(run_dir), "--second-judge", f"vllm:second@{two.base_url}")
+        assert code == 0, err
+        again = json.loads((run_dir / "results.json").read_text())
+        assert again["manifest"]["scoring"]["judge_agreement"]["n"] == 4
+        assert len(two.requests) == 4 and len(one.requests) == calls  # first judge and samples reused from scores/
+        assert (run_dir / "journal.jsonl").read_bytes() == journal
+        code, _, err = cli("rescore", str(run_dir), "--no-judge", "--selfcheck", "0")
+        assert code == 0, err
+        bare = json.loads((run_dir / "results.json").read_text())["evaluation"]["metrics"]
+        assert "judge_overall" not in bare and "selfcheck" not in bare and "bertscore_f1" in bare
+
+
+@pytest.mark.parametrize("system", ["sql-agent", "drugrag", "no-rag"])
+def test_free_text_systems_join_the_ddi_matrix(cli, stub, tmp_path: Path, system: str) -> None:
+    code, _, err = cli("run", "-s", system, "-t", "drugbank_s2", "--limit", "3", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    preds = [json.loads(line)["prediction"] for line in (tmp_path / "r" / "journal.jsonl").read_text().splitlines()]
+    assert all(isinstance(p["label"], int) and 0 <= p["label"] < 86 and p["text"] for p in preds)
+    assert all(p["trace"]["label_recovery"] in ("template", "string", "embedding") for p in preds)
+
+
+def test_sql_agent_validity_counters(cli, tmp_path: Path) -> None:
+    sql = "SELECT description FROM ddi WHERE drug_name = 'Warfarin'"
+    with running_stub(StubConfig(reply=sql)) as stub:
+        code, _, err = cli("run", "-s", "sql-agent", "-t", "ddi_qa_s2", "--limit", "3", "--no-judge", "--selfcheck", "0",
+                           "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "r"))  # fmt: skip
+    assert code == 0, err
+    counters = json.loads((tmp_path / "r" / "results.json").read_text())["system_info"]["counters"]
+    assert counters["sql_written"] >= 3 and counters["sql_parsed"] == counters["sql_written"] and counters["sql_executed"] == counters["sql_parsed"]
+    assert counters["sql_non_empty"] == 3  # Warfarin is a training drug of S2
+
+
+def test_text_rag_retrieves_from_the_corpus(cli, stub, tmp_path: Path) -> None:
+    small = ["-C", "interaction_chunks=200", "-C", "monograph_chunks=200", "-C", "medquad_chunks=200"]
+    code, _, err = cli("run", "-s", "agentic-rag", "-t", "medquad", "--limit", "2", "--no-judge", "--selfcheck", "0",
+                       "-m", f"vllm:stub-model@{stub.base_url}", *small, "--run-dir", str(tmp_path / "r"))  # fmt: skip
+    assert code == 0, err
+    trace = json.loads((tmp_path / "r" / "journal.jsonl").read_text().splitlines()[0])["prediction"]["trace"]
+    assert len(trace["retrieved"]) == 5 and trace["follow_up_query"]
+    assert {c["source"] for c in trace["retrieved"] + trace["retrieved_again"]} <= {"monograph", "interaction", "medquad"}
