@@ -159,18 +159,38 @@ def cli() -> None:
     "E.g. openai:gpt-4o-mini, vllm:NAME@http://host:8000/v1, embedded:/path/model.gguf. Default: embedded SmolLM2-135M.",
 )
 @click.option("--base-url", default=None, help="OpenAI-compatible server URL; --model then names the served model.")
-@click.option("--profile", "-p", default="cpu", show_default=True, help="Declared hardware profile (see 'ddibench list profiles').")
+@click.option(
+    "--profile", "-p", default="cpu", show_default=True, help="Declared hardware profile (see 'ddibench list profiles')."
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Run seed (sampling, training, --limit selection).")
-@click.option("--limit", type=int, default=None, help="Evaluate a stratified, seeded subset of N samples (the run is then not submittable).")
-@click.option("--split", type=click.Choice(["test", "valid"]), default=None, help="Split to evaluate (default: the task's evaluation split).")
+@click.option(
+    "--limit", type=int, default=None, help="Evaluate a stratified, seeded subset of N samples (the run is then not submittable)."
+)
+@click.option(
+    "--split",
+    type=click.Choice(["test", "valid"]),
+    default=None,
+    help="Split to evaluate (default: the task's evaluation split).",
+)
 @click.option("--config", "-C", "config_items", multiple=True, help="System option KEY=VALUE (JSON values), repeatable.")
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True, help="Root directory shared by runs.")
+@click.option(
+    "--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True, help="Root directory shared by runs."
+)
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Use (or resume) exactly this run directory.")
 @click.option("--concurrency", type=int, default=None, help="Concurrent model requests (default: the profile's).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option("--max-retries", type=int, default=5, show_default=True, help="Retries per model call on 429/5xx/timeouts.")
-@click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, help="Bootstrap replicates for confidence intervals.")
-@click.option("--selfcheck", "selfcheck", type=int, default=3, show_default=True, help="SelfCheckGPT samples per answer on QA tasks (0: none).")
+@click.option(
+    "--bootstrap", "replicates", type=int, default=1000, show_default=True, help="Bootstrap replicates for confidence intervals."
+)
+@click.option(
+    "--selfcheck",
+    "selfcheck",
+    type=int,
+    default=3,
+    show_default=True,
+    help="SelfCheckGPT samples per answer on QA tasks (0: none).",
+)
 @click.option("--no-judge", is_flag=True, help="Do not grade QA answers with the judge model.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 def run(
@@ -250,7 +270,9 @@ def run(
 @click.option("--selfcheck", "selfcheck", type=int, default=None, help="SelfCheckGPT samples per answer (default: as before).")
 @click.option("--no-judge", is_flag=True, help="Do not grade answers with the judge.")
 @click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True)
-def rescore(run_dir: Path, models: tuple[str, ...], second_judge: str | None, selfcheck: int | None, no_judge: bool, replicates: int) -> None:
+def rescore(
+    run_dir: Path, models: tuple[str, ...], second_judge: str | None, selfcheck: int | None, no_judge: bool, replicates: int
+) -> None:
     """Score a finished run again (another judge, SelfCheckGPT, intervals) without new answers."""
     from ddibench.errors import ConfigError
     from ddibench.llm.spec import ROLES, ModelSpec
@@ -464,7 +486,9 @@ def data_verify(datasets: tuple[str, ...], tasks: tuple[str, ...]) -> None:
             console.print(f"[yellow]missing[/yellow] {src.relpath}")
     console.print(f"{counts['ok']} verified, {counts['missing']} missing, {counts['bad']} bad")
     if counts["bad"]:
-        raise DdibenchError(f"{counts['bad']} local file(s) do not match their pinned sha256", "run 'ddibench data fetch --refresh'")
+        raise DdibenchError(
+            f"{counts['bad']} local file(s) do not match their pinned sha256", "run 'ddibench data fetch --refresh'"
+        )
     if counts["missing"]:
         sys.exit(1)
 
@@ -509,6 +533,111 @@ def data_stats(tasks: tuple[str, ...]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# submissions and the board
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Bundle path (default: beside the run directory).")
+def submit(run_dir: Path, out: Path | None) -> None:
+    """Pack a finished run into a submission bundle (predictions, manifest, hashes)."""
+    from ddibench.submission import submit as make_bundle
+
+    path = make_bundle(run_dir, out)
+    _console().print(f"bundle: {path}")
+
+
+def _print_verdict(verdict: Any, console: Console) -> None:
+    for name, ok, detail in verdict.checks:
+        mark = "[green]ok[/green]" if ok else "[red]FAILED[/red]"
+        console.print(f"  {mark} {name}: {detail}")
+    if verdict.accepted:
+        console.print(f"[green]accepted[/green]: trust tier {verdict.tier}")
+    else:
+        console.print(f"[red]rejected[/red]: {'; '.join(verdict.reasons)}")
+
+
+@cli.command()
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--reproduce", is_flag=True, help="Also re-run the system here and compare its predictions.")
+@click.option(
+    "--add", "store", type=click.Path(path_type=Path), default=None, help="Add an accepted bundle to this results store."
+)
+def verify(bundle: Path, reproduce: bool, store: Path | None) -> None:
+    """Check a bundle: hashes, task version and data, full split, no --limit, recomputed metrics."""
+    import tempfile
+
+    from ddibench.submission import reproduce as rerun
+    from ddibench.submission import verify as check
+
+    verdict = check(bundle)
+    if reproduce and verdict.accepted:
+        with tempfile.TemporaryDirectory() as tmp:
+            verdict = rerun(verdict, Path(tmp) / "run")
+    console = _console()
+    _print_verdict(verdict, console)
+    if verdict.accepted and store is not None:
+        from ddibench.store import add_run
+
+        add_run(store, verdict)
+        console.print(f"added to {store}")
+    sys.exit(0 if verdict.accepted else 1)
+
+
+@cli.group()
+def board() -> None:
+    """The leaderboard: add bundles to a results store, serve the Streamlit app."""
+
+
+@board.command("add")
+@click.argument("bundles", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb)."
+)
+@click.option(
+    "--previews", is_flag=True, help="Also add runs that fail only because they are not submittable (--limit), as previews."
+)
+def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool) -> None:
+    """Verify bundles and add the accepted ones to the results store."""
+    from ddibench.store import add_run, store_path
+    from ddibench.submission import verify as check
+
+    path = store_path(store)
+    console = _console()
+    rejected = 0
+    for bundle in bundles:
+        verdict = check(bundle)
+        only_limit = not verdict.accepted and verdict.reasons and all(r.startswith("no --limit") for r in verdict.reasons)
+        if verdict.accepted or (previews and only_limit):
+            add_run(path, verdict)
+            console.print(f"{bundle.name}: added ({verdict.tier}{', preview' if not verdict.accepted else ''})")
+        else:
+            rejected += 1
+            console.print(f"{bundle.name}: [red]rejected[/red]: {'; '.join(verdict.reasons)}")
+    sys.exit(1 if rejected else 0)
+
+
+@board.command("serve")
+@click.option(
+    "--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb)."
+)
+@click.option("--port", type=int, default=8501, show_default=True)
+def board_serve(store: Path | None, port: int) -> None:
+    """Serve the leaderboard on http://localhost:PORT."""
+    import os
+    import subprocess
+
+    import ddibench.leaderboard
+    from ddibench.store import store_path
+
+    app = Path(ddibench.leaderboard.__file__).parent / "app.py"
+    env = {**os.environ, "DDIBENCH_BOARD": str(store_path(store).resolve())}
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port), "--server.headless", "true",
+           "--browser.gatherUsageStats", "false"]  # fmt: skip
+    sys.exit(subprocess.call(cmd, env=env))
+
+
+# ---------------------------------------------------------------------------------------------
 # kg
 
 
@@ -533,7 +662,9 @@ def _drug_id(text: str) -> int:
 
 
 @kg.command("info")
-@click.option("--edges", "full_edges", type=click.Path(path_type=Path), default=None, help="Hetionet's full hetionet-v1.0-edges.sif.gz.")
+@click.option(
+    "--edges", "full_edges", type=click.Path(path_type=Path), default=None, help="Hetionet's full hetionet-v1.0-edges.sif.gz."
+)
 def kg_info(full_edges: Path | None) -> None:
     """Entities, relations, edges per metaedge, and what is missing."""
     from rich.table import Table
@@ -542,7 +673,9 @@ def kg_info(full_edges: Path | None) -> None:
 
     graph = load_kg("drugbank", full_edges)
     card = graph.card
-    table = Table(title=f"KG ({card['space']} id space): {card['entities']:,} entities, {card['kg_edges']:,} edges", title_justify="left")
+    table = Table(
+        title=f"KG ({card['space']} id space): {card['entities']:,} entities, {card['kg_edges']:,} edges", title_justify="left"
+    )
     for col in ("metaedge", "relation id", "edges", "published", "source"):
         table.add_column(col)
     het = card["hetionet"]

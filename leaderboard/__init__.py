@@ -1,0 +1,1 @@
+"""The Streamlit leaderboard (installed as ``ddibench.leaderboard``): ``ddibench board serve``."""

@@ -1,0 +1,320 @@
+"""Submissions and the leaderboard: bundles, tamper detection, the results store, the Streamlit app
+(AppTest) and a real headless Chromium loading the served board."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
+pytest.importorskip("streamlit", reason="the board needs the 'board' extra")
+pytest.importorskip("torch", reason="the runs here use the mlp system ('ml' extra)")
+
+from ddibench.store import add_run  # noqa: E402
+from ddibench.submission import _sha, read_bundle, submit, verify  # noqa: E402
+
+TINY = ["-C", "max_epochs=1", "-C", "max_train=1500", "-C", "hidden=[32]", "-C", "patience=1"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory):
+    """Two full-split runs on drugbank_s2 (mlp and zero-shot against the stub) and their bundles."""
+    from ddibench.cli import main
+    from ddibench.llm.stub import StubConfig, running_stub
+
+    root = tmp_path_factory.mktemp("board-runs")
+
+    def run(*args: str) -> None:
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            assert exc.code in (0, None), exc.code
+
+    run("run", "-s", "mlp", "-t", "drugbank_s2", *TINY, "--run-dir", str(root / "mlp"))
+    with running_stub(StubConfig()) as stub:
+        run(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            "--concurrency",
+            "16",
+            "--run-dir",
+            str(root / "zs"),
+        )
+        run(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            "20",
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            "--run-dir",
+            str(root / "limited"),
+        )
+    return {
+        name: (root / name, submit(root / name, root / f"{name}.tar.gz")) for name in ("mlp", "zs", "limited")
+    }
+
+
+def _rewrite(
+    bundle: Path, out: Path, edit, fix_hashes: bool = True, extra: dict[str, bytes] | None = None
+) -> Path:
+    members = read_bundle(bundle)
+    edit(members)
+    members.update(extra or {})
+    if fix_hashes:
+        meta = json.loads(members["bundle.json"])
+        meta["hashes"] = {n: _sha(d) for n, d in members.items() if n != "bundle.json"}
+        members["bundle.json"] = json.dumps(meta).encode()
+    with tarfile.open(out, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+def _edit_first_prediction(members: dict[str, bytes]) -> None:
+    lines = members["predictions.jsonl"].decode().splitlines()
+    first = json.loads(lines[0])
+    first["label"] = (first["label"] + 1) % 86
+    lines[0] = json.dumps(first)
+    members["predictions.jsonl"] = ("\n".join(lines) + "\n").encode()
+
+
+def _edit_json(name: str, change):
+    def edit(members: dict[str, bytes]) -> None:
+        data = json.loads(members[name])
+        change(data)
+        members[name] = json.dumps(data).encode()
+
+    return edit
+
+
+def test_valid_bundle_is_recomputed(runs) -> None:
+    verdict = verify(runs["mlp"][1])
+    assert verdict.accepted and verdict.tier == "recomputed", verdict.reasons
+    claimed = json.loads((runs["mlp"][0] / "results.json").read_text())["evaluation"]["metrics"]
+    assert verdict.recomputed["metrics"]["macro_f1"]["value"] == claimed["macro_f1"]["value"]
+
+
+@pytest.mark.parametrize(
+    ("case", "edit", "fix", "reason"),
+    [
+        ("edited prediction", _edit_first_prediction, False, "hash of predictions.jsonl"),
+        ("edited prediction, hashes redone", _edit_first_prediction, True, "metric macro_f1: recomputed"),
+        (
+            "wrong data hash",
+            _edit_json("run.json", lambda r: r["task"].update(data_sha256="0" * 64)),
+            True,
+            "data sha256",
+        ),
+        (
+            "other task version",
+            _edit_json("run.json", lambda r: r["task"].update(version="0.9.0")),
+            True,
+            "task version",
+        ),
+        (
+            "missing sample",
+            lambda m: m.update(
+                {"predictions.jsonl": b"\n".join(m["predictions.jsonl"].splitlines()[1:]) + b"\n"}
+            ),
+            True,
+            "every sample once: 1 missing",
+        ),
+        (
+            "repeated sample",
+            lambda m: m.update(
+                {"predictions.jsonl": m["predictions.jsonl"] + m["predictions.jsonl"].splitlines()[0] + b"\n"}
+            ),
+            True,
+            "1 repeated",
+        ),
+    ],
+)
+def test_tampered_bundles_are_rejected_with_their_reason(
+    runs, tmp_path: Path, case: str, edit, fix: bool, reason: str
+) -> None:
+    bad = _rewrite(runs["mlp"][1], tmp_path / "bad.tar.gz", edit, fix)
+    verdict = verify(bad)
+    assert not verdict.accepted and verdict.tier == "self-reported"
+    assert any(reason in r for r in verdict.reasons), verdict.reasons
+
+
+def test_limit_runs_are_rejected(runs) -> None:
+    verdict = verify(runs["limited"][1])
+    assert not verdict.accepted and any("--limit 20 was used" in r for r in verdict.reasons)
+
+
+def test_seed_count_is_checked(runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ddibench.registry import get_task
+
+    monkeypatch.setattr(type(get_task("drugbank_s2")), "required_seeds", 3, raising=False)
+    verdict = verify(runs["mlp"][1])
+    assert not verdict.accepted and any("seeds: 1 run(s), the task asks for 3" in r for r in verdict.reasons)
+
+
+def test_bundles_are_data_never_code(runs, tmp_path: Path) -> None:
+    from ddibench.errors import DataError
+
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        for name, data in read_bundle(runs["mlp"][1]).items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo("../../outside.py")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"1 / 0"))
+    with pytest.raises(DataError, match="not part of the bundle format"):
+        verify(evil)
+    link = tmp_path / "link.tar.gz"
+    with tarfile.open(link, "w:gz") as tar:
+        info = tarfile.TarInfo("run.json")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/passwd"
+        tar.addfile(info)
+    with pytest.raises(DataError, match="not a regular file"):
+        verify(link)
+    assert not (tmp_path.parent.parent / "outside.py").exists()
+
+
+def test_reproduction_raises_the_trust_tier(runs, tmp_path: Path) -> None:
+    from ddibench.submission import reproduce
+
+    verdict = reproduce(verify(runs["mlp"][1]), tmp_path / "again")
+    assert verdict.accepted and verdict.tier == "reproduced", verdict.reasons
+
+
+@pytest.fixture(scope="module")
+def store(runs, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("store") / "board.duckdb"
+    for name in ("mlp", "zs"):
+        add_run(path, verify(runs[name][1]))
+    preview = verify(runs["limited"][1])
+    add_run(path, preview)  # a preview: rejected only for --limit, shown apart
+    return path
+
+
+def test_store_precomputes_ties(store: Path) -> None:
+    import duckdb
+
+    conn = duckdb.connect(str(store), read_only=True)
+    rows = conn.execute(
+        "SELECT system, submittable, best, tied, diff_low, diff_high, primary_value FROM runs"
+    ).fetchall()
+    conn.close()
+    best = [r for r in rows if r[2]]
+    assert len(best) == 1 and best[0][1] is True  # one best, and never a --limit preview
+    assert best[0][6] == max(r[6] for r in rows if r[1])
+    for _system, _submittable, is_best, tied, low, high, _ in rows:
+        if not is_best:
+            assert low is not None and tied == (low <= 0 <= high)
+
+
+def _app():
+    import ddibench.leaderboard
+
+    return str(Path(ddibench.leaderboard.__file__).parent / "app.py")
+
+
+def test_app_renders_matrix_provenance_and_drilldown(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("DDIBENCH_BOARD", str(store))
+    at = AppTest.from_file(_app(), default_timeout=120).run()
+    assert not at.exception
+    matrix = at.table[0].value
+    assert "drugbank_s2" in matrix.index and {"mlp", "zero-shot"} <= set(matrix.columns)
+    assert sum("★" in str(v) for v in matrix.loc["drugbank_s2"]) == 1
+    texts = " ".join(m.value for m in at.markdown)
+    assert "Trust tier:" in texts and "Gold:" in texts and "Prediction:" in texts
+    at.sidebar.checkbox[0].uncheck().run()  # hide previews
+    assert len(at.table[0].value.columns) == 3  # metric, mlp, zero-shot
+    at.sidebar.multiselect[0].select("drugbank_ddi").run()
+    assert not at.exception
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+    reason="needs Debian chromium and chromium-driver",
+)
+def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
+    import duckdb
+    from selenium import webdriver
+    from selenium.webdriver.common.by import By
+
+    conn = duckdb.connect(str(store), read_only=True)
+    run_id, sample_id = conn.execute(
+        "SELECT r.run_id, s.sample_id FROM runs r JOIN samples s USING (run_id) WHERE r.system = 'mlp' ORDER BY s.sample_id LIMIT 1"
+    ).fetchone()
+    conn.close()
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", _app(), "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        env={**os.environ, "DDIBENCH_BOARD": str(store)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-dev-shm-usage", "--window-size=1400,2400", f"--user-data-dir={tmp_path / 'chrome'}"):  # fmt: skip
+        options.add_argument(flag)
+    driver = None
+    try:
+        driver = webdriver.Chrome(
+            service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options
+        )
+        deadline = time.time() + 90
+        loaded = False
+        while time.time() < deadline and not loaded:
+            try:
+                driver.get(f"http://127.0.0.1:{port}/?run={run_id}&sample={sample_id}")
+                loaded = True
+            except Exception:  # noqa: BLE001 - the server is still starting
+                time.sleep(1)
+        text = ""
+        while time.time() < deadline:
+            text = driver.find_element(By.TAG_NAME, "body").text
+            if sample_id in text and "Trace" in text:
+                break
+            time.sleep(1)
+        assert sample_id in text and "Gold:" in text and "Trace" in text  # the deep link opened the run view
+        driver.find_element(By.XPATH, "//*[normalize-space(text())='Matrix']").click()
+        while time.time() < deadline:
+            text = driver.find_element(By.TAG_NAME, "body").text
+            if "Tasks × systems" in text and "★" in text:
+                break
+            time.sleep(1)
+        assert "Tasks × systems" in text and "drugbank_s2" in text and "★" in text
+        shot = tmp_path / "board.png"
+        driver.save_screenshot(str(shot))
+        assert shot.stat().st_size > 10_000
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.terminate()
+        server.wait(timeout=20)
