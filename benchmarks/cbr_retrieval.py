@@ -18,6 +18,7 @@ import argparse
 import time
 
 import numpy as np
+
 from ddibench.systems.cbr_ddi.repository import Case, Repository, normalise
 
 

@@ -60,10 +60,9 @@ def main() -> None:
     print(f"KG build from sources: {t1 - t0:.1f} s ({hetionet.n_edges():,} edges, {len(hetionet.node_ids):,} nodes); "
           f"id-space mapping {t2 - t1:.2f} s; cached load + mapping {t4 - t3:.2f} s")  # fmt: skip
 
-    from ddibench.systems.emergnn import _pseudo_emerging, _triples
-
     from ddibench.kg.paths import shortest_path, yen_paths
     from ddibench.registry import get_task
+    from ddibench.systems.emergnn import _pseudo_emerging, _triples
 
     data = get_task("drugbank_s1_emergnn").load()
     train, test = _triples(data.split("train")), _triples(data.split("test"))
@@ -85,11 +84,11 @@ def main() -> None:
     print(f"10 diverse paths (Yen + relation-sequence filter), {len(times)} test pairs: {percentiles(times)}")
 
     import torch
+
+    from ddibench.chem import morgan_matrix
     from ddibench.systems.emergnn.model import EmerGNNNet, TensorWalks
     from ddibench.systems.emergnn.walks import MessageGraph, walk_batch
     from ddibench.tasks.drugbank import load_catalog
-
-    from ddibench.chem import morgan_matrix
 
     train_drugs = {int(d) for d in train[:, :2].ravel()}
     facts, pairs = _pseudo_emerging("S1", train, np.array(sorted(train_drugs)), 0.8, rng)

@@ -48,8 +48,6 @@ def start_stub() -> tuple[subprocess.Popen[bytes], str]:
 
 
 async def one_pass(samples, base_url: str, concurrency: int, cache_dir: Path, run_dir: Path) -> tuple[float, float]:
-    from ddibench.systems.zero_shot import ZeroShotSystem
-
     from ddibench.artifacts import ArtifactStore
     from ddibench.llm.cache import ResponseCache
     from ddibench.llm.client import LLMPool
@@ -59,6 +57,7 @@ async def one_pass(samples, base_url: str, concurrency: int, cache_dir: Path, ru
     from ddibench.runner.journal import Journal
     from ddibench.runner.run import predict_samples
     from ddibench.system import RunContext, TrainingView
+    from ddibench.systems.zero_shot import ZeroShotSystem
 
     task = get_task("drugbank_s2")
     pool = LLMPool({"generator": ModelSpec.parse(f"vllm:stub-model@{base_url}")}, cache=ResponseCache(cache_dir / "llm.sqlite"), concurrency=concurrency)
@@ -79,12 +78,12 @@ async def one_pass(samples, base_url: str, concurrency: int, cache_dir: Path, ru
 async def raw_sdk_pass(samples, base_url: str, concurrency: int) -> tuple[float, float]:
     """The floor: the same prompts through the bare openai SDK, no cache, no journal, no parsing."""
     import openai
-    from ddibench.systems.zero_shot import ZeroShotSystem
 
     from ddibench.artifacts import ArtifactStore
     from ddibench.profiles import get_profile
     from ddibench.registry import get_task
     from ddibench.system import RunContext, TrainingView
+    from ddibench.systems.zero_shot import ZeroShotSystem
 
     task = get_task("drugbank_s2")
     system = ZeroShotSystem()

@@ -14,13 +14,12 @@ import pytest
 pytest.importorskip("torch", reason="cbr-ddi needs the 'ml' extra")
 pytest.importorskip("sentence_transformers", reason="cbr-ddi needs the 'embed' extra")
 
-from ddibench.systems.cbr_ddi.repository import Case, Repository, k_medoids, normalise, representative_sample  # noqa: E402
-
 from ddibench.artifacts import ArtifactStore  # noqa: E402
 from ddibench.llm.stub import StubConfig, running_stub  # noqa: E402
 from ddibench.profiles import get_profile  # noqa: E402
 from ddibench.registry import get_task  # noqa: E402
 from ddibench.system import RunContext, TrainingView  # noqa: E402
+from ddibench.systems.cbr_ddi.repository import Case, Repository, k_medoids, normalise, representative_sample  # noqa: E402
 
 GNN = 'gnn={"max_epochs": 1, "train_pairs_per_epoch": 128, "valid_pairs": 64}'
 SMALL = ["-C", "repository_size=24", "-C", "refine_cases=4", "-C", "lambda_valid_pairs=6", "-C", "min_per_class=1", "-C", GNN]
@@ -99,10 +98,9 @@ def test_bad_answers_are_counted_not_crashes(cli, tmp_path: Path, reply: str, re
 
 
 def test_cut_off_answer_is_invalid_with_its_reason() -> None:
-    from ddibench.tasks.drugbank import load_labels
-
     from ddibench.label_choice import answer_to_prediction, option_texts
     from ddibench.llm.client import ChatResult
+    from ddibench.tasks.drugbank import load_labels
 
     options = option_texts(load_labels())[5:8]
     cut = ChatResult('{"mechanism": "Both inhibit CYP3A4 and so the', "length", 10, 24, 0.1, False, "m")
@@ -178,9 +176,10 @@ def test_k_paths_guard_removes_the_pairs_own_interaction(s2) -> None:
 
 
 def test_naive_cbr_similarity_is_tanimoto_position_wise(s2) -> None:
-    from ddibench.systems.naive_cbr import NaiveCBRSystem
     from rdkit import Chem, DataStructs
     from rdkit.Chem import rdFingerprintGenerator
+
+    from ddibench.systems.naive_cbr import NaiveCBRSystem
 
     task, data = s2
     system = _prepare(NaiveCBRSystem(), task, data)

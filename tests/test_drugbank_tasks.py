@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 from conftest import reference_dir
-from ddibench.tasks.drugbank import TASKS, load_catalog, load_labels
 
 from ddibench.registry import get_task, task_names
+from ddibench.tasks.drugbank import TASKS, load_catalog, load_labels
 
 REFERENCE = reference_dir() / "ddi_derived"
 

@@ -116,12 +116,11 @@ def test_graphs_follow_the_visibility_rule() -> None:
     """Validation pairs' new drugs keep their KG edges in the validation graph; test drugs do not."""
     import asyncio
 
-    from ddibench.systems.emergnn import EmerGNNConfig, EmerGNNSystem
-
     from ddibench.artifacts import ArtifactStore
     from ddibench.profiles import get_profile
     from ddibench.registry import get_task
     from ddibench.system import RunContext, TrainingView
+    from ddibench.systems.emergnn import EmerGNNConfig, EmerGNNSystem
 
     task = get_task("drugbank_s1_emergnn")
     data = task.load()

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from ddibench.tasks.drugbank import load_labels
 
 from ddibench.label_choice import option_texts
 from ddibench.parsing import parse_choice
+from ddibench.tasks.drugbank import load_labels
 
 OPTIONS = option_texts(load_labels())
 

@@ -59,9 +59,8 @@ def test_bertscore_and_embedding_similarity(encoder) -> None:
 
 
 def test_label_recovery(encoder) -> None:
-    from ddibench.tasks.drugbank import load_labels
-
     from ddibench.qa.scoring import LabelRecovery
+    from ddibench.tasks.drugbank import load_labels
 
     labels = load_labels()
     recovery = LabelRecovery(labels, encoder)

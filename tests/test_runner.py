@@ -211,9 +211,8 @@ def test_report_shows_runs_and_incomplete_runs(cli, stub, tmp_path: Path) -> Non
 def test_corrupt_mirror_stops_the_run_with_one_line(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from ddibench.tasks import drugbank
-
     from ddibench.data.resolve import mirror_root
+    from ddibench.tasks import drugbank
 
     task = get_task("drugbank_s2")
     mirror = tmp_path / "mirror"

@@ -30,14 +30,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from ddibench.systems.cbr_ddi import prompts
-from ddibench.systems.cbr_ddi.repository import Case, Repository, normalise, representative_sample
 from pydantic import Field
 
 from ddibench.label_choice import answer_to_prediction, label_schema, option_texts
 from ddibench.llm.client import ChatResult
 from ddibench.schema import Drug, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace, system_config_hash
+from ddibench.systems.cbr_ddi import prompts
+from ddibench.systems.cbr_ddi.repository import Case, Repository, normalise, representative_sample
 
 REPOSITORY_RECIPE = 1
 
@@ -122,9 +122,8 @@ class CBRDDISystem(BaseSystem):
         return self._labels[label].render(head, tail)
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        from ddibench.systems.emergnn import EmerGNNSystem
-
         from ddibench.embeddings import shared_encoder
+        from ddibench.systems.emergnn import EmerGNNSystem
 
         self._labels = view.task.label_space
         self._setting = view.task.setting

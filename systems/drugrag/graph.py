@@ -36,10 +36,9 @@ Names are stored with their usual capitalisation, e.g. 'Warfarin'."""
 
 def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
     """Nodes and edges from the three corpora (see the module docstring), with counts."""
-    from ddibench.systems.drugrag.ner import dictionary
-
     from ddibench import corpus
     from ddibench.kg import load_hetionet
+    from ddibench.systems.drugrag.ner import dictionary
 
     ner = dictionary()
     drugs: dict[str, dict[str, str]] = {}

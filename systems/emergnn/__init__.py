@@ -175,9 +175,8 @@ class EmerGNNSystem(BaseSystem):
         return out
 
     def _new_net(self, cfg: dict[str, Any], kg: Any, view: TrainingView) -> Any:
-        from ddibench.systems.emergnn.model import EmerGNNNet
-
         from ddibench.chem import morgan_matrix
+        from ddibench.systems.emergnn.model import EmerGNNNet
 
         fingerprints = None
         if cfg["feature"] == "morgan":
@@ -269,6 +268,7 @@ class EmerGNNSystem(BaseSystem):
 
     def _epoch(self, net: Any, optimiser: Any, graph: Any, data: np.ndarray, cfg: dict[str, Any], rng: np.random.Generator, device: Any, ctx: RunContext) -> float:
         import torch
+
         from ddibench.systems.emergnn.model import TensorWalks
         from ddibench.systems.emergnn.walks import walk_batch
 
@@ -298,6 +298,7 @@ class EmerGNNSystem(BaseSystem):
         self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any, hide_pair_below: int = 0
     ) -> tuple[Any, Any, Any, Any]:
         import torch
+
         from ddibench.systems.emergnn.model import TensorWalks
         from ddibench.systems.emergnn.walks import walk_batch
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from ddibench.systems.emergnn.walks import MessageGraph, WalkBatch
 from torch import nn
+
+from ddibench.systems.emergnn.walks import MessageGraph, WalkBatch
 
 
 @dataclass

@@ -26,6 +26,11 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from ddibench.answering import AnswerConfig, AnswerSystem
+from ddibench.errors import ConfigError
+from ddibench.hashing import config_hash
+from ddibench.schema import Question
+from ddibench.system import RunContext, TrainingView, llm_trace
 from ddibench.systems.sql_agent.database import (
     PostgresDatabase,
     QueryTimeout,
@@ -33,12 +38,6 @@ from ddibench.systems.sql_agent.database import (
     interaction_rows,
 )
 from ddibench.systems.sql_agent.guard import SQLRejected, check_sql
-
-from ddibench.answering import AnswerConfig, AnswerSystem
-from ddibench.errors import ConfigError
-from ddibench.hashing import config_hash
-from ddibench.schema import Question
-from ddibench.system import RunContext, TrainingView, llm_trace
 
 ROUTER = """Decide how to answer the user's question.
 DATABASE: the question asks about an interaction between two (or more) named drugs, or which drugs interact with a named drug.
