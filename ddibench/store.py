@@ -89,6 +89,7 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
     metric = evaluation["metrics"][primary]
     conn = connect(path)
     try:
+        previous = conn.execute("SELECT run_id FROM runs WHERE task = ? AND best", [task.name]).fetchone()
         conn.execute("BEGIN")
         conn.execute("DELETE FROM runs WHERE run_id = ?", [run["run_id"]])
         conn.execute("DELETE FROM samples WHERE run_id = ?", [run["run_id"]])
@@ -141,14 +142,18 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
         if rows:
             conn.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         conn.execute("COMMIT")
-        update_ties(conn, task.name)
+        update_ties(conn, task.name, added=run["run_id"], previous_best=previous[0] if previous else None)
     finally:
         conn.close()
     return run["run_id"]
 
 
-def update_ties(conn: Any, task_name: str) -> None:
-    """Mark the task's best run and, for every other run, whether it is statistically tied with it."""
+def update_ties(conn: Any, task_name: str, added: str | None = None, previous_best: str | None = None) -> None:
+    """Mark the task's best run and, for every other run, whether it is statistically tied with it.
+
+    When a run was ``added`` and the best run stayed ``previous_best``, only the added run is compared
+    (one paired bootstrap); otherwise every run of the task is compared with the new best.
+    """
     from ddibench.metrics.paired import paired_difference
     from ddibench.registry import get_task
 
@@ -161,10 +166,15 @@ def update_ties(conn: Any, task_name: str) -> None:
         return
     task = get_task(task_name)
     best_id, metric, _ = runs[0]
-    conn.execute(
-        "UPDATE runs SET best = (run_id = ?), tied = (run_id = ?), diff = NULL, diff_low = NULL, diff_high = NULL WHERE task = ?",
-        [best_id, best_id, task_name],
-    )
+    incremental = added is not None and best_id == previous_best and added != best_id
+    if incremental:
+        others = [added]
+    else:
+        others = [r[0] for r in runs[1:]]
+        conn.execute(
+            "UPDATE runs SET best = (run_id = ?), tied = (run_id = ?), diff = NULL, diff_low = NULL, diff_high = NULL WHERE task = ?",
+            [best_id, best_id, task_name],
+        )
     samples = {s.id: s for s in task.load().split(task.eval_split)}
 
     def detail(run_id: str) -> dict[str, tuple[Any, ...]]:
@@ -174,7 +184,7 @@ def update_ties(conn: Any, task_name: str) -> None:
         return {r[0]: r[1:] for r in rows}
 
     best = detail(best_id)
-    for run_id, _, _ in runs[1:]:
+    for run_id in others:
         other = detail(run_id)
         shared = [sid for sid in best if sid in other and sid in samples]
         if not shared:

@@ -2,7 +2,8 @@
 
 Every number comes from the results store, where it was recomputed from submitted per-sample
 predictions; each run links to its provenance (manifest, data hashes, judge, deviations) and to a
-per-sample drill-down. URL parameters ``?run=RUN_ID&sample=SAMPLE_ID`` open a run or a sample directly.
+per-sample drill-down. URL parameters ``?run=RUN_ID&sample=SAMPLE_ID`` open a run or a sample directly;
+``?view=`` names the open tab. Only the open tab's code runs, so the first page costs one matrix.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 import streamlit as st
+
 from ddibench.leaderboard import data as board
 
 st.set_page_config(page_title="ddibench leaderboard", layout="wide")
@@ -22,6 +23,121 @@ STORE = Path(os.environ.get("DDIBENCH_BOARD", "board.duckdb"))
 @st.cache_data(show_spinner=False)
 def load_runs(path: str, mtime: float) -> pd.DataFrame:
     return board.runs(Path(path))
+
+
+def matrix_view(runs: pd.DataFrame) -> None:
+    table = board.matrix(runs)
+    if table.empty:
+        st.info("No runs match the filters.")
+        return
+    st.subheader("Tasks × systems")
+    st.table(table)  # a real HTML table: small, and readable by screen readers and browser tests
+    st.vega_lite_chart(spec=board.heatmap_spec(board.cells(runs, ("task", "system"))), width="stretch")
+
+
+def cost_view(runs: pd.DataFrame) -> None:
+    st.subheader("Cost per item against quality")
+    best = board.cells(runs)  # one point per task x system x model: its best run
+    if best.empty:
+        st.info("No runs match the filters.")
+        return
+    st.vega_lite_chart(spec=board.cost_spec(best, board.pareto(best)), width="stretch")
+    columns = ["task", "system", "model", "tier", "primary_value", "calls_per_item", "tokens_per_item", "usd_per_item"]
+    st.dataframe(best[columns], width="stretch", hide_index=True)
+    st.caption(
+        "One point per task × system × model (its best run); dashed: the cost-quality Pareto front of each task. "
+        "US dollars appear where $DDIBENCH_PRICES gives the model's price."
+    )
+
+
+def pick_run(all_runs: pd.DataFrame, runs: pd.DataFrame, wanted: str | None) -> pd.Series | None:
+    """Task, then system, then run: short lists however many runs the store holds."""
+    match = all_runs[all_runs["run_id"] == wanted]
+    start = match.iloc[0] if len(match) else (runs.iloc[0] if len(runs) else None)
+    if start is None:
+        return None
+    task_col, system_col, run_col = st.columns([2, 2, 5])
+    tasks = sorted(all_runs["task"].unique())
+    task = task_col.selectbox("task", tasks, index=tasks.index(start["task"]))
+    in_task = all_runs[all_runs["task"] == task]
+    systems = sorted(in_task["system"].unique())
+    system = system_col.selectbox("system", systems, index=systems.index(start["system"]) if start["system"] in systems else 0)
+    choices = in_task[in_task["system"] == system].sort_values("primary_value", ascending=False)
+    run_ids = list(choices["run_id"])
+    shown = {r.run_id: f"{r.run_id} · {r.model} · {r.tier} · {board.fmt(r.primary_metric, r.primary_value)}" for r in choices.itertuples()}
+    run_id = run_col.selectbox("run", run_ids, index=run_ids.index(start["run_id"]) if start["run_id"] in run_ids else 0, format_func=shown.get)
+    return choices[choices["run_id"] == run_id].iloc[0]
+
+
+def provenance(summary: pd.Series, detail: dict) -> None:
+    manifest = detail["manifest"]
+    task, system = manifest["task"], manifest["system"]
+    st.markdown(f"**Trust tier:** {detail['tier']}")
+    if summary["best"]:
+        st.markdown("**Against the task's best:** this is the best run (★)")
+    elif summary["diff"] is not None and summary["diff"] == summary["diff"]:
+        verdict = "tied (≈)" if summary["tied"] else "significantly worse"
+        st.markdown(
+            f"**Against the task's best:** {summary['diff']:+.3f} [{summary['diff_low']:+.3f}, {summary['diff_high']:+.3f}] "
+            f"(best minus this run, paired bootstrap on shared samples): {verdict}"
+        )
+    for reason in detail["reasons"]:
+        st.info(f"Not submittable: {reason}")
+    st.markdown(f"**Task:** {task['name']} {task['version']} — data `{task['data_sha256'][:16]}…`")
+    st.markdown(f"**System:** {system['name']} {system['version']} — config `{system['config_hash']}`")
+    st.markdown(f"**Code:** ddibench {manifest.get('ddibench_version')} `{(manifest.get('git_commit') or 'no git')[:12]}`")
+    st.markdown(f"**Profile:** {manifest['profile']['declared']['name']} (detected: {manifest['profile']['detected'].get('cpu')})")
+    for role, model in manifest.get("models", {}).items():
+        st.markdown(f"**{role}:** `{model['spec']}`")
+    if "judge" in manifest.get("scoring", {}):
+        judge = manifest["scoring"]["judge"]
+        st.markdown(f"**Judge:** `{judge['identity'].get('model')}` rubric `{judge['rubric_sha256'][:12]}`")
+    for note in task.get("deviations", []) + system.get("deviations", []):
+        st.warning(note)
+
+
+def drilldown(run_id: str, wanted: str | None) -> None:
+    st.subheader("Samples")
+    wrong = st.checkbox("only wrong or low-scoring samples")
+    table = board.samples(STORE, run_id, wrong)
+    st.dataframe(table, width="stretch", height=260)
+    ids = list(table["sample_id"])
+    if wanted and wanted not in ids:
+        ids.insert(0, wanted)
+    if not ids:
+        return
+    sample_id = st.selectbox("sample", ids, index=ids.index(wanted) if wanted in ids else 0)
+    item = board.sample(STORE, run_id, sample_id)
+    if not item:
+        st.info(f"Run {run_id} has no sample {sample_id}.")
+        return
+    st.markdown(f"**Sample {sample_id}**")
+    st.markdown(f"**Gold:** {item['gold']}")
+    st.markdown(f"**Prediction:** {item['prediction']}  (score {item['score']}, {'valid' if item['valid'] else 'invalid'})")
+    st.markdown("**Input**")
+    st.json(item["input"], expanded=False)
+    st.markdown("**Trace**")
+    st.json(item["trace"], expanded=True)
+
+
+def run_view(all_runs: pd.DataFrame, runs: pd.DataFrame, params) -> None:
+    summary = pick_run(all_runs, runs, params.get("run"))
+    if summary is None:
+        st.info("No runs match the filters.")
+        return
+    run_id = summary["run_id"]
+    detail = board.run_detail(STORE, run_id)
+    st.subheader(f"Run {run_id}")
+    left, right = st.columns(2)
+    with left:
+        provenance(summary, detail)
+    with right:
+        st.markdown("**Metrics**")
+        metrics = [{"metric": k, "value": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"]} for k, v in detail["metrics"].items()]
+        st.dataframe(pd.DataFrame(metrics), width="stretch", hide_index=True)
+        with st.expander("full manifest"):
+            st.json(detail["manifest"], expanded=False)
+    drilldown(run_id, params.get("sample"))
 
 
 if not STORE.exists():
@@ -34,173 +150,24 @@ st.caption(
     f"{len(all_runs):,} runs. Cells: primary metric [95% CI, clustered by drug or source document]; "
     "★ best in the task; ≈ not significantly different from the best (paired bootstrap on shared samples)."
 )
-
 with st.sidebar:
     st.header("Filters")
     filters = {
         column: st.multiselect(label, sorted(all_runs[column].dropna().unique()))
-        for column, label in (
-            ("family", "task family"),
-            ("setting", "setting"),
-            ("model", "model"),
-            ("profile", "hardware profile"),
-            ("tier", "trust tier"),
-        )
+        for column, label in (("family", "task family"), ("setting", "setting"), ("model", "model"), ("profile", "hardware profile"), ("tier", "trust tier"))
     }
     previews = st.checkbox("include previews (--limit runs, not submittable)", value=True)
-
 runs = board.filtered(all_runs, filters, previews)
 params = st.query_params
-# a deep link (?run=...) opens the run view directly
 matrix_tab, cost_tab, run_tab = st.tabs(
-    ["Matrix", "Cost vs quality", "Run details"], default="Run details" if params.get("run") else "Matrix"
+    ["Matrix", "Cost vs quality", "Run details"], default="Run details" if params.get("run") else "Matrix", key="view", bind="query-params"
 )
-
-with matrix_tab:
-    table = board.matrix(runs)
-    if table.empty:
-        st.info("No runs match the filters.")
-    else:
-        st.subheader("Tasks × systems")
-        st.table(table)  # a real HTML table: small, and readable by screen readers and browser tests
-        heat = runs.sort_values(["submittable", "primary_value"], ascending=False).drop_duplicates(
-            ["task", "system"]
-        )
-        chart = (
-            alt.Chart(heat)
-            .mark_rect()
-            .encode(
-                x=alt.X("system:N", title="system"),
-                y=alt.Y("task:N", title="task"),
-                color=alt.Color("primary_value:Q", title="primary metric", scale=alt.Scale(scheme="viridis")),
-                tooltip=[
-                    "task",
-                    "system",
-                    "model",
-                    "tier",
-                    alt.Tooltip("primary_value:Q", format=".3f"),
-                    "ci_low",
-                    "ci_high",
-                    "tied",
-                ],
-            )
-            .properties(height=40 * max(1, heat["task"].nunique()))
-        )
-        st.altair_chart(chart, width="stretch")
-
-with cost_tab:
-    st.subheader("Cost per item against quality")
-    cost = runs[
-        [
-            "task",
-            "system",
-            "model",
-            "tier",
-            "primary_value",
-            "calls_per_item",
-            "tokens_per_item",
-            "usd_per_item",
-        ]
-    ]
-    if not cost.empty:
-        front = board.pareto(runs)
-        points = (
-            alt.Chart(cost)
-            .mark_circle(size=90)
-            .encode(
-                x=alt.X("tokens_per_item:Q", title="LLM tokens per item"),
-                y=alt.Y("primary_value:Q", title="primary metric"),
-                color="task:N",
-                tooltip=[
-                    "task",
-                    "system",
-                    "model",
-                    "calls_per_item",
-                    "tokens_per_item",
-                    "usd_per_item",
-                    "primary_value",
-                ],
-            )
-        )
-        line = (
-            alt.Chart(front)
-            .mark_line(strokeDash=[4, 3])
-            .encode(x="tokens_per_item:Q", y="primary_value:Q", color="task:N")
-        )
-        st.altair_chart(points + line, width="stretch")
-        st.dataframe(cost, width="stretch")
-        st.caption(
-            "Dashed: the cost-quality Pareto front of each task. US dollars appear where $DDIBENCH_PRICES gives the model's price."
-        )
-
-with run_tab:
-    labels = {f"{r.task} · {r.system} · {r.model} · {r.run_id}": r.run_id for r in all_runs.itertuples()}
-    wanted = params.get("run")
-    names = list(labels)
-    index = next((i for i, k in enumerate(names) if labels[k] == wanted), 0)
-    if names:
-        choice = st.selectbox("run", names, index=index)
-        run_id = labels[choice]
-        detail = board.run_detail(STORE, run_id)
-        manifest = detail["manifest"]
-        st.subheader(f"Run {run_id}")
-        left, right = st.columns(2)
-        with left:
-            st.markdown(f"**Trust tier:** {detail['tier']}")
-            st.markdown(
-                f"**Task:** {manifest['task']['name']} {manifest['task']['version']} — data `{manifest['task']['data_sha256'][:16]}…`"
-            )
-            st.markdown(
-                f"**System:** {manifest['system']['name']} {manifest['system']['version']} — config `{manifest['system']['config_hash']}`"
-            )
-            st.markdown(
-                f"**Code:** ddibench {manifest.get('ddibench_version')} `{(manifest.get('git_commit') or 'no git')[:12]}`"
-            )
-            st.markdown(
-                f"**Profile:** {manifest['profile']['declared']['name']} (detected: {manifest['profile']['detected'].get('cpu')})"
-            )
-            for role, model in manifest.get("models", {}).items():
-                st.markdown(f"**{role}:** `{model['spec']}`")
-            if "judge" in manifest.get("scoring", {}):
-                judge = manifest["scoring"]["judge"]
-                st.markdown(
-                    f"**Judge:** `{judge['identity'].get('model')}` rubric `{judge['rubric_sha256'][:12]}`"
-                )
-            for note in manifest["task"].get("deviations", []) + manifest["system"].get("deviations", []):
-                st.warning(note)
-        with right:
-            st.markdown("**Metrics**")
-            st.dataframe(
-                pd.DataFrame(
-                    [
-                        {"metric": k, "value": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"]}
-                        for k, v in detail["metrics"].items()
-                    ]
-                ),
-                width="stretch",
-            )
-            with st.expander("full manifest"):
-                st.json(manifest, expanded=False)
-        st.subheader("Samples")
-        wrong = st.checkbox("only wrong or low-scoring samples")
-        table = board.samples(STORE, run_id, wrong)
-        st.dataframe(table, width="stretch", height=260)
-        ids = list(table["sample_id"])
-        wanted_sample = params.get("sample")
-        if wanted_sample and wanted_sample not in ids:
-            ids.insert(0, wanted_sample)
-        if ids:
-            sample_id = st.selectbox(
-                "sample", ids, index=ids.index(wanted_sample) if wanted_sample in ids else 0
-            )
-            item = board.sample(STORE, run_id, sample_id)
-            if item:
-                st.markdown(f"**Sample {sample_id}**")
-                st.markdown(f"**Gold:** {item['gold']}")
-                st.markdown(
-                    f"**Prediction:** {item['prediction']}  (score {item['score']}, {'valid' if item['valid'] else 'invalid'})"
-                )
-                st.markdown("**Input**")
-                st.json(item["input"], expanded=False)
-                st.markdown("**Trace**")
-                st.json(item["trace"], expanded=True)
+if matrix_tab.open:
+    with matrix_tab:
+        matrix_view(runs)
+if cost_tab.open:
+    with cost_tab:
+        cost_view(runs)
+if run_tab.open:
+    with run_tab:
+        run_view(all_runs, runs, params)

@@ -62,16 +62,19 @@ def matrix(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def pareto(frame: pd.DataFrame) -> pd.DataFrame:
-    """Runs on the cost-quality Pareto front of each task (fewer tokens per item, higher primary)."""
-    keep = []
-    for _, group in frame.groupby("task"):
-        group = group.sort_values(["tokens_per_item", "primary_value"], ascending=[True, False])
-        best = float("-inf")
-        for idx, row in group.iterrows():
-            if row["primary_value"] > best:
-                keep.append(idx)
-                best = row["primary_value"]
-    return frame.loc[keep]
+    """Runs on the cost-quality Pareto front of each task (fewer tokens per item, higher primary).
+
+    Within a task, sorted by cost (and by quality, best first, at equal cost), a run is on the front when
+    it beats every cheaper run.
+    """
+    ordered = frame.sort_values(["task", "tokens_per_item", "primary_value"], ascending=[True, True, False])
+    before = ordered.groupby("task")["primary_value"].transform(lambda v: v.cummax().shift(fill_value=float("-inf")))
+    return ordered[ordered["primary_value"] > before]
+
+
+def cells(frame: pd.DataFrame, by: tuple[str, ...] = ("task", "system", "model")) -> pd.DataFrame:
+    """The best run of each group (full runs before ``--limit`` previews), for charts that would drown in every run."""
+    return frame.sort_values(["submittable", "primary_value"], ascending=False).drop_duplicates(list(by))
 
 
 def run_detail(path: Path, run_id: str) -> dict[str, Any]:
@@ -122,4 +125,47 @@ def sample(path: Path, run_id: str, sample_id: str) -> dict[str, Any]:
         "score": row[3],
         "valid": row[4],
         "trace": json.loads(row[5]),
+    }
+
+
+def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts (NaN becomes null) for an inline Vega-Lite dataset."""
+    return json.loads(frame[columns].to_json(orient="records"))
+
+
+def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
+    """Vega-Lite spec: task x system, coloured by the primary metric of each cell's best run."""
+    tooltip = ["task", "system", "model", "tier", "primary_value", "ci_low", "ci_high", "tied"]
+    return {
+        "data": {"values": _records(best, tooltip)},
+        "mark": "rect",
+        "height": 40 * max(1, best["task"].nunique()),
+        "encoding": {
+            "x": {"field": "system", "type": "nominal", "title": "system"},
+            "y": {"field": "task", "type": "nominal", "title": "task"},
+            "color": {"field": "primary_value", "type": "quantitative", "title": "primary metric", "scale": {"scheme": "viridis"}},
+            "tooltip": [{"field": f, "format": ".3f"} if f == "primary_value" else {"field": f} for f in tooltip],
+        },
+    }
+
+
+def cost_spec(points: pd.DataFrame, front: pd.DataFrame) -> dict[str, Any]:
+    """Vega-Lite spec: tokens per item against the primary metric, with each task's Pareto front dashed."""
+    fields = ["task", "system", "model", "calls_per_item", "tokens_per_item", "usd_per_item", "primary_value"]
+    x = {"field": "tokens_per_item", "type": "quantitative", "title": "LLM tokens per item"}
+    y = {"field": "primary_value", "type": "quantitative", "title": "primary metric"}
+    color = {"field": "task", "type": "nominal"}
+    return {
+        "layer": [
+            {
+                "data": {"values": _records(points, fields)},
+                "mark": {"type": "circle", "size": 90},
+                "encoding": {"x": x, "y": y, "color": color, "tooltip": [{"field": f} for f in fields]},
+            },
+            {
+                "data": {"values": _records(front, fields)},
+                "mark": {"type": "line", "strokeDash": [4, 3]},
+                "encoding": {"x": x, "y": y, "color": color},
+            },
+        ]
     }

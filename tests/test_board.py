@@ -230,6 +230,52 @@ def test_store_precomputes_ties(store: Path) -> None:
             assert low is not None and tied == (low <= 0 <= high)
 
 
+def test_incremental_ties_equal_a_full_recomputation(store: Path, tmp_path: Path) -> None:
+    import duckdb
+
+    from ddibench.store import update_ties
+
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(store, copy)
+    query = "SELECT run_id, best, tied, diff, diff_low, diff_high FROM runs ORDER BY run_id"
+    conn = duckdb.connect(str(copy))
+    incremental = conn.execute(query).fetchall()
+    update_ties(conn, "drugbank_s2")  # every run against the best, from scratch
+    assert conn.execute(query).fetchall() == incremental
+    conn.close()
+
+
+def test_pareto_front_matches_its_definition() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from ddibench.leaderboard.data import pareto
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({
+        "task": rng.choice(["a", "b", "c"], 400),
+        "tokens_per_item": rng.integers(0, 40, 400).astype(float),
+        "primary_value": rng.integers(0, 30, 400) / 30,
+    })  # fmt: skip
+    front = set(pareto(frame).index)
+    for i, row in frame.iterrows():
+        same = frame[frame["task"] == row["task"]].drop(index=i)
+        # dominated: another run at most as costly and at least as good, strictly better on one, or an identical earlier one
+        dominated = (
+            (same["tokens_per_item"] <= row["tokens_per_item"])
+            & (same["primary_value"] >= row["primary_value"])
+            & ((same["tokens_per_item"] < row["tokens_per_item"]) | (same["primary_value"] > row["primary_value"]))
+        ).any()
+        duplicate_kept = any(
+            j in front for j in same.index[(same["tokens_per_item"] == row["tokens_per_item"]) & (same["primary_value"] == row["primary_value"])]
+        )
+        if i in front:
+            assert not dominated and not duplicate_kept, i  # undominated, and one of identical runs
+        else:
+            assert dominated or duplicate_kept, i
+    assert all((g["primary_value"].diff().dropna() > 0).all() for _, g in pareto(frame).groupby("task"))
+
+
 def _app():
     import ddibench.leaderboard
 
@@ -245,8 +291,30 @@ def test_app_renders_matrix_provenance_and_drilldown(store: Path, monkeypatch: p
     matrix = at.table[0].value
     assert "drugbank_s2" in matrix.index and {"mlp", "zero-shot"} <= set(matrix.columns)
     assert sum("★" in str(v) for v in matrix.loc["drugbank_s2"]) == 1
+    assert not any("Trust tier:" in m.value for m in at.markdown)  # only the open tab runs
+    at.session_state["view"] = "Run details"
+    at.run()
+    assert not at.exception
     texts = " ".join(m.value for m in at.markdown)
     assert "Trust tier:" in texts and "Gold:" in texts and "Prediction:" in texts
+    assert "Against the task's best:" in texts
+
+    def select(label: str, value: str) -> None:
+        next(box for box in at.selectbox if box.label == label).select(value).run()
+        assert not at.exception
+
+    import duckdb
+
+    conn = duckdb.connect(str(store), read_only=True)
+    preview, tied = conn.execute("SELECT run_id, tied FROM runs WHERE NOT submittable").fetchone()
+    conn.close()
+    select("system", "zero-shot")
+    select("run", preview)
+    texts = " ".join(m.value for m in at.markdown)
+    assert "(best minus this run, paired bootstrap on shared samples)" in texts
+    assert ("tied (≈)" in texts) == tied
+    assert any("Not submittable: no --limit" in info.value for info in at.info)
+    at.session_state["view"] = "Matrix"
     at.sidebar.checkbox[0].uncheck().run()  # hide previews
     assert len(at.table[0].value.columns) == 3  # metric, mlp, zero-shot
     at.sidebar.multiselect[0].select("drugbank_ddi").run()
@@ -306,10 +374,10 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
         driver.find_element(By.XPATH, "//*[normalize-space(text())='Matrix']").click()
         while time.time() < deadline:
             text = driver.find_element(By.TAG_NAME, "body").text
-            if "Tasks × systems" in text and "★" in text:
+            if "Tasks × systems" in text and "drugbank_s2" in text and " ★" in text:
                 break
             time.sleep(1)
-        assert "Tasks × systems" in text and "drugbank_s2" in text and "★" in text
+        assert "Tasks × systems" in text and "drugbank_s2" in text and "] ★" in text  # a matrix cell marked best
         shot = tmp_path / "board.png"
         driver.save_screenshot(str(shot))
         assert shot.stat().st_size > 10_000
