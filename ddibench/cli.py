@@ -192,6 +192,7 @@ def cli() -> None:
     help="SelfCheckGPT samples per answer on QA tasks (0: none).",
 )
 @click.option("--no-judge", is_flag=True, help="Do not grade QA answers with the judge model.")
+@click.option("--scorer-encoder", default=None, help="Text encoder of the QA similarity scorers: a sentence-transformers path (default: MiniLM).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 def run(
     task_name: str,
@@ -211,6 +212,7 @@ def run(
     replicates: int,
     selfcheck: int,
     no_judge: bool,
+    scorer_encoder: str | None,
     as_json: bool,
 ) -> None:
     """Run a system on a task (resuming an interrupted run of the same configuration), score it and
@@ -247,6 +249,7 @@ def run(
         max_retries=max_retries,
         judge=not no_judge,
         selfcheck_samples=selfcheck,
+        scorer_encoder=scorer_encoder,
     )
     console = _console(stderr=as_json)
     with _progress(console) as progress:
@@ -269,9 +272,11 @@ def run(
 @click.option("--second-judge", default=None, help="A second judge model; agreement with the first is reported.")
 @click.option("--selfcheck", "selfcheck", type=int, default=None, help="SelfCheckGPT samples per answer (default: as before).")
 @click.option("--no-judge", is_flag=True, help="Do not grade answers with the judge.")
+@click.option("--scorer-encoder", default=None, help="Text encoder of the similarity scorers (default: as before).")
 @click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True)
 def rescore(
-    run_dir: Path, models: tuple[str, ...], second_judge: str | None, selfcheck: int | None, no_judge: bool, replicates: int
+    run_dir: Path, models: tuple[str, ...], second_judge: str | None, selfcheck: int | None, no_judge: bool,
+    scorer_encoder: str | None, replicates: int,
 ) -> None:
     """Score a finished run again (another judge, SelfCheckGPT, intervals) without new answers."""
     from ddibench.errors import ConfigError
@@ -290,7 +295,7 @@ def rescore(
         overrides["second_judge"] = ModelSpec.parse(second_judge)
     console = _console()
     with _progress(console) as progress:
-        results = do_rescore(run_dir, overrides, not no_judge, selfcheck, BootstrapSpec(replicates=replicates), progress)
+        results = do_rescore(run_dir, overrides, not no_judge, selfcheck, BootstrapSpec(replicates=replicates), progress, scorer_encoder)
     render_results(results, console, run_dir)
 
 
@@ -363,7 +368,8 @@ def _list_systems(verbose: bool) -> None:
                 continue
             console.print(f"\n[bold]{cls.name}[/bold] options (--config KEY=VALUE):")
             for key, field in config.model_fields.items():
-                console.print(f"  {key} = {field.default!r}")
+                default = field.get_default(call_default_factory=True)
+                console.print(f"  {key} = {default!r}")
 
 
 def _list_profiles(verbose: bool) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -125,6 +126,14 @@ class ClassificationEvaluator:
                 "n_invalid": int(np.sum(y_pred[sel] == INVALID)),
             }
         return out
+
+
+def scoring_encoder_of(manifest: dict[str, Any]) -> str | None:
+    """The non-default text encoder a run's free-text scorers used, from its manifest (None: the default)."""
+    from ddibench.embeddings import DEFAULT_ENCODER
+
+    spec = manifest.get("scoring", {}).get("scorers", {}).get("embedding", {}).get("encoder")
+    return spec if spec and spec != DEFAULT_ENCODER else None
 
 
 class QAEvaluator:

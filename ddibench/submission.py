@@ -146,6 +146,7 @@ class Verdict:
 
 
 def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
+    from ddibench.evaluation import scoring_encoder_of
     from ddibench.registry import get_task
 
     members = read_bundle(path)
@@ -202,6 +203,11 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
         run.get("split") == task.eval_split,
         f"{run.get('split')} (expected {task.eval_split})",
     )
+    encoder = scoring_encoder_of(results.get("manifest", {}))
+    verdict.check("scoring encoder", encoder is None,
+                  "the task's default" if encoder is None else
+                  f"free-text scorers used {encoder}; the board compares runs scored with the task's default encoder"
+                  " (score again with 'ddibench rescore RUN_DIR --scorer-encoder minilm')")  # fmt: skip
     seeds = 1
     required = getattr(task, "required_seeds", 1)
     verdict.check("seeds", seeds >= required, f"{seeds} run(s), the task asks for {required}")

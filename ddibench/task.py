@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from ddibench.data.sources import SourceFile
+from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text, stable_json
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.schema import LabelSpace, Prediction, Sample
@@ -121,6 +122,18 @@ class Task(ABC):
 
     @abstractmethod
     def evaluator(self) -> Evaluator: ...
+
+    def scoring_evaluator(self, encoder: str | None = None) -> Evaluator:
+        """The evaluator with a non-default text encoder for the similarity scorers (free-text tasks only)."""
+        if encoder is None:
+            return self.evaluator()
+        if not self.llm_scored:
+            raise ConfigError(f"--scorer-encoder does not apply to {self.name}: its answers are labels, not free text",
+                              "drop --scorer-encoder, or use it with a question-answering task")  # fmt: skip
+        return self._evaluator_with_encoder(encoder)
+
+    def _evaluator_with_encoder(self, encoder: str) -> Evaluator:
+        raise ConfigError(f"{self.name} has no text-encoder scorer", "drop --scorer-encoder")
 
     def card(self) -> dict[str, Any]:
         """What a manifest records about the task."""

@@ -153,3 +153,45 @@ def test_text_rag_retrieves_from_the_corpus(cli, stub, tmp_path: Path) -> None:
     trace = json.loads((tmp_path / "r" / "journal.jsonl").read_text().splitlines()[0])["prediction"]["trace"]
     assert len(trace["retrieved"]) == 5 and trace["follow_up_query"]
     assert {c["source"] for c in trace["retrieved"] + trace["retrieved_again"]} <= {"monograph", "interaction", "medquad"}
+
+
+def test_scorer_encoder_is_recorded_and_kept_off_the_board(cli, stub, tmp_path: Path) -> None:
+    """A user's own encoder path scores QA answers, is recorded, survives rescoring, and keeps the run
+    off the board until it is scored again with the task's default encoder."""
+    import shutil
+
+    from ddibench.embeddings import encoder_path
+    from ddibench.submission import verify
+
+    mine = tmp_path / "my-encoder"
+    shutil.copytree(encoder_path("minilm"), mine)  # stands for a local biomedical encoder
+    code, _, err = cli("run", "-s", "no-rag", "-t", "drugbank_s2", "--scorer-encoder", str(mine), "-m", f"vllm:stub-model@{stub.base_url}")
+    assert code != 0 and "--scorer-encoder does not apply to drugbank_s2" in err
+    code, _, err = cli("run", "-s", "no-rag", "-t", "medquad", "--scorer-encoder", str(tmp_path / "nothing"), "-m", f"vllm:stub-model@{stub.base_url}",
+                       "--run-dir", str(tmp_path / "never"))  # fmt: skip
+    assert code != 0 and "not a sentence-transformers model directory" in err and not (tmp_path / "never").exists()
+
+    run_dir = tmp_path / "run"
+    args = ("run", "-s", "no-rag", "-t", "medquad", "--limit", "3", "--no-judge", "--selfcheck", "0", "-m", f"vllm:stub-model@{stub.base_url}")
+    code, _, err = cli(*args, "--scorer-encoder", str(mine), "--run-dir", str(run_dir))
+    assert code == 0, err
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["manifest"]["scoring"]["scorers"]["embedding"]["encoder"] == str(mine)
+    similarity = results["evaluation"]["metrics"]["embedding_similarity"]["value"]
+    code, _, err = cli(*args, "--run-dir", str(tmp_path / "default"))
+    assert code == 0, err
+    default = json.loads((tmp_path / "default" / "results.json").read_text())
+    assert default["evaluation"]["metrics"]["embedding_similarity"]["value"] == pytest.approx(similarity)  # same weights, same scores
+
+    code, _, err = cli("rescore", str(run_dir), "--no-judge")
+    assert code == 0, err
+    assert json.loads((run_dir / "results.json").read_text())["manifest"]["scoring"]["scorers"]["embedding"]["encoder"] == str(mine)
+    code, _, err = cli("submit", str(run_dir), "--out", str(tmp_path / "b.tar.gz"))
+    assert code == 0, err
+    verdict = verify(tmp_path / "b.tar.gz")
+    assert any(r.startswith("scoring encoder: free-text scorers used") for r in verdict.reasons)
+    code, _, err = cli("rescore", str(run_dir), "--no-judge", "--scorer-encoder", "minilm")
+    assert code == 0, err
+    code, _, err = cli("submit", str(run_dir), "--out", str(tmp_path / "c.tar.gz"))
+    assert code == 0, err
+    assert not any(r.startswith("scoring encoder") for r in verify(tmp_path / "c.tar.gz").reasons)

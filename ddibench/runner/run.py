@@ -74,6 +74,7 @@ class RunRequest:
     max_retries: int = 5
     judge: bool = True  # grade answers of LLM-scored (QA) tasks with the judge model
     selfcheck_samples: int = 3  # SelfCheckGPT samples per answer on LLM-scored tasks (0: none)
+    scorer_encoder: str | None = None  # text encoder of the similarity scorers of free-text tasks (None: the task's default)
 
 
 @dataclass
@@ -298,6 +299,11 @@ def plan_run(request: RunRequest) -> RunPlan:
     system = build_system(request.system, profile, request.config)
     if not system.supports(task):
         raise ConfigError(f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'")
+    if request.scorer_encoder is not None:
+        from ddibench.embeddings import encoder_path
+
+        task.scoring_evaluator(request.scorer_encoder)  # refuses tasks without free-text scorers
+        encoder_path(request.scorer_encoder)  # refuses paths that hold no sentence-transformers model, before any prediction
     split = request.split or task.eval_split
     if split == "train":
         raise ConfigError("cannot evaluate on the training split", "use --split valid or --split test")
@@ -444,8 +450,8 @@ def _predict_pending(
     return counter["predicted"], failures
 
 
-def _scorer_description(task: Task) -> dict[str, Any]:
-    describe = getattr(task.evaluator(), "describe", None)
+def _scorer_description(task: Task, encoder: str | None) -> dict[str, Any]:
+    describe = getattr(task.scoring_evaluator(encoder), "describe", None)
     return {"scorers": describe()} if describe else {}
 
 
@@ -509,7 +515,7 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
     selected, profile, run_dir = plan.selected, plan.profile, plan.run_dir
     extras = extras or {}
     try:
-        evaluation = task.evaluator().evaluate(selected, predictions, request.bootstrap, extras)
+        evaluation = task.scoring_evaluator(request.scorer_encoder).evaluate(selected, predictions, request.bootstrap, extras)
     except EvaluationInputError as exc:
         raise DdibenchError(f"cannot score {run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
     sessions = read_sessions(run_dir)
@@ -548,7 +554,7 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         ),
         "n_samples": len(selected),
         "sample_ids_sha256": identity["sample_ids_sha256"],
-        "scoring": {**extras.get("info", {}), **_scorer_description(task)},
+        "scoring": {**extras.get("info", {}), **_scorer_description(task, request.scorer_encoder)},
         "sessions": len(sessions),
     }
     timing = {
@@ -571,9 +577,10 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
 
 
 def rescore(run_dir: Path, models: dict[str, ModelSpec] | None, judge: bool, selfcheck_samples: int | None,
-            bootstrap: BootstrapSpec, progress: Progress | None = None) -> dict[str, Any]:  # fmt: skip
+            bootstrap: BootstrapSpec, progress: Progress | None = None, scorer_encoder: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Score a finished run again (new judge, more SelfCheckGPT samples, other intervals) without
     predicting anything: the journal is read, never written."""
+    from ddibench.evaluation import scoring_encoder_of
     from ddibench.llm.spec import parse_model_options
 
     run_file, results_file = run_dir / "run.json", run_dir / "results.json"
@@ -593,6 +600,7 @@ def rescore(run_dir: Path, models: dict[str, ModelSpec] | None, judge: bool, sel
         seed=ident["seed"], limit=ident["limit"], split=ident["split"], config=ident["system"]["config"],
         run_dir=run_dir, bootstrap=bootstrap, judge=judge,
         selfcheck_samples=selfcheck_samples if selfcheck_samples is not None else old_scoring.get("selfcheck", {}).get("n", 0),
+        scorer_encoder=scorer_encoder or scoring_encoder_of(previous.get("manifest", {})),
     )  # fmt: skip
     plan = plan_run(request)
     if plan.identity["run_id"] != ident["run_id"]:

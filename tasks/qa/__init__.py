@@ -80,6 +80,11 @@ class DDIQATask(Task):
 
         return QAEvaluator(self.label_space)
 
+    def _evaluator_with_encoder(self, encoder: str) -> Evaluator:
+        from ddibench.evaluation import QAEvaluator
+
+        return QAEvaluator(self.label_space, encoder=encoder)
+
     def load(self) -> TaskData:
         with self._lock:
             if self._data is None:
@@ -161,6 +166,11 @@ class MedQuADTask(Task):
         from ddibench.evaluation import QAEvaluator
 
         return QAEvaluator(None)
+
+    def _evaluator_with_encoder(self, encoder: str) -> Evaluator:
+        from ddibench.evaluation import QAEvaluator
+
+        return QAEvaluator(None, encoder=encoder)
 
     def _samples(self, rows: list[dict[str, str]], slice_of: Any, split: str) -> list[Sample]:
         seen: set[str] = set()

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Build the initial leaderboard from real ddibench runs on this machine.
+
+Every registered system and every task gets at least one run, made with the ``ddibench`` command
+itself under the ``cpu`` profile and the default embedded model (SmolLM2-135M-Instruct): full test
+splits for the trained systems (mlp on every DrugBank task, EmerGNN on its own split), ``--limit``
+previews for the LLM systems, whose cost here is a model call per item on two CPU cores. Each run is
+packed with ``ddibench submit`` and added with ``ddibench board add --previews``, so every number on
+the board was recomputed from per-sample predictions by the same path a method author's submission
+takes. Nothing is typed in by hand.
+
+    python scripts/build_board.py [--runs-dir board-runs] [--bundles board-bundles] [--store board.duckdb]
+                                  [--only SYSTEM_OR_TASK ...] [--dry-run]
+
+Finished runs are kept: run it again and it resumes where it stopped (interrupted runs resume too).
+Set $DDIBENCH_MIRROR where GitHub is unreachable. Prints a table of runs, seconds and primary metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DDI_TASKS = ["drugbank_s0", "drugbank_s1", "drugbank_s2", "drugbank_s1_cluster", "drugbank_s2_cluster", "drugbank_s1_emergnn"]
+LLM_DDI_SYSTEMS = ["zero-shot", "naive-cbr", "kaping", "k-paths", "cbr-ddi"]
+QA_SYSTEMS = ["no-rag", "text-rag", "agentic-rag", "sql-agent", "drugrag"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    system: str
+    task: str
+    limit: int | None = None
+    options: tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}__{self.system}" + (f"__limit{self.limit}" if self.limit else "")
+
+
+def plan() -> list[Entry]:
+    entries = [Entry("mlp", task) for task in DDI_TASKS]  # full test splits: about 8 minutes each here
+    entries.append(Entry("emergnn", "drugbank_s1_emergnn"))  # full test split: about half an hour here (training included)
+    entries += [Entry(system, "drugbank_s2", limit=30) for system in LLM_DDI_SYSTEMS]
+    entries += [Entry(system, task, limit=10) for task in ("ddi_qa_s0", "medquad") for system in QA_SYSTEMS]
+    entries += [Entry("no-rag", task, limit=10) for task in ("ddi_qa_s1", "ddi_qa_s2")]
+    return entries
+
+
+def run(entry: Entry, runs_dir: Path, bundles: Path) -> dict:
+    run_dir = runs_dir / entry.name
+    bundle = bundles / f"{entry.name}.tar.gz"
+    log = runs_dir / f"{entry.name}.log"
+    seconds = None
+    if not bundle.exists():
+        cmd = [sys.executable, "-m", "ddibench", "run", "-s", entry.system, "-t", entry.task, "--run-dir", str(run_dir), *entry.options]
+        if entry.limit:
+            cmd += ["--limit", str(entry.limit)]
+        start = time.perf_counter()
+        with log.open("a", encoding="utf-8") as fh:
+            fh.write("$ " + " ".join(cmd[1:]) + "\n")
+            fh.flush()
+            code = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        seconds = time.perf_counter() - start
+        if code != 0:
+            return {"entry": entry.name, "error": f"ddibench run exited {code}; see {log}"}
+        subprocess.run([sys.executable, "-m", "ddibench", "submit", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
+    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    evaluation = results["evaluation"]
+    primary = evaluation["primary_metric"]
+    metric = evaluation["metrics"][primary]
+    return {
+        "entry": entry.name,
+        "system": entry.system,
+        "task": entry.task,
+        "n": evaluation["n"],
+        "limit": entry.limit,
+        "seconds_this_call": seconds,
+        "seconds_run": results.get("timing", {}).get("wall_s_total"),
+        "primary": primary,
+        "value": metric["value"],
+        "ci": [metric["ci_low"], metric["ci_high"]],
+        "bundle": str(bundle),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs-dir", type=Path, default=Path("board-runs"))
+    parser.add_argument("--bundles", type=Path, default=Path("board-bundles"))
+    parser.add_argument("--store", type=Path, default=Path("board.duckdb"))
+    parser.add_argument("--only", nargs="*", default=[], help="systems or tasks to include (default: the whole plan)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    args = parser.parse_args()
+
+    entries = [e for e in plan() if not args.only or e.system in args.only or e.task in args.only]
+    if args.dry_run:
+        for e in entries:
+            print(f"{e.system:12} {e.task:20} {'--limit ' + str(e.limit) if e.limit else 'full split'}")
+        return
+    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    args.bundles.mkdir(parents=True, exist_ok=True)
+    summary = []
+    for i, entry in enumerate(entries, 1):
+        print(f"[{i}/{len(entries)}] {entry.system} on {entry.task}{f' --limit {entry.limit}' if entry.limit else ''}", flush=True)
+        row = run(entry, args.runs_dir, args.bundles)
+        summary.append(row)
+        if "error" in row:
+            print(f"  failed: {row['error']}", flush=True)
+        else:
+            took = f"{row['seconds_this_call']:.0f} s" if row["seconds_this_call"] is not None else "done before"
+            print(f"  {row['primary']} {row['value']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] on n={row['n']} ({took})", flush=True)
+    (args.runs_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    bundles = [row["bundle"] for row in summary if "bundle" in row]
+    if bundles:
+        subprocess.run([sys.executable, "-m", "ddibench", "board", "add", "--previews", "--store", str(args.store), *bundles], check=False)
+    failed = [row["entry"] for row in summary if "error" in row]
+    print(f"{len(bundles)} runs on the board at {args.store}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
