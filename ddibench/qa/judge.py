@@ -84,6 +84,24 @@ def question_of(sample: Sample) -> tuple[str, str]:
     return question, str(target.get("answer", ""))
 
 
+async def _append_records(out: Path, jobs: list[Any], bar: Any, batch: int = 16) -> None:
+    """Await ``jobs`` (coroutines returning records) a batch at a time, appending each batch to ``out``
+    as JSON lines and flushing, so an interrupted scoring keeps what it finished."""
+    try:
+        with open(out, "a", encoding="utf-8") as fh:
+            for start in range(0, len(jobs), batch):
+                records = await asyncio.gather(*jobs[start : start + batch])
+                fh.writelines(json.dumps(record) + "\n" for record in records)
+                fh.flush()
+                if bar:
+                    bar.advance(len(records))
+    finally:
+        for job in jobs:
+            job.close()  # never-started coroutines of an interrupted scoring: no "never awaited" warnings
+        if bar:
+            bar.close()
+
+
 async def judge(
     pool: LLMPool, role: str, samples: Sequence[Sample], predictions: dict[str, Prediction], out: Path, progress: Any = None
 ) -> dict[str, Any]:
@@ -111,16 +129,7 @@ async def judge(
         record["overall"] = (correctness + clarity) / 2 if correctness and clarity else None
         return record
 
-    with open(out, "a", encoding="utf-8") as fh:
-        for start in range(0, len(todo), 16):
-            records = await asyncio.gather(*(grade(s) for s in todo[start : start + 16]))
-            for record in records:
-                fh.write(json.dumps(record) + "\n")
-            fh.flush()
-            if bar:
-                bar.advance(len(records))
-    if bar:
-        bar.close()
+    await _append_records(out, [grade(s) for s in todo], bar)
     return {"identity": pool.identity(role), "rubric_sha256": RUBRIC_SHA256, "combined": "overall = mean(correctness, clarity)"}
 
 
@@ -194,16 +203,7 @@ async def selfcheck_samples(
             texts.append(result.text)
         return {"sample_id": pred.sample_id, "samples": texts}
 
-    with open(out, "a", encoding="utf-8") as fh:
-        for start in range(0, len(todo), 16):
-            records = await asyncio.gather(*(sample(p) for p in todo[start : start + 16]))
-            for record in records:
-                fh.write(json.dumps(record) + "\n")
-            fh.flush()
-            if bar:
-                bar.advance(len(records))
-    if bar:
-        bar.close()
+    await _append_records(out, [sample(p) for p in todo], bar)
     return {"identity": pool.identity(role), "n": n, "temperature": 1.0, "seeds": [1000 + i for i in range(n)], "max_tokens": 256}
 
 
