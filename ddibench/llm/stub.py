@@ -48,6 +48,7 @@ class StubServer:
         self.request_times: list[float] = []
         self._server: asyncio.AbstractServer | None = None
         self._script = list(self.config.script)
+        self._connections: set[asyncio.Task[Any]] = set()
 
     @property
     def base_url(self) -> str:
@@ -60,9 +61,16 @@ class StubServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            for task in list(self._connections):  # idle keep-alive connections: end them while the loop runs
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
