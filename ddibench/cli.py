@@ -613,8 +613,7 @@ def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool) -> 
     rejected = 0
     for bundle in bundles:
         verdict = check(bundle)
-        only_limit = not verdict.accepted and verdict.reasons and all(r.startswith("no --limit") for r in verdict.reasons)
-        if verdict.accepted or (previews and only_limit):
+        if verdict.accepted or (previews and verdict.is_preview()):
             add_run(path, verdict)
             console.print(f"{bundle.name}: added ({verdict.tier}{', preview' if not verdict.accepted else ''})")
         else:

@@ -138,6 +138,14 @@ class Verdict:
     results: dict[str, Any] = field(default_factory=dict)
     predictions: dict[str, Prediction] = field(default_factory=dict)
 
+    def blocking(self) -> list[str]:
+        """The reasons other than --limit: a --limit run whose only reason is that one is a preview, its
+        metrics recomputed like any other's, shown on the board but never ranked best."""
+        return [r for r in self.reasons if not r.startswith("no --limit")]
+
+    def is_preview(self) -> bool:
+        return not self.accepted and bool(self.reasons) and not self.blocking()
+
     def check(self, name: str, ok: bool, detail: str) -> bool:
         self.checks.append((name, ok, detail))
         if not ok:
@@ -231,17 +239,22 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
         verdict.check("predictions", False, f"not valid prediction records ({str(exc).splitlines()[0]})")
         return verdict
     verdict.predictions = predictions
-    if verdict.reasons:
+    if verdict.blocking():
         return verdict
-    samples = task.load().split(task.eval_split)
+    samples = list(task.load().split(task.eval_split))
+    if run.get("limit") is not None:  # a preview: its metrics are still recomputed, on the subset --limit draws
+        from ddibench.runner.run import stratified_subset
+
+        samples = stratified_subset(samples, int(run["limit"]), int(run.get("seed", 0)))
     wanted = {s.id for s in samples}
     absent = len(wanted - set(predictions))
     extra = len(set(predictions) - wanted)
     verdict.check("every sample once", not absent and not extra and not duplicates,
                   f"{absent} missing, {extra} unknown, {duplicates} repeated of {len(wanted):,}")  # fmt: skip
     verdict.check("sample ids", run.get("sample_ids_sha256") == sha256_text("\n".join(s.id for s in samples)),
-                  "the run's samples are the task's evaluation split")  # fmt: skip
-    if verdict.reasons:
+                  "the run's samples are the task's evaluation split" if run.get("limit") is None
+                  else f"the run's samples are the {len(samples):,} that --limit {run['limit']} draws from the evaluation split")  # fmt: skip
+    if verdict.blocking():
         return verdict
     extras = {}
     for name, data in members.items():
@@ -271,7 +284,7 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
             f"recomputed {mine:.6f}, claimed {theirs if theirs is None else f'{theirs:.6f}'}",
         )
     verdict.accepted = not verdict.reasons
-    verdict.tier = "recomputed" if verdict.accepted else "self-reported"
+    verdict.tier = "self-reported" if verdict.blocking() else "recomputed"
     return verdict
 
 

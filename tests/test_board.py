@@ -159,9 +159,13 @@ def test_tampered_bundles_are_rejected_with_their_reason(
     assert any(reason in r for r in verdict.reasons), verdict.reasons
 
 
-def test_limit_runs_are_rejected(runs) -> None:
+def test_limit_runs_are_rejected(runs, tmp_path: Path) -> None:
     verdict = verify(runs["limited"][1])
     assert not verdict.accepted and any("--limit 20 was used" in r for r in verdict.reasons)
+    # still a preview whose numbers are recomputed on the 20 samples --limit draws, not taken on trust
+    assert verdict.is_preview() and verdict.tier == "recomputed" and verdict.recomputed["n"] == 20
+    bad = verify(_rewrite(runs["limited"][1], tmp_path / "bad.tar.gz", _edit_first_prediction, True))
+    assert not bad.is_preview() and bad.tier == "self-reported" and any("metric macro_f1: recomputed" in r for r in bad.reasons)
 
 
 def test_seed_count_is_checked(runs, monkeypatch: pytest.MonkeyPatch) -> None:
