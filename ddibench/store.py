@@ -157,7 +157,8 @@ def update_ties(conn: Any, task_name: str, added: str | None = None, previous_be
     from ddibench.metrics.paired import paired_difference
     from ddibench.registry import get_task
 
-    # the best run is the best submittable one (previews made with --limit are compared, never best)
+    # the best run is the best submittable one; previews made with --limit are compared with it and never
+    # best while a full run exists (a task with previews only is compared against its best preview)
     runs = conn.execute(
         "SELECT run_id, primary_metric, primary_value FROM runs WHERE task = ? ORDER BY submittable DESC, primary_value DESC, run_id",
         [task_name],

@@ -74,7 +74,8 @@ def provenance(summary: pd.Series, detail: dict) -> None:
     task, system = manifest["task"], manifest["system"]
     st.markdown(f"**Trust tier:** {detail['tier']}")
     if summary["best"]:
-        st.markdown("**Against the task's best:** this is the best run (★)")
+        star = "★" if summary["submittable"] else "☆, a preview: the task has no full run yet"
+        st.markdown(f"**Against the task's best:** this is the best run ({star})")
     elif summary["diff"] is not None and summary["diff"] == summary["diff"]:
         verdict = "tied (≈)" if summary["tied"] else "significantly worse"
         st.markdown(
@@ -148,7 +149,8 @@ all_runs = load_runs(str(STORE), STORE.stat().st_mtime)
 st.title("ddibench leaderboard")
 st.caption(
     f"{len(all_runs):,} runs. Cells: primary metric [95% CI, clustered by drug or source document]; "
-    "★ best in the task; ≈ not significantly different from the best (paired bootstrap on shared samples)."
+    "★ best in the task; ☆ best preview of a task without full runs; ≈ not significantly different from the best "
+    "(paired bootstrap on shared samples)."
 )
 with st.sidebar:
     st.header("Filters")

@@ -33,7 +33,8 @@ def fmt(metric: str, value: float | None) -> str:
 
 
 def cell(row: pd.Series) -> str:
-    mark = " ★" if row["best"] else (" ≈" if row["tied"] else "")
+    best = " ★" if row.get("submittable", True) else " ☆"  # ☆: the best of a task that has only --limit previews
+    mark = best if row["best"] else (" ≈" if row["tied"] else "")
     return f"{fmt(row['primary_metric'], row['primary_value'])} [{fmt(row['primary_metric'], row['ci_low'])}, {fmt(row['primary_metric'], row['ci_high'])}]{mark}"
 
 

@@ -390,3 +390,14 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
             driver.quit()
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_best_of_a_preview_only_task_is_marked_apart() -> None:
+    import pandas as pd
+
+    from ddibench.leaderboard.data import cell
+
+    row = {"primary_metric": "macro_f1", "primary_value": 0.3, "ci_low": 0.2, "ci_high": 0.4, "best": True, "tied": True}
+    assert cell(pd.Series({**row, "submittable": True})) == "30.0 [20.0, 40.0] ★"
+    assert cell(pd.Series({**row, "submittable": False})) == "30.0 [20.0, 40.0] ☆"
+    assert cell(pd.Series({**row, "best": False, "submittable": False})).endswith("≈")
