@@ -212,3 +212,21 @@ def test_graph_holds_training_pairs_only(drugrag) -> None:
     _, rows = system.graph.query("MATCH (a:Drug)-[:INTERACTS_WITH]->(b:Drug) RETURN a.drugbank_id, b.drugbank_id", max_rows=10_000_000)
     assert len(rows) == system.ingestion["interaction_edges"]
     assert not {tuple(r) for r in rows} & held_out
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Here it is:\n```cypher\nMATCH (a:Drug) RETURN a.name;\n```",
+        "Here it is:\n```cypress\nMATCH (a:Drug) RETURN a.name\n```",
+        "```\nMATCH (a:Drug) RETURN a.name\n```",
+        "```MATCH (a:Drug) RETURN a.name```",
+        "MATCH (a:Drug) RETURN a.name;",
+    ],
+)
+def test_queries_are_taken_out_of_any_code_fence(answer: str) -> None:
+    from ddibench.systems.drugrag.guard import extract_cypher
+    from ddibench.systems.sql_agent.guard import extract_sql
+
+    assert extract_cypher(answer) == "MATCH (a:Drug) RETURN a.name"
+    assert extract_sql(answer.replace("MATCH (a:Drug) RETURN a.name", "SELECT 1").replace("cypher", "sqlite")) == "SELECT 1"

@@ -31,8 +31,11 @@ class CheckedCypher:
     original: str
 
 
+_FENCE = re.compile(r"```(?:[\w+-]*[ \t]*\n)?(.*?)```", re.DOTALL)  # any info string: small models write ```cypress
+
+
 def extract_cypher(text: str) -> str:
-    fenced = re.search(r"```(?:cypher)?\s*(.*?)```", text, re.DOTALL | re.IGNORECASE)
+    fenced = _FENCE.search(text)
     return (fenced.group(1) if fenced else text).strip().rstrip(";").strip()
 
 

@@ -41,9 +41,12 @@ class CheckedSQL:
     limited: bool  # a LIMIT was added or lowered
 
 
+_FENCE = re.compile(r"```(?:[\w+-]*[ \t]*\n)?(.*?)```", re.DOTALL)  # any info string (```sql, ```sqlite, ```postgresql)
+
+
 def extract_sql(text: str) -> str:
     """The SQL inside an LLM answer (a fenced block when there is one)."""
-    fenced = re.search(r"```(?:sql)?\s*(.*?)```", text, re.DOTALL | re.IGNORECASE)
+    fenced = _FENCE.search(text)
     body = fenced.group(1) if fenced else text
     return body.strip().rstrip(";").strip()
 
