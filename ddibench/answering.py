@@ -26,6 +26,16 @@ ANSWER_WITH_CONTEXT = """Information:
 Question: {question}"""
 
 
+def training_interactions(view: TrainingView) -> tuple[Sequence[Sample], Any]:
+    """The interaction pairs a knowledge base may hold, with their label space: the task's training
+    split, or DrugBank S0's for tasks without drug pairs of their own (``medquad``)."""
+    if view.task.family != "medical_qa":
+        return view.train, view.task.label_space
+    from ddibench.tasks.drugbank import TASKS, load_labels
+
+    return TASKS["drugbank_s0"].load().split("train"), load_labels()
+
+
 class AnswerConfig(SystemConfig):
     temperature: float = 0.3
     max_tokens: int = 160

@@ -19,11 +19,8 @@ RUN_COLUMNS = (
 
 
 def runs(path: Path) -> pd.DataFrame:
-    conn = connect(path, read_only=True)
-    try:
+    with connect(path, read_only=True) as conn:
         return conn.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY task, primary_value DESC").df()
-    finally:
-        conn.close()
 
 
 def fmt(metric: str, value: float | None) -> str:
@@ -79,13 +76,8 @@ def cells(frame: pd.DataFrame, by: tuple[str, ...] = ("task", "system", "model")
 
 
 def run_detail(path: Path, run_id: str) -> dict[str, Any]:
-    conn = connect(path, read_only=True)
-    try:
-        row = conn.execute(
-            "SELECT metrics, manifest, reasons, tier FROM runs WHERE run_id = ?", [run_id]
-        ).fetchone()
-    finally:
-        conn.close()
+    with connect(path, read_only=True) as conn:
+        row = conn.execute("SELECT metrics, manifest, reasons, tier FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if row is None:
         return {}
     return {
@@ -97,26 +89,20 @@ def run_detail(path: Path, run_id: str) -> dict[str, Any]:
 
 
 def samples(path: Path, run_id: str, wrong_only: bool = False, limit: int = 500) -> pd.DataFrame:
-    conn = connect(path, read_only=True)
-    try:
-        where = "AND score IS NOT NULL AND score < 1" if wrong_only else ""
+    where = "AND score IS NOT NULL AND score < 1" if wrong_only else ""
+    with connect(path, read_only=True) as conn:
         return conn.execute(
             f"SELECT sample_id, gold, prediction, score, valid FROM samples WHERE run_id = ? {where} ORDER BY sample_id LIMIT ?",
             [run_id, limit],
         ).df()
-    finally:
-        conn.close()
 
 
 def sample(path: Path, run_id: str, sample_id: str) -> dict[str, Any]:
-    conn = connect(path, read_only=True)
-    try:
+    with connect(path, read_only=True) as conn:
         row = conn.execute(
             "SELECT input, gold, prediction, score, valid, trace FROM samples WHERE run_id = ? AND sample_id = ?",
             [run_id, sample_id],
         ).fetchone()
-    finally:
-        conn.close()
     if row is None:
         return {}
     return {

@@ -31,8 +31,13 @@ def load_hetionet(full_edges: Path | None = None) -> Hetionet:
     return Hetionet.load(path)
 
 
+def load_kg(space: str = "drugbank", full_edges: str | Path | None = None) -> KnowledgeGraph:
+    """The KG in an id space; ``full_edges`` as a system's ``kg_edges`` option gives it (``~`` expanded)."""
+    return _load_kg(space, Path(full_edges).expanduser() if full_edges else None)
+
+
 @cache
-def load_kg(space: str = "drugbank", full_edges: Path | None = None) -> KnowledgeGraph:
+def _load_kg(space: str, full_edges: Path | None) -> KnowledgeGraph:
     drug_names = None
     if space == "drugbank":
         from ddibench.tasks.drugbank import load_catalog
@@ -41,7 +46,7 @@ def load_kg(space: str = "drugbank", full_edges: Path | None = None) -> Knowledg
     return map_to_space(load_hetionet(full_edges), get_space(space), drug_names)
 
 
-def interaction_graph(samples: Sequence[Any], label_templates: Sequence[str], full_edges: Path | None = None) -> KnowledgeGraph:
+def interaction_graph(samples: Sequence[Any], label_templates: Sequence[str], full_edges: str | Path | None = None) -> KnowledgeGraph:
     """The DrugBank KG plus the interactions of ``samples`` (pass the training split only, so no
     retrieval index holds a validation or test pair), verbalised with the label templates."""
     triples = [(s.input.head.node_id, s.input.tail.node_id, int(s.target)) for s in samples]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ddibench.answering import AnswerConfig, AnswerSystem
+from ddibench.answering import AnswerConfig, AnswerSystem, training_interactions
 from ddibench.schema import Question
 from ddibench.system import RunContext, TrainingView, llm_trace
 from ddibench.systems.drugrag.graph import LABELS, RELATIONS, SCHEMA_TEXT, LadybugGraph, Neo4jGraph, extract
@@ -47,10 +47,8 @@ class DrugRAGSystem(AnswerSystem):
 
     async def prepare_knowledge(self, view: TrainingView, ctx: RunContext) -> None:
         from ddibench.systems.drugrag.ner import dictionary
-        from ddibench.systems.sql_agent import _drugbank_labels, _drugbank_train
 
-        train = view.train if view.task.family != "medical_qa" else _drugbank_train()
-        labels = view.task.label_space if len(view.task.label_space) else _drugbank_labels()
+        train, labels = training_interactions(view)
         self.ner = dictionary()
         key = {"graph": "drugrag", "recipe": 1, "data_sha256": view.task.data_sha256, "task": view.task.name}
         if self.config.neo4j_uri:

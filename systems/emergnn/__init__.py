@@ -124,8 +124,7 @@ class EmerGNNSystem(BaseSystem):
 
         torch.set_num_threads(self.config.threads or os.cpu_count() or 1)
         cfg = self.resolved(view.task.setting)
-        full = Path(self.config.kg_edges).expanduser() if self.config.kg_edges else None
-        kg = load_kg("drugbank", full)
+        kg = load_kg("drugbank", self.config.kg_edges)
         self._kg = kg.with_interactions((), templates=[lb.template for lb in view.task.label_space])
         train = _triples(view.train)
         valid = _triples(view.valid)

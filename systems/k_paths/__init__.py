@@ -9,7 +9,6 @@ interaction between the two drugs themselves — it would state the pair's own l
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ddibench.label_choice import LabelChoiceConfig, LabelChoiceSystem
@@ -36,8 +35,7 @@ class KPathsSystem(LabelChoiceSystem):
     async def prepare_context(self, view: TrainingView, ctx: RunContext) -> None:
         from ddibench.kg import interaction_graph
 
-        kg_edges = Path(self.config.kg_edges).expanduser() if self.config.kg_edges else None
-        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], kg_edges)
+        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges)
 
     def paths(self, head: int, tail: int) -> tuple[list[str], dict[str, Any]]:
         from ddibench.kg import touches_pair

@@ -8,7 +8,6 @@ interaction between the two drugs themselves would state the answer and is never
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,7 @@ class KAPINGSystem(LabelChoiceSystem):
         from ddibench.embeddings import shared_encoder
         from ddibench.kg import interaction_graph
 
-        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], _path(self.config.kg_edges))
+        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges)
         self._encoder = shared_encoder(self.config.encoder)
 
     def facts(self, head: int, tail: int, question: str) -> tuple[list[str], list[float]]:
@@ -57,7 +56,3 @@ class KAPINGSystem(LabelChoiceSystem):
         if not facts:
             self.count("no_facts")
         return facts, {"facts": facts, "similarities": [round(s, 4) for s in sims]}
-
-
-def _path(value: str | None) -> Path | None:
-    return Path(value).expanduser() if value else None

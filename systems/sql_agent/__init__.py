@@ -26,7 +26,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from ddibench.answering import AnswerConfig, AnswerSystem
+from ddibench.answering import AnswerConfig, AnswerSystem, training_interactions
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Question
@@ -87,8 +87,7 @@ class SQLAgentSystem(AnswerSystem):
         cfg = self.config
         if cfg.backend not in ("sqlite", "postgres"):
             raise ConfigError(f"sql-agent backend '{cfg.backend}' is not sqlite or postgres")
-        train = view.train if view.task.family != "medical_qa" else _drugbank_train()
-        labels = view.task.label_space if len(view.task.label_space) else _drugbank_labels()
+        train, labels = training_interactions(view)
         key = {"table": "ddi", "recipe": 1, "data_sha256": view.task.data_sha256, "task": view.task.name}
         if cfg.backend == "sqlite":
             path, _ = ctx.artifacts.get_or_build(
@@ -198,15 +197,3 @@ def serpapi_search(query: str, k: int) -> list[str]:
     with urllib.request.urlopen(url, timeout=20) as resp:  # noqa: S310 - fixed https endpoint
         payload = json.loads(resp.read())
     return [f"{r.get('title', '')}: {r.get('snippet', '')}" for r in payload.get("organic_results", [])[:k]]
-
-
-def _drugbank_train() -> tuple[Any, ...]:
-    from ddibench.tasks.drugbank import TASKS
-
-    return TASKS["drugbank_s0"].load().split("train")
-
-
-def _drugbank_labels() -> Any:
-    from ddibench.tasks.drugbank import load_labels
-
-    return load_labels()

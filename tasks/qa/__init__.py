@@ -25,6 +25,7 @@ from xml.etree import ElementTree
 
 from ddibench.data import SourceFile, all_datasets, fetch, source
 from ddibench.data.xlsx import read_first_sheet
+from ddibench.embeddings import DEFAULT_ENCODER
 from ddibench.errors import DataError
 from ddibench.schema import LabelSpace, Question, Sample, sample_id
 from ddibench.task import Check, Evaluator, Task, TaskData
@@ -76,9 +77,7 @@ class DDIQATask(Task):
         return self.base.deviations
 
     def evaluator(self) -> Evaluator:
-        from ddibench.evaluation import QAEvaluator
-
-        return QAEvaluator(self.label_space)
+        return self._evaluator_with_encoder(DEFAULT_ENCODER)
 
     def _evaluator_with_encoder(self, encoder: str) -> Evaluator:
         from ddibench.evaluation import QAEvaluator
@@ -163,9 +162,7 @@ class MedQuADTask(Task):
         return ("MedQuAD folders 10-12 have no answers upstream (copyright) and are not used",)
 
     def evaluator(self) -> Evaluator:
-        from ddibench.evaluation import QAEvaluator
-
-        return QAEvaluator(None)
+        return self._evaluator_with_encoder(DEFAULT_ENCODER)
 
     def _evaluator_with_encoder(self, encoder: str) -> Evaluator:
         from ddibench.evaluation import QAEvaluator
