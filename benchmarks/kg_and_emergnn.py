@@ -41,8 +41,7 @@ def main() -> None:
 
     import os
 
-    from ddibench.kg.graph import get_space, map_to_space
-    from ddibench.kg.hetionet import build_hetionet
+    from ddibench.kg import build_hetionet, get_space, map_to_space
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DDIBENCH_CACHE"] = tmp  # a cold cache for the build timings
@@ -53,14 +52,14 @@ def main() -> None:
         t2 = time.perf_counter()
         hetionet.save(Path(tmp))
         t3 = time.perf_counter()
-        from ddibench.kg.hetionet import Hetionet
+        from ddibench.kg import Hetionet
 
         map_to_space(Hetionet.load(Path(tmp)), get_space("drugbank"))
         t4 = time.perf_counter()
     print(f"KG build from sources: {t1 - t0:.1f} s ({hetionet.n_edges():,} edges, {len(hetionet.node_ids):,} nodes); "
           f"id-space mapping {t2 - t1:.2f} s; cached load + mapping {t4 - t3:.2f} s")  # fmt: skip
 
-    from ddibench.kg.paths import shortest_path, yen_paths
+    from ddibench.kg import shortest_path, yen_paths
     from ddibench.registry import get_task
     from ddibench.systems.emergnn import _pseudo_emerging, _triples
 

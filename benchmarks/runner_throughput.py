@@ -49,13 +49,11 @@ def start_stub() -> tuple[subprocess.Popen[bytes], str]:
 
 async def one_pass(samples, base_url: str, concurrency: int, cache_dir: Path, run_dir: Path) -> tuple[float, float]:
     from ddibench.artifacts import ArtifactStore
-    from ddibench.llm.cache import ResponseCache
-    from ddibench.llm.client import LLMPool
-    from ddibench.llm.spec import ModelSpec
+    from ddibench.llm import LLMPool, ModelSpec, ResponseCache
     from ddibench.profiles import get_profile
     from ddibench.registry import get_task
+    from ddibench.runner.execute import predict_samples
     from ddibench.runner.journal import Journal
-    from ddibench.runner.run import predict_samples
     from ddibench.system import RunContext, TrainingView
     from ddibench.systems.zero_shot import ZeroShotSystem
 

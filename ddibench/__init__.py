@@ -1,14 +1,24 @@
 """ddibench: an evaluation benchmark suite for LLM-based systems on drug-interaction tasks.
 
-The public API a method author needs is re-exported here; everything else is internal. Heavy
-libraries (torch, rdkit, llama.cpp, openai) are imported only where they are used.
+The shapes and base classes a method author needs are re-exported here. The rest of the public API
+lives in these modules (what the reference systems import, and all they import):
+
+* ``ddibench.llm`` — model access (``ctx.model(role)`` returns an ``LLMClient``), ``ChatResult``;
+* ``ddibench.kg`` — the shared knowledge graph, path search;
+* ``ddibench.chem`` — molecular fingerprints; ``ddibench.embeddings`` — sentence encoders;
+* ``ddibench.label_choice`` / ``ddibench.answering`` — building blocks of label-choosing and free-text systems;
+* ``ddibench.corpus``, ``ddibench.data`` — retrieval corpora and pinned source data;
+* ``ddibench.evaluation`` — evaluators, for task families.
+
+Modules whose name starts with ``_`` are private. Heavy libraries (torch, rdkit, llama.cpp, openai)
+are imported only where they are used.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ddibench._version import __version__
 
 _EXPORTS = {
     "BaseSystem": "ddibench.system",
@@ -21,6 +31,8 @@ _EXPORTS = {
     "DrugPair": "ddibench.schema",
     "Label": "ddibench.schema",
     "LabelSpace": "ddibench.schema",
+    "Molecule": "ddibench.schema",
+    "Question": "ddibench.schema",
     "Prediction": "ddibench.schema",
     "Sample": "ddibench.schema",
     "Task": "ddibench.task",
@@ -36,7 +48,9 @@ __all__ = [
     "DrugPair",
     "Label",
     "LabelSpace",
+    "Molecule",
     "Prediction",
+    "Question",
     "RunContext",
     "Sample",
     "System",
@@ -49,7 +63,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ddibench.errors import DdibenchError
-    from ddibench.schema import Drug, DrugPair, Label, LabelSpace, Prediction, Sample
+    from ddibench.schema import Drug, DrugPair, Label, LabelSpace, Molecule, Prediction, Question, Sample
     from ddibench.system import BaseSystem, RunContext, System, SystemConfig, TrainingView, llm_trace
     from ddibench.task import Task, TaskData
 

@@ -13,7 +13,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from ddibench.schema import DrugPair, Prediction, Question, Sample
+from ddibench.schema import DrugPair, Prediction, Question, Sample, interaction_question
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
 
 ANSWER_SYSTEM = (
@@ -27,13 +27,15 @@ Question: {question}"""
 
 
 def training_interactions(view: TrainingView) -> tuple[Sequence[Sample], Any]:
-    """The interaction pairs a knowledge base may hold, with their label space: the task's training
-    split, or DrugBank S0's for tasks without drug pairs of their own (``medquad``)."""
-    if view.task.family != "medical_qa":
-        return view.train, view.task.label_space
-    from ddibench.tasks.drugbank import TASKS, load_labels
+    """The interaction pairs a knowledge base may hold, with their label space: the task's
+    ``interactions`` resource (its training split, or DrugBank S0's for tasks without drug pairs of
+    their own, such as ``medquad``)."""
+    if "interactions" not in view.resources:
+        from ddibench.errors import ConfigError
 
-    return TASKS["drugbank_s0"].load().split("train"), load_labels()
+        raise ConfigError(f"task {view.task.name} offers no interactions a knowledge base could hold", "run this system on a DDI or QA task")
+    samples, labels = view.resources["interactions"]
+    return samples, labels
 
 
 class AnswerConfig(SystemConfig):
@@ -45,7 +47,7 @@ class AnswerConfig(SystemConfig):
 class AnswerSystem(BaseSystem):
     Config = AnswerConfig
     families = ("ddi_qa", "medical_qa", "drugbank_ddi")
-    llm_roles: tuple[str, ...] = ("generator",)
+    llm_roles = ("generator",)
     batch_size = 1
     max_concurrency = 4
     config: AnswerConfig
@@ -64,7 +66,7 @@ class AnswerSystem(BaseSystem):
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         if view.task.family == "drugbank_ddi":
             from ddibench.embeddings import shared_encoder
-            from ddibench.qa.scoring import LabelRecovery
+            from ddibench.evaluation.text_scorers import LabelRecovery
 
             self._recovery = LabelRecovery(view.task.label_space, shared_encoder(self.config.encoder))
         await self.prepare_knowledge(view, ctx)
@@ -84,15 +86,15 @@ class AnswerSystem(BaseSystem):
         return " ".join(result.text.split()), llm_trace(role, messages, result)
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
-        from ddibench.tasks.qa import PARAPHRASES
-
         out = []
         for sample in samples:
             if isinstance(sample.input, DrugPair):
                 pair = sample.input
-                question = Question(PARAPHRASES[0].format(a=pair.head.name, b=pair.tail.name), pair=pair, qtype="interaction")
-            else:
+                question = Question(interaction_question(pair.head.name, pair.tail.name, variant=0), pair=pair, qtype="interaction")
+            elif isinstance(sample.input, Question):
                 question = sample.input
+            else:
+                raise TypeError(f"{self.name} answers questions and drug pairs, not {type(sample.input).__name__}")
             text, trace = await self.answer(question, ctx)
             if not text.strip():
                 self.count("empty_answers")

@@ -13,7 +13,7 @@ def morgan_matrix(smiles: Sequence[str], radius: int = 2, n_bits: int = 1024) ->
     from rdkit import Chem, RDLogger
     from rdkit.Chem import rdFingerprintGenerator
 
-    RDLogger.DisableLog("rdApp.*")
+    RDLogger.DisableLog("rdApp.*")  # type: ignore[attr-defined]
     generator = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=n_bits)
     out = np.zeros((len(smiles), n_bits), dtype=np.uint8)
     failed = []

@@ -66,7 +66,7 @@ def drug_monographs(words: int = 90) -> tuple[Chunk, ...]:
 
 @cache
 def medquad_chunks(words: int = 120) -> tuple[Chunk, ...]:
-    from ddibench.tasks.qa import medquad_documents
+    from ddibench.data.medquad import medquad_documents
 
     out = []
     for row in medquad_documents("medquad-corpus"):

@@ -47,7 +47,7 @@ class TextEncoder:
 
     @property
     def identity(self) -> dict[str, str]:
-        from ddibench.llm.embedded import weights_sha256
+        from ddibench.llm import weights_sha256
 
         weights = next((p for p in (self.path / "model.safetensors", self.path / "pytorch_model.bin") if p.exists()), None)
         return {"encoder": self.spec, "weights_sha256": weights_sha256(weights) if weights else "unknown"}

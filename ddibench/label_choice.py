@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ddibench.hashing import sha256_text
-from ddibench.llm.client import ChatResult
+from ddibench.llm import ChatResult
 from ddibench.parsing import parse_choice
 from ddibench.schema import Drug, DrugPair, LabelSpace, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
@@ -142,6 +142,7 @@ class LabelChoiceSystem(BaseSystem):
         schema = label_schema(len(self.options)) if self.config.constrained else None
         for sample in samples:
             lines, context_trace = await self.context(sample, ctx)
+            assert isinstance(sample.input, DrugPair)
             messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": self.question(sample.input, lines)}]
             result = await ctx.model("generator").chat(
                 messages, temperature=self.config.temperature, max_tokens=self.config.max_tokens, json_schema=schema, seed=ctx.seed

@@ -44,6 +44,11 @@ def _tasks() -> dict[str, Task]:
     return out
 
 
+def load_task_families() -> None:
+    """Import every registered task family (so the evaluators they bring are known)."""
+    _tasks()
+
+
 def task_names() -> list[str]:
     return sorted(_tasks())
 

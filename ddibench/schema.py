@@ -1,16 +1,18 @@
 """The data shapes every task, system and run shares.
 
-* :class:`Sample` — immutable; a stable content-hash id, an input (here a :class:`DrugPair`), a target,
-  and cluster keys (the drug ids, for clustered statistics).
+* :class:`Sample` — immutable; a stable content-hash id, an input (a :class:`DrugPair`, a :class:`Molecule`
+  or a :class:`Question`), a target, and cluster keys (drug ids or scaffolds, for clustered statistics).
 * :class:`LabelSpace` — the ids, names and templates of a classification task's labels.
-* :class:`Prediction` — what a system returns for one sample: a label (or ranked labels, or text),
-  whether its output could be parsed, and a trace of how it got there. Predictions are journalled as
-  JSON, so their schema is versioned (:data:`PREDICTION_SCHEMA_VERSION`).
+* :class:`Prediction` — what a system returns for one sample: a label, class scores, ranked labels or
+  text, whether its output could be parsed, and a trace of how it got there. Predictions are journalled
+  as JSON, so their schema is versioned (:data:`PREDICTION_SCHEMA_VERSION`; journals of every earlier
+  version still read, see :data:`READABLE_PREDICTION_VERSIONS`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -20,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ddibench.hashing import sha256_text, stable_json
 
-PREDICTION_SCHEMA_VERSION = 1
+PREDICTION_SCHEMA_VERSION = 2  # 2 added ``scores``; a version-1 record is a valid version-2 record
+READABLE_PREDICTION_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,39 @@ class DrugPair:
 
 
 @dataclass(frozen=True, slots=True)
+class Molecule:
+    """One molecule: its SMILES, and its InChIKey, name and source id when known."""
+
+    smiles: str
+    inchikey: str = ""
+    name: str = ""
+    id: str = ""  # the molecule's id in its source (e.g. a Drug Repurposing Hub broad id), when it has one
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# Ways of asking about the interaction of two drugs ({a}, {b}: their names); the DDI QA tasks choose one
+# by a hash of the pair, and free-text systems asked to classify a pair use the first.
+PARAPHRASES = (
+    "What happens if {a} is taken with {b}?",
+    "Is it safe to combine {a} and {b}?",
+    "Are there any interactions between {a} and {b}?",
+    "What should I know before taking {a} together with {b}?",
+    "Can {a} be used with {b}? What is the interaction?",
+    "How does {a} interact with {b}?",
+)
+
+
+def interaction_question(a: str, b: str, variant: int | None = None) -> str:
+    """A question about the interaction of drugs ``a`` and ``b``: paraphrase ``variant``, or one chosen by
+    a hash of the two names (the same pair always gets the same wording)."""
+    if variant is None:
+        variant = int(hashlib.sha256(f"{a}|{b}".encode()).hexdigest()[:8], 16) % len(PARAPHRASES)
+    return PARAPHRASES[variant].format(a=a, b=b)
+
+
+@dataclass(frozen=True, slots=True)
 class Question:
     """A free-text question; ``pair`` names the drugs when it asks about an interaction."""
 
@@ -67,8 +103,9 @@ class Question:
         }
 
 
-SampleInput = DrugPair | Question
-# a label id, label ids, or, for questions, {"answer": reference text, "label": interaction type or None}
+SampleInput = DrugPair | Molecule | Question
+# a label id, label ids, or a mapping (a question's {"answer": reference text, "label": type or None},
+# a molecule's label columns)
 Target = int | tuple[int, ...] | str | Mapping[str, Any] | None
 
 
@@ -134,16 +171,19 @@ class LabelSpace:
 class Prediction(BaseModel):
     """One system output for one sample.
 
-    ``valid`` is False when the system's raw output could not be turned into the expected format (for
-    example an LLM answer that names no interaction type); such predictions are scored as wrong and
-    counted separately. ``trace`` holds whatever lets a reviewer see why the system answered as it did
-    (prompts, raw answers, retrieved context, scores).
+    What a task's evaluator reads depends on the kind of answer: ``label`` (one label id), ``scores``
+    (label id as a string -> probability or score, for AUROC), ``ranked`` (label ids, best first, for
+    top-k metrics) or ``text`` (free text). ``valid`` is False when the system's raw output could not be
+    turned into the expected format (for example an LLM answer that names no interaction type); such
+    predictions are scored as wrong and counted separately. ``trace`` holds whatever lets a reviewer see
+    why the system answered as it did (prompts, raw answers, retrieved context, scores).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     sample_id: str
     label: int | None = None
+    scores: dict[str, float] | None = None
     ranked: list[int] | None = None
     text: str | None = None
     rationale: str | None = None

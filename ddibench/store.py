@@ -1,25 +1,29 @@
 """The leaderboard's results store (DuckDB): verified runs, their per-sample detail, precomputed ties.
 
 * ``runs`` — one row per run: task, system, model, profile, trust tier, the primary metric with its
-  interval, every metric (JSON), cost per item (calls, tokens, and US dollars where a price is
-  configured), the tie verdict against the task's best run, and the manifest (JSON).
-* ``samples`` — per-sample input, gold, prediction, score and trace, read only for a drill-down.
+  interval, its unit and direction, every metric and its declaration (JSON), the scoring variant,
+  cost per item (calls, tokens, and US dollars where a price is configured), the tie verdict against
+  the best run of its task and variant, and the manifest (JSON).
+* ``samples`` — per-sample input, gold, prediction, score, trace and the evaluator's *unit* record
+  (what the paired comparison resamples), read only for a drill-down or a tie computation.
 
-Ties are recomputed for a task whenever one of its runs is added: each run is compared with the
-task's best run on their shared samples with a paired cluster bootstrap (:mod:`ddibench.metrics.paired`).
-The board reads the small ``runs`` table at start-up and touches ``samples`` only on demand.
+Ties are recomputed for a task whenever one of its runs is added: each run is compared with the best
+run of the same task and scoring variant on their shared samples, with the evaluator's own paired
+cluster bootstrap (:meth:`ddibench.evaluation.BaseEvaluator.paired`). Runs scored differently (another
+probe, another encoder) sit in their own variant and are never ranked against each other. The board
+reads the small ``runs`` table at start-up and touches ``samples`` only on demand.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ddibench.errors import ConfigError
+from ddibench.schema import DrugPair, LabelSpace, Prediction, Sample
 
 DEFAULT_STORE = "board.duckdb"
 SCHEMA = [
@@ -34,7 +38,14 @@ SCHEMA = [
         run_id VARCHAR, sample_id VARCHAR, input VARCHAR, gold VARCHAR, prediction VARCHAR,
         score DOUBLE, label INTEGER, gold_label INTEGER, valid BOOLEAN, trace VARCHAR)""",
     "CREATE INDEX IF NOT EXISTS samples_run ON samples (run_id)",
+    # added with the evaluators' metric declarations (stores written before them read on: see _legacy_units)
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS primary_unit VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS higher_is_better BOOLEAN",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS metric_specs VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS scoring_variant VARCHAR DEFAULT ''",
+    "ALTER TABLE samples ADD COLUMN IF NOT EXISTS units VARCHAR",
 ]
+_LEGACY_FRACTIONS = {"accuracy", "macro_f1", "kappa", "label_recovery"}
 
 
 def store_path(value: str | Path | None = None) -> Path:
@@ -52,6 +63,11 @@ def connect(path: Path, read_only: bool = False) -> Any:
     if not read_only:
         for statement in SCHEMA:
             conn.execute(statement)
+        conn.execute(
+            "UPDATE runs SET primary_unit = CASE WHEN primary_metric IN ? THEN 'fraction' ELSE 'score' END,"
+            " higher_is_better = primary_metric <> 'selfcheck' WHERE primary_unit IS NULL",
+            [sorted(_LEGACY_FRACTIONS)],
+        )
     return conn
 
 
@@ -61,145 +77,162 @@ def load_prices() -> dict[str, dict[str, float]]:
     return json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
 
 
+def scoring_variant(settings: dict[str, Any]) -> str:
+    """The board groups runs by how they were scored: '' for the task's default scorers."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()) if k not in ("judge", "selfcheck", "second_judge"))
+
+
 def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None = None) -> str:
     """Store a run from a :class:`ddibench.submission.Verdict` (its tier decides which metrics are shown)."""
     from ddibench.registry import get_task
 
     run, results = verdict.run, verdict.results
-    task = get_task(run["task"]["name"])
-    evaluation = verdict.recomputed or results["evaluation"]
-    primary = evaluation["primary_metric"]
-    manifest = results.get("manifest", {})
-    models = manifest.get("models", {})
-    model = models.get("generator", {}).get("spec") or (
-        "—" if not models else next(iter(models.values()))["spec"]
-    )
-    cost = results.get("cost", {})
-    per_item = cost.get("per_item", {})
-    calls = sum(v.get("calls", 0) for v in per_item.values())
-    tokens = sum(v.get("prompt_tokens", 0) + v.get("completion_tokens", 0) for v in per_item.values())
+    task = get_task(run.task.name)
+    evaluator = verdict.evaluator or task.evaluator()
+    evaluation = verdict.evaluation
+    primary = evaluation.primary_metric
+    spec = evaluation.spec(primary)
+    manifest = results.manifest
+    cost = results.cost
     usd = None
     prices = prices if prices is not None else load_prices()
-    if per_item and all(models.get(role, {}).get("spec") in prices for role in per_item):
+    models = manifest.models
+    if cost.per_item and all(role in models and models[role].spec in prices for role in cost.per_item):
         usd = sum(
-            v.get("prompt_tokens", 0) / 1000 * prices[models[role]["spec"]]["prompt"]
-            + v.get("completion_tokens", 0) / 1000 * prices[models[role]["spec"]]["completion"]
-            for role, v in per_item.items()
+            v.prompt_tokens / 1000 * prices[models[role].spec]["prompt"] + v.completion_tokens / 1000 * prices[models[role].spec]["completion"]
+            for role, v in cost.per_item.items()
         )
-    metric = evaluation["metrics"][primary]
+    metric = evaluation.metrics[primary]
+    samples = {s.id: s for s in task.load().split(run.split)}
+    shared = [samples[sid] for sid in verdict.predictions if sid in samples]
+    units = evaluator.units(shared, verdict.predictions, evaluation) if shared else []
     conn = connect(path)
     try:
-        previous = conn.execute("SELECT run_id FROM runs WHERE task = ? AND best", [task.name]).fetchone()
+        variant = scoring_variant(evaluator.settings())
+        previous = conn.execute("SELECT run_id FROM runs WHERE task = ? AND scoring_variant = ? AND best", [task.name, variant]).fetchone()
         conn.execute("BEGIN")
-        conn.execute("DELETE FROM runs WHERE run_id = ?", [run["run_id"]])
-        conn.execute("DELETE FROM samples WHERE run_id = ?", [run["run_id"]])
+        conn.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
+        conn.execute("DELETE FROM samples WHERE run_id = ?", [run.run_id])
         conn.execute(
             "INSERT INTO runs (run_id, task, family, setting, system, system_version, config_hash, model, profile, tier, submittable, n,"
-            " primary_metric, primary_value, ci_low, ci_high, metrics, calls_per_item, tokens_per_item, usd_per_item, manifest, reasons)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " primary_metric, primary_value, ci_low, ci_high, metrics, calls_per_item, tokens_per_item, usd_per_item, manifest, reasons,"
+            " primary_unit, higher_is_better, metric_specs, scoring_variant)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                run["run_id"], task.name, task.family, task.setting, run["system"]["name"], run["system"]["version"],
-                run["system"]["config_hash"], model, manifest.get("profile", {}).get("declared", {}).get("name", ""),
-                verdict.tier, bool(manifest.get("submittable")), evaluation["n"], primary, metric["value"], metric["ci_low"],
-                metric["ci_high"], json.dumps(evaluation["metrics"]), calls, tokens, usd, json.dumps(manifest), json.dumps(verdict.reasons),
+                run.run_id, task.name, task.family, task.setting, run.system.name, run.system.version,
+                run.system.config_hash, manifest.generator_model, manifest.profile.name,
+                verdict.tier, bool(manifest.submittable), evaluation.n, primary, metric.value, metric.ci_low,
+                metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}), cost.calls_per_item,
+                cost.tokens_per_item, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
+                spec.unit, spec.higher_is_better, json.dumps([m.model_dump() for m in evaluation.metric_specs]), variant,
             ],
         )  # fmt: skip
-        samples = {s.id: s for s in task.load().split(run["split"])}
-        per_sample = evaluation.get("per_sample", {})
         rows = []
-        for sid, pred in verdict.predictions.items():
-            sample = samples.get(sid)
-            if sample is None:
-                continue
-            gold = sample.target
-            gold_label = (
-                gold if isinstance(gold, int) else (gold.get("label") if hasattr(gold, "get") else None)
-            )
-            names = (
-                (sample.input.head.name, sample.input.tail.name)
-                if hasattr(sample.input, "head")
-                else ("#Drug1", "#Drug2")
-            )
-            gold_text = (
-                task.label_space[gold].render(*names)
-                if isinstance(gold, int)
-                else str(gold.get("answer", ""))
-                if hasattr(gold, "get")
-                else str(gold)
-            )
-            predicted = pred.text or (
-                task.label_space[pred.label].render(*names) if pred.label is not None else ""
-            )
-            score = (
-                float(pred.valid and pred.label == gold)
-                if isinstance(gold, int)
-                else per_sample.get(sid, {}).get(primary)
-            )
+        for sample, unit in zip(shared, units):
+            pred = verdict.predictions[sample.id]
+            gold_text, predicted, gold_label = _display(task.label_space, sample, pred)
+            score = float(pred.valid and pred.label == sample.target) if isinstance(sample.target, int) else evaluation.per_sample.get(sample.id, {}).get(primary)
             rows.append([
-                run["run_id"], sid, json.dumps(sample.input.as_dict()), gold_text, predicted,
-                score, pred.label, gold_label, pred.valid, json.dumps(pred.trace)[:200_000],
+                run.run_id, sample.id, json.dumps(sample.input.as_dict()), gold_text, predicted,
+                score, pred.label, gold_label, pred.valid, json.dumps(pred.trace)[:200_000], json.dumps(unit),
             ])  # fmt: skip
         if rows:
-            conn.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany(
+                "INSERT INTO samples (run_id, sample_id, input, gold, prediction, score, label, gold_label, valid, trace, units)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
         conn.execute("COMMIT")
-        update_ties(conn, task.name, added=run["run_id"], previous_best=previous[0] if previous else None)
+        update_ties(conn, task.name, variant, added=run.run_id, previous_best=previous[0] if previous else None)
     finally:
         conn.close()
-    return run["run_id"]
+    return run.run_id
 
 
-def update_ties(conn: Any, task_name: str, added: str | None = None, previous_best: str | None = None) -> None:
-    """Mark the task's best run and, for every other run, whether it is statistically tied with it.
+def _display(labels: LabelSpace, sample: Sample, pred: Prediction) -> tuple[str, str, int | None]:
+    """(gold, prediction, gold label id) as a reader sees them: a label as its sentence with the pair's
+    names, ranked labels as their names, free text as it is."""
+    names = (sample.input.head.name, sample.input.tail.name) if isinstance(sample.input, DrugPair) else ("#Drug1", "#Drug2")
+    gold = sample.target
+
+    def label_text(label_id: int) -> str:
+        return labels[label_id].render(*names) if 0 <= label_id < len(labels) else str(label_id)
+
+    gold_label: int | None
+    if isinstance(gold, int):
+        gold_text, gold_label = label_text(gold), gold
+    elif isinstance(gold, Mapping):
+        gold_text, gold_label = str(gold.get("answer", dict(gold))), gold.get("label")
+    elif isinstance(gold, tuple):
+        gold_text, gold_label = ", ".join(labels[i].name if 0 <= i < len(labels) else str(i) for i in gold), None
+    else:
+        gold_text, gold_label = str(gold), None
+    if not pred.valid:
+        predicted = f"(no answer: {pred.error or 'unparsable'}) {pred.text or ''}".strip()
+    elif pred.label is not None and isinstance(gold, int):
+        predicted = label_text(pred.label)
+    elif pred.ranked is not None:
+        predicted = ", ".join(labels[i].name if 0 <= i < len(labels) else str(i) for i in pred.ranked)
+    else:
+        predicted = pred.text or ""
+    return gold_text, predicted, gold_label
+
+
+def _legacy_units(row: tuple[Any, ...], metric: str) -> dict[str, Any]:
+    """The unit record of a sample row stored before units were (label, gold label, score, valid)."""
+    label, gold_label, score, valid = row
+    if gold_label is not None and metric in ("accuracy", "macro_f1", "kappa"):
+        return {"pred": label if valid and label is not None else -1, "gold": gold_label}
+    return {metric: score}
+
+
+def update_ties(conn: Any, task_name: str, variant: str = "", added: str | None = None, previous_best: str | None = None) -> None:
+    """Mark the best run of a task (within one scoring variant) and, for every other run, whether it is
+    statistically tied with it.
 
     When a run was ``added`` and the best run stayed ``previous_best``, only the added run is compared
-    (one paired bootstrap); otherwise every run of the task is compared with the new best.
+    (one paired bootstrap); otherwise every run of the task and variant is compared with the new best.
     """
-    from ddibench.metrics.paired import paired_difference
     from ddibench.registry import get_task
 
     # the best run is the best submittable one; previews made with --limit are compared with it and never
     # best while a full run exists (a task with previews only is compared against its best preview)
+    higher = conn.execute(
+        "SELECT coalesce(bool_and(higher_is_better), TRUE) FROM runs WHERE task = ? AND scoring_variant = ?", [task_name, variant]
+    ).fetchone()[0]
+    order = "DESC" if higher else "ASC"
     runs = conn.execute(
-        "SELECT run_id, primary_metric, primary_value FROM runs WHERE task = ? ORDER BY submittable DESC, primary_value DESC, run_id",
-        [task_name],
+        f"SELECT run_id, primary_metric FROM runs WHERE task = ? AND scoring_variant = ? ORDER BY submittable DESC, primary_value {order}, run_id",
+        [task_name, variant],
     ).fetchall()
     if not runs:
         return
     task = get_task(task_name)
-    best_id, metric, _ = runs[0]
+    evaluator = task.evaluator()
+    best_id, metric = runs[0]
     incremental = added is not None and best_id == previous_best and added != best_id
     if incremental:
         others = [added]
     else:
         others = [r[0] for r in runs[1:]]
         conn.execute(
-            "UPDATE runs SET best = (run_id = ?), tied = (run_id = ?), diff = NULL, diff_low = NULL, diff_high = NULL WHERE task = ?",
-            [best_id, best_id, task_name],
+            "UPDATE runs SET best = (run_id = ?), tied = (run_id = ?), diff = NULL, diff_low = NULL, diff_high = NULL WHERE task = ? AND scoring_variant = ?",
+            [best_id, best_id, task_name, variant],
         )
     samples = {s.id: s for s in task.load().split(task.eval_split)}
 
-    def detail(run_id: str) -> dict[str, tuple[Any, ...]]:
-        rows = conn.execute(
-            "SELECT sample_id, label, gold_label, score, valid FROM samples WHERE run_id = ?", [run_id]
-        ).fetchall()
-        return {r[0]: r[1:] for r in rows}
+    def units_of(run_id: str) -> dict[str, dict[str, Any]]:
+        rows = conn.execute("SELECT sample_id, units, label, gold_label, score, valid FROM samples WHERE run_id = ?", [run_id]).fetchall()
+        return {r[0]: json.loads(r[1]) if r[1] else _legacy_units(r[2:], metric) for r in rows}
 
-    best = detail(best_id)
+    best = units_of(str(best_id))
     for run_id in others:
-        other = detail(run_id)
+        other = units_of(str(run_id))
         shared = [sid for sid in best if sid in other and sid in samples]
         if not shared:
             continue
         clusters = [samples[sid].clusters for sid in shared]
-        if metric in ("accuracy", "macro_f1", "kappa"):
-            gold = np.array([best[s][1] for s in shared])
-            a = np.array([best[s][0] if best[s][3] else -1 for s in shared])
-            b = np.array([other[s][0] if other[s][3] else -1 for s in shared])
-            diff, low, high = paired_difference(metric, clusters, gold, a, b, len(task.label_space))
-        else:
-            a = np.array([np.nan if best[s][2] is None else best[s][2] for s in shared], dtype=float)
-            b = np.array([np.nan if other[s][2] is None else other[s][2] for s in shared], dtype=float)
-            diff, low, high = paired_difference(metric, clusters, None, a, b)
+        diff, low, high = evaluator.paired(metric, clusters, [best[s] for s in shared], [other[s] for s in shared])
         conn.execute(
             "UPDATE runs SET tied = ?, diff = ?, diff_low = ?, diff_high = ? WHERE run_id = ?",
             [bool(low <= 0 <= high), diff, low, high, run_id],

@@ -21,6 +21,7 @@ agree, raises it to ``reproduced``.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import io
 import json
 import re
@@ -29,23 +30,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ddibench
+from ddibench._version import __version__
 from ddibench.errors import DataError, RunDirError
+from ddibench.evaluation import EvaluationResult, Evaluator
 from ddibench.hashing import sha256_text
 from ddibench.metrics.bootstrap import BootstrapSpec
+from ddibench.runner.records import (
+    BUNDLE_FORMAT,
+    BundleIndex,
+    BundleSystem,
+    Results,
+    RunIdentity,
+    read_identity,
+    read_results,
+)
 from ddibench.schema import Prediction
 
-BUNDLE_FORMAT = 1
-MEMBER = re.compile(
-    r"^(bundle\.json|run\.json|results\.json|sessions\.jsonl|predictions\.jsonl|scores/[A-Za-z0-9._-]+\.jsonl)$"
-)
+MEMBER = re.compile(r"^(bundle\.json|run\.json|results\.json|sessions\.jsonl|predictions\.jsonl|scores/[A-Za-z0-9._-]+\.jsonl)$")
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 TIERS = ("self-reported", "recomputed", "reproduced")
 
 
 def _sha(data: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(data).hexdigest()
 
 
@@ -53,41 +59,32 @@ def submit(run_dir: Path, out: Path | None = None) -> Path:
     """Pack a finished run into a bundle; returns its path."""
     results_file = run_dir / "results.json"
     if not results_file.exists():
-        raise RunDirError(
-            f"{run_dir} has no results.json", "finish the run with 'ddibench run' before submitting it"
-        )
+        raise RunDirError(f"{run_dir} has no results.json", "finish the run with 'ddibench run' before submitting it")
+    ident = read_identity(run_dir / "run.json")
+    read_results(results_file)  # a damaged results.json is refused here, not by the verifier
     members: dict[str, bytes] = {
         "run.json": (run_dir / "run.json").read_bytes(),
         "results.json": results_file.read_bytes(),
-        "sessions.jsonl": (run_dir / "sessions.jsonl").read_bytes()
-        if (run_dir / "sessions.jsonl").exists()
-        else b"",
+        "sessions.jsonl": (run_dir / "sessions.jsonl").read_bytes() if (run_dir / "sessions.jsonl").exists() else b"",
     }
     predictions = []
     for line in (run_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
-            predictions.append(
-                json.dumps(json.loads(line)["prediction"], ensure_ascii=False, separators=(",", ":"))
-            )
+            predictions.append(json.dumps(json.loads(line)["prediction"], ensure_ascii=False, separators=(",", ":")))
     members["predictions.jsonl"] = ("\n".join(predictions) + "\n").encode("utf-8")
     for path in sorted((run_dir / "scores").glob("*.jsonl")) if (run_dir / "scores").exists() else []:
         members[f"scores/{path.name}"] = path.read_bytes()
-    ident = json.loads(members["run.json"])
-    bundle = {
-        "format": BUNDLE_FORMAT,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "ddibench_version": ddibench.__version__,
-        "run_id": ident["run_id"],
-        "task": ident["task"],
-        "system": {k: ident["system"][k] for k in ("name", "version", "config_hash")},
-        "hashes": {name: _sha(data) for name, data in sorted(members.items())},
-        "trust_tier": "self-reported",
-    }
-    members["bundle.json"] = json.dumps(bundle, indent=2).encode("utf-8")
-    out = (
-        out
-        or run_dir.parent / f"{ident['task']['name']}--{ident['system']['name']}--{ident['run_id']}.tar.gz"
+    bundle = BundleIndex(
+        format=BUNDLE_FORMAT,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(),
+        ddibench_version=__version__,
+        run_id=ident.run_id,
+        task=ident.task,
+        system=BundleSystem(name=ident.system.name, version=ident.system.version, config_hash=ident.system.config_hash),
+        hashes={name: _sha(data) for name, data in sorted(members.items())},
     )
+    members["bundle.json"] = json.dumps(bundle.dump(), indent=2).encode("utf-8")
+    out = out or run_dir.parent / f"{ident.task.name}--{ident.system.name}--{ident.run_id}.tar.gz"
     tmp = out.with_name(f".{out.name}.tmp")
     with tarfile.open(tmp, "w:gz") as tar:
         for name, data in sorted(members.items()):
@@ -132,11 +129,12 @@ class Verdict:
     tier: str
     reasons: list[str] = field(default_factory=list)
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
-    recomputed: dict[str, Any] = field(default_factory=dict)
-    bundle: dict[str, Any] = field(default_factory=dict)
-    run: dict[str, Any] = field(default_factory=dict)
-    results: dict[str, Any] = field(default_factory=dict)
+    recomputed: EvaluationResult | None = None
+    bundle: BundleIndex | None = None
+    run: RunIdentity | None = None
+    results: Results | None = None
     predictions: dict[str, Prediction] = field(default_factory=dict)
+    evaluator: Evaluator | None = None
 
     def blocking(self) -> list[str]:
         """The reasons other than --limit: a --limit run whose only reason is that one is a preview, its
@@ -152,79 +150,87 @@ class Verdict:
             self.reasons.append(f"{name}: {detail}")
         return ok
 
+    @property
+    def evaluation(self) -> EvaluationResult:
+        """The metrics the board shows: recomputed here when they could be, else the claimed ones."""
+        if self.recomputed is not None:
+            return self.recomputed
+        assert self.results is not None
+        return self.results.evaluation
+
+
+def _parse(verdict: Verdict, model: Any, data: bytes, name: str) -> Any:
+    """A bundle member as its record type, or a failed check naming what is wrong."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(json.loads(data))
+    except UnicodeDecodeError:
+        verdict.check(name, False, "is not UTF-8 text")
+    except ValueError as exc:
+        if isinstance(exc, ValidationError):
+            err = exc.errors()[0]
+            verdict.check(name, False, f"is not a valid {model.__name__} ({'.'.join(str(p) for p in err['loc']) or 'top level'}: {err['msg']})")
+        else:
+            verdict.check(name, False, "is not JSON")
+    return None
+
 
 def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
-    from ddibench.evaluation import scoring_encoder_of
+    from ddibench.errors import DdibenchError
     from ddibench.registry import get_task
 
     members = read_bundle(path)
     verdict = Verdict(False, "self-reported")
-    try:
-        bundle = json.loads(members["bundle.json"])
-    except ValueError:
-        verdict.check("bundle.json", False, "is not JSON")
+    bundle = _parse(verdict, BundleIndex, members["bundle.json"], "bundle.json")
+    if bundle is None:
         return verdict
     verdict.bundle = bundle
-    hashes = bundle.get("hashes", {})
     for name, data in members.items():
         if name != "bundle.json":
-            same = hashes.get(name) == _sha(data)
-            verdict.check(
-                f"hash of {name}",
-                same,
-                "matches bundle.json" if same else "differs from bundle.json: the file was changed",
-            )
-    missing = sorted(set(hashes) - set(members))
-    verdict.check(
-        "members present",
-        not missing,
-        f"missing {', '.join(missing)}" if missing else "all listed members present",
-    )
+            same = bundle.hashes.get(name) == _sha(data)
+            verdict.check(f"hash of {name}", same, "matches bundle.json" if same else "differs from bundle.json: the file was changed")
+    missing = sorted(set(bundle.hashes) - set(members))
+    verdict.check("members present", not missing, f"missing {', '.join(missing)}" if missing else "all listed members present")
     for required in ("run.json", "results.json", "predictions.jsonl"):
         if required not in members:
             verdict.check(required, False, "not in the bundle")
             return verdict
-    run, results = json.loads(members["run.json"]), json.loads(members["results.json"])
+    run = _parse(verdict, RunIdentity, members["run.json"], "run.json")
+    results = _parse(verdict, Results, members["results.json"], "results.json")
+    if run is None or results is None:
+        return verdict
     verdict.run, verdict.results = run, results
     try:
-        task = get_task(run["task"]["name"])
-    except Exception as exc:  # noqa: BLE001 - an unknown task is a verdict, not a crash
+        task = get_task(run.task.name)
+    except DdibenchError as exc:
         verdict.check("task", False, str(exc))
         return verdict
-    verdict.check(
-        "task version",
-        run["task"]["version"] == task.version,
-        f"bundle {run['task']['version']}, this ddibench {task.version}",
-    )
-    verdict.check(
-        "data sha256",
-        run["task"]["data_sha256"] == task.data_sha256,
-        f"bundle {run['task']['data_sha256'][:12]}…, pinned data {task.data_sha256[:12]}…",
-    )
-    verdict.check(
-        "no --limit",
-        run.get("limit") is None,
-        "the full evaluation split" if run.get("limit") is None else f"--limit {run['limit']} was used",
-    )
-    verdict.check(
-        "evaluation split",
-        run.get("split") == task.eval_split,
-        f"{run.get('split')} (expected {task.eval_split})",
-    )
-    encoder = scoring_encoder_of(results.get("manifest", {}))
-    verdict.check("scoring encoder", encoder is None,
-                  "the task's default" if encoder is None else
-                  f"free-text scorers used {encoder}; the board compares runs scored with the task's default encoder"
-                  " (score again with 'ddibench rescore RUN_DIR --scorer-encoder minilm')")  # fmt: skip
+    verdict.check("task version", run.task.version == task.version, f"bundle {run.task.version}, this ddibench {task.version}")
+    verdict.check("data sha256", run.task.data_sha256 == task.data_sha256, f"bundle {run.task.data_sha256[:12]}…, pinned data {task.data_sha256[:12]}…")
+    verdict.check("no --limit", run.limit is None, "the full evaluation split" if run.limit is None else f"--limit {run.limit} was used")
+    verdict.check("evaluation split", run.split == task.eval_split, f"{run.split} (expected {task.eval_split})")
+    evaluator: Evaluator | None = None
+    try:
+        evaluator = task.evaluator().configure(results.manifest.scoring.options)
+    except DdibenchError as exc:
+        verdict.check("scoring options", False, f"{exc} (score again with 'ddibench rescore RUN_DIR' and the defaults)")
+    if evaluator is not None:
+        local = evaluator.non_portable()
+        verdict.check("scoring options", not local,
+                      "the task's default scorers" if not local and not evaluator.settings() else
+                      (f"{', '.join(f'{k}={v}' for k, v in evaluator.settings().items())}" if not local else
+                       f"scored with {', '.join(local)} set to something only the submitter's machine has; the board compares runs scored "
+                       "with the task's default scorers (score again with 'ddibench rescore RUN_DIR --scorer-encoder minilm')"))  # fmt: skip
+    verdict.evaluator = evaluator
     seeds = 1
-    required = getattr(task, "required_seeds", 1)
-    verdict.check("seeds", seeds >= required, f"{seeds} run(s), the task asks for {required}")
+    verdict.check("seeds", seeds >= task.required_seeds, f"{seeds} run(s), the task asks for {task.required_seeds}")
     if not verdict.check(
         "run id",
-        run.get("run_id") == bundle.get("run_id"),
-        "bundle.json and run.json agree"
-        if run.get("run_id") == bundle.get("run_id")
-        else "bundle.json and run.json name different runs",
+        run.run_id == bundle.run_id == run.with_id().run_id,
+        "bundle.json and run.json agree, and the id is the hash of the run's identity"
+        if run.run_id == bundle.run_id == run.with_id().run_id
+        else ("bundle.json and run.json name different runs" if run.run_id != bundle.run_id else "run.json's run id is not the hash of its identity: the identity was edited"),
     ):
         return verdict
     predictions: dict[str, Prediction] = {}
@@ -239,72 +245,60 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
         verdict.check("predictions", False, f"not valid prediction records ({str(exc).splitlines()[0]})")
         return verdict
     verdict.predictions = predictions
-    if verdict.blocking():
+    if verdict.blocking() or evaluator is None:
         return verdict
     samples = list(task.load().split(task.eval_split))
-    if run.get("limit") is not None:  # a preview: its metrics are still recomputed, on the subset --limit draws
-        from ddibench.runner.run import stratified_subset
+    if run.limit is not None:  # a preview: its metrics are still recomputed, on the subset --limit draws
+        from ddibench.runner.plan import stratified_subset
 
-        samples = stratified_subset(samples, int(run["limit"]), int(run.get("seed", 0)))
+        samples = stratified_subset(samples, int(run.limit), int(run.seed))
     wanted = {s.id for s in samples}
     absent = len(wanted - set(predictions))
     extra = len(set(predictions) - wanted)
     verdict.check("every sample once", not absent and not extra and not duplicates,
                   f"{absent} missing, {extra} unknown, {duplicates} repeated of {len(wanted):,}")  # fmt: skip
-    verdict.check("sample ids", run.get("sample_ids_sha256") == sha256_text("\n".join(s.id for s in samples)),
-                  "the run's samples are the task's evaluation split" if run.get("limit") is None
-                  else f"the run's samples are the {len(samples):,} that --limit {run['limit']} draws from the evaluation split")  # fmt: skip
+    verdict.check("sample ids", run.sample_ids_sha256 == sha256_text("\n".join(s.id for s in samples)),
+                  "the run's samples are the task's evaluation split" if run.limit is None
+                  else f"the run's samples are the {len(samples):,} that --limit {run.limit} draws from the evaluation split")  # fmt: skip
     if verdict.blocking():
         return verdict
-    extras = {}
-    for name, data in members.items():
-        if name.startswith("scores/judge-") and "judge" not in extras:
-            extras["judge"] = {
-                json.loads(x)["sample_id"]: json.loads(x) for x in data.decode().splitlines() if x.strip()
-            }
-        if name.startswith("scores/selfcheck-") and "selfcheck" not in extras:
-            extras["selfcheck"] = {
-                json.loads(x)["sample_id"]: json.loads(x) for x in data.decode().splitlines() if x.strip()
-            }
-    boot = results.get("evaluation", {}).get("bootstrap", {})
-    spec = BootstrapSpec(
-        replicates=int(boot.get("replicates", 1000)),
-        seed=int(boot.get("seed", 0)),
-        method=boot.get("method", "cluster"),
-    )
-    evaluation = task.evaluator().evaluate(samples, predictions, spec, extras).model_dump(mode="json")
+    extras = evaluator.read_extras(members)
+    boot = results.evaluation.bootstrap
+    spec = BootstrapSpec(replicates=int(boot.get("replicates", 1000)), seed=int(boot.get("seed", 0)), method=str(boot.get("method", "cluster")))
+    from ddibench.evaluation import EvaluationInputError
+
+    try:
+        evaluation = evaluator.evaluate(samples, predictions, spec, extras)
+    except EvaluationInputError as exc:
+        verdict.check("prediction format", False, str(exc))
+        return verdict
     verdict.recomputed = evaluation
-    claimed = results.get("evaluation", {}).get("metrics", {})
-    for name, metric in evaluation["metrics"].items():
-        mine, theirs = metric["value"], claimed.get(name, {}).get("value")
-        same = theirs is not None and (mine == theirs or abs(mine - theirs) <= tolerance)
-        verdict.check(
-            f"metric {name}",
-            same,
-            f"recomputed {mine:.6f}, claimed {theirs if theirs is None else f'{theirs:.6f}'}",
-        )
+    claimed = results.evaluation.metrics
+    for name, metric in evaluation.metrics.items():
+        mine, theirs = metric.value, (claimed[name].value if name in claimed else None)
+        same = theirs is not None and (mine == theirs or abs(mine - theirs) <= tolerance or (mine != mine and theirs != theirs))
+        verdict.check(f"metric {name}", same, f"recomputed {mine:.6f}, claimed {theirs if theirs is None else f'{theirs:.6f}'}")
     verdict.accepted = not verdict.reasons
     verdict.tier = "self-reported" if verdict.blocking() else "recomputed"
     return verdict
 
 
-def reproduce(
-    verdict: Verdict, workdir: Path, models: dict[str, Any] | None = None, min_agreement: float = 0.99
-) -> Verdict:
+def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = None, min_agreement: float = 0.99) -> Verdict:
     """Re-run the bundle's system (registered here) with its configuration and compare predictions."""
-    from ddibench.llm.spec import ModelSpec, parse_model_options
-    from ddibench.runner.run import RunRequest, execute
+    from ddibench.llm import ModelSpec, parse_model_options
+    from ddibench.runner.execute import execute
+    from ddibench.runner.plan import RunRequest
 
-    if not verdict.accepted:
+    if not verdict.accepted or verdict.run is None or verdict.results is None:
         return verdict
     run = verdict.run
-    used = {role: m["spec"] for role, m in verdict.results.get("manifest", {}).get("models", {}).items()}
+    used = {role: m.spec for role, m in verdict.results.manifest.models.items()}
     specs = parse_model_options([used["generator"]] if "generator" in used else [])
-    specs.update({role: ModelSpec.parse(spec) for role, spec in used.items()})
-    specs.update(models or {})
+    specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
+    specs = specs.with_roles(dict(models or {}))
     request = RunRequest(
-        task=run["task"]["name"], system=run["system"]["name"], models=specs, seed=run["seed"], split=run["split"],
-        config=run["system"]["config"], run_dir=workdir, judge=False, selfcheck_samples=0,
+        task=run.task.name, system=run.system.name, models=specs, seed=run.seed, split=run.split,
+        config=run.system.config, run_dir=workdir, score_with_models=False,
     )  # fmt: skip
     outcome = execute(request)
     theirs = verdict.predictions
@@ -313,17 +307,9 @@ def reproduce(
         for x in (outcome.run_dir / "journal.jsonl").read_text().splitlines()
         if x.strip()
     }
-    same = sum(
-        1
-        for sid, p in theirs.items()
-        if sid in again and (again[sid]["label"], again[sid]["text"]) == (p.label, p.text)
-    )
+    same = sum(1 for sid, p in theirs.items() if sid in again and (again[sid]["label"], again[sid]["text"]) == (p.label, p.text))
     agreement = same / max(1, len(theirs))
-    if verdict.check(
-        "reproduction",
-        agreement >= min_agreement,
-        f"{agreement:.1%} of predictions identical when re-run here",
-    ):
+    if verdict.check("reproduction", agreement >= min_agreement, f"{agreement:.1%} of predictions identical when re-run here"):
         verdict.tier = "reproduced"
     else:
         verdict.accepted = False

@@ -25,7 +25,7 @@ from ddibench.schema import Prediction, Sample
 
 if TYPE_CHECKING:
     from ddibench.artifacts import ArtifactStore
-    from ddibench.llm.client import ChatResult, LLMClient, LLMPool
+    from ddibench.llm import ChatResult, LLMClient, LLMPool
     from ddibench.profiles import Profile
     from ddibench.task import Task
 

@@ -1,25 +1,32 @@
 """Tasks: versioned, checksummed definitions with a strict evaluator.
 
-A :class:`Task` names its pinned source files, its label space and its splits; ``load()`` builds the
-samples (verifying what the task promises, such as split sizes and the S0/S1/S2 property) and
-``evaluator()`` scores predictions. ``data_sha256`` hashes the pinned sources and the recipe version,
-so every result names exactly the data it was computed on.
+A :class:`Task` names its pinned source files, its label space, its sample input type and its splits;
+``load()`` builds the samples once per process (the family writes only :meth:`Task.build`, which also
+verifies what the task promises, such as split sizes and the S0/S1/S2 property) and ``evaluator()``
+scores predictions. ``data_sha256`` hashes the pinned sources and the recipe version, so every result
+names exactly the data it was computed on.
+
+What a family hands to systems besides the splits travels in :attr:`TaskData.resources` (a drug
+catalog, the interactions a knowledge base may hold), never as an import of the family's module.
 """
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ddibench.data.sources import SourceFile
-from ddibench.errors import ConfigError
+from ddibench.errors import UnknownNameError
 from ddibench.hashing import sha256_text, stable_json
-from ddibench.metrics.bootstrap import BootstrapSpec
-from ddibench.schema import LabelSpace, Prediction, Sample
+from ddibench.schema import LabelSpace, Sample
+
+if TYPE_CHECKING:
+    from ddibench.evaluation.base import Evaluator
+
+InputKind = Literal["drug_pair", "molecule", "question"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,69 +38,66 @@ class Check:
     detail: str
 
 
+class Lazy:
+    """A resource built on first use (e.g. another task's training split), at most once."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self.build = build
+
+
+class Resources(dict):
+    """Resources of a task by name; :class:`Lazy` values are built when first read."""
+
+    _lock = threading.RLock()
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        if isinstance(value, Lazy):
+            with self._lock:
+                value = super().__getitem__(key)
+                if isinstance(value, Lazy):
+                    value = value.build()
+                    super().__setitem__(key, value)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default  # noqa: SIM401 - resolves Lazy values, dict.get would not
+
+
 @dataclass
 class TaskData:
     """The loaded splits of a task, the resources built with them, and the checks they passed."""
 
     splits: dict[str, tuple[Sample, ...]]
-    resources: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=Resources)
     checks: list[Check] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.resources, Resources):
+            self.resources = Resources(self.resources)
 
     def split(self, name: str) -> tuple[Sample, ...]:
         if name not in self.splits:
-            from ddibench.errors import UnknownNameError
-
             raise UnknownNameError("split", name, self.splits)
         return self.splits[name]
 
 
-class MetricValue(BaseModel):
-    value: float
-    ci_low: float | None = None
-    ci_high: float | None = None
-
-
-class EvaluationResult(BaseModel):
-    """Metrics of one set of predictions, with confidence intervals and the counts behind them."""
-
-    n: int
-    n_invalid: int
-    metrics: dict[str, MetricValue]
-    primary_metric: str
-    bootstrap: dict[str, Any]
-    breakdown: dict[str, dict[str, Any]] = {}
-    per_label: dict[str, float | None] = {}
-    invalid_examples: list[dict[str, str]] = []
-    per_sample: dict[str, dict[str, Any]] = {}  # scores of each sample, for drill-down
-
-
-class EvaluationInputError(ValueError):
-    """Predictions that do not match the evaluator's expected format (a bug in the system)."""
-
-
-class Evaluator(Protocol):
-    expected_format: str
-
-    def evaluate(
-        self,
-        samples: Sequence[Sample],
-        predictions: Mapping[str, Prediction],
-        bootstrap: BootstrapSpec,
-        extras: Mapping[str, Any] | None = None,
-    ) -> EvaluationResult: ...
+_LOAD_LOCK = threading.RLock()  # loading is rare and may nest (a family built on another family's task)
 
 
 class Task(ABC):
-    """A benchmark task. Subclasses set the class attributes and implement ``load``/``evaluator``."""
+    """A benchmark task. Subclasses set the class attributes and implement ``sources``,
+    ``label_space``, ``build`` and ``evaluator``."""
 
     name: str
     version: str
     family: str
     setting: str
     title: str
+    input_kind: ClassVar[InputKind] = "drug_pair"
     recipe_version: int = 1
     eval_split: str = "test"
-    llm_scored: bool = False  # answers are also graded by an LLM judge and SelfCheckGPT after prediction
+    required_seeds: int = 1
 
     @property
     @abstractmethod
@@ -117,23 +121,21 @@ class Task(ABC):
         }
         return sha256_text(stable_json(payload))
 
+    def load(self) -> TaskData:
+        """The task's data, built (and checked) once per process."""
+        with _LOAD_LOCK:
+            loaded = self.__dict__.get("_loaded")
+            if loaded is None:
+                loaded = self.build()
+                self.__dict__["_loaded"] = loaded
+            return loaded
+
     @abstractmethod
-    def load(self) -> TaskData: ...
+    def build(self) -> TaskData:
+        """Read the sources, build the splits and verify them (raise DataError when a check fails)."""
 
     @abstractmethod
     def evaluator(self) -> Evaluator: ...
-
-    def scoring_evaluator(self, encoder: str | None = None) -> Evaluator:
-        """The evaluator with a non-default text encoder for the similarity scorers (free-text tasks only)."""
-        if encoder is None:
-            return self.evaluator()
-        if not self.llm_scored:
-            raise ConfigError(f"--scorer-encoder does not apply to {self.name}: its answers are labels, not free text",
-                              "drop --scorer-encoder, or use it with a question-answering task")  # fmt: skip
-        return self._evaluator_with_encoder(encoder)
-
-    def _evaluator_with_encoder(self, encoder: str) -> Evaluator:
-        raise ConfigError(f"{self.name} has no text-encoder scorer", "drop --scorer-encoder")
 
     def card(self) -> dict[str, Any]:
         """What a manifest records about the task."""

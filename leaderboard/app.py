@@ -64,15 +64,15 @@ def pick_run(all_runs: pd.DataFrame, runs: pd.DataFrame, wanted: str | None) -> 
     system = system_col.selectbox("system", systems, index=systems.index(start["system"]) if start["system"] in systems else 0)
     choices = in_task[in_task["system"] == system].sort_values("primary_value", ascending=False)
     run_ids = list(choices["run_id"])
-    shown = {r.run_id: f"{r.run_id} · {r.model} · {r.tier} · {board.fmt(r.primary_metric, r.primary_value)}" for r in choices.itertuples()}
+    shown = {r.run_id: f"{r.run_id} · {r.model} · {r.tier} · {board.fmt(r.primary_unit, r.primary_value)}" for r in choices.itertuples()}
     run_id = run_col.selectbox("run", run_ids, index=run_ids.index(start["run_id"]) if start["run_id"] in run_ids else 0, format_func=shown.get)
     return choices[choices["run_id"] == run_id].iloc[0]
 
 
-def provenance(summary: pd.Series, detail: dict) -> None:
-    manifest = detail["manifest"]
-    task, system = manifest["task"], manifest["system"]
-    st.markdown(f"**Trust tier:** {detail['tier']}")
+def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
+    manifest = detail.manifest
+    task, system = manifest.task, manifest.system
+    st.markdown(f"**Trust tier:** {detail.tier}")
     if summary["best"]:
         star = "★" if summary["submittable"] else "☆, a preview: the task has no full run yet"
         st.markdown(f"**Against the task's best:** this is the best run ({star})")
@@ -82,18 +82,20 @@ def provenance(summary: pd.Series, detail: dict) -> None:
             f"**Against the task's best:** {summary['diff']:+.3f} [{summary['diff_low']:+.3f}, {summary['diff_high']:+.3f}] "
             f"(best minus this run, paired bootstrap on shared samples): {verdict}"
         )
-    for reason in detail["reasons"]:
+    for reason in detail.reasons:
         st.info(f"Not submittable: {reason}")
-    st.markdown(f"**Task:** {task['name']} {task['version']} — data `{task['data_sha256'][:16]}…`")
-    st.markdown(f"**System:** {system['name']} {system['version']} — config `{system['config_hash']}`")
-    st.markdown(f"**Code:** ddibench {manifest.get('ddibench_version')} `{(manifest.get('git_commit') or 'no git')[:12]}`")
-    st.markdown(f"**Profile:** {manifest['profile']['declared']['name']} (detected: {manifest['profile']['detected'].get('cpu')})")
-    for role, model in manifest.get("models", {}).items():
-        st.markdown(f"**{role}:** `{model['spec']}`")
-    if "judge" in manifest.get("scoring", {}):
-        judge = manifest["scoring"]["judge"]
+    st.markdown(f"**Task:** {task.name} {task.version} — data `{task.data_sha256[:16]}…`")
+    st.markdown(f"**System:** {system.name} {system.version} — config `{system.config_hash}`")
+    st.markdown(f"**Code:** ddibench {manifest.ddibench_version} `{(manifest.git_commit or 'no git')[:12]}`")
+    st.markdown(f"**Profile:** {manifest.profile.name} (detected: {manifest.profile.detected.get('cpu')})")
+    for role, model in manifest.models.items():
+        st.markdown(f"**{role}:** `{model.spec}`")
+    if manifest.scoring.judge:
+        judge = manifest.scoring.judge
         st.markdown(f"**Judge:** `{judge['identity'].get('model')}` rubric `{judge['rubric_sha256'][:12]}`")
-    for note in task.get("deviations", []) + system.get("deviations", []):
+    if manifest.scoring.options:
+        st.markdown("**Scoring:** " + ", ".join(f"{k}={v}" for k, v in manifest.scoring.options.items()))
+    for note in task.deviations + system.deviations:
         st.warning(note)
 
 
@@ -128,16 +130,18 @@ def run_view(all_runs: pd.DataFrame, runs: pd.DataFrame, params) -> None:
         return
     run_id = summary["run_id"]
     detail = board.run_detail(STORE, run_id)
+    if detail is None:
+        st.info(f"Run {run_id} is not in the store.")
+        return
     st.subheader(f"Run {run_id}")
     left, right = st.columns(2)
     with left:
         provenance(summary, detail)
     with right:
         st.markdown("**Metrics**")
-        metrics = [{"metric": k, "value": v["value"], "ci_low": v["ci_low"], "ci_high": v["ci_high"]} for k, v in detail["metrics"].items()]
-        st.dataframe(pd.DataFrame(metrics), width="stretch", hide_index=True)
+        st.dataframe(pd.DataFrame(detail.metric_rows()), width="stretch", hide_index=True)
         with st.expander("full manifest"):
-            st.json(detail["manifest"], expanded=False)
+            st.json(detail.manifest.dump(), expanded=False)
     drilldown(run_id, params.get("sample"))
 
 

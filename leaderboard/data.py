@@ -4,35 +4,52 @@ testable and fast: one small query at start-up, per-sample rows only when a run 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ddibench.evaluation import MetricSpec, MetricValue
+from ddibench.evaluation.classification import CLASSIFICATION_METRICS
+from ddibench.evaluation.text import TEXT_METRICS
+from ddibench.runner.records import Manifest
 from ddibench.store import connect
 
-PERCENT = {"accuracy", "macro_f1", "kappa", "label_recovery"}
 RUN_COLUMNS = (
     "run_id, task, family, setting, system, system_version, model, profile, tier, submittable, n, primary_metric, "
-    "primary_value, ci_low, ci_high, calls_per_item, tokens_per_item, usd_per_item, best, tied, diff, diff_low, diff_high"
+    "primary_value, ci_low, ci_high, calls_per_item, tokens_per_item, usd_per_item, best, tied, diff, diff_low, diff_high, "
+    "primary_unit, higher_is_better, scoring_variant"
 )
+
+
+LEGACY_COLUMNS = {  # columns a store written before the metric declarations lacks, and how to read them
+    "primary_unit": "CASE WHEN primary_metric IN ('accuracy', 'macro_f1', 'kappa', 'label_recovery') THEN 'fraction' ELSE 'score' END",
+    "higher_is_better": "primary_metric <> 'selfcheck'",
+    "scoring_variant": "''",
+}
 
 
 def runs(path: Path) -> pd.DataFrame:
     with connect(path, read_only=True) as conn:
-        return conn.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY task, primary_value DESC").df()
+        have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
+        columns = [c.strip() for c in RUN_COLUMNS.split(",")]
+        select = ", ".join(c if c in have else f"{LEGACY_COLUMNS[c]} AS {c}" for c in columns)
+        return conn.execute(f"SELECT {select} FROM runs ORDER BY task, primary_value DESC").df()
 
 
-def fmt(metric: str, value: float | None) -> str:
-    if value is None or value != value:
-        return "—"
-    return f"{100 * value:.1f}" if metric in PERCENT else f"{value:.3f}"
+def fmt(unit: str, value: float | None) -> str:
+    """A metric value in its declared unit (see :class:`ddibench.evaluation.MetricSpec`)."""
+    from ddibench.evaluation import MetricSpec
+
+    return MetricSpec(name="", label="", unit=unit if unit in ("fraction", "score", "scale") else "score").format(value)
 
 
 def cell(row: pd.Series) -> str:
     best = " ★" if row.get("submittable", True) else " ☆"  # ☆: the best of a task that has only --limit previews
     mark = best if row["best"] else (" ≈" if row["tied"] else "")
-    return f"{fmt(row['primary_metric'], row['primary_value'])} [{fmt(row['primary_metric'], row['ci_low'])}, {fmt(row['primary_metric'], row['ci_high'])}]{mark}"
+    unit = row["primary_unit"]
+    return f"{fmt(unit, row['primary_value'])} [{fmt(unit, row['ci_low'])}, {fmt(unit, row['ci_high'])}]{mark}"
 
 
 def filtered(frame: pd.DataFrame, filters: dict[str, list[str]], previews: bool) -> pd.DataFrame:
@@ -50,9 +67,7 @@ def matrix(frame: pd.DataFrame) -> pd.DataFrame:
     """
     if frame.empty:
         return pd.DataFrame()
-    best = frame.sort_values(["submittable", "primary_value"], ascending=False).drop_duplicates(
-        ["task", "system"]
-    )
+    best = _best_first(frame).drop_duplicates(["task", "system"])
     table = best.assign(cell=best.apply(cell, axis=1)).pivot(index="task", columns="system", values="cell")
     metric = best.drop_duplicates("task").set_index("task")["primary_metric"]
     table.insert(0, "metric", metric.reindex(table.index))
@@ -60,32 +75,66 @@ def matrix(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def pareto(frame: pd.DataFrame) -> pd.DataFrame:
-    """Runs on the cost-quality Pareto front of each task (fewer tokens per item, higher primary).
+    """Runs on the cost-quality Pareto front of each task (fewer tokens per item, better primary metric).
 
     Within a task, sorted by cost (and by quality, best first, at equal cost), a run is on the front when
     it beats every cheaper run.
     """
-    ordered = frame.sort_values(["task", "tokens_per_item", "primary_value"], ascending=[True, True, False])
-    before = ordered.groupby("task")["primary_value"].transform(lambda v: v.cummax().shift(fill_value=float("-inf")))
-    return ordered[ordered["primary_value"] > before]
+    signed = frame.assign(_q=_signed(frame))
+    ordered = signed.sort_values(["task", "tokens_per_item", "_q"], ascending=[True, True, False])
+    before = ordered.groupby("task")["_q"].transform(lambda v: v.cummax().shift(fill_value=float("-inf")))
+    return ordered[ordered["_q"] > before].drop(columns="_q")
+
+
+def _best_first(frame: pd.DataFrame) -> pd.DataFrame:
+    """Full runs before ``--limit`` previews, then the better primary value first (by the metric's direction)."""
+    return frame.assign(_signed=_signed(frame)).sort_values(["submittable", "_signed"], ascending=False).drop(columns="_signed")
+
+
+def _signed(frame: pd.DataFrame) -> pd.Series:
+    """The primary value oriented so that larger is better (metrics such as SelfCheckGPT are lower-better)."""
+    if "higher_is_better" not in frame:
+        return frame["primary_value"]
+    return frame["primary_value"].where(frame["higher_is_better"].fillna(True).astype(bool), -frame["primary_value"])
 
 
 def cells(frame: pd.DataFrame, by: tuple[str, ...] = ("task", "system", "model")) -> pd.DataFrame:
     """The best run of each group (full runs before ``--limit`` previews), for charts that would drown in every run."""
-    return frame.sort_values(["submittable", "primary_value"], ascending=False).drop_duplicates(list(by))
+    return _best_first(frame).drop_duplicates(list(by))
 
 
-def run_detail(path: Path, run_id: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunDetail:
+    """What the run page shows: metrics with their declarations, the manifest, the verdict."""
+
+    metrics: dict[str, MetricValue]
+    specs: dict[str, MetricSpec]
+    manifest: Manifest
+    reasons: list[str]
+    tier: str
+
+    def metric_rows(self) -> list[dict[str, str]]:
+        """Each metric in its own unit, the way the command line prints it."""
+        rows = []
+        for name, value in self.metrics.items():
+            spec = self.specs.get(name) or MetricSpec(name=name, label=name, unit="score")
+            rows.append({"metric": spec.title(), "value": spec.format(value.value),
+                         "95% CI": f"[{spec.format(value.ci_low)}, {spec.format(value.ci_high)}]"})  # fmt: skip
+        return rows
+
+
+def run_detail(path: Path, run_id: str) -> RunDetail | None:
     with connect(path, read_only=True) as conn:
-        row = conn.execute("SELECT metrics, manifest, reasons, tier FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
+        specs_column = "metric_specs" if "metric_specs" in have else "NULL"
+        row = conn.execute(f"SELECT metrics, manifest, reasons, tier, {specs_column} FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if row is None:
-        return {}
-    return {
-        "metrics": json.loads(row[0]),
-        "manifest": json.loads(row[1]),
-        "reasons": json.loads(row[2] or "[]"),
-        "tier": row[3],
-    }
+        return None
+    declared = [MetricSpec.model_validate(m) for m in json.loads(row[4] or "[]")]
+    legacy = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}  # stores written before the declarations
+    metrics = {k: MetricValue.model_validate(v) for k, v in json.loads(row[0]).items()}
+    specs = {m.name: m for m in declared} or {k: legacy[k] for k in metrics if k in legacy}
+    return RunDetail(metrics, specs, Manifest.model_validate(json.loads(row[1])), json.loads(row[2] or "[]"), row[3])
 
 
 def samples(path: Path, run_id: str, wrong_only: bool = False, limit: int = 500) -> pd.DataFrame:

@@ -112,7 +112,7 @@ def test_valid_bundle_is_recomputed(runs) -> None:
     verdict = verify(runs["mlp"][1])
     assert verdict.accepted and verdict.tier == "recomputed", verdict.reasons
     claimed = json.loads((runs["mlp"][0] / "results.json").read_text())["evaluation"]["metrics"]
-    assert verdict.recomputed["metrics"]["macro_f1"]["value"] == claimed["macro_f1"]["value"]
+    assert verdict.recomputed.metrics["macro_f1"].value == claimed["macro_f1"]["value"]
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def test_limit_runs_are_rejected(runs, tmp_path: Path) -> None:
     verdict = verify(runs["limited"][1])
     assert not verdict.accepted and any("--limit 20 was used" in r for r in verdict.reasons)
     # still a preview whose numbers are recomputed on the 20 samples --limit draws, not taken on trust
-    assert verdict.is_preview() and verdict.tier == "recomputed" and verdict.recomputed["n"] == 20
+    assert verdict.is_preview() and verdict.tier == "recomputed" and verdict.recomputed.n == 20
     bad = verify(_rewrite(runs["limited"][1], tmp_path / "bad.tar.gz", _edit_first_prediction, True))
     assert not bad.is_preview() and bad.tier == "self-reported" and any("metric macro_f1: recomputed" in r for r in bad.reasons)
 
@@ -397,7 +397,7 @@ def test_best_of_a_preview_only_task_is_marked_apart() -> None:
 
     from ddibench.leaderboard.data import cell
 
-    row = {"primary_metric": "macro_f1", "primary_value": 0.3, "ci_low": 0.2, "ci_high": 0.4, "best": True, "tied": True}
+    row = {"primary_metric": "macro_f1", "primary_unit": "fraction", "primary_value": 0.3, "ci_low": 0.2, "ci_high": 0.4, "best": True, "tied": True}
     assert cell(pd.Series({**row, "submittable": True})) == "30.0 [20.0, 40.0] ★"
     assert cell(pd.Series({**row, "submittable": False})) == "30.0 [20.0, 40.0] ☆"
     assert cell(pd.Series({**row, "best": False, "submittable": False})).endswith("≈")

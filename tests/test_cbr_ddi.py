@@ -99,7 +99,7 @@ def test_bad_answers_are_counted_not_crashes(cli, tmp_path: Path, reply: str, re
 
 def test_cut_off_answer_is_invalid_with_its_reason() -> None:
     from ddibench.label_choice import answer_to_prediction, option_texts
-    from ddibench.llm.client import ChatResult
+    from ddibench.llm import ChatResult
     from ddibench.tasks.drugbank import load_labels
 
     options = option_texts(load_labels())[5:8]

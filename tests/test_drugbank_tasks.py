@@ -79,7 +79,7 @@ def test_samples_keep_direction_and_have_stable_unique_ids() -> None:
     for split in ("train", "valid", "test"):
         ids = [s.id for s in data.split(split)]
         assert len(ids) == len(set(ids))
-    again = TASKS["drugbank_s0"]._build().split("train")[0]  # a fresh build gives the same id
+    again = TASKS["drugbank_s0"].build().split("train")[0]  # a fresh build gives the same id
     assert again.id == sample.id
     blind = sample.blind()
     assert blind.target is None and blind.id == sample.id and dict(blind.meta) == {}

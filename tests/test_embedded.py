@@ -15,9 +15,7 @@ import pytest
 from conftest import kill_run_after
 
 from ddibench.label_choice import option_texts
-from ddibench.llm.client import LLMPool
-from ddibench.llm.embedded import EmbeddedServer, default_gguf
-from ddibench.llm.spec import ModelSpec
+from ddibench.llm import EmbeddedServer, LLMPool, ModelSpec, default_gguf
 from ddibench.parsing import parse_choice
 from ddibench.systems.zero_shot import ZeroShotSystem
 from ddibench.tasks.drugbank import load_labels

@@ -13,10 +13,7 @@ from conftest import reference_dir
 
 from ddibench.data import fetch, source
 from ddibench.errors import DataError
-from ddibench.kg import load_hetionet, load_kg, split_visibility
-from ddibench.kg.graph import get_space, map_to_space
-from ddibench.kg.hetionet import Hetionet, check_full_edge_file
-from ddibench.kg.paths import shortest_path, yen_paths
+from ddibench.kg import Hetionet, check_full_edge_file, get_space, load_hetionet, load_kg, map_to_space, shortest_path, split_visibility, yen_paths
 from ddibench.registry import get_task
 
 REFERENCE = reference_dir() / "ddi2_derived"

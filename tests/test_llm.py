@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from ddibench.errors import ConfigError, ModelEndpointError, UnknownNameError
-from ddibench.llm.cache import ResponseCache, cache_key
-from ddibench.llm.client import LLMCallError, LLMPool, retry_after_seconds
-from ddibench.llm.spec import ModelSpec, parse_model_options
+from ddibench.llm import LLMCallError, LLMPool, ModelSpec, ResponseCache, cache_key, parse_model_options, retry_after_seconds
 from ddibench.llm.stub import StubConfig, running_stub
 
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Warfarin and aspirin?"}]
@@ -31,8 +29,19 @@ def test_model_spec_syntax() -> None:
     spec = ModelSpec.parse("my-model", base_url="http://127.0.0.1:8080/v1")
     assert (spec.provider, spec.model) == ("openai-compatible", "my-model")
     roles = parse_model_options(["openai:gpt-4o-mini", "judge=deepseek:deepseek-chat"])
-    assert roles["generator"].model == "gpt-4o-mini" and roles["judge"].provider == "deepseek"
-    assert parse_model_options([])["generator"].is_embedded
+    assert roles.spec("generator").model == "gpt-4o-mini" and roles.spec("judge").provider == "deepseek"
+    assert parse_model_options([]).spec("generator").is_embedded
+
+
+def test_any_role_name_and_unset_roles_fall_back_to_the_generator() -> None:
+    roles = parse_model_options(["generator=openai:gpt-4o-mini", "annotation_planner=vllm:planner@http://gpu:8000/v1"])
+    assert roles.spec("describer").model == "gpt-4o-mini"  # never named: the generator's model
+    assert roles.spec("annotation_planner").model == "planner" and roles.given("annotation_planner")
+    assert not roles.given("second_judge")
+    roles = parse_model_options(["openai:gpt-4o-mini#revision=2024-07-18"])  # '=' inside a spec is not a role
+    assert roles.spec("judge").revision == "2024-07-18" and not roles.explicit
+    with pytest.raises(ConfigError, match="names no provider"):
+        parse_model_options(["judge=gpt-4o"])
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
-from ddibench.evaluation import ClassificationEvaluator
+from ddibench.evaluation import ClassificationEvaluator, EvaluationInputError
 from ddibench.metrics.bootstrap import BootstrapSpec, bootstrap_intervals
 from ddibench.metrics.classification import (
     INVALID,
@@ -16,7 +16,6 @@ from ddibench.metrics.classification import (
 )
 from ddibench.registry import get_task
 from ddibench.schema import Prediction
-from ddibench.task import EvaluationInputError
 
 
 def sklearn_scores(y_true: np.ndarray, y_pred: np.ndarray, weights: np.ndarray | None = None) -> dict[str, float]:

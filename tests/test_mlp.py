@@ -38,7 +38,7 @@ def test_mlp_trains_scores_every_test_sample_and_reuses_its_checkpoint(cli, tmp_
 
 def test_profile_budget_is_part_of_the_config(cli, tmp_path: Path) -> None:
     from ddibench.profiles import get_profile
-    from ddibench.runner.run import build_system
+    from ddibench.runner.plan import build_system
 
     cpu = build_system("mlp", get_profile("cpu"), {})
     gpu = build_system("mlp", get_profile("a100-80g"), {})

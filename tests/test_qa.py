@@ -36,7 +36,7 @@ def test_ddi_qa_questions_follow_the_drugbank_pairs() -> None:
 
 
 def test_medquad_is_a_fixed_documented_set_apart_from_the_corpus() -> None:
-    from ddibench.tasks.qa import medquad_documents
+    from ddibench.data.medquad import medquad_documents
 
     data = get_task("medquad").load()
     assert all(c.ok for c in data.checks), data.checks
@@ -47,7 +47,7 @@ def test_medquad_is_a_fixed_documented_set_apart_from_the_corpus() -> None:
 
 
 def test_bertscore_and_embedding_similarity(encoder) -> None:
-    from ddibench.qa.scoring import BertScorer, embedding_similarity
+    from ddibench.evaluation.text_scorers import BertScorer, embedding_similarity
 
     scorer = BertScorer(encoder)
     ref = "Warfarin may increase the anticoagulant activities of Aspirin."
@@ -59,7 +59,7 @@ def test_bertscore_and_embedding_similarity(encoder) -> None:
 
 
 def test_label_recovery(encoder) -> None:
-    from ddibench.qa.scoring import LabelRecovery
+    from ddibench.evaluation.text_scorers import LabelRecovery
     from ddibench.tasks.drugbank import load_labels
 
     labels = load_labels()
@@ -73,7 +73,7 @@ def test_label_recovery(encoder) -> None:
 
 
 def test_selfcheck_is_low_for_consistent_answers(encoder) -> None:
-    from ddibench.qa.scoring import BertScorer, selfcheck_bertscore
+    from ddibench.evaluation.text_scorers import BertScorer, selfcheck_bertscore
 
     scorer = BertScorer(encoder)
     answer = "Warfarin raises the bleeding risk. Check the INR often."
@@ -85,7 +85,7 @@ def test_selfcheck_is_low_for_consistent_answers(encoder) -> None:
 
 
 def test_judge_parsing_and_agreement() -> None:
-    from ddibench.qa.judge import agreement, parse_grades, weighted_kappa
+    from ddibench.evaluation.judge import agreement, parse_grades, weighted_kappa
 
     assert parse_grades('{"correctness": 4, "clarity": 5}') == (4, 5)
     assert parse_grades("Correctness: 2\nClarity = 3") == (2, 3)
@@ -189,9 +189,9 @@ def test_scorer_encoder_is_recorded_and_kept_off_the_board(cli, stub, tmp_path: 
     code, _, err = cli("submit", str(run_dir), "--out", str(tmp_path / "b.tar.gz"))
     assert code == 0, err
     verdict = verify(tmp_path / "b.tar.gz")
-    assert any(r.startswith("scoring encoder: free-text scorers used") for r in verdict.reasons)
+    assert any(r.startswith("scoring options: scored with --scorer-encoder") for r in verdict.reasons)
     code, _, err = cli("rescore", str(run_dir), "--no-judge", "--scorer-encoder", "minilm")
     assert code == 0, err
     code, _, err = cli("submit", str(run_dir), "--out", str(tmp_path / "c.tar.gz"))
     assert code == 0, err
-    assert not any(r.startswith("scoring encoder") for r in verify(tmp_path / "c.tar.gz").reasons)
+    assert not any(r.startswith("scoring options") for r in verify(tmp_path / "c.tar.gz").reasons)

@@ -15,7 +15,7 @@ from conftest import kill_run_after
 from ddibench.llm.stub import StubConfig, running_stub
 from ddibench.registry import get_task
 from ddibench.runner.journal import Journal
-from ddibench.runner.run import stratified_subset
+from ddibench.runner.plan import stratified_subset
 
 
 def journal_ids(run_dir: Path) -> list[str]:
@@ -223,7 +223,7 @@ def test_corrupt_mirror_stops_the_run_with_one_line(cli, tmp_path: Path, monkeyp
     bad = task.split_source("test")
     (mirror / bad.relpath).write_text("0 1 2\n" * 10)
     monkeypatch.setenv("DDIBENCH_MIRROR", str(mirror))
-    monkeypatch.setattr(task, "_data", None)  # force a reload from the (corrupt) mirror
+    monkeypatch.setitem(task.__dict__, "_loaded", None)  # force a reload from the (corrupt) mirror
     drugbank.read_triples.cache_clear()
     try:
         code, _, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "5", "--runs-dir", str(tmp_path / "runs"))

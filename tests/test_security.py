@@ -19,8 +19,10 @@ pytest.importorskip("sqlglot", reason="needs the 'qa' extra")
 pytest.importorskip("ladybug", reason="needs the 'qa' extra")
 
 from ddibench.artifacts import ArtifactStore  # noqa: E402
-from ddibench.llm.client import LLMPool  # noqa: E402
-from ddibench.llm.spec import ModelSpec  # noqa: E402
+from ddibench.llm import (
+    LLMPool,  # noqa: E402
+    ModelSpec,  # noqa: E402
+)
 from ddibench.llm.stub import StubConfig, running_stub  # noqa: E402
 from ddibench.profiles import get_profile  # noqa: E402
 from ddibench.registry import get_task  # noqa: E402

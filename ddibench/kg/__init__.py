@@ -4,6 +4,11 @@
 the recipe version and the sources' hashes), maps it into the id space, and returns a
 :class:`KnowledgeGraph`. Pass ``full_edges`` (Hetionet's ``hetionet-v1.0-edges.sif.gz``) to include the
 metaedges the pinned sources cannot rebuild.
+
+The public API (what a system imports): :class:`KnowledgeGraph` and its queries, :func:`load_kg`,
+:func:`interaction_graph`, :func:`touches_pair`, :func:`split_visibility`, path search
+(:func:`yen_paths`, :func:`shortest_path`, :class:`KGPath`), CSR helpers (:func:`gather_rows`,
+:func:`gather_neighbours`) and the id spaces (:func:`get_space`).
 """
 
 from __future__ import annotations
@@ -13,10 +18,31 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ddibench.kg.graph import KnowledgeGraph, get_space, map_to_space, split_visibility
-from ddibench.kg.hetionet import Hetionet, build_hetionet, hetionet_key
+from ddibench.kg._graph import IdSpace, KnowledgeGraph, gather_neighbours, gather_rows, get_space, map_to_space, split_visibility
+from ddibench.kg._hetionet import METAEDGES, Hetionet, build_hetionet, check_full_edge_file, hetionet_key
+from ddibench.kg._paths import Path as KGPath
+from ddibench.kg._paths import shortest_path, yen_paths
 
-__all__ = ["Hetionet", "KnowledgeGraph", "interaction_graph", "load_hetionet", "load_kg", "split_visibility"]
+__all__ = [
+    "METAEDGES",
+    "Hetionet",
+    "IdSpace",
+    "KGPath",
+    "KnowledgeGraph",
+    "build_hetionet",
+    "check_full_edge_file",
+    "gather_neighbours",
+    "gather_rows",
+    "get_space",
+    "interaction_graph",
+    "load_hetionet",
+    "load_kg",
+    "map_to_space",
+    "shortest_path",
+    "split_visibility",
+    "touches_pair",
+    "yen_paths",
+]
 
 
 @cache
@@ -40,7 +66,7 @@ def load_kg(space: str = "drugbank", full_edges: str | Path | None = None) -> Kn
 def _load_kg(space: str, full_edges: Path | None) -> KnowledgeGraph:
     drug_names = None
     if space == "drugbank":
-        from ddibench.tasks.drugbank import load_catalog
+        from ddibench.data.drugbank import load_catalog
 
         drug_names = [d.name for d in load_catalog().drugs]
     return map_to_space(load_hetionet(full_edges), get_space(space), drug_names)

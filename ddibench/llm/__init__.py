@@ -1,5 +1,59 @@
-"""LLM access: model specs, the embedded llama.cpp server, the cached and accounted client."""
+"""LLM access for systems and scorers: one OpenAI-compatible path for every model.
 
-from ddibench.llm.spec import EMBEDDED, ROLES, ModelSpec, parse_model_options
+* :class:`ModelSpec` — which model behind which endpoint, and its identity (``--model`` syntax);
+  :class:`RoleModels` — the model of each role, any role name, unset roles falling back to the default.
+* :class:`LLMClient` — what ``ctx.model(role)`` returns: ``await client.chat(messages, ...)`` gives a
+  :class:`ChatResult` (cached, retried, accounted); :class:`LLMCallError` when a call fails for good.
+* :class:`LLMPool` — the models of one run by role (starts the embedded llama.cpp server when needed).
+* :mod:`ddibench.llm.stub` — a local stub server that speaks the protocol, for testing an adapter.
+"""
 
-__all__ = ["EMBEDDED", "ROLES", "ModelSpec", "parse_model_options"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# names -> defining module, imported on first use (listing systems must not start the HTTP stack)
+_EXPORTS = {
+    "ResponseCache": "_cache", "cache_key": "_cache",
+    "ChatResult": "_client", "LLMCallError": "_client", "LLMClient": "_client", "LLMPool": "_client",
+    "UsageLedger": "_client", "retry_after_seconds": "_client",
+    "EmbeddedServer": "_embedded",
+    "EMBEDDED": "_spec", "ROLES": "_spec", "ModelSpec": "_spec", "RoleModels": "_spec", "parse_model_options": "_spec",
+    "parse_role": "_spec",
+    "default_gguf": "_weights", "weights_sha256": "_weights",
+}  # fmt: skip
+
+if TYPE_CHECKING:
+    from ddibench.llm._cache import ResponseCache, cache_key
+    from ddibench.llm._client import ChatResult, LLMCallError, LLMClient, LLMPool, UsageLedger, retry_after_seconds
+    from ddibench.llm._embedded import EmbeddedServer
+    from ddibench.llm._spec import EMBEDDED, ROLES, ModelSpec, RoleModels, parse_model_options, parse_role
+    from ddibench.llm._weights import default_gguf, weights_sha256
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"ddibench.llm.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'ddibench.llm' has no attribute '{name}'")
+
+
+__all__ = [
+    "EMBEDDED",
+    "ROLES",
+    "ChatResult",
+    "EmbeddedServer",
+    "LLMCallError",
+    "LLMClient",
+    "LLMPool",
+    "ModelSpec",
+    "ResponseCache",
+    "RoleModels",
+    "UsageLedger",
+    "cache_key",
+    "default_gguf",
+    "parse_model_options",
+    "parse_role",
+    "retry_after_seconds",
+    "weights_sha256",
+]

@@ -1,7 +1,8 @@
 """The append-only per-sample journal of a run (``journal.jsonl``).
 
 One JSON line per finished sample, written and flushed as soon as the sample is done, so a run killed
-at any moment (even by SIGKILL) keeps every finished sample. A torn last line (a kill in the middle of
+at any moment (even by SIGKILL) keeps every finished sample. Each line carries its prediction schema
+version; journals written by earlier versions still read. A torn last line (a kill in the middle of
 a write) is cut off when the journal is reopened; any other unreadable line is an error, never skipped.
 """
 
@@ -12,15 +13,16 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
 
 from ddibench.errors import RunDirError
-from ddibench.schema import PREDICTION_SCHEMA_VERSION, Prediction
+from ddibench.schema import PREDICTION_SCHEMA_VERSION, READABLE_PREDICTION_VERSIONS, Prediction
 
 
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = None
+        self._fh: TextIO | None = None
 
     def load(self, repair: bool = True) -> dict[str, Prediction]:
         """Predictions already journalled, by sample id (a later record of a sample wins)."""
@@ -39,7 +41,7 @@ class Journal:
                 continue
             try:
                 record = json.loads(line)
-                if record.get("v") != PREDICTION_SCHEMA_VERSION:
+                if record.get("v") not in READABLE_PREDICTION_VERSIONS:
                     raise ValueError(f"schema version {record.get('v')}")
                 pred = Prediction.model_validate(record["prediction"])
             except (ValueError, KeyError, TypeError) as exc:
@@ -54,13 +56,14 @@ class Journal:
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "a", encoding="utf-8")
+        fh = self._fh
         now = round(time.time(), 3)
         lines = []
         for pred in predictions:
             record = {"v": PREDICTION_SCHEMA_VERSION, "t": now, "prediction": pred.model_dump(mode="json")}
             lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self._fh.write("".join(lines))
-        self._fh.flush()  # in the OS's hands now: survives the process being killed
+        fh.write("".join(lines))
+        fh.flush()  # in the OS's hands now: survives the process being killed
 
     def sync(self) -> None:
         if self._fh is not None:

@@ -8,7 +8,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import ddibench
+from ddibench._version import __version__
 
 TRACKED_PACKAGES = (
     "ddibench", "numpy", "pydantic", "openai", "click", "rich",
@@ -19,8 +19,8 @@ TRACKED_PACKAGES = (
 @cache
 def code_version() -> dict[str, Any]:
     """ddibench's version and, when it runs from a git checkout, the commit and whether it is dirty."""
-    source = Path(ddibench.__file__).resolve().parent.parent
-    info: dict[str, Any] = {"ddibench_version": ddibench.__version__, "git_commit": None, "git_dirty": None}
+    source = Path(__file__).resolve().parent.parent.parent
+    info: dict[str, Any] = {"ddibench_version": __version__, "git_commit": None, "git_dirty": None}
     try:
         top = subprocess.run(
             ["git", "-C", str(source), "rev-parse", "--show-toplevel"], capture_output=True, text=True, timeout=10

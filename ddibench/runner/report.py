@@ -1,4 +1,8 @@
-"""Human-readable views of run results (``ddibench run`` and ``ddibench report``)."""
+"""Human-readable views of run results (``ddibench run`` and ``ddibench report``).
+
+Metric names, units and directions come from the evaluator's declarations recorded in the results
+(:class:`~ddibench.evaluation.MetricSpec`), so a new kind of task needs nothing here.
+"""
 
 from __future__ import annotations
 
@@ -11,91 +15,76 @@ from rich.markup import escape
 from rich.table import Table
 
 from ddibench.errors import RunDirError
-
-METRIC_LABELS = {
-    "accuracy": "accuracy (%)",
-    "macro_f1": "macro-F1 (%)",
-    "kappa": "Cohen's kappa (%)",
-    "embedding_similarity": "embedding similarity",
-    "bertscore_f1": "BERTScore F1",
-    "label_recovery": "label recovery (%)",
-    "judge_correctness": "judge correctness (1-5)",
-    "judge_clarity": "judge clarity (1-5)",
-    "judge_overall": "judge overall (1-5)",
-    "selfcheck": "SelfCheckGPT (0-1, lower better)",
-}
-PERCENT = {"accuracy", "macro_f1", "kappa", "label_recovery"}
+from ddibench.runner.records import Results, read_identity, read_results
 
 
-def _fmt(name: str, value: float | None) -> str:
-    if value is None or value != value:
-        return "—"
-    return f"{100 * value:.1f}" if name in PERCENT else f"{value:.3f}" if value < 1.0001 and not name.startswith("judge_") else f"{value:.2f}"
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}"
-
-
-def render_results(results: dict[str, Any], console: Console, run_dir: Path | None = None) -> None:
-    ev = results["evaluation"]
-    man = results["manifest"]
-    boot = ev["bootstrap"]
-    title = f"{results['system']} on {results['task']} ({man['split']}, n={ev['n']:,})"
+def render_results(results: Results, console: Console, run_dir: Path | None = None) -> None:
+    ev = results.evaluation
+    man = results.manifest
+    boot = ev.bootstrap
+    title = f"{results.system} on {results.task} ({man.split}, n={ev.n:,})"
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column(f"{int(boot['level'] * 100)}% CI", justify="right")
-    for name, m in ev["metrics"].items():
-        primary = " *" if name == ev["primary_metric"] else ""
-        table.add_row(METRIC_LABELS.get(name, name) + primary, _fmt(name, m["value"]), f"[{_fmt(name, m['ci_low'])}, {_fmt(name, m['ci_high'])}]")
+    if ev.ceilings:
+        table.add_column("ceiling", justify="right")
+    for name, m in ev.metrics.items():
+        spec = ev.spec(name)
+        primary = " *" if name == ev.primary_metric else ""
+        row = [spec.title() + primary, spec.format(m.value), f"[{spec.format(m.ci_low)}, {spec.format(m.ci_high)}]"]
+        if ev.ceilings:
+            row.append(spec.format(ev.ceilings.get(name)))
+        table.add_row(*row)
     console.print(table)
     console.print(
-        f"invalid (unparsable) predictions: {ev['n_invalid']:,} of {ev['n']:,}, scored as wrong"
-        + (f"; e.g. {ev['invalid_examples'][0]['error']}" if ev["invalid_examples"] else "")
+        f"invalid (unparsable) predictions: {ev.n_invalid:,} of {ev.n:,}, scored as wrong"
+        + (f"; e.g. {ev.invalid_examples[0]['error']}" if ev.invalid_examples else "")
     )
+    if ev.ceilings:
+        console.print("ceiling: what a perfect answer scores on these samples (fewer gold labels than the cut-off caps precision)")
     console.print(f"CI: {boot['description']}, {boot['replicates']} replicates, seed {boot['seed']}")
-    if ev.get("breakdown") and len(ev["breakdown"]) > 1:
+    if ev.breakdown and len(ev.breakdown) > 1:
         parts = []
-        for key, values in ev["breakdown"].items():
-            shown = ", ".join(f"{m}={_fmt(m, v)}" for m, v in values.items() if m not in ("n", "n_invalid"))
+        for key, values in ev.breakdown.items():
+            shown = ", ".join(f"{m}={ev.spec(m).format(v)}" for m, v in values.items() if m not in ("n", "n_invalid"))
             parts.append(f"{key}: n={values['n']:,} {shown}")
         console.print("breakdown: " + "; ".join(parts))
-    cost = results.get("cost", {})
-    for role, per in cost.get("per_item", {}).items():
-        totals = cost["by_role"][role]
+    cost = results.cost
+    for role, per in cost.per_item.items():
+        totals = cost.by_role[role]
         console.print(
-            f"LLM {role}: {per['calls']} calls, {per['prompt_tokens']:.0f} prompt + {per['completion_tokens']:.0f} "
-            f"completion tokens per item ({int(totals['calls']):,} calls in all, {int(totals['served_from_cache']):,} from cache)"
+            f"LLM {role}: {per.calls} calls, {per.prompt_tokens:.0f} prompt + {per.completion_tokens:.0f} "
+            f"completion tokens per item ({totals.calls:,} calls in all, {totals.served_from_cache:,} from cache)"
         )
-    timing = results.get("timing", {})
+    timing = results.timing
     console.print(
-        f"time: {timing.get('wall_s_total', 0):.1f} s over {man['sessions']} session(s) "
-        f"(prepare {timing.get('prepare_s_total', 0):.1f} s, predict {timing.get('predict_s_total', 0):.1f} s)"
+        f"time: {timing.wall_s_total:.1f} s over {man.sessions} session(s) "
+        f"(prepare {timing.prepare_s_total:.1f} s, predict {timing.predict_s_total:.1f} s)"
     )
-    code = f"{man['git_commit'][:12]}{' (dirty)' if man['git_dirty'] else ''}" if man.get("git_commit") else "no git checkout"
-    models = ", ".join(f"{r}={m['spec']} ({_short_identity(m['identity'])})" for r, m in man.get("models", {}).items())
+    code = f"{man.git_commit[:12]}{' (dirty)' if man.git_dirty else ''}" if man.git_commit else "no git checkout"
+    models = ", ".join(f"{r}={m.spec} ({_short_identity(m.identity)})" for r, m in man.models.items())
     console.print(
-        escape(f"provenance: ddibench {man['ddibench_version']} [{code}], task {man['task']['name']} {man['task']['version']} "
-        f"data {man['task']['data_sha256'][:12]}, system {man['system']['name']} {man['system']['version']} "
-        f"config {man['system']['config_hash']}" + (f", {models}" if models else "")
-        + f", profile {man['profile']['declared']['name']}")
-    )
-    scoring = man.get("scoring", {})
-    if "judge" in scoring:
-        console.print(escape(f"judge: {_short_identity(scoring['judge']['identity'])} {scoring['judge']['identity'].get('model')}, rubric {scoring['judge']['rubric_sha256'][:12]}"))
-    if "judge_agreement" in scoring:
-        console.print(f"judge agreement: {scoring['judge_agreement']}")
-    if "selfcheck" in scoring:
-        console.print(f"SelfCheckGPT: n={scoring['selfcheck']['n']} samples at temperature {scoring['selfcheck']['temperature']}, seeds {scoring['selfcheck']['seeds']}")
-    if man["profile"].get("warning"):
-        console.print(f"[yellow]warning: {escape(man['profile']['warning'])}[/yellow]")
-    for deviation in man["task"].get("deviations", []):
+        escape(f"provenance: ddibench {man.ddibench_version} [{code}], task {man.task.name} {man.task.version} "
+        f"data {man.task.data_sha256[:12]}, system {man.system.name} {man.system.version} "
+        f"config {man.system.config_hash}" + (f", {models}" if models else "")
+        + f", profile {man.profile.name}")
+    )  # fmt: skip
+    scoring = man.scoring
+    if scoring.judge:
+        console.print(escape(f"judge: {_short_identity(scoring.judge['identity'])} {scoring.judge['identity'].get('model')}, rubric {scoring.judge['rubric_sha256'][:12]}"))
+    if scoring.judge_agreement:
+        console.print(f"judge agreement: {scoring.judge_agreement}")
+    if scoring.selfcheck:
+        console.print(f"SelfCheckGPT: n={scoring.selfcheck['n']} samples at temperature {scoring.selfcheck['temperature']}, seeds {scoring.selfcheck['seeds']}")
+    if man.profile.warning:
+        console.print(f"[yellow]warning: {escape(man.profile.warning)}[/yellow]")
+    for deviation in man.task.deviations:
         console.print(f"[dim]task note: {escape(deviation)}[/dim]")
-    for deviation in man["system"].get("deviations", []):
+    for deviation in man.system.deviations:
         console.print(f"[dim]system note: {escape(deviation)}[/dim]")
-    if not man["submittable"]:
-        console.print(f"[yellow]not submittable: {man['not_submittable_reason']}[/yellow]")
+    if not man.submittable:
+        console.print(f"[yellow]not submittable: {man.not_submittable_reason}[/yellow]")
     if run_dir is not None:
         console.print(f"run directory: {run_dir}")
 
@@ -118,39 +107,37 @@ def render_report(path: Path, console: Console, as_json: bool = False) -> int:
         raise RunDirError(f"{path} does not exist", "give a run directory printed by 'ddibench run'")
     results_file = path / "results.json"
     if results_file.exists():
-        results = json.loads(results_file.read_text(encoding="utf-8"))
+        results = read_results(results_file)
         if as_json:
-            console.print_json(json.dumps(results))
+            console.print_json(json.dumps(results.dump()))
         else:
             render_results(results, console, path)
         return 0
     if (path / "run.json").exists():
-        ident = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        ident = read_identity(path / "run.json")
         journal = path / "journal.jsonl"
         done = sum(1 for line in journal.open(encoding="utf-8") if line.strip()) if journal.exists() else 0
         console.print(
-            f"{path}: incomplete run of {ident['system']['name']} on {ident['task']['name']}: "
-            f"{done:,} of {ident['n_samples']:,} samples journalled; re-run the same 'ddibench run' command to finish it"
+            f"{path}: incomplete run of {ident.system.name} on {ident.task.name}: "
+            f"{done:,} of {ident.n_samples:,} samples journalled; re-run the same 'ddibench run' command to finish it"
         )
         return 1
     runs = find_runs(path)
     if not runs:
         raise RunDirError(f"{path} holds no ddibench runs", "give a run directory printed by 'ddibench run'")
     table = Table(title=f"runs under {path}", title_justify="left")
-    for col in ("task", "system", "run id", "n", "macro-F1 (%)", "accuracy (%)", "status"):
+    for col in ("task", "system", "run id", "n", "primary metric", "value", "status"):
         table.add_column(col)
     for run in runs:
-        ident = json.loads((run / "run.json").read_text(encoding="utf-8"))
+        ident = read_identity(run / "run.json")
         res_file = run / "results.json"
         if res_file.exists():
-            res = json.loads(res_file.read_text(encoding="utf-8"))
-            metrics = res["evaluation"]["metrics"]
-            status = "complete" if res["manifest"]["submittable"] else f"complete ({res['manifest']['not_submittable_reason']})"
-            table.add_row(
-                ident["task"]["name"], ident["system"]["name"], ident["run_id"], f"{ident['n_samples']:,}",
-                _pct(metrics.get("macro_f1", {}).get("value")), _pct(metrics.get("accuracy", {}).get("value")), status,
-            )  # fmt: skip
+            res = read_results(res_file)
+            name, value, _, _ = res.primary
+            spec = res.evaluation.spec(name)
+            status = "complete" if res.manifest.submittable else f"complete ({res.manifest.not_submittable_reason})"
+            table.add_row(ident.task.name, ident.system.name, ident.run_id, f"{ident.n_samples:,}", spec.title(), spec.format(value), status)
         else:
-            table.add_row(ident["task"]["name"], ident["system"]["name"], ident["run_id"], f"{ident['n_samples']:,}", "—", "—", "incomplete")
+            table.add_row(ident.task.name, ident.system.name, ident.run_id, f"{ident.n_samples:,}", "—", "—", "incomplete")
     console.print(table)
     return 0

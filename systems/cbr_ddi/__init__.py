@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import Field
 
 from ddibench.label_choice import answer_to_prediction, label_schema, option_texts
-from ddibench.llm.client import ChatResult
+from ddibench.llm import ChatResult
 from ddibench.schema import Drug, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace, system_config_hash
 from ddibench.systems.cbr_ddi import prompts

@@ -58,7 +58,7 @@ class Dictionary:
 
 @cache
 def dictionary() -> Dictionary:
-    from ddibench.tasks.drugbank import load_catalog
+    from ddibench.data.drugbank import load_catalog
 
     names: dict[str, tuple[str, str, str]] = {}
     catalog = load_catalog()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddibench.kg.graph import gather_rows
+from ddibench.kg import gather_rows
 
 
 @dataclass

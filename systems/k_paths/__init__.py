@@ -38,8 +38,7 @@ class KPathsSystem(LabelChoiceSystem):
         self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges)
 
     def paths(self, head: int, tail: int) -> tuple[list[str], dict[str, Any]]:
-        from ddibench.kg import touches_pair
-        from ddibench.kg.paths import yen_paths
+        from ddibench.kg import touches_pair, yen_paths
 
         kg = self._kg
         found = yen_paths(kg, head, tail, k=self.config.k_paths + 2, max_hops=self.config.max_hops, max_candidates=self.config.max_candidates)

@@ -1,9 +1,7 @@
 """DrugBank DDI tasks: an ordered drug pair -> one of 86 interaction types.
 
-All tasks share the EmerGNN/SumGNN id space (drugs 0..1709, relations 0..85). The drug catalog joins
-EmerGNN's ``node2id.json`` (DrugBank ids), DDI-Ben's approval-date sheet and DDI-GPT names, and
-DDI-Ben-code's SMILES; labels are EmerGNN's ``relation2id.json`` templates, where ``#Drug1`` is the
-first (head) drug of a triple and ``#Drug2`` the second (tail).
+All tasks share the EmerGNN/SumGNN id space (drugs 0..1709, relations 0..85): the drug catalog and
+the label space are source data (:mod:`ddibench.data.drugbank`); this family adds the splits.
 
 The task definitions live in ``tasks.toml`` beside this module; this module turns them into
 :class:`DrugBankTask` objects and verifies, each time a task loads, what the definition promises:
@@ -13,27 +11,25 @@ list, and that no (head, tail, label) triple is in both training and evaluation 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
 from ddibench.data import SourceFile, fetch, source
-from ddibench.data.xlsx import read_first_sheet
+from ddibench.data.drugbank import N_DRUGS, N_LABELS, DrugCatalog, catalog_sources, load_catalog, load_labels
 from ddibench.errors import DataError
-from ddibench.schema import Drug, DrugPair, Label, LabelSpace, Sample, sample_id
-from ddibench.task import Check, Evaluator, Task, TaskData
+from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
+from ddibench.task import Check, Lazy, Task, TaskData
+
+if TYPE_CHECKING:
+    from ddibench.evaluation import Evaluator
 
 FAMILY = "drugbank_ddi"
-N_DRUGS = 1710
-N_LABELS = 86
 SPLITS = ("train", "valid", "test")
 EXPECTED_UNSEEN = {"S0": 0, "S1": 1, "S2": 2}
 _UNSEEN_WORDS = {0: "no drug", 1: "one drug", 2: "two drugs"}
@@ -43,96 +39,6 @@ _UNSEEN_WORDS = {0: "no drug", 1: "one drug", 2: "two drugs"}
 def _definitions() -> dict[str, Any]:
     text = resources.files(__name__).joinpath("tasks.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
-
-
-def _ref(ref: dict[str, str]) -> SourceFile:
-    return source(ref["dataset"], ref["path"])
-
-
-def _family_sources() -> tuple[SourceFile, ...]:
-    fam = _definitions()["family"]
-    return tuple(_ref(fam[key]) for key in ("labels", "drug_ids", "drug_names", "approval_sheet", "smiles"))
-
-
-# ---------------------------------------------------------------------------------------------
-# Shared resources: the label space and the drug catalog
-
-
-@cache
-def load_labels() -> LabelSpace:
-    path = fetch(_ref(_definitions()["family"]["labels"]))
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    # ids 0..85 are the DDI types; EmerGNN's file continues with the KG metaedges (86 GiG .. 108 AeG)
-    if any("#Drug" not in raw.get(str(i), "") for i in range(N_LABELS)):
-        raise DataError(f"{path.name}: expected DDI templates for relation ids 0..{N_LABELS - 1}", "the pinned file is not EmerGNN's")
-    return LabelSpace(tuple(Label(id=i, template=raw[str(i)].strip(), name=raw[str(i)].strip()) for i in range(N_LABELS)))
-
-
-@dataclass(frozen=True)
-class DrugCatalog:
-    """The 1,710 drugs of the DrugBank DDI id space (index = node id)."""
-
-    drugs: tuple[Drug, ...]
-    approval_dates: tuple[str, ...]  # as written in DDI-Ben's sheet ("2000/04/12", "Approved Prior to ...")
-    checks: tuple[Check, ...]
-
-    def __len__(self) -> int:
-        return len(self.drugs)
-
-    def __getitem__(self, node_id: int) -> Drug:
-        return self.drugs[node_id]
-
-    @property
-    def by_drugbank_id(self) -> dict[str, Drug]:
-        return {d.drugbank_id: d for d in self.drugs}
-
-
-@cache
-def load_catalog() -> DrugCatalog:
-    fam = _definitions()["family"]
-    node2id: dict[str, int] = json.loads(fetch(_ref(fam["drug_ids"])).read_text(encoding="utf-8"))
-    gpt: dict[str, dict[str, str]] = json.loads(fetch(_ref(fam["drug_names"])).read_text(encoding="utf-8"))
-    smiles: dict[str, str] = json.loads(fetch(_ref(fam["smiles"])).read_text(encoding="utf-8"))
-    sheet = read_first_sheet(fetch(_ref(fam["approval_sheet"])))[1:]  # skip the header row
-
-    if sorted(node2id.values()) != list(range(N_DRUGS)):
-        raise DataError(f"node2id.json: expected node ids 0..{N_DRUGS - 1}", "the pinned file is not EmerGNN's")
-    by_node = {node: db_id for db_id, node in node2id.items()}
-    rows = {row.get("A"): row for row in sheet if row.get("A")}
-
-    drugs: list[Drug] = []
-    dates: list[str] = []
-    sheet_node_mismatch = 0
-    sheet_name_differs = 0
-    missing_smiles = []
-    for node in range(N_DRUGS):
-        db_id = by_node[node]
-        row = rows.get(db_id, {})
-        if row and row.get("B") is not None and int(float(row["B"])) != node:
-            sheet_node_mismatch += 1
-        gpt_name = (gpt.get(str(node)) or {}).get("name", "").strip()
-        name = (row.get("C") or "").strip() or gpt_name
-        if gpt_name and name != gpt_name:
-            sheet_name_differs += 1
-        if not name:
-            raise DataError(f"drug {db_id} (node {node}) has no name in the pinned sources", "report it")
-        smi = smiles.get(db_id, "").strip()
-        if not smi:
-            missing_smiles.append(db_id)
-        drugs.append(Drug(node_id=node, drugbank_id=db_id, name=name, smiles=smi))
-        dates.append((row.get("D") or "").strip())
-
-    checks = (
-        Check("catalog size", len(drugs) == N_DRUGS, f"{len(drugs)} drugs"),
-        Check(
-            "approval sheet node ids",
-            sheet_node_mismatch == 0 and len(rows) == N_DRUGS,
-            f"{len(rows)} sheet rows, {sheet_node_mismatch} whose node id differs from node2id.json",
-        ),
-        Check("names agree (sheet vs DDI-GPT)", sheet_name_differs == 0, f"{sheet_name_differs} differ"),
-        Check("SMILES present", not missing_smiles, f"{N_DRUGS - len(missing_smiles)} of {N_DRUGS} drugs"),
-    )
-    return DrugCatalog(tuple(drugs), tuple(dates), checks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,8 +98,6 @@ class DrugBankTask(Task):
         self.setting = spec["setting"]
         self.title = spec["title"]
         self.recipe_version = int(_definitions()["family"]["recipe_version"])
-        self._lock = threading.Lock()
-        self._data: TaskData | None = None
 
     # -- definition --------------------------------------------------------------------------
 
@@ -206,7 +110,7 @@ class DrugBankTask(Task):
         files = [self.split_source(s) for s in SPLITS]
         files += [source(ds, p) for p in self.spec.get("drug_sets", {}).values()]
         files += [source(ds, p) for p in self.spec.get("new_drug_list", {}).values()]
-        return _family_sources() + tuple(files)
+        return catalog_sources() + tuple(files)
 
     @property
     def label_space(self) -> LabelSpace:
@@ -236,7 +140,7 @@ class DrugBankTask(Task):
         return tuple(out)
 
     def evaluator(self) -> Evaluator:
-        from ddibench.evaluation import ClassificationEvaluator
+        from ddibench.evaluation import ClassificationEvaluator  # imported when scoring: 'list tasks' stays fast
 
         return ClassificationEvaluator(self.label_space)
 
@@ -248,17 +152,11 @@ class DrugBankTask(Task):
 
     # -- loading -----------------------------------------------------------------------------
 
-    def load(self) -> TaskData:
-        with self._lock:
-            if self._data is None:
-                self._data = self._build()
-            return self._data
-
-    def _build(self) -> TaskData:
+    def build(self) -> TaskData:
         catalog = load_catalog()
         triples = {split: read_triples(self.split_source(split)) for split in SPLITS}
         train_drugs = _drugs_of(triples["train"])
-        checks = list(catalog.checks)
+        checks = [Check(c.name, c.ok, c.detail) for c in catalog.checks]
         checks += self._check_splits(triples, train_drugs)
         failed = [c for c in checks if not c.ok]
         if failed:
@@ -270,9 +168,16 @@ class DrugBankTask(Task):
         splits = {}
         for split, rows in triples.items():
             splits[split] = tuple(self._samples(split, rows, catalog, train_drugs))
+        labels = self.label_space
         return TaskData(
             splits=splits,
-            resources={"drugs": catalog, "labels": self.label_space, "train_drugs": frozenset(train_drugs)},
+            resources={
+                "drugs": catalog,
+                "labels": labels,
+                "train_drugs": frozenset(train_drugs),
+                # what a knowledge base (SQL table, graph, corpus) may hold: the training interactions
+                "interactions": Lazy(lambda: (splits["train"], labels)),
+            },
             checks=checks,
         )
 
@@ -370,5 +275,5 @@ class DrugBankTask(Task):
 
 TASKS: dict[str, DrugBankTask] = {name: DrugBankTask(name, spec) for name, spec in _definitions()["tasks"].items()}
 
-__all__ = ["TASKS", "DrugBankTask", "DrugCatalog", "load_catalog", "load_labels", "read_triples"]
+__all__ = ["TASKS", "DrugBankTask", "DrugCatalog", "load_catalog", "load_labels", "read_triples"]  # catalog and labels re-exported from ddibench.data.drugbank
 

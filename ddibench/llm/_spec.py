@@ -22,14 +22,15 @@ provider, base URL, model name, and the weights' sha256 (embedded) or the declar
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ddibench.errors import ConfigError
+from ddibench.llm._weights import default_gguf, weights_sha256
 
-ROLES = ("generator", "describer", "query_writer", "judge")  # every run has a model for each (default: the same)
-OPTIONAL_ROLES = ("second_judge",)  # only when given
+ROLES = ("generator", "describer", "query_writer", "judge")  # the roles the reference systems and scorers use
 EMBEDDED = "embedded"
 EMBEDDED_DEFAULT_NAME = "smollm2-135m-instruct"
 
@@ -137,6 +138,10 @@ class ModelSpec:
             return replace(self, model=path.stem, model_path=str(path.resolve()), base_url=None)
         return replace(self, model=EMBEDDED_DEFAULT_NAME, model_path=None, base_url=None)
 
+    def gguf_path(self) -> Path:
+        """The weights an embedded spec serves (the packaged default unless a path was given)."""
+        return Path(self.model_path) if self.model_path else default_gguf()
+
     def api_key(self) -> str:
         key = os.environ.get(self.key_env, "") if self.key_env else ""
         if not key and PROVIDERS[self.provider].needs_key:
@@ -147,10 +152,7 @@ class ModelSpec:
         """What makes two answers comparable: the cache key and the manifest both use this."""
         ident: dict[str, Any] = {"provider": self.provider, "model": self.model}
         if self.is_embedded:
-            from ddibench.llm.embedded import resolve_gguf, weights_sha256
-
-            path = resolve_gguf(self)
-            ident["weights_sha256"] = weights_sha256(path)
+            ident["weights_sha256"] = weights_sha256(self.gguf_path())
             ident["base_url"] = EMBEDDED  # the loopback port changes every run; the weights do not
         else:
             ident["base_url"] = (self.base_url or "").rstrip("/")
@@ -164,22 +166,55 @@ class ModelSpec:
         return f"{self.provider}:{self.model}@{self.base_url}"
 
 
-def parse_model_options(values: tuple[str, ...] | list[str], base_url: str | None = None) -> dict[str, ModelSpec]:
-    """``--model`` values -> spec per role. ``SPEC`` sets every role; ``ROLE=SPEC`` sets one
-    (``second_judge`` exists only when set)."""
+_ROLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class RoleModels:
+    """The model of every role a run may ask for (generator, describer, judge, or any role a system or
+    scorer names). Roles given explicitly keep their spec; every other role gets the default: the bare
+    ``--model SPEC`` when one was given, else the generator's spec, else the embedded model."""
+
+    default: ModelSpec
+    explicit: dict[str, ModelSpec] = field(default_factory=dict)
+
+    def spec(self, role: str) -> ModelSpec:
+        return self.explicit.get(role) or self.default
+
+    def given(self, role: str) -> bool:
+        """Whether the role was named explicitly (optional roles such as ``second_judge`` exist only then)."""
+        return role in self.explicit
+
+    def for_roles(self, roles: list[str] | tuple[str, ...]) -> dict[str, ModelSpec]:
+        return {role: self.spec(role) for role in roles}
+
+    def with_roles(self, specs: dict[str, ModelSpec]) -> RoleModels:
+        return RoleModels(self.default, {**self.explicit, **specs})
+
+
+def parse_role(value: str) -> tuple[str | None, str]:
+    """``ROLE=SPEC`` -> (role, spec); a bare spec -> (None, spec). A role is an identifier; a spec's own
+    ``=`` signs come after ``:`` or ``#`` (``openai:gpt-4o#revision=x``), so they never read as a role."""
+    role, sep, rest = value.partition("=")
+    if sep and _ROLE.match(role.strip()) and ":" not in role:
+        return role.strip(), rest
+    return None, value
+
+
+def parse_model_options(values: tuple[str, ...] | list[str], base_url: str | None = None) -> RoleModels:
+    """``--model`` values -> :class:`RoleModels`. ``SPEC`` sets the default; ``ROLE=SPEC`` sets one role."""
     default: ModelSpec | None = None
-    per_role: dict[str, ModelSpec] = {}
+    explicit: dict[str, ModelSpec] = {}
     for value in values:
-        role, sep, rest = value.partition("=")
-        if sep and role in (*ROLES, *OPTIONAL_ROLES):
-            per_role[role] = ModelSpec.parse(rest, base_url)
+        role, text = parse_role(value)
+        if role is None:
+            default = ModelSpec.parse(text, base_url)
         else:
-            default = ModelSpec.parse(value, base_url)
+            explicit[role] = ModelSpec.parse(text, base_url)
     if default is None:
-        default = ModelSpec.parse(EMBEDDED) if not base_url else None
-    out = {role: per_role.get(role) or default for role in ROLES}
-    missing = [role for role, spec in out.items() if spec is None]
-    if missing:
-        raise ConfigError("--base-url needs --model NAME", "pass the model name the server serves")
-    out.update({role: per_role[role] for role in OPTIONAL_ROLES if role in per_role})
-    return out  # type: ignore[return-value]
+        default = explicit.get("generator")
+    if default is None:
+        if base_url:
+            raise ConfigError("--base-url needs --model NAME", "pass the model name the server serves")
+        default = ModelSpec.parse(EMBEDDED)
+    return RoleModels(default, explicit)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.errors import ModelEndpointError
-from ddibench.llm.cache import ResponseCache, cache_key
-from ddibench.llm.spec import ModelSpec
+from ddibench.llm._cache import ResponseCache, cache_key
+from ddibench.llm._spec import ModelSpec
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -355,10 +355,10 @@ class LLMPool:
             self._endpoints[spec] = (sdk, asyncio.Semaphore(limit))
 
     def _start_embedded(self, spec: ModelSpec) -> str:
-        from ddibench.llm.embedded import EmbeddedServer, resolve_gguf
+        from ddibench.llm._embedded import EmbeddedServer
 
         log = self.log_dir / "llm-server.log" if self.log_dir else None
-        server = EmbeddedServer(resolve_gguf(spec), spec.model, n_threads=self.n_threads, log_path=log)
+        server = EmbeddedServer(spec.gguf_path(), spec.model, n_threads=self.n_threads, log_path=log)
         base_url = server.start()
         self._servers.append(server)
         self.served[spec.display()] = {"base_url": base_url, "model_path": str(server.model_path)}

@@ -1,0 +1,114 @@
+"""``ddibench submit``, ``verify`` and ``board add|serve``: submissions and the leaderboard."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ddibench.commands.common import console as _console
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Bundle path (default: beside the run directory).")
+def submit(run_dir: Path, out: Path | None) -> None:
+    """Pack a finished run into a submission bundle (predictions, manifest, hashes)."""
+    from ddibench.submission import submit as make_bundle
+
+    path = make_bundle(run_dir, out)
+    _console().print(f"bundle: {path}")
+
+
+def _print_verdict(verdict: Any, console: Console) -> None:
+    for name, ok, detail in verdict.checks:
+        mark = "[green]ok[/green]" if ok else "[red]FAILED[/red]"
+        console.print(f"  {mark} {name}: {detail}")
+    if verdict.accepted:
+        console.print(f"[green]accepted[/green]: trust tier {verdict.tier}")
+    else:
+        console.print(f"[red]rejected[/red]: {'; '.join(verdict.reasons)}")
+
+
+@click.command()
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("--reproduce", is_flag=True, help="Also re-run the system here and compare its predictions.")
+@click.option(
+    "--add", "store", type=click.Path(path_type=Path), default=None, help="Add an accepted bundle to this results store."
+)
+def verify(bundle: Path, reproduce: bool, store: Path | None) -> None:
+    """Check a bundle: hashes, task version and data, full split, no --limit, recomputed metrics."""
+    import tempfile
+
+    from ddibench.submission import reproduce as rerun
+    from ddibench.submission import verify as check
+
+    verdict = check(bundle)
+    if reproduce and verdict.accepted:
+        with tempfile.TemporaryDirectory() as tmp:
+            verdict = rerun(verdict, Path(tmp) / "run")
+    console = _console()
+    _print_verdict(verdict, console)
+    if verdict.accepted and store is not None:
+        from ddibench.store import add_run
+
+        add_run(store, verdict)
+        console.print(f"added to {store}")
+    sys.exit(0 if verdict.accepted else 1)
+
+
+@click.group()
+def board() -> None:
+    """The leaderboard: add bundles to a results store, serve the Streamlit app."""
+
+
+@board.command("add")
+@click.argument("bundles", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb)."
+)
+@click.option(
+    "--previews", is_flag=True, help="Also add runs that fail only because they are not submittable (--limit), as previews."
+)
+def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool) -> None:
+    """Verify bundles and add the accepted ones to the results store."""
+    from ddibench.store import add_run, store_path
+    from ddibench.submission import verify as check
+
+    path = store_path(store)
+    console = _console()
+    rejected = 0
+    for bundle in bundles:
+        verdict = check(bundle)
+        if verdict.accepted or (previews and verdict.is_preview()):
+            add_run(path, verdict)
+            console.print(f"{bundle.name}: added ({verdict.tier}{', preview' if not verdict.accepted else ''})")
+        else:
+            rejected += 1
+            console.print(f"{bundle.name}: [red]rejected[/red]: {'; '.join(verdict.reasons)}")
+    sys.exit(1 if rejected else 0)
+
+
+@board.command("serve")
+@click.option(
+    "--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb)."
+)
+@click.option("--port", type=int, default=8501, show_default=True)
+def board_serve(store: Path | None, port: int) -> None:
+    """Serve the leaderboard on http://localhost:PORT."""
+    import os
+    import subprocess
+
+    import ddibench.leaderboard
+    from ddibench.store import store_path
+
+    app = Path(ddibench.leaderboard.__file__).parent / "app.py"
+    env = {**os.environ, "DDIBENCH_BOARD": str(store_path(store).resolve())}
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port), "--server.headless", "true",
+           "--browser.gatherUsageStats", "false"]  # fmt: skip
+    sys.exit(subprocess.call(cmd, env=env))

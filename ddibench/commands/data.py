@@ -1,0 +1,155 @@
+"""``ddibench data list|fetch|verify|stats``: the pinned source data and task statistics."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ddibench.commands.common import console as _console
+from ddibench.commands.common import progress as _progress
+from ddibench.errors import DdibenchError
+
+
+@click.group()
+def data() -> None:
+    """Pinned source data: list, fetch, verify, and task statistics."""
+
+
+def _datasets_for(names: tuple[str, ...], task_names: tuple[str, ...]) -> list[Any]:
+    from ddibench.data.sources import all_datasets, dataset
+    from ddibench.registry import get_task
+
+    if task_names:
+        files = {src for t in task_names for src in get_task(t).sources}
+        return sorted(files, key=lambda s: s.relpath)
+    chosen = [dataset(n) for n in names] if names else list(all_datasets().values())
+    return [f for d in chosen for f in d.files]
+
+
+@data.command("list")
+def data_list() -> None:
+    """Datasets with their upstream source, licences and local status."""
+    from rich.table import Table
+
+    from ddibench.data.resolve import mirror_root, verify
+    from ddibench.data.sources import all_datasets
+
+    table = Table(title_justify="left", show_lines=True)
+    for col in ("dataset", "upstream (repository @ commit)", "files", "size", "licence(s)", "local"):
+        table.add_column(col, overflow="fold")
+    for ds in all_datasets().values():
+        statuses = [verify(f) for f in ds.files]
+        ok = sum(s.status == "ok" for s in statuses)
+        bad = sum(s.status == "bad" for s in statuses)
+        local = f"{ok}/{len(statuses)} verified" + (f", [red]{bad} bad[/red]" if bad else "")
+        table.add_row(
+            f"{ds.key}\n[dim]{ds.title}[/dim]",
+            f"{ds.upstream}",
+            str(len(ds.files)),
+            f"{ds.total_bytes / 1e6:.1f} MB",
+            "\n".join(ds.licenses),
+            local,
+        )
+    console = _console()
+    console.print(table)
+    root = mirror_root()
+    console.print(f"mirror: {root if root else 'not set (DDIBENCH_MIRROR)'}")
+    console.print(
+        "Licences: DrugBank-derived files are CC BY-NC 4.0 (non-commercial); 'none-in-repo' means the upstream "
+        "repository states no licence. Check the terms before redistributing results that include the data."
+    )
+
+
+@data.command("fetch")
+@click.argument("datasets", nargs=-1)
+@click.option("--task", "tasks", multiple=True, help="Fetch the files of this task (repeatable).")
+@click.option("--refresh", is_flag=True, help="Download again even when a verified copy is cached.")
+def data_fetch(datasets: tuple[str, ...], tasks: tuple[str, ...], refresh: bool) -> None:
+    """Resolve files (mirror, cache, else download with verification). Default: every pinned file."""
+    from ddibench.data.resolve import fetch, locate
+
+    files = _datasets_for(datasets, tasks)
+    console = _console()
+    with _progress(console) as progress:
+        overall = progress.task("files", len(files))
+        for src in files:
+            if not refresh and locate(src) is not None:
+                overall.advance()
+                continue
+            bar = progress.task(src.path.rsplit("/", 1)[-1], src.bytes)
+            done = [0]
+
+            def on_progress(received: int, total: int, bar: Any = bar, done: list[int] = done) -> None:
+                bar.advance(received - done[0])
+                done[0] = received
+
+            fetch(src, progress=on_progress, refresh=refresh)
+            overall.advance()
+    console.print(f"{len(files)} files verified")
+
+
+@data.command("verify")
+@click.argument("datasets", nargs=-1)
+@click.option("--task", "tasks", multiple=True, help="Verify the files of this task (repeatable).")
+def data_verify(datasets: tuple[str, ...], tasks: tuple[str, ...]) -> None:
+    """Check the sha256 of every local copy (mirror and cache) against its pin; download nothing."""
+    from ddibench.data.resolve import verify
+
+    files = _datasets_for(datasets, tasks)
+    console = _console()
+    counts = {"ok": 0, "missing": 0, "bad": 0}
+    for src in files:
+        result = verify(src)
+        counts[result.status] += 1
+        if result.status == "bad":
+            console.print(f"[red]BAD[/red] {src.relpath}: {result.detail}")
+        elif result.status == "missing":
+            console.print(f"[yellow]missing[/yellow] {src.relpath}")
+    console.print(f"{counts['ok']} verified, {counts['missing']} missing, {counts['bad']} bad")
+    if counts["bad"]:
+        raise DdibenchError(
+            f"{counts['bad']} local file(s) do not match their pinned sha256", "run 'ddibench data fetch --refresh'"
+        )
+    if counts["missing"]:
+        sys.exit(1)
+
+
+@data.command("stats")
+@click.argument("tasks", nargs=-1)
+def data_stats(tasks: tuple[str, ...]) -> None:
+    """Split sizes, drugs and the checks each task verifies (default: every task)."""
+    from rich.table import Table
+
+    from ddibench.registry import get_task, task_names
+
+    names = list(tasks) or task_names()
+    console = _console()
+    table = Table(title="split sizes (pairs) and drugs per split", title_justify="left")
+    for col in ("task", "setting", "train", "valid", "test", "drugs train/valid/test", "checks"):
+        table.add_column(col, justify="right" if col in ("train", "valid", "test") else "left")
+    failed_checks = []
+    all_checks = {}
+    for name in names:
+        task = get_task(name)
+        loaded = task.load()
+        sizes = {s: len(v) for s, v in loaded.splits.items()}
+        drugs = {s: len({k for sample in v for k in sample.clusters}) for s, v in loaded.splits.items()}
+        n_ok = sum(c.ok for c in loaded.checks)
+        failed_checks += [(name, c) for c in loaded.checks if not c.ok]
+        all_checks[name] = loaded.checks
+        table.add_row(
+            name, task.setting, f"{sizes['train']:,}", f"{sizes['valid']:,}", f"{sizes['test']:,}",
+            f"{drugs['train']:,} / {drugs['valid']:,} / {drugs['test']:,}", f"{n_ok}/{len(loaded.checks)} passed",
+        )  # fmt: skip
+    console.print(table)
+    for name, checks in all_checks.items():
+        console.print(f"\n[bold]{name}[/bold]")
+        for c in checks:
+            mark = "[green]ok[/green]" if c.ok else "[red]FAILED[/red]"
+            console.print(f"  {mark} {c.name}: {c.detail}")
+        for deviation in get_task(name).deviations:
+            console.print(f"  [dim]note: {deviation}[/dim]")
+    if failed_checks:
+        raise DdibenchError(f"{len(failed_checks)} data check(s) failed", "see above")

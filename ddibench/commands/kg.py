@@ -1,0 +1,81 @@
+"""``ddibench kg info|paths``: the shared biomedical knowledge graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ddibench.commands.common import console as _console
+from ddibench.errors import UnknownNameError
+
+
+@click.group()
+def kg() -> None:
+    """The biomedical knowledge graph (Hetionet in the EmerGNN DrugBank id space)."""
+
+
+def _drug_id(text: str) -> int:
+    from ddibench.data.drugbank import find_drug, load_catalog
+
+    drug = find_drug(text)
+    if drug is None:
+        raise UnknownNameError("drug", text, [d.name for d in load_catalog().drugs])
+    return drug.node_id
+
+
+@kg.command("info")
+@click.option(
+    "--edges", "full_edges", type=click.Path(path_type=Path), default=None, help="Hetionet's full hetionet-v1.0-edges.sif.gz."
+)
+def kg_info(full_edges: Path | None) -> None:
+    """Entities, relations, edges per metaedge, and what is missing."""
+    from rich.table import Table
+
+    from ddibench.kg import load_kg
+
+    graph = load_kg("drugbank", full_edges)
+    card = graph.card
+    table = Table(
+        title=f"KG ({card['space']} id space): {card['entities']:,} entities, {card['kg_edges']:,} edges", title_justify="left"
+    )
+    for col in ("metaedge", "relation id", "edges", "published", "source"):
+        table.add_column(col)
+    het = card["hetionet"]
+    from ddibench.kg import get_space
+
+    index = get_space("drugbank").relation_index()
+    for abbrev, idx in sorted(index.items(), key=lambda x: x[1]):
+        table.add_row(
+            abbrev, str(card["relation_base"] + idx), f"{card['edges_by_metaedge'].get(abbrev, 0):,}",
+            f"{het['published_edges_by_metaedge'].get(abbrev, 0):,}", het["provenance"].get(abbrev, ""),
+        )  # fmt: skip
+    console = _console()
+    console.print(table)
+    if card["deviation"]:
+        console.print(f"[yellow]{card['deviation']}[/yellow]")
+
+
+@kg.command("paths")
+@click.argument("drug_a")
+@click.argument("drug_b")
+@click.option("-k", default=10, show_default=True, help="Number of paths.")
+@click.option("--max-hops", default=3, show_default=True)
+@click.option("--all-patterns", is_flag=True, help="Do not filter paths with a repeated relation sequence.")
+def kg_paths(drug_a: str, drug_b: str, k: int, max_hops: int, all_patterns: bool) -> None:
+    """Diverse shortest paths between two drugs (DrugBank id, name or node id)."""
+    import time
+
+    from ddibench.kg import load_kg, yen_paths
+
+    graph = load_kg("drugbank")
+    u, v = _drug_id(drug_a), _drug_id(drug_b)
+    t0 = time.perf_counter()
+    paths = yen_paths(graph, u, v, k=k, max_hops=max_hops, diverse=not all_patterns)
+    elapsed = time.perf_counter() - t0
+    console = _console()
+    if not paths:
+        console.print(f"no path of at most {max_hops} hops between {graph.name(u)} and {graph.name(v)}")
+    for i, path in enumerate(paths, 1):
+        console.print(f"{i:2d}. {path.verbalise(graph)}", markup=False)
+    console.print(f"[dim]{len(paths)} paths in {1000 * elapsed:.0f} ms[/dim]")

@@ -1,0 +1,85 @@
+"""``ddibench list tasks|systems|profiles``."""
+
+from __future__ import annotations
+
+import click
+
+from ddibench.commands.common import console as _console
+from ddibench.errors import UnknownNameError
+
+
+@click.command("list")
+@click.argument("kind")
+@click.option("--verbose", "-v", is_flag=True, help="Show more detail (system options, task sources).")
+def list_(kind: str, verbose: bool) -> None:
+    """List tasks, systems or profiles."""
+    kinds = {"tasks": _list_tasks, "systems": _list_systems, "profiles": _list_profiles}
+    if kind not in kinds:
+        raise UnknownNameError("list kind", kind, kinds)
+    kinds[kind](verbose)
+
+
+def _list_tasks(verbose: bool) -> None:
+    from rich.table import Table
+
+    from ddibench.registry import get_task, task_names
+
+    table = Table(title_justify="left")
+    for col in ("task", "version", "setting", "family", "title"):
+        table.add_column(col)
+    for name in task_names():
+        task = get_task(name)
+        table.add_row(name, task.version, task.setting, task.family, task.title)
+    console = _console()
+    console.print(table)
+    if verbose:
+        for name in task_names():
+            task = get_task(name)
+            console.print(f"\n[bold]{name}[/bold] sources:")
+            for src in task.sources:
+                console.print(f"  {src.url}  sha256 {src.sha256[:12]}…  {src.license}")
+            for deviation in task.deviations:
+                console.print(f"  note: {deviation}")
+
+
+def _list_systems(verbose: bool) -> None:
+    from rich.table import Table
+
+    from ddibench.registry import get_system_class, system_names
+
+    table = Table(title_justify="left")
+    for col in ("system", "version", "LLM roles", "description"):
+        table.add_column(col)
+    classes = [get_system_class(name) for name in system_names()]
+    for cls in classes:
+        table.add_row(cls.name, cls.version, ", ".join(cls.llm_roles) or "—", getattr(cls, "description", ""))
+    console = _console()
+    console.print(table)
+    if verbose:
+        for cls in classes:
+            config = getattr(cls, "Config", None)
+            if config is None:
+                continue
+            console.print(f"\n[bold]{cls.name}[/bold] options (--config KEY=VALUE):")
+            for key, field in config.model_fields.items():
+                default = field.get_default(call_default_factory=True)
+                console.print(f"  {key} = {default!r}")
+
+
+def _list_profiles(verbose: bool) -> None:
+    from rich.table import Table
+
+    from ddibench.profiles import PROFILES, detect_hardware
+
+    table = Table(title_justify="left")
+    for col in ("profile", "accelerators", "LLM concurrency", "budgets", "description"):
+        table.add_column(col)
+    for p in PROFILES.values():
+        acc = f"{p.accelerator_count} x {p.accelerator}" if p.accelerator else "none"
+        budgets = "; ".join(f"{s}: {', '.join(f'{k}={v}' for k, v in b.items())}" for s, b in p.budgets.items())
+        table.add_row(p.name, acc, str(p.llm_concurrency), budgets, p.description)
+    console = _console()
+    console.print(table)
+    hw = detect_hardware()
+    gpus = ", ".join(g["name"] for g in hw["gpus"]) or "no GPU"
+    console.print(f"this machine: {hw['cpu']}, {hw['cpu_count']} CPUs, {hw['memory_gb']} GB RAM, {gpus}")

@@ -1,0 +1,209 @@
+"""``ddibench run``, ``rescore`` and ``report``.
+
+The scoring flags of ``run`` and ``rescore`` (``--no-judge``, ``--selfcheck``, ...) are not written
+here: every evaluator declares its own (:class:`~ddibench.evaluation.ScoringOption`), and these
+commands offer the flags of every evaluator the installed task families use. A flag given for a task
+whose evaluator does not take it is an error naming the flag.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ddibench.commands.common import console as make_console
+from ddibench.commands.common import progress as make_progress
+
+
+def _evaluator_options() -> list[Any]:
+    """The scoring options every known evaluator declares, once each (flags must not clash)."""
+    import importlib
+
+    import ddibench.evaluation as evaluation
+    from ddibench.registry import load_task_families
+
+    for kind in ("classification", "ranking", "text"):  # the built-in evaluators (loaded lazily elsewhere)
+        importlib.import_module(f"ddibench.evaluation.{kind}")
+    load_task_families()  # a plug-in family may bring an evaluator of its own
+    seen: dict[str, Any] = {}
+    stack = [evaluation.BaseEvaluator]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        for option in cls.options:
+            other = seen.get(option.flag)
+            if other is not None and other.key != option.key:
+                from ddibench.errors import ConfigError
+
+                raise ConfigError(f"two evaluators declare {option.flag} for different options ({other.key}, {option.key})", "rename one")
+            seen[option.flag] = option
+    return sorted(seen.values(), key=lambda o: o.flag)
+
+
+class ScoringCommand(click.Command):
+    """A command whose scoring flags come from the evaluators' declarations, read when it runs or
+    shows its help (so ``ddibench --help`` imports no evaluator)."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not getattr(self, "_scoring_params", None):
+            self._scoring_params = [
+                click.Option(
+                    [o.flag, o.key],
+                    is_flag=o.is_flag,
+                    flag_value=o.flag_value if o.is_flag else None,
+                    type=None if o.is_flag else o.type,
+                    default=None,
+                    help=o.help + ("" if o.is_flag or o.default is None else f"  [default: {o.default}]"),
+                )
+                for o in _evaluator_options()
+            ]
+            self.params.extend(self._scoring_params)
+        return super().get_params(ctx)
+
+
+def scoring_given(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The scoring options the user gave (left at their defaults, they stay out of the request)."""
+    out = {}
+    for param in getattr(ctx.command, "_scoring_params", []):
+        value = kwargs.pop(param.name, None)
+        if ctx.get_parameter_source(param.name) not in (click.core.ParameterSource.DEFAULT, None):
+            out[param.name] = value
+    return out
+
+
+@click.command(cls=ScoringCommand)
+@click.option("--task", "-t", "task_name", required=True, help="Task name (see 'ddibench list tasks').")
+@click.option("--system", "-s", "system_name", required=True, help="System name (see 'ddibench list systems').")
+@click.option(
+    "--model",
+    "-m",
+    "models",
+    multiple=True,
+    help="Model spec for every role, or ROLE=SPEC for one (any role a system or scorer uses: generator, describer, judge, ...; "
+    "unset roles use the generator's). E.g. openai:gpt-4o-mini, vllm:NAME@http://host:8000/v1, embedded:/path/model.gguf. "
+    "Default: embedded SmolLM2-135M.",
+)
+@click.option("--base-url", default=None, help="OpenAI-compatible server URL; --model then names the served model.")
+@click.option("--profile", "-p", default="cpu", show_default=True, help="Declared hardware profile (see 'ddibench list profiles').")
+@click.option("--seed", default=0, show_default=True, type=int, help="Run seed (sampling, training, --limit selection).")
+@click.option("--limit", type=int, default=None, help="Evaluate a stratified, seeded subset of N samples (the run is then not submittable).")
+@click.option("--split", type=click.Choice(["test", "valid"]), default=None, help="Split to evaluate (default: the task's evaluation split).")
+@click.option("--config", "-C", "config_items", multiple=True, help="System option KEY=VALUE (JSON values), repeatable.")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True, help="Root directory shared by runs.")
+@click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Use (or resume) exactly this run directory.")
+@click.option("--concurrency", type=int, default=None, help="Concurrent model requests (default: the profile's).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
+@click.option("--max-retries", type=int, default=5, show_default=True, help="Retries per model call on 429/5xx/timeouts.")
+@click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, help="Bootstrap replicates for confidence intervals.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
+@click.pass_context
+def run(
+    ctx: click.Context,
+    task_name: str,
+    system_name: str,
+    models: tuple[str, ...],
+    base_url: str | None,
+    profile: str,
+    seed: int,
+    limit: int | None,
+    split: str | None,
+    config_items: tuple[str, ...],
+    runs_dir: Path,
+    run_dir: Path | None,
+    concurrency: int | None,
+    no_cache: bool,
+    max_retries: int,
+    replicates: int,
+    as_json: bool,
+    **scoring: Any,
+) -> None:
+    """Run a system on a task (resuming an interrupted run of the same configuration), score it and
+    write results with confidence intervals and a full manifest."""
+    from ddibench.errors import ConfigError
+    from ddibench.llm import parse_model_options
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.runner.execute import execute
+    from ddibench.runner.plan import RunRequest
+    from ddibench.runner.report import render_results
+    from ddibench.system import parse_config_overrides
+
+    if limit is not None and limit <= 0:
+        raise ConfigError(f"--limit must be a positive number of samples, got {limit}", "omit it to run every sample")
+    if concurrency is not None and concurrency <= 0:
+        raise ConfigError(f"--concurrency must be positive, got {concurrency}")
+    if max_retries < 0:
+        raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
+    if replicates < 100:
+        raise ConfigError(f"--bootstrap {replicates} is too few replicates for a 95% interval", "use at least 100 (default 1000)")
+    request = RunRequest(
+        task=task_name,
+        system=system_name,
+        models=parse_model_options(models, base_url),
+        profile=profile,
+        seed=seed,
+        limit=limit,
+        split=split,
+        config=parse_config_overrides(config_items),
+        runs_root=runs_dir,
+        run_dir=run_dir,
+        concurrency=concurrency,
+        bootstrap=BootstrapSpec(replicates=replicates),
+        use_cache=not no_cache,
+        max_retries=max_retries,
+        scoring=scoring_given(ctx, scoring),
+    )
+    console = make_console(stderr=as_json)
+    with make_progress(console) as progress:
+        outcome = execute(request, progress)
+    if outcome.resumed and outcome.predicted_now:
+        console.print(f"resumed: {outcome.resumed:,} samples were already done, {outcome.predicted_now:,} predicted now")
+    elif outcome.resumed and not outcome.predicted_now:
+        console.print(f"all {outcome.resumed:,} samples were already done; nothing was predicted again")
+    if as_json:
+        import json
+
+        click.echo(json.dumps(outcome.results.dump(), indent=2, default=str))
+    else:
+        render_results(outcome.results, console, outcome.run_dir)
+
+
+@click.command(cls=ScoringCommand)
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--model", "-m", "models", multiple=True, help="ROLE=SPEC to change a scoring model, e.g. judge=openai:gpt-4o.")
+@click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True)
+@click.pass_context
+def rescore(ctx: click.Context, run_dir: Path, models: tuple[str, ...], replicates: int, **scoring: Any) -> None:
+    """Score a finished run again (another judge, SelfCheckGPT, intervals) without new answers;
+    scoring options not given keep the values the run was scored with."""
+    from ddibench.errors import ConfigError
+    from ddibench.llm import ModelSpec, parse_role
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.runner.report import render_results
+    from ddibench.runner.scoring import rescore as do_rescore
+
+    overrides = {}
+    for item in models:
+        role, spec = parse_role(item)
+        if role is None:
+            raise ConfigError(f"--model '{item}' is not ROLE=SPEC", "name the role to change, e.g. judge=openai:gpt-4o")
+        overrides[role] = ModelSpec.parse(spec)
+    if replicates < 100:
+        raise ConfigError(f"--bootstrap {replicates} is too few replicates for a 95% interval", "use at least 100 (default 1000)")
+    console = make_console()
+    with make_progress(console) as progress:
+        results = do_rescore(run_dir, overrides, scoring_given(ctx, scoring), BootstrapSpec(replicates=replicates), progress)
+    render_results(results, console, run_dir)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print results.json as JSON.")
+def report(run_dir: Path, as_json: bool) -> None:
+    """Show the results of a run directory, or list the runs under a directory of runs."""
+    from ddibench.runner.report import render_report
+
+    code = render_report(run_dir, make_console(), as_json)
+    sys.exit(code)

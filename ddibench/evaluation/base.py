@@ -1,0 +1,325 @@
+"""What every evaluator shares: metric declarations, the result record, strict input checks, bootstrap
+intervals and paired comparisons.
+
+An evaluator is one kind of answer (classification, ranking, text, probe). It *declares* its metrics
+(:class:`MetricSpec`: name, label, unit, primary or not, higher-is-better, how two runs are compared)
+and its scoring options (:class:`ScoringOption`, which become ``ddibench run`` flags); the runner, the
+report, the store and the board read those declarations instead of knowing metric names.
+
+Every evaluator reduces a sample's prediction to a small *unit* record (a predicted and a gold label,
+or a per-sample score) and computes its metrics from units under bootstrap weights
+(:meth:`BaseEvaluator.statistic`). The same function gives the intervals of one run and the paired
+difference of two runs on their shared samples (:meth:`BaseEvaluator.paired`): both are resampled
+with the *same* weights (the same drugs or scaffolds drawn), so sample difficulty cancels out.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel
+
+from ddibench.errors import ConfigError
+from ddibench.metrics.bootstrap import BootstrapSpec, bootstrap_intervals
+from ddibench.schema import Prediction, Sample
+
+if TYPE_CHECKING:
+    from ddibench.llm import ResponseCache, RoleModels
+
+Statistic = Callable[[np.ndarray], dict[str, np.ndarray]]
+
+PAIRED_BOOTSTRAP = "paired cluster bootstrap of the difference on the samples both runs scored"
+
+
+class MetricSpec(BaseModel):
+    """One metric an evaluator reports, as the report, the store and the board show and compare it."""
+
+    name: str
+    label: str
+    unit: Literal["fraction", "score", "scale"] = "fraction"  # fraction: 0-1 shown as %; score: 3 decimals; scale: 1-5
+    higher_is_better: bool = True
+    primary: bool = False
+    description: str = ""
+    paired: str = PAIRED_BOOTSTRAP
+    heading: str = ""  # the report's row title when the default (label and unit) does not say enough
+
+    def format(self, value: float | None) -> str:
+        if value is None or value != value:
+            return "—"
+        if self.unit == "fraction":
+            return f"{100 * value:.1f}"
+        if self.unit == "scale":
+            return f"{value:.2f}"
+        return f"{value:.3f}"
+
+    def title(self) -> str:
+        """How a table names the metric: its label with its unit (and direction when lower is better)."""
+        if self.heading:
+            return self.heading
+        notes = {"fraction": ["%"], "score": [], "scale": ["1-5"]}[self.unit] + ([] if self.higher_is_better else ["lower better"])
+        return f"{self.label} ({', '.join(notes)})" if notes else self.label
+
+
+class MetricValue(BaseModel):
+    value: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+class EvaluationResult(BaseModel):
+    """Metrics of one set of predictions, with confidence intervals and the counts behind them."""
+
+    n: int
+    n_invalid: int
+    metrics: dict[str, MetricValue]
+    primary_metric: str
+    bootstrap: dict[str, Any]
+    metric_specs: list[MetricSpec] = []
+    ceilings: dict[str, float] = {}  # the best value any system could reach on these samples, where it is below 1
+    breakdown: dict[str, dict[str, Any]] = {}
+    per_label: dict[str, float | None] = {}
+    invalid_examples: list[dict[str, str]] = []
+    per_sample: dict[str, dict[str, Any]] = {}  # scores of each sample, for drill-down
+
+    def spec(self, name: str) -> MetricSpec:
+        for spec in self.metric_specs:
+            if spec.name == name:
+                return spec
+        return MetricSpec(name=name, label=name, unit="score")
+
+
+class EvaluationInputError(ValueError):
+    """Predictions that do not match the evaluator's expected format (a bug in the system)."""
+
+
+@dataclass(frozen=True)
+class ScoringOption:
+    """A scoring option an evaluator takes; ``ddibench run`` and ``rescore`` offer it as ``flag``.
+
+    ``portable`` is False for options that name something only the submitter's machine has (a local
+    encoder path): ``verify`` cannot recompute such a run and asks for it to be rescored.
+    """
+
+    key: str
+    flag: str
+    help: str
+    type: type = str
+    default: Any = None
+    is_flag: bool = False  # a boolean switch: the flag sets ``key`` to ``flag_value``
+    flag_value: Any = True
+    portable: bool = True
+
+
+@dataclass
+class ScoringJob:
+    """What an evaluator that scores with LLMs (a judge, SelfCheckGPT) gets from the runner."""
+
+    run_dir: Path
+    samples: Sequence[Sample]
+    predictions: Mapping[str, Prediction]
+    models: RoleModels
+    cache: ResponseCache | None
+    concurrency: int
+    max_retries: int
+    progress: Any = None
+
+
+class Evaluator(Protocol):
+    kind: ClassVar[str]
+    options: ClassVar[tuple[ScoringOption, ...]]
+    metrics: tuple[MetricSpec, ...]
+
+    @property
+    def expected_format(self) -> str: ...
+
+    @property
+    def primary_metric(self) -> str: ...
+
+    def configure(self, options: Mapping[str, Any], subject: str = ...) -> Evaluator: ...
+
+    def settings(self) -> dict[str, Any]: ...
+
+    def non_portable(self) -> list[str]: ...
+
+    def model_roles(self) -> tuple[str, ...]: ...
+
+    async def collect(self, job: ScoringJob) -> dict[str, Any]: ...
+
+    def read_extras(self, files: Mapping[str, bytes]) -> dict[str, Any]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def evaluate(
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        bootstrap: BootstrapSpec,
+        extras: Mapping[str, Any] | None = None,
+    ) -> EvaluationResult: ...
+
+    def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult) -> list[dict[str, Any]]: ...
+
+    def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic: ...
+
+    def paired(
+        self, metric: str, clusters: Sequence[Sequence[str]], a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], spec: BootstrapSpec | None = None
+    ) -> tuple[float, float, float]: ...
+
+
+def check_coverage(samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> None:
+    """Every sample has a prediction and every prediction belongs to a sample."""
+    ids = [s.id for s in samples]
+    wanted = set(ids)
+    if len(wanted) != len(ids):
+        dup = next(i for i, c in Counter(ids).items() if c > 1)
+        raise EvaluationInputError(f"sample id {dup} occurs twice in the evaluated samples")
+    missing = [i for i in ids if i not in predictions]
+    extra = [i for i in predictions if i not in wanted]
+    if missing:
+        raise EvaluationInputError(f"{len(missing)} of {len(ids)} samples have no prediction (first: {', '.join(missing[:3])})")
+    if extra:
+        raise EvaluationInputError(f"{len(extra)} predictions name no evaluated sample (first: {', '.join(extra[:3])})")
+
+
+def mean_statistic(values: Mapping[str, np.ndarray]) -> Statistic:
+    """Weighted means of per-sample values (NaN = not scored: left out of its metric's mean)."""
+
+    def statistic(weights: np.ndarray) -> dict[str, np.ndarray]:
+        out = {}
+        for name, arr in values.items():
+            ok = ~np.isnan(arr)
+            w = weights[:, ok]
+            total = w.sum(axis=1)
+            out[name] = np.where(total > 0, (w * arr[ok]).sum(axis=1) / np.where(total > 0, total, 1), np.nan)
+        return out
+
+    return statistic
+
+
+class BaseEvaluator:
+    """Defaults every evaluator shares: options, configuration, intervals and paired comparisons."""
+
+    kind: ClassVar[str] = ""
+    options: ClassVar[tuple[ScoringOption, ...]] = ()
+    metrics: tuple[MetricSpec, ...] = ()
+
+    def __init__(self) -> None:
+        self._settings: dict[str, Any] = {o.key: o.default for o in self.options}
+
+    @property
+    def expected_format(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def primary_metric(self) -> str:
+        return next(m.name for m in self.metrics if m.primary)
+
+    def metric(self, name: str) -> MetricSpec:
+        for spec in self.metrics:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    # -- options ----------------------------------------------------------------------------------
+
+    def configure(self, options: Mapping[str, Any], subject: str = "this task") -> BaseEvaluator:
+        """A copy with scoring options applied; an option this evaluator does not take is an error."""
+        known = {o.key: o for o in self.options}
+        for key in options:
+            if key not in known:
+                flag = key.replace("_", "-")
+                raise ConfigError(f"--{flag} does not apply to {subject}: its {self.kind} evaluator has no such option",
+                                  f"drop --{flag}" + (f" (its options: {', '.join(o.flag for o in self.options)})" if self.options else ""))  # fmt: skip
+        out = copy.copy(self)
+        out._settings = {**self._settings, **dict(options)}
+        out._validate()
+        return out
+
+    def _validate(self) -> None:
+        """Check the configured options (raise ConfigError); called by :meth:`configure`."""
+
+    def settings(self) -> dict[str, Any]:
+        """The options that differ from their defaults (what a manifest records)."""
+        defaults = {o.key: o.default for o in self.options}
+        return {k: v for k, v in self._settings.items() if v != defaults.get(k)}
+
+    def setting(self, key: str) -> Any:
+        return self._settings[key]
+
+    def non_portable(self) -> list[str]:
+        """Options set to something only this machine has (``verify`` cannot recompute those runs)."""
+        return [o.flag for o in self.options if not o.portable and self._settings.get(o.key) != o.default]
+
+    # -- LLM-based scoring --------------------------------------------------------------------------
+
+    def model_roles(self) -> tuple[str, ...]:
+        """LLM roles this evaluator scores with under its current options (none by default)."""
+        return ()
+
+    async def collect(self, job: ScoringJob) -> dict[str, Any]:
+        """Scores that need models (judge grades, stochastic samples), kept by the evaluator under the
+        run directory; returns them as ``extras`` for :meth:`evaluate`, with an ``"info"`` entry that
+        goes into the manifest."""
+        return {}
+
+    def read_extras(self, files: Mapping[str, bytes]) -> dict[str, Any]:
+        """The ``extras`` a submitted bundle carries (its ``scores/`` members), for recomputation."""
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        """The identity of the scorers (models, encoders, versions) for the manifest."""
+        return {}
+
+    # -- scoring -----------------------------------------------------------------------------------
+
+    def evaluate(
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        bootstrap: BootstrapSpec,
+        extras: Mapping[str, Any] | None = None,
+    ) -> EvaluationResult:
+        raise NotImplementedError
+
+    def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult) -> list[dict[str, Any]]:
+        """Per-sample unit records (aligned with ``samples``) from which :meth:`statistic` computes the
+        metrics; by default the evaluation's own per-sample scores."""
+        return [dict(evaluation.per_sample.get(s.id, {})) for s in samples]
+
+    def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic:
+        """Metrics under bootstrap weights: by default the weighted mean of each per-sample metric."""
+        names = [m.name for m in self.metrics if any(m.name in u for u in units)]
+        return mean_statistic({name: np.array([_num(u.get(name)) for u in units], dtype=float) for name in names})
+
+    def intervals(self, units: Sequence[Mapping[str, Any]], clusters: Sequence[Sequence[str]], spec: BootstrapSpec) -> dict[str, tuple[float, float]]:
+        return bootstrap_intervals(self.statistic(units), len(units), spec, clusters=clusters)
+
+    def paired(
+        self,
+        metric: str,
+        clusters: Sequence[Sequence[str]],
+        a: Sequence[Mapping[str, Any]],
+        b: Sequence[Mapping[str, Any]],
+        spec: BootstrapSpec | None = None,
+    ) -> tuple[float, float, float]:
+        """(difference, low, high) of ``metric``, run A minus run B, on aligned units of shared samples."""
+        spec = spec or BootstrapSpec(replicates=500, seed=0)
+        stat_a, stat_b = self.statistic(a), self.statistic(b)
+        ones = np.ones((1, len(a)))
+        point = float(stat_a(ones)[metric][0] - stat_b(ones)[metric][0])
+
+        def difference(weights: np.ndarray) -> dict[str, np.ndarray]:
+            return {"diff": stat_a(weights)[metric] - stat_b(weights)[metric]}
+
+        low, high = bootstrap_intervals(difference, len(a), spec, clusters=clusters)["diff"]
+        return point, low, high
+
+
+def _num(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")

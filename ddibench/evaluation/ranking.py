@@ -1,0 +1,141 @@
+"""Top-k answers against a gold *set* of labels: precision@k, recall@k and NDCG@k.
+
+A sample's target is a tuple of gold label ids (no negatives: every listed label is relevant); a
+prediction's ``ranked`` is a list of label ids, best first. Only the first ``k`` distinct ids count;
+an invalid prediction (unparsable answer) scores zero and is counted apart.
+
+* precision@k = hits in the top k / k
+* recall@k    = hits in the top k / |gold|
+* NDCG@k      = DCG / ideal DCG, DCG = sum over the top k of rel_i / log2(i + 2) (binary relevance)
+
+Each is the mean over samples, with a bootstrap interval clustered by the samples' cluster keys. Beside
+each metric the result states its **ceiling** on the same samples: what a perfect ranker would score.
+With 2-3 gold labels per sample precision@5 cannot reach 1, and a reader needs to know how far it can go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ddibench.evaluation.base import BaseEvaluator, EvaluationInputError, EvaluationResult, MetricSpec, MetricValue, check_coverage
+from ddibench.metrics.bootstrap import BootstrapSpec
+from ddibench.schema import LabelSpace, Prediction, Sample
+
+KINDS = {
+    "precision": ("precision", "hits in the top {k} / {k}"),
+    "recall": ("recall", "hits in the top {k} / number of gold labels"),
+    "ndcg": ("NDCG", "discounted cumulative gain of the top {k}, divided by its ideal value"),
+}
+
+
+def ranking_scores(gold: set[int], ranked: Sequence[int], k: int) -> dict[str, float]:
+    """precision@k, recall@k and NDCG@k of one ranked list (a direct, readable definition)."""
+    top = list(dict.fromkeys(ranked))[:k]
+    rel = [1.0 if label in gold else 0.0 for label in top]
+    hits = sum(rel)
+    dcg = sum(r / np.log2(i + 2) for i, r in enumerate(rel))
+    ideal = sum(1.0 / np.log2(i + 2) for i in range(min(len(gold), k)))
+    return {
+        "precision": hits / k,
+        "recall": hits / len(gold) if gold else 0.0,
+        "ndcg": dcg / ideal if ideal > 0 else 0.0,
+    }
+
+
+class RankingEvaluator(BaseEvaluator):
+    """Ranked label lists against gold label sets (see the module docstring)."""
+
+    kind = "ranking"
+
+    def __init__(
+        self,
+        label_space: LabelSpace,
+        k: int = 5,
+        metrics: Sequence[str] = ("precision", "recall", "ndcg"),
+        primary: str = "precision",
+        breakdown_key: str | None = None,
+    ) -> None:
+        super().__init__()
+        unknown = [m for m in (*metrics, primary) if m not in KINDS]
+        if unknown or primary not in metrics:
+            raise ValueError(f"ranking metrics are {', '.join(KINDS)}; the primary one must be among those reported")
+        self.label_space = label_space
+        self.k = k
+        self.kinds = tuple(metrics)
+        self.breakdown_key = breakdown_key
+        self.metrics = tuple(
+            MetricSpec(name=f"{m}@{k}", label=f"{KINDS[m][0]}@{k}", primary=m == primary, description=KINDS[m][1].format(k=k)) for m in self.kinds
+        )
+
+    @property
+    def expected_format(self) -> str:
+        return (
+            f"one Prediction per evaluated sample; ranked: a list of label ids in 0..{len(self.label_space) - 1}, best first "
+            f"(the first {self.k} distinct ids count), or valid=False when the system's output could not be parsed"
+        )
+
+    def _ranked(self, sample: Sample, pred: Prediction) -> list[int]:
+        if not pred.valid:
+            return []
+        ranked = pred.ranked
+        n = len(self.label_space)
+        if not isinstance(ranked, list) or any(isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < n for x in ranked):
+            raise EvaluationInputError(f"prediction for {sample.id} has ranked {ranked!r}; expected {self.expected_format}")
+        return ranked
+
+    @staticmethod
+    def gold(sample: Sample) -> set[int]:
+        target = sample.target
+        if not isinstance(target, (tuple, list)) or not target:
+            raise EvaluationInputError(f"sample {sample.id} has target {target!r}; a ranking task's target is a non-empty tuple of label ids")
+        return {int(t) for t in target}
+
+    def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult | None = None) -> list[dict[str, Any]]:
+        out = []
+        for s in samples:
+            scores = ranking_scores(self.gold(s), self._ranked(s, predictions[s.id]), self.k)
+            out.append({f"{m}@{self.k}": scores[m] for m in self.kinds})
+        return out
+
+    def evaluate(
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        bootstrap: BootstrapSpec,
+        extras: Mapping[str, object] | None = None,
+    ) -> EvaluationResult:
+        check_coverage(samples, predictions)
+        units = self.units(samples, predictions)
+        intervals = self.intervals(units, [s.clusters for s in samples], bootstrap)
+        metrics = {}
+        for spec in self.metrics:
+            values = np.array([u[spec.name] for u in units], dtype=float)
+            low, high = intervals.get(spec.name, (float("nan"), float("nan")))
+            metrics[spec.name] = MetricValue(value=float(values.mean()) if values.size else float("nan"), ci_low=low, ci_high=high)
+        perfect = [ranking_scores(self.gold(s), sorted(self.gold(s)), self.k) for s in samples]
+        ceilings = {f"{m}@{self.k}": float(np.mean([p[m] for p in perfect])) if perfect else float("nan") for m in self.kinds}
+        invalid = [s.id for s in samples if not predictions[s.id].valid]
+        breakdown: dict[str, dict[str, Any]] = {}
+        if self.breakdown_key:
+            groups: dict[str, list[int]] = {}
+            for i, s in enumerate(samples):
+                if self.breakdown_key in s.meta:
+                    groups.setdefault(f"{self.breakdown_key}={s.meta[self.breakdown_key]}", []).append(i)
+            for key, idx in sorted(groups.items()):
+                breakdown[key] = {"n": len(idx), **{m.name: float(np.mean([units[i][m.name] for i in idx])) for m in self.metrics},
+                                  "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid)}  # fmt: skip
+        return EvaluationResult(
+            n=len(samples),
+            n_invalid=len(invalid),
+            metrics=metrics,
+            primary_metric=self.primary_metric,
+            bootstrap=bootstrap.describe(),
+            metric_specs=list(self.metrics),
+            ceilings=ceilings,
+            breakdown=breakdown,
+            invalid_examples=[{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]],
+            per_sample={s.id: {k: round(v, 4) for k, v in u.items()} for s, u in zip(samples, units)},
+        )

@@ -1,0 +1,226 @@
+"""Free-text answers against reference answers.
+
+Always: embedding similarity and BERTScore F1 to the reference; for questions about a drug pair, label
+recovery (the answer mapped back to an interaction type, scored as accuracy). With models (collected
+after prediction, kept under ``<run>/scores/`` so ``ddibench rescore`` can redo them): the LLM judge's
+correctness, clarity and overall (1-5), and SelfCheckGPT. Each mean has a bootstrap interval, clustered
+by the samples' cluster keys (drugs, or source documents).
+
+Scoring options (``ddibench run`` / ``rescore`` flags): ``--no-judge``, ``--selfcheck N``,
+``--scorer-encoder PATH`` (a local sentence-transformers model; recorded, and kept off the board) and,
+for ``rescore``, ``--second-judge SPEC``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ddibench.embeddings import DEFAULT_ENCODER
+from ddibench.errors import ConfigError
+from ddibench.evaluation.base import BaseEvaluator, EvaluationInputError, EvaluationResult, MetricSpec, MetricValue, ScoringJob, ScoringOption, check_coverage
+from ddibench.metrics.bootstrap import BootstrapSpec
+from ddibench.schema import LabelSpace, Prediction, Sample
+
+TEXT_METRICS = (
+    MetricSpec(name="embedding_similarity", label="embedding similarity", unit="score", primary=True,
+               description="cosine of the sentence embeddings of answer and reference"),
+    MetricSpec(name="bertscore_f1", label="BERTScore F1", unit="score", description="greedy token matching of contextual embeddings"),
+    MetricSpec(name="label_recovery", label="label recovery", description="answers mapped back to the pair's interaction type"),
+    MetricSpec(name="judge_correctness", label="judge correctness", unit="scale"),
+    MetricSpec(name="judge_clarity", label="judge clarity", unit="scale"),
+    MetricSpec(name="judge_overall", label="judge overall", unit="scale", description="mean of correctness and clarity"),
+    MetricSpec(name="selfcheck", label="SelfCheckGPT", unit="score", higher_is_better=False, heading="SelfCheckGPT (0-1, lower better)",
+               description="inconsistency of the answer with stochastic resamples (higher = more likely hallucinated)"),
+)  # fmt: skip
+
+
+class TextEvaluator(BaseEvaluator):
+    """Free-text answers (see the module docstring)."""
+
+    kind = "text"
+    metrics = TEXT_METRICS
+    options = (
+        ScoringOption("judge", "--no-judge", "Do not grade answers with the judge model.", type=bool, default=True, is_flag=True, flag_value=False),
+        ScoringOption("selfcheck", "--selfcheck", "SelfCheckGPT samples per answer (0: none).", type=int, default=3),
+        ScoringOption("scorer_encoder", "--scorer-encoder", "Text encoder of the similarity scorers: a local sentence-transformers path (default: MiniLM).",
+                      default=DEFAULT_ENCODER, portable=False),
+        ScoringOption("second_judge", "--second-judge", "A second judge model (SPEC); agreement with the first is reported.", default=None),
+    )  # fmt: skip
+    expected_format = "one Prediction per evaluated sample with the answer in text (valid=False or empty text counts as no answer)"
+
+    def __init__(self, label_space: LabelSpace | None, bertscore_layers: int = 6) -> None:
+        super().__init__()
+        self.label_space = label_space
+        self.bertscore_layers = bertscore_layers
+
+    @property
+    def encoder_spec(self) -> str:
+        return self.setting("scorer_encoder") or DEFAULT_ENCODER
+
+    def _validate(self) -> None:
+        from ddibench.embeddings import encoder_path
+
+        if self.setting("selfcheck") is not None and int(self.setting("selfcheck")) < 0:
+            raise ConfigError(f"--selfcheck must be 0 or more, got {self.setting('selfcheck')}")
+        if self.encoder_spec != DEFAULT_ENCODER:
+            encoder_path(self.encoder_spec)  # refuses a path that holds no model, before any prediction
+        if self.setting("second_judge"):
+            from ddibench.llm import ModelSpec
+
+            ModelSpec.parse(str(self.setting("second_judge")))
+
+    def describe(self) -> dict[str, Any]:
+        from ddibench.embeddings import shared_encoder
+        from ddibench.evaluation.text_scorers import BertScorer
+
+        encoder = shared_encoder(self.encoder_spec)
+        return {"scorers": {"embedding": encoder.identity, "bertscore": BertScorer(encoder, self.bertscore_layers).describe()}}
+
+    # -- models: the judge and SelfCheckGPT ------------------------------------------------------------
+
+    def model_roles(self) -> tuple[str, ...]:
+        roles = []
+        if self.setting("judge"):
+            roles.append("judge")
+            if self.setting("second_judge"):
+                roles.append("second_judge")
+        if int(self.setting("selfcheck") or 0) > 0:
+            roles.append("generator")
+        return tuple(roles)
+
+    async def collect(self, job: ScoringJob) -> dict[str, Any]:
+        from ddibench.evaluation import judge as judging
+        from ddibench.llm import LLMPool, ModelSpec
+
+        roles = self.model_roles()
+        if not roles:
+            return {}
+        specs = job.models.for_roles([r for r in roles if r != "second_judge"])
+        if "second_judge" in roles:
+            specs["second_judge"] = ModelSpec.parse(str(self.setting("second_judge")))
+        pool = LLMPool(specs, cache=job.cache, concurrency=job.concurrency, max_retries=job.max_retries, log_dir=job.run_dir)
+        predictions = {s.id: job.predictions[s.id] for s in job.samples}
+        n = int(self.setting("selfcheck") or 0)
+        out: dict[str, Any] = {"info": {}}
+        try:
+            pool.preflight()
+            await pool.start(list(roles))
+            folder = judging.scores_dir(job.run_dir)
+            for role in ("judge", "second_judge"):
+                if role in roles:
+                    path = folder / f"{judging.judge_key(pool.identity(role))}.jsonl"
+                    out["info"][role] = await judging.judge(pool, role, job.samples, predictions, path, job.progress)
+                    out[role] = judging.read_scores(path)
+            if "second_judge" in out:
+                out["info"]["judge_agreement"] = judging.agreement(out["judge"], out["second_judge"])
+            if "generator" in roles:
+                path = folder / f"{judging.selfcheck_key(pool.identity('generator'), n)}.jsonl"
+                out["info"]["selfcheck"] = await judging.selfcheck_samples(pool, "generator", job.run_dir, predictions, n, path, job.progress)
+                out["selfcheck"] = judging.read_scores(path)
+        finally:
+            await pool.close()
+        return out
+
+    def read_extras(self, files: Mapping[str, bytes]) -> dict[str, Any]:
+        extras: dict[str, Any] = {}
+        for name, data in sorted(files.items()):
+            for prefix, key in (("scores/judge-", "judge"), ("scores/selfcheck-", "selfcheck")):
+                if name.startswith(prefix) and key not in extras:
+                    records = [json.loads(x) for x in data.decode("utf-8").splitlines() if x.strip()]
+                    extras[key] = {r["sample_id"]: r for r in records}
+        return extras
+
+    # -- scoring -----------------------------------------------------------------------------------
+
+    def evaluate(
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        bootstrap: BootstrapSpec,
+        extras: Mapping[str, object] | None = None,
+    ) -> EvaluationResult:
+        from ddibench.embeddings import shared_encoder
+        from ddibench.evaluation.text_scorers import BertScorer, LabelRecovery, embedding_similarity, selfcheck_bertscore
+
+        check_coverage(samples, predictions)
+        extras = extras or {}
+        encoder = shared_encoder(self.encoder_spec)
+        answers = [(predictions[s.id].text or "").strip() if predictions[s.id].valid else "" for s in samples]
+        targets = [_reference(s) for s in samples]
+        references = [str(t["answer"]) for t in targets]
+        per: dict[str, np.ndarray] = {"embedding_similarity": embedding_similarity(encoder, answers, references)}
+        scorer = BertScorer(encoder, self.bertscore_layers)
+        per["bertscore_f1"] = scorer.score(answers, references)[:, 2]
+        labels = [t.get("label") for t in targets]
+        recovered: list[int | None] = []
+        if self.label_space is not None and any(lb is not None for lb in labels):
+            recovery = LabelRecovery(self.label_space, encoder)
+            for s, answer in zip(samples, answers):
+                pair = s.input.pair  # type: ignore[union-attr]
+                recovered.append(recovery.recover(answer, pair.head.name, pair.tail.name)[0] if pair else None)
+            per["label_recovery"] = np.array([float(r is not None and r == lb) for r, lb in zip(recovered, labels)])
+        judge: Mapping[str, Any] = extras.get("judge") or {}  # type: ignore[assignment]
+        if judge:
+            for key in ("correctness", "clarity", "overall"):
+                per[f"judge_{key}"] = np.array([_num(judge.get(s.id, {}).get(key)) for s in samples])
+        selfcheck: Mapping[str, Any] = extras.get("selfcheck") or {}  # type: ignore[assignment]
+        if selfcheck:
+            per["selfcheck"] = np.array([
+                _num(selfcheck_bertscore(scorer, a, selfcheck.get(s.id, {}).get("samples", [])) if a else None)
+                for s, a in zip(samples, answers)
+            ])  # fmt: skip
+        per_sample = {
+            s.id: {name: (None if np.isnan(arr[i]) else round(float(arr[i]), 4)) for name, arr in per.items()}
+            | ({"recovered_label": recovered[i]} if recovered else {})
+            for i, s in enumerate(samples)
+        }
+        # intervals from the unrounded values (the per-sample records are rounded for display)
+        intervals = self.intervals([{k: float(v[i]) for k, v in per.items()} for i in range(len(samples))], [s.clusters for s in samples], bootstrap)
+        metrics = {
+            name: MetricValue(value=float(np.nanmean(arr)) if np.any(~np.isnan(arr)) else float("nan"), ci_low=intervals[name][0], ci_high=intervals[name][1])
+            for name, arr in per.items()
+        }
+        invalid = [s.id for s, a in zip(samples, answers) if not a]
+        breakdown: dict[str, dict] = {}
+        for i, s in enumerate(samples):
+            key = str(s.meta.get("slice", ""))
+            if key:
+                b = breakdown.setdefault(f"slice={key}", {"n": 0, "_sum": 0.0})
+                b["n"] += 1
+                b["_sum"] += float(per["embedding_similarity"][i])
+        for b in breakdown.values():
+            b["embedding_similarity"] = b.pop("_sum") / b["n"]
+        return EvaluationResult(
+            n=len(samples),
+            n_invalid=len(invalid),
+            metrics=metrics,
+            primary_metric=self.primary_metric,
+            bootstrap=bootstrap.describe(),
+            metric_specs=[m for m in self.metrics if m.name in per],
+            breakdown=breakdown,
+            invalid_examples=[{"sample_id": sid, "error": predictions[sid].error or "empty answer"} for sid in invalid[:5]],
+            per_sample=per_sample,
+        )
+
+
+def _reference(sample: Sample) -> Mapping[str, Any]:
+    if not isinstance(sample.target, Mapping) or "answer" not in sample.target:
+        raise EvaluationInputError(f"sample {sample.id} has no reference answer; a free-text task's target is {{'answer': ..., 'label': ...}}")
+    return sample.target
+
+
+def _num(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")
+
+
+def scoring_encoder_of(scoring: Mapping[str, Any]) -> str | None:
+    """The non-default text encoder a run's free-text scorers used, from its manifest's ``scoring``."""
+    options = scoring.get("options") or {}
+    if options.get("scorer_encoder"):
+        return str(options["scorer_encoder"]) if options["scorer_encoder"] != DEFAULT_ENCODER else None
+    spec = ((scoring.get("scorers") or {}).get("embedding") or {}).get("encoder")
+    return spec if spec and spec != DEFAULT_ENCODER else None

@@ -1,1 +1,0 @@
-"""Free-text question answering: scorers, the LLM judge and SelfCheckGPT."""

@@ -1,0 +1,341 @@
+"""Typed, versioned records of a run: its identity (``run.json``), each session (``sessions.jsonl``), its
+results with the manifest (``results.json``), and a submission bundle's index (``bundle.json``).
+
+Every reader (report, submission, store, board, rescore) goes through these models, so a field is
+named in one place and a malformed file is a one-line error, never a ``KeyError`` deep inside.
+
+Versions:
+
+* ``run.json`` — schema 1. Its canonical JSON (without ``run_id``) hashes to the run id, so its fields
+  never change; new information goes into the results.
+* ``results.json`` — schema 2 (adds the evaluator's metric declarations, the scoring options and the
+  manifest's own schema). Schema-1 files (ddibench 0.1.0 before the typed records) still read: the
+  metric declarations of their evaluators and their scoring options are filled in on load.
+* ``bundle.json`` — format 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+
+from ddibench.errors import RunDirError
+from ddibench.evaluation import EvaluationResult
+from ddibench.evaluation.classification import CLASSIFICATION_METRICS
+from ddibench.evaluation.text import TEXT_METRICS
+from ddibench.hashing import config_hash
+
+RUN_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 2
+BUNDLE_FORMAT = 1
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# -- identity ------------------------------------------------------------------------------------
+
+
+class TaskRef(_Record):
+    name: str
+    version: str
+    data_sha256: str
+
+
+class SystemRef(_Record):
+    name: str
+    version: str
+    config: dict[str, Any]
+    config_hash: str
+
+
+class RunIdentity(_Record):
+    """What a run is: the same identity always gives the same run id (and the same run directory)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    schema_version: int = Field(RUN_SCHEMA_VERSION, alias="schema")
+    task: TaskRef
+    system: SystemRef
+    models: dict[str, dict[str, Any]]
+    split: str
+    seed: int
+    limit: int | None
+    n_samples: int
+    sample_ids_sha256: str
+    run_id: str = ""
+
+    def payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude={"run_id"})
+
+    def with_id(self) -> RunIdentity:
+        return self.model_copy(update={"run_id": config_hash(self.payload(), 16)})
+
+    def summary(self, key: str) -> str:
+        if key == "task":
+            return f"{self.task.name} {self.task.version} (data {self.task.data_sha256[:12]})"
+        if key == "system":
+            return f"{self.system.name} {self.system.version} (config {self.system.config_hash})"
+        return json.dumps(self.payload()[key], sort_keys=True)
+
+    def mismatch(self, other: RunIdentity) -> str:
+        """How ``other`` (what a command asks for) differs from this identity (what a directory holds)."""
+        mine, theirs = self.payload(), other.payload()
+        for key in ("task", "system", "models", "split", "seed", "limit"):
+            if json.dumps(mine[key], sort_keys=True) != json.dumps(theirs[key], sort_keys=True):
+                return f"{key}: the directory has {self.summary(key)}, this command asks for {other.summary(key)}"
+        return "the selected samples differ"
+
+
+# -- sessions and results ------------------------------------------------------------------------
+
+
+class SessionRecord(_Record):
+    """One invocation of ``ddibench run`` on a run directory."""
+
+    started: str
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    predicted: int = 0
+    profile: str = ""
+    hardware: dict[str, Any] = {}
+    code: dict[str, Any] = {}
+    timing: dict[str, float] = {}
+    concurrency: int | None = None
+    llm_usage: dict[str, dict[str, Any]] = {}
+    served_models: dict[str, Any] = {}
+    system_info: dict[str, Any] = {}
+
+
+class RoleCost(_Record):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    served_from_cache: int = 0
+
+
+class PerItemCost(_Record):
+    calls: float = 0.0
+    prompt_tokens: float = 0.0
+    completion_tokens: float = 0.0
+
+
+class Cost(_Record):
+    """LLM calls and tokens by role, summed over the journalled predictions' traces."""
+
+    by_role: dict[str, RoleCost] = {}
+    per_item: dict[str, PerItemCost] = {}
+    n_items: int = 0
+
+    @property
+    def calls_per_item(self) -> float:
+        return sum(v.calls for v in self.per_item.values())
+
+    @property
+    def tokens_per_item(self) -> float:
+        return sum(v.prompt_tokens + v.completion_tokens for v in self.per_item.values())
+
+
+class Timing(_Record):
+    wall_s_total: float = 0.0
+    predict_s_total: float = 0.0
+    prepare_s_total: float = 0.0
+
+
+class ModelEntry(_Record):
+    spec: str
+    identity: dict[str, Any]
+
+
+class ProfileRecord(_Record):
+    declared: dict[str, Any]
+    detected: dict[str, Any]
+    warning: str | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.declared.get("name", ""))
+
+
+class TaskCard(_Record):
+    name: str
+    version: str
+    family: str = ""
+    setting: str = ""
+    title: str = ""
+    data_sha256: str
+    recipe_version: int = 1
+    sources: list[dict[str, Any]] = []
+    deviations: list[str] = []
+
+
+class SystemCard(_Record):
+    name: str
+    version: str
+    description: str = ""
+    config: dict[str, Any] = {}
+    config_hash: str
+    deviations: list[str] = []
+
+
+class Seeds(_Record):
+    run: int
+    bootstrap: int
+    limit_sampling: int | None = None
+
+
+class Scoring(_Record):
+    """How the answers were scored: the evaluator's non-default options, its scorers' identities, and
+    what its model-based scoring recorded (judge, SelfCheckGPT)."""
+
+    options: dict[str, Any] = {}
+    scorers: dict[str, Any] | None = None
+    judge: dict[str, Any] | None = None
+    second_judge: dict[str, Any] | None = None
+    judge_agreement: dict[str, Any] | None = None
+    selfcheck: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None and v != {}}
+
+
+class Manifest(_Record):
+    """Everything a number needs to be traced: code, data, system, models, hardware, seeds, scoring."""
+
+    schema_version: int = Field(RESULTS_SCHEMA_VERSION, alias="schema")
+    created: str
+    ddibench_version: str
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    task: TaskCard
+    system: SystemCard
+    models: dict[str, ModelEntry] = {}
+    profile: ProfileRecord
+    packages: dict[str, str | None] = {}
+    seeds: Seeds
+    split: str
+    limit: int | None = None
+    submittable: bool
+    not_submittable_reason: str | None = None
+    n_samples: int
+    sample_ids_sha256: str
+    scoring: Scoring = Scoring()
+    sessions: int = 0
+
+    @property
+    def generator_model(self) -> str:
+        """The model a board row names: the generator's spec, else the first role's, else '—'."""
+        if "generator" in self.models:
+            return self.models["generator"].spec
+        return next(iter(self.models.values())).spec if self.models else "—"
+
+
+class Results(_Record):
+    """``results.json``: metrics with intervals, cost, timing and the manifest."""
+
+    schema_version: int = Field(RESULTS_SCHEMA_VERSION, alias="schema")
+    run_id: str
+    task: str
+    system: str
+    evaluation: EvaluationResult
+    cost: Cost = Cost()
+    timing: Timing = Timing()
+    system_info: dict[str, Any] = {}
+    manifest: Manifest
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Read schema 1: fill in the metric declarations and scoring options it did not record."""
+        if not isinstance(data, dict) or data.get("schema", RESULTS_SCHEMA_VERSION) != 1:
+            return data
+        data = json.loads(json.dumps(data))
+        known = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}
+        evaluation = data.get("evaluation") or {}
+        if isinstance(evaluation, dict) and not evaluation.get("metric_specs"):
+            evaluation["metric_specs"] = [known[name].model_dump() for name in evaluation.get("metrics", {}) if name in known]
+        manifest = data.get("manifest") or {}
+        scoring = manifest.get("scoring") if isinstance(manifest, dict) else None
+        if isinstance(scoring, dict) and "options" not in scoring and "scorers" in scoring:
+            from ddibench.evaluation import scoring_encoder_of
+
+            options: dict[str, Any] = {"selfcheck": (scoring.get("selfcheck") or {}).get("n", 0)}
+            if "judge" not in scoring:
+                options["judge"] = False
+            encoder = scoring_encoder_of(scoring)
+            if encoder:
+                options["scorer_encoder"] = encoder
+            scoring["options"] = {k: v for k, v in options.items() if (k, v) not in (("selfcheck", 3), ("judge", True))}
+        if isinstance(manifest, dict):
+            manifest.setdefault("schema", 1)
+        return data
+
+    @property
+    def primary(self) -> tuple[str, float, float | None, float | None]:
+        name = self.evaluation.primary_metric
+        m = self.evaluation.metrics[name]
+        return name, m.value, m.ci_low, m.ci_high
+
+
+class BundleSystem(_Record):
+    name: str
+    version: str
+    config_hash: str
+
+
+class BundleIndex(_Record):
+    """``bundle.json``: what a submission bundle holds and the sha256 of every member."""
+
+    format: int = BUNDLE_FORMAT
+    created: str
+    ddibench_version: str
+    run_id: str
+    task: TaskRef
+    system: BundleSystem
+    hashes: dict[str, str]
+    trust_tier: str = "self-reported"
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file of a run directory, or a one-line error saying what is wrong with it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RunDirError(f"{path} does not exist", "give a run directory printed by 'ddibench run'") from None
+    except UnicodeDecodeError:
+        raise RunDirError(f"{path} is not UTF-8 text ({what})", "the file is damaged; start a fresh run directory") from None
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}", "check the path and its permissions") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path} is not valid JSON ({what}: {exc.msg} at line {exc.lineno})", "the file is damaged or was cut off; start a fresh run directory") from None
+
+
+def parse_record(model: type[_Record], data: Any, where: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise RunDirError(f"{where} is not a valid {model.__name__} record ({loc}: {err['msg']})", "the file was edited or written by another tool; start a fresh run directory") from None
+
+
+def read_identity(path: Path) -> RunIdentity:
+    return parse_record(RunIdentity, read_json(path, "run identity"), str(path))
+
+
+def read_results(path: Path) -> Results:
+    return parse_record(Results, read_json(path, "results"), str(path))

@@ -1,0 +1,171 @@
+"""Score a run: the evaluator's model-based scores (if it has any), its metrics with intervals, the LLM
+cost from the traces, and the manifest that ties every number to code, data, system, models and
+hardware. ``rescore`` does the same for a finished run without predicting anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ddibench.errors import DdibenchError, RunDirError
+from ddibench.evaluation import EvaluationInputError, ScoringJob
+from ddibench.llm import ModelSpec, RoleModels, parse_model_options
+from ddibench.metrics.bootstrap import BootstrapSpec
+from ddibench.profiles import detect_hardware, profile_mismatch
+from ddibench.runner.journal import Journal
+from ddibench.runner.manifest import code_version, package_versions
+from ddibench.runner.plan import RunPlan, RunRequest, open_cache, plan_run
+from ddibench.runner.records import (
+    Cost,
+    Manifest,
+    ModelEntry,
+    PerItemCost,
+    ProfileRecord,
+    Results,
+    RoleCost,
+    Scoring,
+    Seeds,
+    SystemCard,
+    TaskCard,
+    Timing,
+    read_identity,
+    read_results,
+)
+from ddibench.runner.rundir import RunLock, read_sessions, write_json_atomic
+from ddibench.schema import Prediction
+from ddibench.system import NullProgress, Progress
+
+
+def cost_from_predictions(predictions: Sequence[Prediction]) -> Cost:
+    """LLM calls and tokens per role, summed over the traces of every journalled prediction."""
+    roles: dict[str, RoleCost] = {}
+    for pred in predictions:
+        for call in pred.trace.get("llm", []):
+            r = roles.setdefault(call.get("role", "generator"), RoleCost())
+            r.calls += 1
+            r.prompt_tokens += call.get("prompt_tokens", 0)
+            r.completion_tokens += call.get("completion_tokens", 0)
+            r.latency_s += call.get("latency_s", 0.0)
+            r.served_from_cache += 1 if call.get("cached") else 0
+    n = max(1, len(predictions))
+    per_item = {
+        role: PerItemCost(calls=round(r.calls / n, 3), prompt_tokens=round(r.prompt_tokens / n, 3), completion_tokens=round(r.completion_tokens / n, 3))
+        for role, r in roles.items()
+    }
+    return Cost(by_role=roles, per_item=per_item, n_items=len(predictions))
+
+
+def collect_extras(plan: RunPlan, predictions: dict[str, Prediction], progress: Progress) -> dict[str, Any]:
+    """The evaluator's model-based scores (judge grades, SelfCheckGPT samples), kept under ``scores/``."""
+    request = plan.request
+    if not plan.evaluator.model_roles() or not request.score_with_models:
+        return {}
+    job = ScoringJob(
+        run_dir=plan.run_dir,
+        samples=plan.selected,
+        predictions=predictions,
+        models=request.role_models(),
+        cache=open_cache() if request.use_cache else None,
+        concurrency=request.concurrency or plan.profile.llm_concurrency,
+        max_retries=request.max_retries,
+        progress=progress,
+    )
+    return asyncio.run(plan.evaluator.collect(job))
+
+
+def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[str, Any] | None = None) -> Results:
+    task, system, identity, request, pool = plan.task, plan.system, plan.identity, plan.request, plan.pool
+    selected, profile, run_dir = plan.selected, plan.profile, plan.run_dir
+    extras = extras or {}
+    try:
+        evaluation = plan.evaluator.evaluate(selected, predictions, request.bootstrap, extras)
+    except EvaluationInputError as exc:
+        raise DdibenchError(f"cannot score {run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
+    sessions = read_sessions(run_dir)
+    hardware = detect_hardware()
+    split_ok = identity.split == task.eval_split
+    manifest = Manifest(
+        created=dt.datetime.now(dt.timezone.utc).isoformat(),
+        **code_version(),
+        task=TaskCard(**task.card()),
+        system=SystemCard(
+            name=system.name,
+            version=system.version,
+            description=getattr(system, "description", ""),
+            config=system.config.model_dump(mode="json"),
+            config_hash=identity.system.config_hash,
+            deviations=system.deviations() if hasattr(system, "deviations") else [],
+        ),
+        models={role: ModelEntry(spec=pool.specs[role].display(), identity=ident) for role, ident in identity.models.items()} if pool else {},
+        profile=ProfileRecord(declared=profile.as_dict(), detected=hardware, warning=profile_mismatch(profile, hardware)),
+        packages=package_versions(),
+        seeds=Seeds(run=request.seed, bootstrap=request.bootstrap.seed, limit_sampling=request.seed if request.limit else None),
+        split=identity.split,
+        limit=request.limit,
+        submittable=request.limit is None and split_ok,
+        not_submittable_reason="--limit was used" if request.limit is not None else (None if split_ok else "not the task's evaluation split"),
+        n_samples=len(selected),
+        sample_ids_sha256=identity.sample_ids_sha256,
+        scoring=Scoring(options=plan.evaluator.settings(), **extras.get("info", {}), **plan.evaluator.describe()),
+        sessions=len(sessions),
+    )
+    timing = Timing(
+        wall_s_total=round(sum(s.wall_s for s in sessions), 3),
+        predict_s_total=round(sum(s.timing.get("predict_s", 0) for s in sessions), 3),
+        prepare_s_total=round(sum(s.timing.get("prepare_s", 0) for s in sessions), 3),
+    )
+    system_info = next((s.system_info for s in reversed(sessions) if s.system_info), {})
+    return Results(
+        run_id=identity.run_id,
+        task=task.name,
+        system=system.name,
+        evaluation=evaluation,
+        cost=cost_from_predictions([predictions[s.id] for s in selected]),
+        timing=timing,
+        system_info=system_info,
+        manifest=manifest,
+    )
+
+
+def rescore(
+    run_dir: Path,
+    models: dict[str, ModelSpec] | None,
+    scoring: dict[str, Any],
+    bootstrap: BootstrapSpec,
+    progress: Progress | None = None,
+) -> Results:
+    """Score a finished run again (new judge, more SelfCheckGPT samples, other intervals) without
+    predicting anything: the journal is read, never written. ``scoring`` holds the scoring options given
+    now; options the run was scored with before are kept unless given again."""
+    run_file, results_file = run_dir / "run.json", run_dir / "results.json"
+    if not run_file.exists():
+        raise RunDirError(f"{run_dir} holds no run.json", "give a run directory printed by 'ddibench run'")
+    ident = read_identity(run_file)
+    previous = read_results(results_file) if results_file.exists() else None
+    used = {role: m.spec for role, m in previous.manifest.models.items()} if previous else {}
+    specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
+    specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
+    specs = specs.with_roles(dict(models or {}))
+    before = dict(previous.manifest.scoring.options) if previous else {}
+    request = RunRequest(
+        task=ident.task.name, system=ident.system.name, models=specs,
+        profile=previous.manifest.profile.name if previous else "cpu",
+        seed=ident.seed, limit=ident.limit, split=ident.split, config=ident.system.config,
+        run_dir=run_dir, bootstrap=bootstrap, scoring={**before, **scoring},
+    )  # fmt: skip
+    plan = plan_run(request)
+    if plan.identity.run_id != ident.run_id:
+        raise RunDirError(f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}", "rescore with the ddibench version that made the run")
+    with RunLock(run_dir):
+        done = Journal(run_dir / "journal.jsonl").load(repair=False)
+        missing = [s.id for s in plan.selected if s.id not in done]
+        if missing:
+            raise RunDirError(f"{run_dir} is incomplete ({len(missing)} samples without a prediction)", "finish it with 'ddibench run' first")
+        extras = collect_extras(plan, done, progress or NullProgress())
+        results = score_run(plan, done, extras)
+        write_json_atomic(results_file, results.dump())
+    return results

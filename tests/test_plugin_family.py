@@ -1,0 +1,186 @@
+"""A task family and a system from an outside package, registered through entry points only.
+
+The package is written into a temporary directory with its own ``.dist-info`` (the way ``pip install``
+leaves one), so discovery goes through ``importlib.metadata`` exactly as for a real install. Its task
+has molecule inputs and a ranking evaluator; it runs, scores, is submitted and lands on the board —
+and no file of the core is touched to get there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+TOY_PACKAGE = '''
+"""toyfam: a throwaway task family (molecules -> top-3 of six labels) and a system for it."""
+
+from collections.abc import Sequence
+from types import MappingProxyType
+
+from ddibench import BaseSystem, Label, LabelSpace, Molecule, Prediction, Sample, SystemConfig, Task, TaskData
+from ddibench.evaluation import RankingEvaluator
+from ddibench.schema import sample_id
+
+LABELS = LabelSpace(tuple(Label(id=i, template=name, name=name) for i, name in enumerate(
+    ["oxygen", "alcohol", "nitrogen", "ring", "aromatic", "plain"])))
+SMILES = ["CCO", "CCCO", "CCN", "CCCN", "c1ccccc1", "c1ccccc1O", "C1CCCCC1", "CC", "CCC", "CCCC", "OCCO", "NCCN",
+          "c1ccncc1", "CC(=O)O", "CCOC", "C1CCNCC1", "CCCCC", "c1ccc(N)cc1", "OC1CCCCC1", "CCCCO", "CN", "CO",
+          "c1ccoc1", "CCCCN", "C1CC1", "OCC(O)CO", "CCCCCC", "NC1CCCCC1", "c1ccc2ccccc2c1", "CCOCC"]
+
+
+def gold(smiles):
+    out = set()
+    if "O" in smiles or "o" in smiles:
+        out |= {0, 1} if "O" in smiles and "=" not in smiles else {0}
+    if "N" in smiles or "n" in smiles:
+        out.add(2)
+    if "1" in smiles:
+        out.add(3)
+        if smiles[0] == "c":
+            out.add(4)
+    return tuple(sorted(out)) or (5,)
+
+
+class ToyTask(Task):
+    name = "toy_molecules"
+    version = "0.1.0"
+    family = "toy"
+    setting = "molecule"
+    title = "toy: which of six labels describe a small molecule (top 3)"
+    input_kind = "molecule"
+
+    @property
+    def sources(self):
+        return ()
+
+    @property
+    def label_space(self):
+        return LABELS
+
+    def evaluator(self):
+        return RankingEvaluator(LABELS, k=3, primary="recall")
+
+    def build(self):
+        samples = [
+            Sample(id=sample_id("toy", s), input=Molecule(smiles=s, name=s), target=gold(s),
+                   clusters=("ring" if "1" in s else "chain",), meta=MappingProxyType({}))
+            for s in SMILES
+        ]
+        return TaskData(splits={"train": tuple(samples[:12]), "valid": tuple(samples[12:18]), "test": tuple(samples[18:])})
+
+
+TASKS = {"toy_molecules": ToyTask()}
+
+
+class RankerConfig(SystemConfig):
+    k: int = 3
+
+
+class ToyRanker(BaseSystem):
+    """Ranks labels by simple SMILES features, then by training popularity."""
+
+    name = "toy-ranker"
+    version = "0.1.0"
+    description = "SMILES features, then training popularity"
+    Config = RankerConfig
+    families = ("toy",)
+    batch_size = 8
+
+    async def prepare(self, view, ctx):
+        counts = [0] * len(view.task.label_space)
+        for s in view.train:
+            for label in s.target:
+                counts[label] += 1
+        self.popular = sorted(range(len(counts)), key=lambda i: -counts[i])
+
+    async def predict(self, samples: Sequence[Sample], ctx):
+        out = []
+        for s in samples:
+            smi = s.input.smiles
+            first = [i for i, hit in ((2, "N" in smi or "n" in smi), (0, "O" in smi), (3, "1" in smi)) if hit]
+            ranked = list(dict.fromkeys(first + self.popular))[: self.config.k]
+            out.append(Prediction(sample_id=s.id, ranked=ranked, trace={"features": first}))
+        return out
+'''
+
+ENTRY_POINTS = """
+[ddibench.tasks]
+toy = toyfam:TASKS
+
+[ddibench.systems]
+toy-ranker = toyfam:ToyRanker
+"""
+
+
+@pytest.fixture
+def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from ddibench import registry
+
+    site = tmp_path / "site"
+    (site / "toyfam").mkdir(parents=True)
+    (site / "toyfam" / "__init__.py").write_text(textwrap.dedent(TOY_PACKAGE))
+    info = site / "toyfam-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfam\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    registry.clear_caches()
+    yield site
+    registry.clear_caches()
+    sys.modules.pop("toyfam", None)
+
+
+def test_an_outside_family_runs_scores_and_reaches_the_board(cli, toy_package: Path, tmp_path: Path) -> None:
+    status_before = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True).stdout
+
+    code, out, err = cli("list", "tasks")
+    assert code == 0 and "toy_molecules" in out, err
+    code, out, err = cli("list", "systems")
+    assert code == 0 and "toy-ranker" in out, err
+
+    run_dir = tmp_path / "run"
+    code, out, err = cli("run", "-s", "toy-ranker", "-t", "toy_molecules", "--run-dir", str(run_dir))
+    assert code == 0, err
+    assert "recall@3 (%) *" in out and "ceiling" in out
+    results = json.loads((run_dir / "results.json").read_text())
+    evaluation = results["evaluation"]
+    assert evaluation["primary_metric"] == "recall@3" and evaluation["n"] == 12
+    assert [m["name"] for m in evaluation["metric_specs"]] == ["precision@3", "recall@3", "ndcg@3"]
+
+    # the metric is what a direct computation gives on the journalled predictions
+    from ddibench.evaluation import ranking_scores
+    from ddibench.registry import get_task
+
+    task = get_task("toy_molecules")
+    preds = {}
+    for line in (run_dir / "journal.jsonl").read_text().splitlines():
+        pred = json.loads(line)["prediction"]
+        preds[pred["sample_id"]] = pred["ranked"]
+    direct = [ranking_scores(set(s.target), preds[s.id], 3)["recall"] for s in task.load().split("test")]
+    assert evaluation["metrics"]["recall@3"]["value"] == pytest.approx(sum(direct) / len(direct))
+
+    bundle = tmp_path / "toy.tar.gz"
+    code, _, err = cli("submit", str(run_dir), "--out", str(bundle))
+    assert code == 0, err
+    store = tmp_path / "board.duckdb"
+    code, out, err = cli("board", "add", "--store", str(store), str(bundle))
+    assert code == 0 and "added (recomputed)" in out, out + err
+
+    from ddibench.leaderboard.data import cell, runs
+
+    frame = runs(store)
+    row = frame[frame["task"] == "toy_molecules"].iloc[0]
+    assert (row["system"], row["primary_metric"], row["primary_unit"], bool(row["best"])) == ("toy-ranker", "recall@3", "fraction", True)
+    assert cell(row).startswith(f"{100 * row['primary_value']:.1f} [")
+
+    status_after = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True).stdout
+    assert status_after == status_before  # no file of the repository was written
