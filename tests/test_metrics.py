@@ -134,3 +134,28 @@ def test_bootstrap_handles_degenerate_inputs() -> None:
     assert bootstrap_intervals(stat, 0, BootstrapSpec()) == {}
     lo, hi = bootstrap_intervals(stat, 10, BootstrapSpec(replicates=100), clusters=[("a", "b")] * 10)["const"]
     assert lo == hi == 0.5
+
+
+def test_majority_floor_is_the_most_frequent_training_label(cli, tmp_path) -> None:
+    """The majority baseline answers the training split's most frequent type everywhere; its accuracy is
+    that type's share of the test pairs and its class scores are the training frequencies."""
+    import json
+    from collections import Counter
+
+    from sklearn.metrics import accuracy_score, f1_score
+
+    from ddibench.registry import get_task
+
+    code, _, err = cli("run", "-s", "majority", "-t", "drugbank_s2", "--run-dir", str(tmp_path / "m"))
+    assert code == 0, err
+    data = get_task("drugbank_s2").load()
+    counts = Counter(int(s.target) for s in data.split("train"))
+    label = min(counts, key=lambda k: (-counts[k], k))
+    results = json.loads((tmp_path / "m" / "results.json").read_text())
+    assert results["system_info"]["label"] == label
+    gold = [int(s.target) for s in data.split("test")]
+    metrics = results["evaluation"]["metrics"]
+    assert metrics["accuracy"]["value"] == pytest.approx(accuracy_score(gold, [label] * len(gold)))
+    assert metrics["macro_f1"]["value"] == pytest.approx(f1_score(gold, [label] * len(gold), average="macro"))
+    code, _, err = cli("run", "-s", "majority", "-t", "ddi_qa_s2", "--limit", "3", "--run-dir", str(tmp_path / "qa"))
+    assert code == 2 and "does not support task 'ddi_qa_s2'" in err

@@ -182,5 +182,18 @@ def test_an_outside_family_runs_scores_and_reaches_the_board(cli, toy_package: P
     assert (row["system"], row["primary_metric"], row["primary_unit"], bool(row["best"])) == ("toy-ranker", "recall@3", "fraction", True)
     assert cell(row).startswith(f"{100 * row['primary_value']:.1f} [")
 
+    # the generic floor serves the outside family too: the labels most frequent in its training targets
+    code, out, err = cli("run", "-s", "popularity", "-t", "toy_molecules", "-C", "k=3", "--run-dir", str(tmp_path / "popular"))
+    assert code == 0, err
+    popular = json.loads((tmp_path / "popular" / "results.json").read_text())
+    train_counts: dict[int, int] = {}
+    for s in task.load().split("train"):
+        for label in s.target:
+            train_counts[label] = train_counts.get(label, 0) + 1
+    top = sorted(train_counts, key=lambda k: (-train_counts[k], k))[:3]
+    assert popular["system_info"]["ranked"] == top
+    expected = [ranking_scores(set(s.target), top, 3)["recall"] for s in task.load().split("test")]
+    assert popular["evaluation"]["metrics"]["recall@3"]["value"] == pytest.approx(sum(expected) / len(expected))
+
     status_after = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True).stdout
     assert status_after == status_before  # no file of the repository was written

@@ -1,0 +1,105 @@
+"""The floors every system is compared with: ``majority`` and ``popularity``. No model, no LLM.
+
+* ``majority`` — every sample gets the most frequent label of the training split (ties: the smaller
+  label id), and as class scores the training frequency of every label, so AUROC-scored tasks get
+  the floor of 0.5. Serves every task whose targets are single labels.
+* ``popularity`` — every sample gets the ``k`` labels that occur in the most training targets, most
+  frequent first (ties: the smaller label id). Serves every task whose targets are label sets
+  (top-k ranking: TWOSIDES side effects, drug targets).
+
+Both read only the training targets (``prepare`` sees the training view), so they are the floor a
+system must clear before its numbers mean anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView
+from ddibench.errors import ConfigError
+
+
+def _single_labels(task: Task) -> bool:
+    return task.input_kind != "question" and task.evaluator().kind == "classification"
+
+
+def _label_sets(task: Task) -> bool:
+    return task.evaluator().kind == "ranking"
+
+
+class MajorityConfig(SystemConfig):
+    pass
+
+
+class MajoritySystem(BaseSystem):
+    name = "majority"
+    version = "1.0.0"
+    description = "the most frequent training label for every sample (class scores: training frequencies)"
+    Config = MajorityConfig
+    batch_size = 4096
+    max_concurrency = 1
+
+    def __init__(self, config: MajorityConfig | None = None) -> None:
+        super().__init__(config)
+        self.label = 0
+        self.frequencies: dict[str, float] = {}
+        self.info: dict[str, Any] = {}
+
+    def supports(self, task: Task) -> bool:
+        return _single_labels(task)
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        counts = Counter(int(s.target) for s in view.train)  # type: ignore[arg-type]
+        if not counts:
+            raise ConfigError(f"task {view.task.name} has no training labels to count", "majority needs a training split")
+        n = sum(counts.values())
+        self.label = min(counts, key=lambda k: (-counts[k], k))
+        self.frequencies = {str(k): counts.get(k, 0) / n for k in range(len(view.task.label_space))}
+        self.info = {"label": self.label, "share": round(counts[self.label] / n, 5), "n_train": n}
+
+    def run_info(self) -> dict[str, Any]:
+        return self.info
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        return [Prediction(sample_id=s.id, label=self.label, scores=dict(self.frequencies)) for s in samples]
+
+
+class PopularityConfig(SystemConfig):
+    k: int = 5
+
+
+class PopularitySystem(BaseSystem):
+    name = "popularity"
+    version = "1.0.0"
+    description = "the k labels most frequent in the training targets, for every sample"
+    Config = PopularityConfig
+    batch_size = 4096
+    max_concurrency = 1
+    config: PopularityConfig
+
+    def __init__(self, config: PopularityConfig | None = None) -> None:
+        super().__init__(config)
+        self.ranked: list[int] = []
+        self.info: dict[str, Any] = {}
+
+    def supports(self, task: Task) -> bool:
+        return _label_sets(task)
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        if self.config.k <= 0:
+            raise ConfigError(f"popularity config k must be positive, got {self.config.k}", "use e.g. --config k=5")
+        counts: Counter[int] = Counter()
+        for s in view.train:
+            counts.update({int(label) for label in s.target})  # type: ignore[union-attr]
+        if not counts:
+            raise ConfigError(f"task {view.task.name} has no training labels to count", "popularity needs a training split")
+        self.ranked = sorted(counts, key=lambda k: (-counts[k], k))[: self.config.k]
+        self.info = {"ranked": self.ranked, "counts": [counts[k] for k in self.ranked], "n_train": len(view.train)}
+
+    def run_info(self) -> dict[str, Any]:
+        return self.info
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        return [Prediction(sample_id=s.id, ranked=list(self.ranked)) for s in samples]
