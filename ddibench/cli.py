@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from ddibench.commands import board, data, kg, listing, run
+from ddibench.commands import board, data, interop, kg, listing, run
 from ddibench.errors import DdibenchError
 
 
@@ -27,7 +27,8 @@ def cli() -> None:
     """
 
 
-for command in (run.run, run.rescore, run.report, listing.list_, data.data, board.submit, board.verify, board.board, kg.kg):
+for command in (run.run, run.rescore, run.report, listing.list_, data.data, board.submit, board.verify, board.board, kg.kg,
+                interop.export, interop.import_):
     cli.add_command(command)
 
 

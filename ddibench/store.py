@@ -77,9 +77,13 @@ def load_prices() -> dict[str, dict[str, float]]:
     return json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
 
 
-def scoring_variant(settings: dict[str, Any]) -> str:
-    """The board groups runs by how they were scored: '' for the task's default scorers."""
-    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()) if k not in ("judge", "selfcheck", "second_judge"))
+def scoring_variant(evaluator: Any) -> str:
+    """The board groups runs by how they were scored: '' for the task's default scorers at version 1;
+    scorers of another version or with other options form their own group and are never ranked with it."""
+    parts = [f"{k}={v}" for k, v in sorted(evaluator.settings().items()) if k not in ("judge", "selfcheck", "second_judge")]
+    if evaluator.version != 1:
+        parts.insert(0, f"{evaluator.kind} scorers v{evaluator.version}")
+    return ", ".join(parts)
 
 
 def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None = None) -> str:
@@ -108,7 +112,7 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
     units = evaluator.units(shared, verdict.predictions, evaluation) if shared else []
     conn = connect(path)
     try:
-        variant = scoring_variant(evaluator.settings())
+        variant = scoring_variant(evaluator)
         previous = conn.execute("SELECT run_id FROM runs WHERE task = ? AND scoring_variant = ? AND best", [task.name, variant]).fetchone()
         conn.execute("BEGIN")
         conn.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
@@ -122,8 +126,8 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
                 run.run_id, task.name, task.family, task.setting, run.system.name, run.system.version,
                 run.system.config_hash, manifest.generator_model, manifest.profile.name,
                 verdict.tier, bool(manifest.submittable), evaluation.n, primary, metric.value, metric.ci_low,
-                metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}), cost.calls_per_item,
-                cost.tokens_per_item, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
+                metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}),
+                cost.calls_per_item if cost.recorded else None, cost.tokens_per_item if cost.recorded else None, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
                 spec.unit, spec.higher_is_better, json.dumps([m.model_dump() for m in evaluation.metric_specs]), variant,
             ],
         )  # fmt: skip

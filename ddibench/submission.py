@@ -222,6 +222,12 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
                       (f"{', '.join(f'{k}={v}' for k, v in evaluator.settings().items())}" if not local else
                        f"scored with {', '.join(local)} set to something only the submitter's machine has; the board compares runs scored "
                        "with the task's default scorers (score again with 'ddibench rescore RUN_DIR --scorer-encoder minilm')"))  # fmt: skip
+    if evaluator is not None:
+        claimed_version = int((results.manifest.scoring.evaluator or {}).get("version", 1))
+        verdict.check("scorer version", claimed_version == evaluator.version,
+                      f"v{evaluator.version}" if claimed_version == evaluator.version else
+                      f"scored by {evaluator.kind} scorers v{claimed_version}; this ddibench scores with v{evaluator.version} "
+                      "(score the run again with 'ddibench rescore RUN_DIR' and submit it again)")  # fmt: skip
     verdict.evaluator = evaluator
     seeds = 1
     verdict.check("seeds", seeds >= task.required_seeds, f"{seeds} run(s), the task asks for {task.required_seeds}")

@@ -13,6 +13,9 @@ takes. Nothing is typed in by hand.
                                   [--only SYSTEM_OR_TASK ...] [--dry-run]
 
 Finished runs are kept: run it again and it resumes where it stopped (interrupted runs resume too).
+A finished run scored by an older version of its task's scorers (e.g. the free-text scorers before
+BERTScore came from the bert-score library) is scored again with ``ddibench rescore`` and re-packed,
+so the board never mixes scorer versions.
 Set $DDIBENCH_MIRROR where GitHub is unreachable. Prints a table of runs, seconds and primary metrics.
 """
 
@@ -71,6 +74,13 @@ def run(entry: Entry, runs_dir: Path, bundles: Path) -> dict:
             return {"entry": entry.name, "error": f"ddibench run exited {code}; see {log}"}
         subprocess.run([sys.executable, "-m", "ddibench", "submit", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    rescored = False
+    if _outdated(entry.task, results):
+        with log.open("a", encoding="utf-8") as fh:
+            subprocess.run([sys.executable, "-m", "ddibench", "rescore", str(run_dir)], check=True, stdout=fh, stderr=subprocess.STDOUT)
+        subprocess.run([sys.executable, "-m", "ddibench", "submit", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
+        results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+        rescored = True
     evaluation = results["evaluation"]
     primary = evaluation["primary_metric"]
     metric = evaluation["metrics"][primary]
@@ -86,7 +96,16 @@ def run(entry: Entry, runs_dir: Path, bundles: Path) -> dict:
         "value": metric["value"],
         "ci": [metric["ci_low"], metric["ci_high"]],
         "bundle": str(bundle),
+        "rescored": rescored,
     }
+
+
+def _outdated(task: str, results: dict) -> bool:
+    """Whether a run was scored by an older version of its task's scorers than this ddibench's."""
+    from ddibench.registry import get_task
+
+    claimed = (results["manifest"]["scoring"].get("evaluator") or {}).get("version", 1)
+    return int(claimed) != get_task(task).evaluator().version
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks", ("ddibench.task", "ddibench.evaluation")),
     ("systems", ("ddibench.system", "ddibench.label_choice", "ddibench.answering")),
     ("runner", ("ddibench.registry", "ddibench.runner")),
-    ("results", ("ddibench.submission", "ddibench.store")),
+    ("results", ("ddibench.submission", "ddibench.store", "ddibench.interop")),
     ("board and command line", ("ddibench.leaderboard", "ddibench.commands", "ddibench.cli", "ddibench.__main__")),
 ]
 TASK_LAYER = "tasks"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -153,3 +154,20 @@ def data_stats(tasks: tuple[str, ...]) -> None:
             console.print(f"  [dim]note: {deviation}[/dim]")
     if failed_checks:
         raise DdibenchError(f"{len(failed_checks)} data check(s) failed", "see above")
+
+
+@data.command("export")
+@click.argument("task_name")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["parquet", "hf"]), default="parquet", show_default=True,
+              help="parquet: one file per split (load_dataset('parquet', ...)); hf: DatasetDict.save_to_disk (load_from_disk).")  # fmt: skip
+@click.option("--split", "splits", multiple=True, help="Export only this split (repeatable; default: every split).")
+def data_export(task_name: str, out: Path, fmt: str, splits: tuple[str, ...]) -> None:
+    """Write a task's splits as a Hugging Face dataset with typed features and a dataset card."""
+    from ddibench.interop.hf_datasets import export
+    from ddibench.registry import get_task
+
+    task = get_task(task_name)
+    written = export(task, out, fmt, list(splits) or None)
+    sizes = ", ".join(f"{k} {v:,}" for k, v in written["sizes"].items())
+    _console().print(f"{task_name} -> {out} ({fmt}: {sizes}; {written['bytes'] / 1e6:.1f} MB, data sha256 {task.data_sha256[:12]})")

@@ -132,6 +132,7 @@ class ScoringJob:
 
 class Evaluator(Protocol):
     kind: ClassVar[str]
+    version: ClassVar[int]
     options: ClassVar[tuple[ScoringOption, ...]]
     metrics: tuple[MetricSpec, ...]
 
@@ -206,6 +207,7 @@ class BaseEvaluator:
     """Defaults every evaluator shares: options, configuration, intervals and paired comparisons."""
 
     kind: ClassVar[str] = ""
+    version: ClassVar[int] = 1  # bump when scores change for the same answers: old and new scores never mix
     options: ClassVar[tuple[ScoringOption, ...]] = ()
     metrics: tuple[MetricSpec, ...] = ()
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "ResponseCache": "_cache", "cache_key": "_cache",
     "ChatResult": "_client", "LLMCallError": "_client", "LLMClient": "_client", "LLMPool": "_client",
-    "UsageLedger": "_client", "retry_after_seconds": "_client",
+    "UsageLedger": "_client", "retry_after_seconds": "_client", "response_format": "_client",
     "EmbeddedServer": "_embedded",
     "EMBEDDED": "_spec", "ROLES": "_spec", "ModelSpec": "_spec", "RoleModels": "_spec", "parse_model_options": "_spec",
     "parse_role": "_spec",
@@ -26,7 +26,7 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from ddibench.llm._cache import ResponseCache, cache_key
-    from ddibench.llm._client import ChatResult, LLMCallError, LLMClient, LLMPool, UsageLedger, retry_after_seconds
+    from ddibench.llm._client import ChatResult, LLMCallError, LLMClient, LLMPool, UsageLedger, response_format, retry_after_seconds
     from ddibench.llm._embedded import EmbeddedServer
     from ddibench.llm._spec import EMBEDDED, ROLES, ModelSpec, RoleModels, parse_model_options, parse_role
     from ddibench.llm._weights import default_gguf, weights_sha256
@@ -54,6 +54,7 @@ __all__ = [
     "default_gguf",
     "parse_model_options",
     "parse_role",
+    "response_format",
     "retry_after_seconds",
     "weights_sha256",
 ]

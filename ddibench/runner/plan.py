@@ -18,7 +18,7 @@ import numpy as np
 
 from ddibench.errors import ConfigError
 from ddibench.evaluation import Evaluator
-from ddibench.hashing import sha256_text
+from ddibench.hashing import config_hash, sha256_text
 from ddibench.llm import LLMPool, RoleModels, parse_model_options
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.profiles import Profile, get_profile
@@ -110,9 +110,19 @@ def build_system(name: str, profile: Profile, overrides: dict[str, Any]) -> Syst
 
 
 def run_identity(task: Task, system: System, models: dict[str, dict[str, Any]], split: str, seed: int, limit: int | None, ids: list[str]) -> RunIdentity:
+    ident = run_identity_from(task, system.name, system.version, system.config.model_dump(mode="json"), models, split, seed, limit, ids)
+    assert ident.system.config_hash == system_config_hash(system)
+    return ident
+
+
+def run_identity_from(
+    task: Task, system: str, version: str, config: dict[str, Any], models: dict[str, dict[str, Any]], split: str, seed: int, limit: int | None, ids: list[str]
+) -> RunIdentity:
+    """A run's identity from the names of what ran (also for runs made elsewhere and imported)."""
+    config_id = config_hash({"system": system, "version": version, "config": config})
     return RunIdentity(
         task=TaskRef(name=task.name, version=task.version, data_sha256=task.data_sha256),
-        system=SystemRef(name=system.name, version=system.version, config=system.config.model_dump(mode="json"), config_hash=system_config_hash(system)),
+        system=SystemRef(name=system, version=version, config=config, config_hash=config_id),
         models=models,
         split=split,
         seed=seed,

@@ -134,6 +134,7 @@ class Cost(_Record):
     by_role: dict[str, RoleCost] = {}
     per_item: dict[str, PerItemCost] = {}
     n_items: int = 0
+    recorded: bool = True  # False: the answers came from elsewhere (an import) without token counts
 
     @property
     def calls_per_item(self) -> float:
@@ -197,6 +198,7 @@ class Scoring(_Record):
     what its model-based scoring recorded (judge, SelfCheckGPT)."""
 
     options: dict[str, Any] = {}
+    evaluator: dict[str, Any] | None = None  # {"kind", "version"}: runs scored by another version never mix
     scorers: dict[str, Any] | None = None
     judge: dict[str, Any] | None = None
     second_judge: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.errors import DdibenchError, RunDirError
-from ddibench.evaluation import EvaluationInputError, ScoringJob
+from ddibench.evaluation import EvaluationInputError, EvaluationResult, Evaluator, ScoringJob
 from ddibench.llm import ModelSpec, RoleModels, parse_model_options
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.profiles import detect_hardware, profile_mismatch
@@ -27,8 +27,10 @@ from ddibench.runner.records import (
     ProfileRecord,
     Results,
     RoleCost,
+    RunIdentity,
     Scoring,
     Seeds,
+    SessionRecord,
     SystemCard,
     TaskCard,
     Timing,
@@ -38,6 +40,7 @@ from ddibench.runner.records import (
 from ddibench.runner.rundir import RunLock, read_sessions, write_json_atomic
 from ddibench.schema import Prediction
 from ddibench.system import NullProgress, Progress
+from ddibench.task import Task
 
 
 def cost_from_predictions(predictions: Sequence[Prediction]) -> Cost:
@@ -79,19 +82,18 @@ def collect_extras(plan: RunPlan, predictions: dict[str, Prediction], progress: 
 
 def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[str, Any] | None = None) -> Results:
     task, system, identity, request, pool = plan.task, plan.system, plan.identity, plan.request, plan.pool
-    selected, profile, run_dir = plan.selected, plan.profile, plan.run_dir
     extras = extras or {}
     try:
-        evaluation = plan.evaluator.evaluate(selected, predictions, request.bootstrap, extras)
+        evaluation = plan.evaluator.evaluate(plan.selected, predictions, request.bootstrap, extras)
     except EvaluationInputError as exc:
-        raise DdibenchError(f"cannot score {run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
-    sessions = read_sessions(run_dir)
+        raise DdibenchError(f"cannot score {plan.run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
+    sessions = read_sessions(plan.run_dir)
     hardware = detect_hardware()
-    split_ok = identity.split == task.eval_split
-    manifest = Manifest(
-        created=dt.datetime.now(dt.timezone.utc).isoformat(),
-        **code_version(),
-        task=TaskCard(**task.card()),
+    return make_results(
+        task=task,
+        evaluator=plan.evaluator,
+        evaluation=evaluation,
+        identity=identity,
         system=SystemCard(
             name=system.name,
             version=system.version,
@@ -101,16 +103,46 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
             deviations=system.deviations() if hasattr(system, "deviations") else [],
         ),
         models={role: ModelEntry(spec=pool.specs[role].display(), identity=ident) for role, ident in identity.models.items()} if pool else {},
-        profile=ProfileRecord(declared=profile.as_dict(), detected=hardware, warning=profile_mismatch(profile, hardware)),
-        packages=package_versions(),
+        profile=ProfileRecord(declared=plan.profile.as_dict(), detected=hardware, warning=profile_mismatch(plan.profile, hardware)),
         seeds=Seeds(run=request.seed, bootstrap=request.bootstrap.seed, limit_sampling=request.seed if request.limit else None),
+        scoring_info=extras.get("info", {}),
+        sessions=sessions,
+        cost=cost_from_predictions([predictions[s.id] for s in plan.selected]),
+    )
+
+
+def make_results(
+    *,
+    task: Task,
+    evaluator: Evaluator,
+    evaluation: EvaluationResult,
+    identity: RunIdentity,
+    system: SystemCard,
+    models: dict[str, ModelEntry],
+    profile: ProfileRecord,
+    seeds: Seeds,
+    scoring_info: dict[str, Any],
+    sessions: list[SessionRecord],
+    cost: Cost,
+) -> Results:
+    """The results record with its manifest (shared by runs made here and runs imported from elsewhere)."""
+    split_ok = identity.split == task.eval_split
+    manifest = Manifest(
+        created=dt.datetime.now(dt.timezone.utc).isoformat(),
+        **code_version(),
+        task=TaskCard(**task.card()),
+        system=system,
+        models=models,
+        profile=profile,
+        packages=package_versions(),
+        seeds=seeds,
         split=identity.split,
-        limit=request.limit,
-        submittable=request.limit is None and split_ok,
-        not_submittable_reason="--limit was used" if request.limit is not None else (None if split_ok else "not the task's evaluation split"),
-        n_samples=len(selected),
+        limit=identity.limit,
+        submittable=identity.limit is None and split_ok,
+        not_submittable_reason="--limit was used" if identity.limit is not None else (None if split_ok else "not the task's evaluation split"),
+        n_samples=identity.n_samples,
         sample_ids_sha256=identity.sample_ids_sha256,
-        scoring=Scoring(options=plan.evaluator.settings(), **extras.get("info", {}), **plan.evaluator.describe()),
+        scoring=Scoring(options=evaluator.settings(), evaluator={"kind": evaluator.kind, "version": evaluator.version}, **scoring_info, **evaluator.describe()),
         sessions=len(sessions),
     )
     timing = Timing(
@@ -124,7 +156,7 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         task=task.name,
         system=system.name,
         evaluation=evaluation,
-        cost=cost_from_predictions([predictions[s.id] for s in selected]),
+        cost=cost,
         timing=timing,
         system_info=system_info,
         manifest=manifest,
