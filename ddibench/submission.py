@@ -210,6 +210,8 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
     verdict.check("data sha256", run.task.data_sha256 == task.data_sha256, f"bundle {run.task.data_sha256[:12]}…, pinned data {task.data_sha256[:12]}…")
     verdict.check("no --limit", run.limit is None, "the full evaluation split" if run.limit is None else f"--limit {run.limit} was used")
     verdict.check("evaluation split", run.split == task.eval_split, f"{run.split} (expected {task.eval_split})")
+    smoke = results.manifest.profile.declared.get("rankable") is False
+    verdict.check("profile", not smoke, f"{results.manifest.profile.name}" + (": a smoke budget, never ranked" if smoke else ""))
     evaluator: Evaluator | None = None
     try:
         evaluator = task.evaluator().configure(results.manifest.scoring.options)

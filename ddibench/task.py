@@ -95,6 +95,7 @@ class Task(ABC):
     setting: str
     title: str
     input_kind: ClassVar[InputKind] = "drug_pair"
+    cluster_unit: ClassVar[str] = "drugs"  # what the samples' cluster keys are (the bootstrap resamples them)
     recipe_version: int = 1
     eval_split: str = "test"
     required_seeds: int = 1
@@ -149,4 +150,6 @@ class Task(ABC):
             "recipe_version": self.recipe_version,
             "sources": [s.describe() for s in self.sources],
             "deviations": list(self.deviations),
+            "input_kind": self.input_kind,
+            "cluster_unit": self.cluster_unit,
         }

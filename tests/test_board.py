@@ -340,6 +340,8 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
     from selenium import webdriver
     from selenium.webdriver.common.by import By
 
+    from ddibench.commands.board import streamlit_command
+
     conn = duckdb.connect(str(store), read_only=True)
     run_id, sample_id = conn.execute(
         "SELECT r.run_id, s.sample_id FROM runs r JOIN samples s USING (run_id) WHERE r.system = 'mlp' ORDER BY s.sample_id LIMIT 1"
@@ -347,7 +349,7 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
     conn.close()
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", _app(), "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        streamlit_command(Path(_app()), port),
         env={**os.environ, "DDIBENCH_BOARD": str(store)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     options = webdriver.ChromeOptions()
@@ -382,9 +384,37 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
                 break
             time.sleep(1)
         assert "Tasks × systems" in text and "drugbank_s2" in text and "] ★" in text  # a matrix cell marked best
-        shot = tmp_path / "board.png"
-        driver.save_screenshot(str(shot))
-        assert shot.stat().st_size > 10_000
+        assert "Deploy" not in text  # the board is for reading, not for deploying Streamlit apps
+        shots = Path(os.environ.get("DDIBENCH_SCREENSHOTS") or tmp_path)  # set it to keep the screenshots
+        shots.mkdir(parents=True, exist_ok=True)
+        heatmap = None
+        while time.time() < deadline and heatmap is None:
+            found = driver.find_elements(By.CSS_SELECTOR, ".vega-embed svg")
+            heatmap = found[0] if found else None
+            time.sleep(0.5)
+        assert heatmap is not None, "the heatmap is not on the page"
+        driver.execute_script("arguments[0].scrollIntoView();", heatmap)
+        from ddibench.leaderboard.data import HEATMAP_ROW_PX, cells, runs
+
+        frame = runs(store)
+        n_tasks = frame["task"].nunique()
+        assert heatmap.size["height"] >= HEATMAP_ROW_PX * n_tasks  # rows tall enough to read, axes included
+        labels = {t.text for t in heatmap.find_elements(By.TAG_NAME, "text") if t.text}
+        assert set(frame["task"]) <= labels and set(frame["system"]) <= labels  # every axis label whole, none clipped
+        values = [t for t in labels if t.replace(".", "").isdigit()]
+        assert len(values) >= len(cells(frame, ("task", "system")))  # every cell carries its value
+        driver.save_screenshot(str(shots / "board-matrix.png"))
+        driver.find_element(By.XPATH, "//*[normalize-space(text())='Cost vs quality']").click()
+        while time.time() < deadline and "cost per item" not in driver.find_element(By.TAG_NAME, "body").text:
+            time.sleep(0.5)
+        time.sleep(1)
+        driver.save_screenshot(str(shots / "board-cost.png"))
+        driver.find_element(By.XPATH, "//*[normalize-space(text())='Run details']").click()
+        while time.time() < deadline and "Trust tier" not in driver.find_element(By.TAG_NAME, "body").text:
+            time.sleep(0.5)
+        time.sleep(1)
+        driver.save_screenshot(str(shots / "board-run.png"))
+        assert all((shots / f"board-{tab}.png").stat().st_size > 10_000 for tab in ("matrix", "cost", "run"))
     finally:
         if driver is not None:
             driver.quit()
@@ -401,3 +431,34 @@ def test_best_of_a_preview_only_task_is_marked_apart() -> None:
     assert cell(pd.Series({**row, "submittable": True})) == "30.0 [20.0, 40.0] ★"
     assert cell(pd.Series({**row, "submittable": False})) == "30.0 [20.0, 40.0] ☆"
     assert cell(pd.Series({**row, "best": False, "submittable": False})).endswith("≈")
+
+
+def test_board_serve_listens_on_loopback_and_stops_whole(store: Path) -> None:
+    """`board serve` binds 127.0.0.1 by default, and SIGTERM to it leaves no Streamlit child serving."""
+    import signal
+    import socket
+    import urllib.request
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ddibench", "board", "serve", "--store", str(store), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.time() + 90
+        up = False
+        while time.time() < deadline and not up:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
+                    up = resp.status == 200
+            except OSError:
+                time.sleep(0.5)
+        assert up, "the board did not start"
+        listening = [line.split()[1] for line in Path("/proc/net/tcp").read_text().splitlines()[1:] if line.split()[3] == "0A"]
+        assert f"0100007F:{port:04X}" in listening and f"00000000:{port:04X}" not in listening  # loopback only
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        time.sleep(1)
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0  # nothing serves the port any more
+    finally:
+        if proc.poll() is None:
+            proc.kill()

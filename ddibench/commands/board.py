@@ -19,10 +19,17 @@ if TYPE_CHECKING:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Bundle path (default: beside the run directory).")
 def submit(run_dir: Path, out: Path | None) -> None:
     """Pack a finished run into a submission bundle (predictions, manifest, hashes)."""
+    from ddibench.runner.records import read_results
     from ddibench.submission import submit as make_bundle
 
+    results = read_results(run_dir / "results.json") if (run_dir / "results.json").exists() else None
+    console = _console()
+    if results is not None and not results.manifest.submittable:
+        reason = results.manifest.not_submittable_reason
+        kind = "a preview (metrics recomputed on its samples, shown apart, never ranked)" if reason == "--limit was used" else "not submittable"
+        console.print(f"[yellow]warning: this run will be {kind}: {reason}[/yellow]")
     path = make_bundle(run_dir, out)
-    _console().print(f"bundle: {path}")
+    console.print(f"bundle: {path}")
 
 
 def _print_verdict(verdict: Any, console: Console) -> None:
@@ -94,21 +101,48 @@ def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool) -> 
     sys.exit(1 if rejected else 0)
 
 
+def streamlit_command(app: Path, port: int, host: str = "127.0.0.1") -> list[str]:
+    """The Streamlit server of the board: on one interface, headless, no usage stats, no Deploy button."""
+    return [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port), "--server.address", host,
+            "--server.headless", "true", "--browser.gatherUsageStats", "false", "--browser.serverAddress", host,
+            "--client.toolbarMode", "viewer", "--server.showEmailPrompt", "false"]  # fmt: skip
+
+
 @board.command("serve")
 @click.option(
     "--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb)."
 )
 @click.option("--port", type=int, default=8501, show_default=True)
-def board_serve(store: Path | None, port: int) -> None:
-    """Serve the leaderboard on http://localhost:PORT."""
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 to serve other machines).")
+def board_serve(store: Path | None, port: int, host: str) -> None:
+    """Serve the leaderboard on http://HOST:PORT (stops the whole server on Ctrl-C or SIGTERM)."""
     import os
+    import signal
     import subprocess
 
     import ddibench.leaderboard
     from ddibench.store import store_path
 
+    path = store_path(store)
     app = Path(ddibench.leaderboard.__file__).parent / "app.py"
-    env = {**os.environ, "DDIBENCH_BOARD": str(store_path(store).resolve())}
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port), "--server.headless", "true",
-           "--browser.gatherUsageStats", "false"]  # fmt: skip
-    sys.exit(subprocess.call(cmd, env=env))
+    env = {**os.environ, "DDIBENCH_BOARD": str(path.resolve())}
+    child = subprocess.Popen(streamlit_command(app, port, host), env=env, start_new_session=True)  # its own process group: stopped as a whole
+
+    def stop(signum: int, frame: object) -> None:
+        try:
+            os.killpg(child.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    _console().print(f"leaderboard of {path} on http://{host}:{port} (Ctrl-C stops it)")
+    try:
+        code = child.wait()
+    finally:
+        stop(signal.SIGTERM, None)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+    sys.exit(0 if code in (0, -signal.SIGTERM) else code)

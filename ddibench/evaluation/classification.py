@@ -8,6 +8,7 @@ for the convention on unparsable answers).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -72,6 +73,22 @@ class ClassificationEvaluator(BaseEvaluator):
             return scores_from_confusion(confusion_matrices(y_true, y_pred, n_labels, weights), reference_f1=reference)
 
         return statistic
+
+    def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0) -> dict[str, Any]:
+        """The majority floor (the training split's most frequent label for every sample; the evaluated
+        samples' own when there is no training split) and the uniform-random floor (mean of ``draws``
+        seeded draws of a label uniformly at random), on these samples."""
+        if not samples:
+            return {}
+        counts = Counter(int(s.target) for s in (train or samples))  # type: ignore[arg-type]
+        majority = min(counts, key=lambda k: (-counts[k], k))
+        n = len(self.label_space)
+        return {
+            "majority": {"label": majority, "from": "training split" if train else "evaluated samples",
+                         "metrics": self._floor_metrics(samples, {s.id: Prediction(sample_id=s.id, label=majority) for s in samples})},
+            "uniform_random": {"draws": draws, "seed": seed,
+                               "metrics": self._random_floor(samples, lambda rng: Prediction(sample_id="", label=int(rng.integers(n))), draws, seed)},
+        }  # fmt: skip
 
     def evaluate(
         self,

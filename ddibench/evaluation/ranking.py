@@ -15,6 +15,7 @@ With 2-3 gold labels per sample precision@5 cannot reach 1, and a reader needs t
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -99,6 +100,23 @@ class RankingEvaluator(BaseEvaluator):
             scores = ranking_scores(self.gold(s), self._ranked(s, predictions[s.id]), self.k)
             out.append({f"{m}@{self.k}": scores[m] for m in self.kinds})
         return out
+
+    def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0) -> dict[str, Any]:
+        """The popularity floor (the k labels most frequent in the training targets, for every sample) and
+        the uniform-random floor (k distinct labels drawn uniformly, mean of ``draws`` seeded draws)."""
+        if not samples:
+            return {}
+        counts: Counter[int] = Counter()
+        for s in train or samples:
+            counts.update(self.gold(s))
+        top = sorted(counts, key=lambda k: (-counts[k], k))[: self.k]
+        n = len(self.label_space)
+        return {
+            "popularity": {"labels": top, "from": "training split" if train else "evaluated samples",
+                           "metrics": self._floor_metrics(samples, {s.id: Prediction(sample_id=s.id, ranked=top) for s in samples})},
+            "uniform_random": {"draws": draws, "seed": seed, "metrics": self._random_floor(
+                samples, lambda rng: Prediction(sample_id="", ranked=[int(x) for x in rng.choice(n, size=min(self.k, n), replace=False)]), draws, seed)},
+        }  # fmt: skip
 
     def evaluate(
         self,

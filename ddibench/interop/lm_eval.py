@@ -357,7 +357,9 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     model_args = config.get("model_args") or {}
     if isinstance(model_args, str):
         model_args = dict(part.split("=", 1) for part in model_args.split(",") if "=" in part)
-    generation = next(iter((records[0].get("arguments") or {}).values()), {}).get("arg_1", {})
+    arguments: dict[str, Any] = records[0].get("arguments") or {}
+    first_request: dict[str, Any] = next(iter(arguments.values()), {})
+    generation = first_request.get("arg_1", {})
     lm_version = str(meta.get("lm_eval_version") or "unknown")
     system_config = {
         "model": config.get("model", "unknown"),

@@ -105,9 +105,10 @@ async def predict_samples(
 
 def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome:
     """Run (or resume) a system on a task and write its results. Raises DdibenchError on bad input."""
+    progress = progress or NullProgress()
+    progress.note(f"loading and checking the data of {request.task} (pinned sources, split sizes, setting checks)")
     plan = plan_run(request)
     run_dir = plan.run_dir
-    progress = progress or NullProgress()
     is_new = not (run_dir / "run.json").exists()
     if is_new and plan.pool is not None:
         plan.pool.preflight()  # an unreachable endpoint fails before anything is written
@@ -167,9 +168,12 @@ def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, pro
         try:
             if pool is not None:
                 t0 = time.perf_counter()
+                for spec in {pool.specs[r] for r in plan.roles if pool.specs[r].is_embedded}:
+                    progress.note(f"starting the embedded model server ({spec.model}, llama.cpp on 127.0.0.1)")
                 await pool.start(plan.roles)
                 timing["model_start_s"] = round(time.perf_counter() - t0, 3)
             t0 = time.perf_counter()
+            progress.note(f"preparing {system.name} from the training split (cached artifacts are reused)")
             await system.prepare(view, ctx)
             timing["prepare_s"] = round(time.perf_counter() - t0, 3)
             t0 = time.perf_counter()

@@ -252,6 +252,7 @@ class Results(_Record):
     cost: Cost = Cost()
     timing: Timing = Timing()
     system_info: dict[str, Any] = {}
+    floors: dict[str, Any] = {}  # what answers without skill score on the same samples (majority, uniform random)
     manifest: Manifest
 
     @model_validator(mode="before")

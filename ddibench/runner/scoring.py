@@ -108,6 +108,7 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         scoring_info=extras.get("info", {}),
         sessions=sessions,
         cost=cost_from_predictions([predictions[s.id] for s in plan.selected]),
+        floors=plan.evaluator.floors(plan.selected, plan.data.split("train") if "train" in plan.data.splits else ()),
     )
 
 
@@ -124,9 +125,12 @@ def make_results(
     scoring_info: dict[str, Any],
     sessions: list[SessionRecord],
     cost: Cost,
+    floors: dict[str, Any] | None = None,
 ) -> Results:
     """The results record with its manifest (shared by runs made here and runs imported from elsewhere)."""
     split_ok = identity.split == task.eval_split
+    reasons = [why for bad, why in ((identity.limit is not None, "--limit was used"), (not split_ok, "not the task's evaluation split"),
+                                    (profile.declared.get("rankable") is False, f"profile {profile.name} is a smoke budget")) if bad]  # fmt: skip
     manifest = Manifest(
         created=dt.datetime.now(dt.timezone.utc).isoformat(),
         **code_version(),
@@ -138,8 +142,8 @@ def make_results(
         seeds=seeds,
         split=identity.split,
         limit=identity.limit,
-        submittable=identity.limit is None and split_ok,
-        not_submittable_reason="--limit was used" if identity.limit is not None else (None if split_ok else "not the task's evaluation split"),
+        submittable=not reasons,
+        not_submittable_reason="; ".join(reasons) or None,
         n_samples=identity.n_samples,
         sample_ids_sha256=identity.sample_ids_sha256,
         scoring=Scoring(options=evaluator.settings(), evaluator={"kind": evaluator.kind, "version": evaluator.version}, **scoring_info, **evaluator.describe()),
@@ -159,6 +163,7 @@ def make_results(
         cost=cost,
         timing=timing,
         system_info=system_info,
+        floors=floors or {},
         manifest=manifest,
     )
 
