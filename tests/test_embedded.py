@@ -49,7 +49,9 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
         async def ask() -> str:
             import openai
 
-            pool._endpoints[spec] = (openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0), asyncio.Semaphore(1))
+            from ddibench.llm import EndpointPolicy
+
+            pool._endpoints[spec] = (openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0), EndpointPolicy(1, 120, adaptive=False))
             try:
                 messages = [{"role": "user", "content": "Warfarin and aspirin: which interaction type, 1 to 86?"}]
                 result = await pool.client("generator").chat(messages, json_schema=schema, max_tokens=16)
