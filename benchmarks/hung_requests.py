@@ -94,14 +94,15 @@ def main() -> None:
         client(args.client, args.n, args.suffix)
         return
     stub, upstream = start([])
-    variants = [("adaptive (this ddibench, defaults)", None, ""), ("adaptive + #timeout=10", None, "#timeout=10")]
+    variants: list[tuple[str, Path | None, str, float]] = [("no hung requests (reference)", None, "", 0.0), ("adaptive (this ddibench, defaults)", None, "", args.hang),
+                ("adaptive + #timeout=10", None, "#timeout=10", args.hang)]  # fmt: skip
     if args.before_src:
-        variants.insert(0, (f"before ({args.before_src.name}, 120 s timeout)", args.before_src, ""))
+        variants.insert(1, (f"before ({args.before_src.name}, 120 s timeout)", args.before_src, "", args.hang))
     rows = []
     try:
-        for name, src, suffix in variants:
+        for name, src, suffix, share in variants:
             # a fresh proxy per variant: every client meets the same hung requests (draws depend on the seed and the request)
-            proxy, url = start(["--upstream", upstream, "--fault", f"hang={args.hang}", "--seed", "0"])
+            proxy, url = start(["--upstream", upstream, "--fault", f"hang={share}", "--seed", "0"])
             env = {**os.environ, "PYTHONPATH": str(src.resolve())} if src else {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             cmd = [sys.executable, str(Path(__file__).resolve()), "--client", url, "--n", str(args.n), "--suffix", suffix]
             out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=src or REPO)
