@@ -163,3 +163,69 @@ def test_an_error_body_cached_by_an_older_version_is_asked_again(tmp_path: Path)
         assert asyncio.run(ask()) == ("a real answer", False)
         assert asyncio.run(ask()) == ("a real answer", True)
         assert len(stub.requests) == 1
+
+
+def test_the_endpoint_policy_adapts_its_deadline_and_concurrency() -> None:
+    from ddibench.llm import EndpointPolicy
+    from ddibench.llm._policy import FLOOR, MIN_OBSERVED
+
+    policy = EndpointPolicy(16, timeout=120)
+    assert policy.deadline(0) == 120  # nothing seen yet: the full timeout
+    for _ in range(MIN_OBSERVED):
+        policy.answered(0.01)
+    assert policy.deadline(0) == FLOOR and policy.deadline(1) == 2 * FLOOR and policy.deadline(10) == 120
+    for _ in range(200):
+        policy.answered(1.0)
+    assert policy.deadline(0) == 8.0  # 8 x the recent p95
+    policy.timed_out()
+    assert policy.limit == 16  # one timeout among answers: a slow request, not a stalled endpoint
+    policy.timed_out()
+    policy.timed_out()
+    assert policy.limit == 4 and policy.lowest_limit == 4  # repeated, with no answer in between: halved each time
+    policy.answered(0.5)
+    assert policy.limit == 5 and policy.consecutive_timeouts == 0
+    policy.overloaded()
+    assert policy.limit == 2
+    assert EndpointPolicy(4, timeout=30, adaptive=False).deadline(3) == 30
+
+    async def slots() -> list[int]:
+        small = EndpointPolicy(2, timeout=10)
+        seen: list[int] = []
+
+        async def one() -> None:
+            async with small:
+                seen.append(small.active)
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(one() for _ in range(10)))
+        return seen
+
+    assert max(asyncio.run(slots())) == 2
+
+
+def test_hung_requests_are_cut_long_before_the_timeout(tmp_path: Path) -> None:
+    import time
+
+    with running_stub(StubConfig()) as stub, running_proxy(stub.base_url, {"hang": 0.1}, seed=2) as proxy:
+        spec = ModelSpec.parse(f"vllm:stub-model@{proxy.base_url}")
+
+        async def ask_all() -> tuple[LLMPool, list[str]]:
+            pool = LLMPool({"generator": spec}, cache=None, concurrency=8)  # the default 120 s timeout
+            pool.served[spec.display()] = {}
+            await pool.start(["generator"])
+            client = pool.client("generator")
+            try:
+                results = await asyncio.gather(*(client.chat([{"role": "user", "content": f"pair {i}?"}]) for i in range(80)))
+            finally:
+                await pool.close()
+            return pool, [r.text for r in results]
+
+        start = time.perf_counter()
+        pool, texts = asyncio.run(ask_all())
+        wall = time.perf_counter() - start
+    usage = pool.ledger.roles["generator"]
+    assert len(texts) == 80 and all(texts) and proxy.injected["hang"] >= 4
+    assert usage.timeouts == proxy.injected["hang"] and usage.failures == 0
+    assert wall < 40, wall  # each hung request cost seconds (a few deadlines), not the 120 s timeout
+    stats = pool.endpoint_stats()[spec.display()]
+    assert stats["timeouts"] == usage.timeouts and stats["deadline_s"] is not None and stats["timeout_s"] == 120
