@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
 from ddibench.hashing import sha256_text
 from ddibench.llm import ChatResult
 from ddibench.parsing import parse_choice
@@ -87,8 +89,8 @@ def _mechanism(text: str) -> str | None:
 
 
 class LabelChoiceConfig(SystemConfig):
-    temperature: float = 0.0
-    max_tokens: int = 24
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
+    max_tokens: int = Field(24, gt=0)
     constrained: bool = True  # ask the server to constrain the answer to {"type": 1..86}
     include_smiles: bool = False  # add each drug's SMILES to the question
 

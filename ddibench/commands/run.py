@@ -159,9 +159,9 @@ def run(
     if limit is not None and limit <= 0:
         raise ConfigError(f"--limit must be a positive number of samples, got {limit}", "omit it to run every sample")
     if concurrency is not None and concurrency <= 0:
-        raise ConfigError(f"--concurrency must be positive, got {concurrency}")
+        raise ConfigError(f"--concurrency must be positive, got {concurrency}", "omit it to use the profile's concurrency")
     if max_retries < 0:
-        raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}")
+        raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}", "0 tries each call once")
     if replicates < 100:
         raise ConfigError(f"--bootstrap {replicates} is too few replicates for a 95% interval", "use at least 100 (default 1000)")
     tasks = expand_tasks(task_name)

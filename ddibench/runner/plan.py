@@ -132,6 +132,24 @@ def run_identity_from(
     ).with_id()
 
 
+def check_writable_dir(path: Path, option: str) -> None:
+    """A directory that exists or can be made: no file in its place or on its way, a writable ancestor."""
+    from ddibench.errors import StorageError
+
+    if path.exists():
+        if not path.is_dir():
+            raise StorageError(f"{option} {path} is a file, not a directory", f"give a directory to {option}, or remove the file")
+        existing = path
+    else:
+        existing = path.parent
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            raise StorageError(f"{existing} is a file, so {option} {path} cannot be created below it", "choose another path")
+    if not os.access(existing, os.W_OK):
+        raise StorageError(f"{existing} is not writable, so the run cannot be written to {path}", f"choose a writable {option}")
+
+
 def open_cache():  # noqa: ANN201 - the response cache every run and scorer shares
     from ddibench.data.resolve import cache_root
     from ddibench.llm import ResponseCache
@@ -153,14 +171,22 @@ def plan_run(request: RunRequest) -> RunPlan:
         raise ConfigError("cannot evaluate on the training split", "use --split valid or --split test")
     data = task.load()
     eval_samples = data.split(split)
+    if request.limit is not None and request.limit > len(eval_samples):
+        raise ConfigError(
+            f"--limit {request.limit:,} is more than the {len(eval_samples):,} samples of {task.name}'s {split} split",
+            f"give at most {len(eval_samples):,}, or omit --limit to run every sample",
+        )
     selected = stratified_subset(eval_samples, request.limit, request.seed) if request.limit else list(eval_samples)
     roles = list(getattr(system, "llm_roles", ()))
     models = request.role_models()
     pool = None
     if roles:
+        cache = open_cache() if request.use_cache else None
+        if cache is not None:
+            cache.check()
         pool = LLMPool(
             models.for_roles(roles),
-            cache=open_cache() if request.use_cache else None,
+            cache=cache,
             concurrency=request.concurrency or profile.llm_concurrency,
             n_threads=os.cpu_count(),
             max_retries=request.max_retries,
@@ -168,4 +194,5 @@ def plan_run(request: RunRequest) -> RunPlan:
     model_ids = pool.identities(roles) if pool else {}
     identity = run_identity(task, system, model_ids, split, request.seed, request.limit, [s.id for s in selected])
     run_dir = request.run_dir or request.runs_root / task.name / system.name / identity.run_id
+    check_writable_dir(request.run_dir or request.runs_root, "--run-dir" if request.run_dir else "--runs-dir")
     return RunPlan(request, profile, task, system, evaluator, data, split, selected, roles, pool, identity, run_dir)

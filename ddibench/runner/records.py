@@ -97,9 +97,21 @@ class RunIdentity(_Record):
 # -- sessions and results ------------------------------------------------------------------------
 
 
-class SessionRecord(_Record):
-    """One invocation of ``ddibench run`` on a run directory."""
+SESSION_STATES = ("started", "finished", "failed", "interrupted", "killed")
 
+
+class SessionRecord(_Record):
+    """One invocation of ``ddibench run`` on a run directory.
+
+    A session writes a ``started`` line when it begins and a line with its outcome (``finished``,
+    ``failed`` or ``interrupted``, same ``session_id``) when it ends; a session killed before it could
+    end (SIGKILL, power loss) keeps only its ``started`` line and reads as ``killed``, its time and
+    samples estimated from the journal (see :func:`ddibench.runner.rundir.read_sessions`). Lines
+    written before sessions had ids are finished sessions.
+    """
+
+    session_id: str = ""
+    state: str = "finished"
     started: str
     wall_s: float = 0.0
     cpu_s: float = 0.0
@@ -112,6 +124,13 @@ class SessionRecord(_Record):
     llm_usage: dict[str, dict[str, Any]] = {}
     served_models: dict[str, Any] = {}
     system_info: dict[str, Any] = {}
+    endpoints: dict[str, dict[str, Any]] = {}  # each model endpoint's policy: concurrency, timeouts, deadline
+    failed: dict[str, str] = {}  # sample id -> why its model calls failed for good (the sample was not journalled)
+    error: str | None = None  # why a failed or interrupted session ended
+
+    @property
+    def ended(self) -> bool:
+        return self.state != "started"
 
 
 class RoleCost(_Record):
@@ -232,6 +251,7 @@ class Manifest(_Record):
     sample_ids_sha256: str
     scoring: Scoring = Scoring()
     sessions: int = 0
+    sessions_killed: int = 0  # sessions that never wrote their end (their time is estimated from the journal)
 
     @property
     def generator_model(self) -> str:

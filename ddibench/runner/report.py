@@ -77,8 +77,9 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
             f"completion tokens per item ({totals.calls:,} calls in all, {totals.served_from_cache:,} from cache)"
         )
     timing = results.timing
+    killed = f", {man.sessions_killed} killed (timed up to their last journalled sample)" if man.sessions_killed else ""
     console.print(
-        f"time: {timing.wall_s_total:.1f} s over {man.sessions} session(s) "
+        f"time: {timing.wall_s_total:.1f} s over {man.sessions} session(s){killed} "
         f"(prepare {timing.prepare_s_total:.1f} s, predict {timing.predict_s_total:.1f} s)"
     )
     code = f"{man.git_commit[:12]}{' (dirty)' if man.git_dirty else ''}" if man.git_commit else "no git checkout"
@@ -173,11 +174,17 @@ def render_report(path: Path, console: Console, as_json: bool = False, verbose: 
     table = Table(title=f"runs under {path}", title_justify="left")
     for col in ("task", "system", "run id", "n", "primary metric", "value", "status"):
         table.add_column(col)
+    unreadable = 0
     for run in runs:
-        ident = read_identity(run / "run.json")
-        res_file = run / "results.json"
-        if res_file.exists():
-            res = read_results(res_file)
+        try:
+            ident = read_identity(run / "run.json")
+            res_file = run / "results.json"
+            res = read_results(res_file) if res_file.exists() else None
+        except RunDirError as exc:  # one damaged run does not hide the others
+            table.add_row("?", "?", run.name, "—", "—", "—", escape(f"unreadable: {exc.problem}"))
+            unreadable += 1
+            continue
+        if res is not None:
             name, value, _, _ = res.primary
             spec = res.evaluation.spec(name)
             status = "complete" if res.manifest.submittable else f"complete ({res.manifest.not_submittable_reason})"
@@ -185,4 +192,4 @@ def render_report(path: Path, console: Console, as_json: bool = False, verbose: 
         else:
             table.add_row(ident.task.name, ident.system.name, ident.run_id, f"{ident.n_samples:,}", "—", "—", "incomplete")
     console.print(table)
-    return 0
+    return 1 if unreadable else 0

@@ -148,6 +148,7 @@ def make_results(
         sample_ids_sha256=identity.sample_ids_sha256,
         scoring=Scoring(options=evaluator.settings(), evaluator={"kind": evaluator.kind, "version": evaluator.version}, **scoring_info, **evaluator.describe()),
         sessions=len(sessions),
+        sessions_killed=sum(1 for s in sessions if s.state == "killed"),
     )
     timing = Timing(
         wall_s_total=round(sum(s.wall_s for s in sessions), 3),
@@ -181,23 +182,24 @@ def rescore(
     run_file, results_file = run_dir / "run.json", run_dir / "results.json"
     if not run_file.exists():
         raise RunDirError(f"{run_dir} holds no run.json", "give a run directory printed by 'ddibench run'")
-    ident = read_identity(run_file)
-    previous = read_results(results_file) if results_file.exists() else None
-    used = {role: m.spec for role, m in previous.manifest.models.items()} if previous else {}
-    specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
-    specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
-    specs = specs.with_roles(dict(models or {}))
-    before = dict(previous.manifest.scoring.options) if previous else {}
-    request = RunRequest(
-        task=ident.task.name, system=ident.system.name, models=specs,
-        profile=previous.manifest.profile.name if previous else "cpu",
-        seed=ident.seed, limit=ident.limit, split=ident.split, config=ident.system.config,
-        run_dir=run_dir, bootstrap=bootstrap, scoring={**before, **scoring},
-    )  # fmt: skip
-    plan = plan_run(request)
-    if plan.identity.run_id != ident.run_id:
-        raise RunDirError(f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}", "rescore with the ddibench version that made the run")
-    with RunLock(run_dir):
+    with RunLock(run_dir):  # first: a run still writing this directory is named as the reason, not its half-state
+        ident = read_identity(run_file)
+        if not results_file.exists():
+            raise RunDirError(f"{run_dir} has not been scored yet (an unfinished run)", "finish it with the same 'ddibench run' command first")
+        previous = read_results(results_file)
+        used = {role: m.spec for role, m in previous.manifest.models.items()}
+        specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
+        specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
+        specs = specs.with_roles(dict(models or {}))
+        before = dict(previous.manifest.scoring.options)
+        request = RunRequest(
+            task=ident.task.name, system=ident.system.name, models=specs, profile=previous.manifest.profile.name,
+            seed=ident.seed, limit=ident.limit, split=ident.split, config=ident.system.config,
+            run_dir=run_dir, bootstrap=bootstrap, scoring={**before, **scoring},
+        )  # fmt: skip
+        plan = plan_run(request)
+        if plan.identity.run_id != ident.run_id:
+            raise RunDirError(f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}", "rescore with the ddibench version that made the run")
         done = Journal(run_dir / "journal.jsonl").load(repair=False)
         missing = [s.id for s in plan.selected if s.id not in done]
         if missing:
