@@ -25,8 +25,23 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"cannot hash object of type {type(obj).__name__}")
 
 
+_LONG = 1024  # texts at least this long are hashed once per process (a system prompt is hashed on every call)
+_MEMO_SIZE = 64
+_memo: dict[str, str] = {}
+
+
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """Hex sha256 of ``text`` in UTF-8. Long texts are remembered (a few dozen), because the same
+    system prompt is hashed for every call that sends it: traces, the run's texts and the cache."""
+    if len(text) < _LONG:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = _memo.get(text)
+    if digest is None:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if len(_memo) >= _MEMO_SIZE:
+            _memo.clear()
+        _memo[text] = digest
+    return digest
 
 
 def config_hash(obj: Any, length: int = 16) -> str:

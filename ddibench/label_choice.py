@@ -78,6 +78,8 @@ def _mechanism(text: str) -> str | None:
     import json
     import re
 
+    if "mechanism" not in text:
+        return None
     for blob in re.findall(r"\{.*\}", text, re.DOTALL):
         try:
             obj = json.loads(blob)

@@ -109,6 +109,9 @@ SampleInput = DrugPair | Molecule | Question
 Target = int | tuple[int, ...] | str | Mapping[str, Any] | None
 
 
+_NO_META: Mapping[str, Any] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class Sample:
     id: str
@@ -119,7 +122,7 @@ class Sample:
 
     def blind(self) -> Sample:
         """The sample as a system sees it at prediction time: no target, no label-derived metadata."""
-        return dataclasses.replace(self, target=None, meta=MappingProxyType({}))
+        return Sample(self.id, self.input, None, self.clusters, _NO_META)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -179,7 +182,8 @@ class Prediction(BaseModel):
     why the system answered as it did (prompts, raw answers, retrieved context, scores).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # non-finite scores are written as NaN/Infinity, as json.dumps writes them (and json.loads reads them back)
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
     sample_id: str
     label: int | None = None

@@ -47,11 +47,10 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
         schema = {"type": "object", "properties": {"type": {"type": "integer", "enum": list(range(1, 87))}}, "required": ["type"]}
 
         async def ask() -> str:
-            import openai
-
             from ddibench.llm import EndpointPolicy
+            from ddibench.llm._transport import ChatTransport
 
-            pool._endpoints[spec] = (openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0), EndpointPolicy(1, 120, adaptive=False))
+            pool._endpoints[spec] = (ChatTransport(server.base_url, "x", 120), EndpointPolicy(1, 120, adaptive=False))
             try:
                 messages = [{"role": "user", "content": "Warfarin and aspirin: which interaction type, 1 to 86?"}]
                 result = await pool.client("generator").chat(messages, json_schema=schema, max_tokens=16)

