@@ -3,8 +3,9 @@
 
 Every registered system and every task gets at least one run, made with the ``ddibench`` command
 itself under the ``cpu`` profile and the default embedded model (SmolLM2-135M-Instruct): full test
-splits for the trained systems (mlp on every DrugBank task, EmerGNN on its own split), ``--limit``
-previews for the LLM systems, whose cost here is a model call per item on two CPU cores. Each run is
+splits for the trained systems (mlp on every DrugBank task, EmerGNN on its own split; on both TWOSIDES
+tasks the popularity floor, mlp with either multi-label objective and EmerGNN), ``--limit`` previews for
+the LLM systems, whose cost here is a model call per item on two CPU cores. Each run is
 packed with ``ddibench submit`` and added with ``ddibench board add --previews``, so every number on
 the board was recomputed from per-sample predictions by the same path a method author's submission
 takes. Nothing is typed in by hand.
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DDI_TASKS = ["drugbank_s0", "drugbank_s1", "drugbank_s2", "drugbank_s1_cluster", "drugbank_s2_cluster", "drugbank_s1_emergnn"]
+TWOSIDES_TASKS = ["twosides_s1", "twosides_s2"]
 LLM_DDI_SYSTEMS = ["zero-shot", "naive-cbr", "kaping", "k-paths", "cbr-ddi"]
 QA_SYSTEMS = ["no-rag", "text-rag", "agentic-rag", "sql-agent", "drugrag"]
 
@@ -37,16 +39,25 @@ class Entry:
     task: str
     limit: int | None = None
     options: tuple[str, ...] = field(default=())
+    variant: str = ""  # names runs of one system and task with other options apart
 
     @property
     def name(self) -> str:
-        return f"{self.task}__{self.system}" + (f"__limit{self.limit}" if self.limit else "")
+        return f"{self.task}__{self.system}" + (f"__{self.variant}" if self.variant else "") + (f"__limit{self.limit}" if self.limit else "")
 
 
 def plan() -> list[Entry]:
     entries = [Entry("mlp", task) for task in DDI_TASKS]  # full test splits: about 8 minutes each here
     entries.append(Entry("emergnn", "drugbank_s1_emergnn"))  # full test split: about half an hour here (training included)
     entries += [Entry(system, "drugbank_s2", limit=30) for system in LLM_DDI_SYSTEMS]
+    # TWOSIDES top-5: the floor, both multi-label objectives of the MLP (minutes each), EmerGNN under a declared
+    # budget (S1: the cpu profile's 4 epochs, about an hour here; S2: its pseudo-emerging epochs hold a few hundred
+    # pairs, so 40 epochs, about 20 minutes), and the LLM systems as previews
+    entries += [Entry("popularity", task) for task in TWOSIDES_TASKS]
+    entries += [Entry("mlp", task) for task in TWOSIDES_TASKS]
+    entries += [Entry("mlp", task, options=("-C", "multilabel_loss=bce"), variant="bce") for task in TWOSIDES_TASKS]
+    entries += [Entry("emergnn", "twosides_s1"), Entry("emergnn", "twosides_s2", options=("-C", "max_epochs=40"))]
+    entries += [Entry(system, task, limit=30) for task in TWOSIDES_TASKS for system in LLM_DDI_SYSTEMS]
     entries += [Entry(system, task, limit=10) for task in ("ddi_qa_s0", "medquad") for system in QA_SYSTEMS]
     entries += [Entry("no-rag", task, limit=10) for task in ("ddi_qa_s1", "ddi_qa_s2")]
     return entries
@@ -101,7 +112,7 @@ def main() -> None:
     entries = [e for e in plan() if not args.only or e.system in args.only or e.task in args.only]
     if args.dry_run:
         for e in entries:
-            print(f"{e.system:12} {e.task:20} {'--limit ' + str(e.limit) if e.limit else 'full split'}")
+            print(f"{e.system:12} {e.task:20} {'--limit ' + str(e.limit) if e.limit else 'full split'} {' '.join(e.options)}")
         return
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     args.bundles.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,8 @@ scripted, so the harness's retry, Retry-After, garbage and empty-answer handling
 against a real socket:
 
 * ``reply``: ``"label"`` (a constrained request gets ``{"type": k}``, k one of the schema's allowed
-  numbers chosen by a hash of the request; an unconstrained one gets a sentence),
+  numbers chosen by a hash of the request, and an array property as many distinct allowed items as it
+  requires, e.g. ``{"side_effects": [five names]}``; an unconstrained one gets a sentence),
   ``"echo"`` (the last user message), or any fixed text (``""`` for an empty answer);
 * ``script``: statuses for the first requests, e.g. ``[429, 500]`` then normal answers;
   ``retry_after`` is sent with 429s; ``"garbage"`` answers 200 with a body that is not JSON;
@@ -136,6 +137,11 @@ class StubServer:
             for name, prop in properties.items():
                 if prop.get("enum"):
                     answer[name] = prop["enum"][digest % len(prop["enum"])]
+                elif prop.get("type") == "array":
+                    allowed = (prop.get("items") or {}).get("enum") or ["item"]
+                    n = min(len(allowed), int(prop.get("minItems") or prop.get("maxItems") or 1))
+                    answer[name] = [allowed[(digest + 7919 * i) % len(allowed)] for i in range(len(allowed))]
+                    answer[name] = list(dict.fromkeys(answer[name]))[:n]
                 elif prop.get("type") == "integer":
                     answer[name] = digest % 5 + 1
                 else:
