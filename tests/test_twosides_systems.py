@@ -156,7 +156,7 @@ def test_drugbank_identities_of_the_trained_systems_did_not_change() -> None:
 
 
 def test_generated_negatives_replace_one_drug_and_are_not_known_pairs() -> None:
-    from ddibench.systems.mlp.multilabel import corrupt_pairs, recall_at_k
+    from ddibench.label_sets import corrupt_pairs, recall_at_k
 
     rng = np.random.default_rng(0)
     pairs = np.array([[0, 1], [1, 2], [2, 3], [3, 4], [4, 0]])

@@ -22,7 +22,7 @@ On label-set tasks (TWOSIDES side effects) the classifier has one sigmoid output
 with EmerGNN's TWOSIDES objective (``multilabel_loss="negatives"``: the positive side effects of a pair
 against the same side effects on a generated negative pair) or BCE over every side effect (``"bce"``),
 with EmerGNN's TWOSIDES hyperparameters per setting; the model with the best validation recall@k is kept,
-and a prediction ranks the side effects by score (see :mod:`ddibench.systems.mlp.multilabel`).
+and a prediction ranks the side effects by score (see :mod:`ddibench.label_sets`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import model_serializer
 
+from ddibench import label_sets
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, system_config_hash
-from ddibench.systems.mlp import multilabel
 
 TRAINING_CODE_VERSION = 1
 PAPER = {  # EmerGNN's per-setting hyperparameters (evaluate.py / the paper's supplement)
@@ -75,11 +75,11 @@ class EmerGNNConfig(SystemConfig):
     kg_edges: str | None = None  # Hetionet's full hetionet-v1.0-edges.sif.gz, to include every metaedge
     device: str = "cpu"
     threads: int | None = None
-    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.systems.mlp.multilabel)
+    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.label_sets)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return multilabel.omit_at_default(handler(self), {"multilabel_loss": "negatives"})
+        return label_sets.omit_at_default(handler(self), {"multilabel_loss": "negatives"})
 
 
 class EmerGNNSystem(BaseSystem):
@@ -151,8 +151,8 @@ class EmerGNNSystem(BaseSystem):
         from ddibench.kg import load_kg
 
         torch.set_num_threads(self.config.threads or os.cpu_count() or 1)
-        self._label_sets = multilabel.is_label_set_task(view.task)
-        self._k = multilabel.top_k(view.task)
+        self._label_sets = label_sets.is_label_set_task(view.task)
+        self._k = label_sets.top_k(view.task)
         self._paper = PAPER_TWOSIDES if self._label_sets else PAPER
         cfg = self.resolved(view.task.setting)
         space = view.resources.get("kg_space", "drugbank")
@@ -162,7 +162,7 @@ class EmerGNNSystem(BaseSystem):
         if self._label_sets:
             # rows (head, tail, pair index) and the pairs' side effects; graph facts are (head, tail, side effect)
             train, valid = _pair_rows(view.train), _pair_rows(view.valid)
-            self._labels = {"train": multilabel.label_matrix(view.train, self._n_labels), "valid": multilabel.label_matrix(view.valid, self._n_labels)}
+            self._labels = {"train": label_sets.label_matrix(view.train, self._n_labels), "valid": label_sets.label_matrix(view.valid, self._n_labels)}
             train_facts, valid_facts = _facts(train, self._labels["train"]), _facts(valid, self._labels["valid"])
         else:
             train_facts = train = _triples(view.train)
@@ -339,7 +339,7 @@ class EmerGNNSystem(BaseSystem):
         candidates = np.array(sorted(d for d in train_drugs if in_kg[d]), dtype=np.int64)
         negatives = None
         if cfg["multilabel_loss"] == "negatives":  # one fixed negative per training pair, as in EmerGNN's files
-            negatives = multilabel.corrupt_pairs(train[:, :2], np.array(sorted(train_drugs), dtype=np.int64), rng)
+            negatives = label_sets.corrupt_pairs(train[:, :2], np.array(sorted(train_drugs), dtype=np.int64), rng)
         valid_eval = valid
         if cfg["valid_pairs"] and cfg["valid_pairs"] < len(valid):
             valid_eval = valid[np.sort(rng.choice(len(valid), cfg["valid_pairs"], replace=False))]
@@ -361,7 +361,7 @@ class EmerGNNSystem(BaseSystem):
                 row: dict[str, Any] = {"epoch": epoch, "facts": int(len(known)), "pairs": int(len(data)), "loss": round(loss, 4)}
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
                     scores = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
-                    recall = multilabel.recall_at_k(scores, y_valid, self._k)
+                    recall = label_sets.recall_at_k(scores, y_valid, self._k)
                     scheduler.step(recall)
                     row[metric] = round(recall, 5)
                     if recall > best[0]:
@@ -429,7 +429,7 @@ class EmerGNNSystem(BaseSystem):
                             TensorWalks.of(neg_walks, device), TensorWalks.of(neg_walks.reversed(graph), device),
                         )  # fmt: skip
                     # the batch's mean loss, scaled like the single-label sum (the epoch reports a per-pair mean)
-                    loss = multilabel.loss(cfg["multilabel_loss"], logits, target, negative_logits) * len(batch)
+                    loss = label_sets.loss(cfg["multilabel_loss"], logits, target, negative_logits) * len(batch)
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()

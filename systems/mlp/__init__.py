@@ -9,7 +9,7 @@ configuration, task data and code version, so a second run trains nothing.
 
 On label-set tasks (TWOSIDES side effects) the head has one sigmoid output per label, trained with the
 ``multilabel_loss`` objective (EmerGNN's positive-versus-generated-negative BCE by default, or BCE over
-every label; see :mod:`ddibench.systems.mlp.multilabel`), selected by validation recall@k, and a
+every label; see :mod:`ddibench.label_sets`), selected by validation recall@k, and a
 prediction is the labels ranked by score.
 """
 
@@ -24,11 +24,11 @@ from typing import Any, Literal
 
 from pydantic import model_serializer
 
+from ddibench import label_sets
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.schema import Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, system_config_hash
-from ddibench.systems.mlp import multilabel
 
 TRAINING_CODE_VERSION = 1  # bump when training changes in a way the config does not show
 
@@ -46,11 +46,11 @@ class MLPConfig(SystemConfig):
     max_train: int | None = None  # train on a seeded subsample of this many pairs (a declared budget)
     device: str = "cpu"
     threads: int | None = None
-    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see multilabel.py)
+    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.label_sets)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return multilabel.omit_at_default(handler(self), {"multilabel_loss": "negatives"})
+        return label_sets.omit_at_default(handler(self), {"multilabel_loss": "negatives"})
 
 
 def _network(cfg: MLPConfig, n_labels: int) -> Any:
@@ -100,8 +100,8 @@ class MLPSystem(BaseSystem):
         catalog = view.resources["drugs"]
         feats, failed = morgan_matrix([d.smiles for d in catalog.drugs], self.config.radius, self.config.n_bits)
         self._features = torch.from_numpy(feats).float()
-        self._label_sets = multilabel.is_label_set_task(view.task)
-        self._k = multilabel.top_k(view.task)
+        self._label_sets = label_sets.is_label_set_task(view.task)
+        self._k = label_sets.top_k(view.task)
         key = {
             "system": self.name,
             "version": self.version,
@@ -253,14 +253,14 @@ class MLPSystem(BaseSystem):
             raise ConfigError("mlp needs a validation split for early stopping", "evaluate on the test split")
         n_labels = len(view.task.label_space)
         h_tr, t_tr = self._pairs(train)
-        y_tr = torch.from_numpy(multilabel.label_matrix(train, n_labels))
+        y_tr = torch.from_numpy(label_sets.label_matrix(train, n_labels))
         h_va, t_va = self._pairs(view.valid)
-        y_va = multilabel.label_matrix(view.valid, n_labels)
+        y_va = label_sets.label_matrix(view.valid, n_labels)
         negatives = None
         if cfg.multilabel_loss == "negatives":  # one fixed negative per positive, as in EmerGNN's files
             pairs = np.stack([h_tr.numpy(), t_tr.numpy()], axis=1)
             drugs = np.unique(pairs)
-            negatives = torch.from_numpy(multilabel.corrupt_pairs(pairs, drugs, rng))
+            negatives = torch.from_numpy(label_sets.corrupt_pairs(pairs, drugs, rng))
 
         model = _network(cfg, n_labels).to(device)
         optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -283,12 +283,12 @@ class MLPSystem(BaseSystem):
                     negative_logits = None
                     if negatives is not None:
                         negative_logits = model(self._inputs(negatives[idx, 0], negatives[idx, 1], device))
-                    loss = multilabel.loss(cfg.multilabel_loss, logits, y_tr[idx].to(device), negative_logits)
+                    loss = label_sets.loss(cfg.multilabel_loss, logits, y_tr[idx].to(device), negative_logits)
                     optimiser.zero_grad()
                     loss.backward()
                     optimiser.step()
                     total += loss.item() * idx.numel()
-                recall = multilabel.recall_at_k(self._scores(model, h_va, t_va, device), y_va, self._k)
+                recall = label_sets.recall_at_k(self._scores(model, h_va, t_va, device), y_va, self._k)
                 epochs.append(
                     {
                         "epoch": epoch + 1,

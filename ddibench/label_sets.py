@@ -1,4 +1,4 @@
-"""What the trained systems (``mlp``, ``emergnn``) share on label-set tasks (TWOSIDES side effects).
+"""What trained systems (``mlp``, ``emergnn``, an outside author's) share on label-set tasks (TWOSIDES side effects).
 
 A label-set task's sample is a drug pair with a *set* of labels; the trained model has one sigmoid
 output per label and a prediction is the labels ranked by score. Two objectives (the ``multilabel_loss``
@@ -50,7 +50,8 @@ def label_matrix(samples: Sequence[Sample], n_labels: int) -> np.ndarray:
     """(n, n_labels) 0/1 matrix of the samples' label sets."""
     y = np.zeros((len(samples), n_labels), dtype=np.float32)
     for i, s in enumerate(samples):
-        y[i, list(s.target)] = 1.0  # type: ignore[arg-type]
+        target = s.target if isinstance(s.target, (tuple, list)) else ()
+        y[i, [int(k) for k in target]] = 1.0
     return y
 
 
