@@ -47,6 +47,10 @@ class RunRequest:
     max_retries: int = 5
     scoring: dict[str, Any] = field(default_factory=dict)  # the evaluator's options given on the command line
     score_with_models: bool = True  # False: skip the evaluator's model-based scores (a reproduction compares predictions only)
+    executor: str = "local"  # "local" (asyncio in this process) or "ray" (see runner/distributed.py)
+    ray_address: str | None = None  # an existing Ray cluster (default: start a local one)
+    workers: int | None = None  # Ray actors (default: the cluster's CPUs)
+    shard: tuple[int, int] | None = None  # (i, n): predict every n-th sample into shards/i-of-n, score nothing
 
     def role_models(self) -> RoleModels:
         return self.models if self.models is not None else parse_model_options([])
