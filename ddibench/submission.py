@@ -495,6 +495,8 @@ def _models(models: dict[str, dict[str, Any]]) -> str:
 def _spec_matches(spec_text: str, identity: dict[str, Any]) -> bool:
     from ddibench.llm import ModelSpec
 
+    if str(identity.get("provider", "")).startswith("lm-eval:"):  # imported answers: the spec is the text the importer wrote
+        return spec_text == f"{identity.get('provider')}:{identity.get('model')}"
     try:
         spec = ModelSpec.parse(spec_text) if not spec_text.startswith("embedded:") else None
     except Exception:  # noqa: BLE001 - a spec this ddibench cannot parse does not name the identity
