@@ -4,7 +4,7 @@ what was interrupted, then score (:mod:`ddibench.runner.scoring`).
 A run is planned first (:mod:`ddibench.runner.plan`: nothing is written for a bad command), then its
 directory is locked and claimed (:mod:`ddibench.runner.rundir`). Samples already in the journal are
 skipped, so running the same command again resumes it; the system sees only blinded samples (no
-targets) and only the training view in ``prepare``.
+targets) and only the training view in ``prepare`` (blinded too when the task keeps its labels from systems).
 """
 
 from __future__ import annotations
@@ -139,6 +139,15 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
     return RunOutcome(run_dir=run_dir, results=results, predicted_now=predicted, resumed=resumed)
 
 
+def training_view(plan: RunPlan) -> TrainingView:
+    """What ``prepare`` sees: the training split and, unless it is the evaluated one, the validation split;
+    blinded when the task keeps its labels from systems (captioning: the labels are the probe's)."""
+    train, valid = plan.data.split("train"), plan.data.split("valid") if plan.split != "valid" else ()
+    if not plan.task.training_labels_visible:
+        train, valid = tuple(s.blind() for s in train), tuple(s.blind() for s in valid)
+    return TrainingView(task=plan.task, train=train, valid=valid, resources=plan.data.resources)
+
+
 def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int) -> tuple[int, list[str]]:
     request, pool, system = plan.request, plan.pool, plan.system
     if pool is not None:
@@ -153,12 +162,7 @@ def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, pro
         run_dir=plan.run_dir,
         resources=plan.data.resources,
     )
-    view = TrainingView(
-        task=plan.task,
-        train=plan.data.split("train"),
-        valid=plan.data.split("valid") if plan.split != "valid" else (),
-        resources=plan.data.resources,
-    )
+    view = training_view(plan)
     timing: dict[str, float] = {}
     concurrency = min(request.concurrency or plan.profile.llm_concurrency, getattr(system, "max_concurrency", 64))
     counter = {"predicted": 0}
