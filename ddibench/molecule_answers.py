@@ -7,8 +7,9 @@ final agent can reuse):
   the first standalone yes/no of the text. Anything else is invalid.
 * ``drug_targets`` — five HGNC symbols, most likely first: JSON ``{"targets": [...]}`` (each item
   constrained to the task's symbols where the server can, at most five). Parsing is strict: a symbol
-  counts only when it equals one of the label space's symbols (case-insensitive; no fuzzy matching),
-  unknown ones are kept in the trace; an answer with no known symbol is invalid.
+  counts only when it equals one of the label space's symbols (JSON items case-insensitively, words of
+  free text as written; no fuzzy matching), unknown ones are kept in the trace; an answer with no known
+  symbol is invalid.
 * ``captioning`` — free text: the caption, as written. An empty answer is invalid (scored as an empty
   caption).
 
@@ -115,8 +116,13 @@ def parse_targets(text: str, labels: LabelSpace, k: int = N_TARGETS) -> tuple[li
         candidates = _SYMBOL.findall(text)
     known: list[int] = []
     unknown: list[str] = []
+    exact = {label.name: label.id for label in labels}
     for item in candidates:
-        symbol = item.strip().upper()
+        # JSON items match case-insensitively; words of free text only as written (HGNC symbols are upper
+        # case, so the prose word "kit" is not the gene KIT)
+        symbol = item.strip().upper() if method == "json" else item.strip()
+        if method == "text" and symbol not in exact:
+            continue
         if symbol in index:
             if index[symbol] not in known:
                 known.append(index[symbol])

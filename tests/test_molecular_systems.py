@@ -129,3 +129,16 @@ def test_zero_shot_on_the_three_families_with_the_stub(cli, stub, tmp_path: Path
         else:
             assert schema is None and all(p["text"] for p in preds.values())
             assert "blood-brain" not in request["messages"][-1]["content"] and "BACE-1" in request["messages"][-1]["content"]
+
+
+def test_molecular_answers_are_parsed_strictly() -> None:
+    from ddibench.molecule_answers import parse_targets, parse_yes_no
+    from ddibench.schema import Label, LabelSpace
+
+    labels = LabelSpace(tuple(Label(i, s, s) for i, s in enumerate(["EGFR", "KIT", "ABL1", "MET"])))
+    assert parse_targets('{"targets": ["egfr", "EGFR-2", "KIT", "KIT"]}', labels) == ([0, 1], ["EGFR-2"], "json")
+    assert parse_targets("It may inhibit EGFR and the kit of several proteins", labels) == ([0], [], "text")  # "kit" is a word, not KIT
+    assert parse_targets("no symbol here", labels)[0] == []
+    assert parse_yes_no('{"answer": "no"}') == (0, "json")
+    assert parse_yes_no("Yes, it blocks the channel.") == (1, "text")
+    assert parse_yes_no("yes or no, hard to say")[0] is None

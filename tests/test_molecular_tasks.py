@@ -146,3 +146,21 @@ def test_captioning_runs_every_split_and_limit_shares_it_among_them() -> None:
 
     with pytest.raises(ConfigError, match="too small"):
         select_samples(task, data, "test", 2, 0)
+
+
+def test_clintox_notation_shortcut_stated_in_the_card() -> None:
+    """The raw ClinTox file writes every trial failure in Kekulé form: the notation alone predicts the labels."""
+    import csv
+    import re
+
+    from sklearn.metrics import roc_auc_score
+
+    task = get_task("caption_clintox")
+    with open(task.path(task.spec["file"]), encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    aromatic = np.array([bool(re.search(r"[bcnops]", re.sub(r"\[[^\]]*\]|Cl|Br", "", r["smiles"]))) for r in rows], dtype=float)
+    tox = np.array([int(r["CT_TOX"]) for r in rows])
+    approved = np.array([int(r["FDA_APPROVED"]) for r in rows])
+    assert aromatic[tox == 1].sum() == 0 and round(aromatic[approved == 1].mean(), 2) == 0.73
+    assert round(roc_auc_score(approved, aromatic), 2) == 0.86 and round(roc_auc_score(tox, 1 - aromatic), 2) == 0.87
+    assert any("Kekulé form" in d for d in task.deviations)

@@ -388,16 +388,21 @@ def finetune_probe(
     tokenizer = AutoTokenizer.from_pretrained(path)
     n_cols = train.labels.shape[1]
 
-    def encode(part: ProbeData) -> Any:
-        return tokenizer(part.smiles, part.captions, truncation=True, max_length=FINETUNE["max_length"], padding=True, return_tensors="pt")
+    def encode(part: ProbeData) -> list[dict[str, list[int]]]:
+        """Token ids of each ``SMILES [SEP] caption`` pair (a tokenizer text pair), unpadded."""
+        enc = tokenizer(part.smiles, part.captions, truncation=True, max_length=int(FINETUNE["max_length"]))
+        return [{k: enc[k][i] for k in enc} for i in range(len(part.smiles))]
 
-    def score(model: Any, batch: Any) -> np.ndarray:
+    def collate(items: list[dict[str, list[int]]]) -> dict[str, Any]:
+        """One batch, padded to its own longest pair (not the split's)."""
+        return {k: v.to(device) for k, v in tokenizer.pad(items, return_tensors="pt").items()}
+
+    def score(model: Any, encoded: list[dict[str, list[int]]]) -> np.ndarray:
         model.eval()
         out = []
         with torch.no_grad():
-            for start in range(0, batch["input_ids"].shape[0], 64):
-                chunk = {k: v[start : start + 64].to(device) for k, v in batch.items()}
-                out.append(torch.sigmoid(model(**chunk).logits).float().cpu().numpy())
+            for start in range(0, len(encoded), 64):
+                out.append(torch.sigmoid(model(**collate(encoded[start : start + 64])).logits).float().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, n_cols))
 
     enc_train, enc_test = encode(train), encode(test)
@@ -420,8 +425,7 @@ def finetune_probe(
                 batch_size = int(FINETUNE["batch_size"])
                 for start in range(0, len(order), batch_size):
                     idx = order[start : start + batch_size]
-                    batch = {k: v[idx].to(device) for k, v in enc_train.items()}
-                    logits = model(**batch).logits
+                    logits = model(**collate([enc_train[i] for i in idx.tolist()])).logits
                     loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels[idx].to(device), weight=mask[idx].to(device), reduction="sum")
                     loss = loss / mask[idx].sum().clamp(min=1).to(device)
                     optimiser.zero_grad()

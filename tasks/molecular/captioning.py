@@ -56,6 +56,16 @@ class CaptioningTask(MolecularTask):
     def target(self, entry: Entry) -> Target:
         return MappingProxyType(dict(zip(self.columns, entry.labels)))
 
+    @property
+    def deviations(self) -> tuple[str, ...]:
+        return (
+            *super().deviations,
+            "the paper's probe fine-tunes SciBERT on 'SMILES [SEP] caption'; SciBERT is not available offline: the default probe is "
+            "'linear' (Morgan fingerprint + frozen MiniLM caption embedding), '--probe finetune' fine-tunes MiniLM unless "
+            "'--probe-encoder' names a local SciBERT (the probe and encoder that scored a run are in its manifest's scoring)",
+            "systems and the probe see RDKit canonical SMILES, not the file's own notation",
+        )
+
     def extra_checks(self, splits: dict[str, tuple[Sample, ...]]) -> list[Check]:
         scorable = {s: sum(1 for c in self.columns if len({x.target[c] for x in splits[s]} - {None}) == 2) for s in SPLITS}  # type: ignore[index]
         return [Check("label columns with both classes", all(n > 0 for n in scorable.values()),
