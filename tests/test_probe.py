@@ -48,8 +48,11 @@ def test_the_probe_reads_the_captions_and_is_deterministic(bace_slice: list) -> 
     assert smiles_only.metrics["auroc"].value == pytest.approx(np.mean(seeds), abs=1e-6)
     assert smiles_only.metrics["auroc_std"].value == pytest.approx(np.std(seeds), abs=1e-6)
     # the units the board stores give the same AUROC again (paired comparisons resample these)
-    units = [smiles_only.per_sample[s.id] for s in bace_slice if s.meta["split"] == "test"]
+    test = [s for s in bace_slice if s.meta["split"] == "test"]
+    units = [smiles_only.per_sample[s.id] for s in test]
     assert evaluator.statistic(units)(np.ones((1, len(units))))["auroc"][0] == pytest.approx(smiles_only.metrics["auroc"].value)
+    diff, low, high = evaluator.paired("auroc", [s.clusters for s in test], [leaking.per_sample[s.id] for s in test], units)
+    assert diff == pytest.approx(leaking.metrics["auroc"].value - smiles_only.metrics["auroc"].value) and 0 < low <= diff <= high
 
 
 def test_the_probe_needs_training_and_evaluated_molecules(bace_slice: list) -> None:
