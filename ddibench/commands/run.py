@@ -25,7 +25,7 @@ def _evaluator_options() -> list[Any]:
     import ddibench.evaluation as evaluation
     from ddibench.registry import load_task_families
 
-    for kind in ("classification", "ranking", "text"):  # the built-in evaluators (loaded lazily elsewhere)
+    for kind in ("classification", "ranking", "text", "probe"):  # the built-in evaluators (loaded lazily elsewhere)
         importlib.import_module(f"ddibench.evaluation.{kind}")
     load_task_families()  # a plug-in family may bring an evaluator of its own
     seen: dict[str, Any] = {}

@@ -6,7 +6,8 @@ scripted, so the harness's retry, Retry-After, garbage and empty-answer handling
 against a real socket:
 
 * ``reply``: ``"label"`` (a constrained request gets ``{"type": k}``, k one of the schema's allowed
-  numbers chosen by a hash of the request; an unconstrained one gets a sentence),
+  numbers chosen by a hash of the request, and an allowed value or list of allowed values for the
+  other properties; an unconstrained one gets a sentence),
   ``"echo"`` (the last user message), or any fixed text (``""`` for an empty answer);
 * ``script``: what the first requests get, then normal answers: an HTTP status (``429``, ``500``; a
   ``Retry-After`` of ``retry_after`` goes with 429s) or one of the :data:`FAULTS` (a body that is not
@@ -180,6 +181,9 @@ class StubServer:
                     answer[name] = prop["enum"][digest % len(prop["enum"])]
                 elif prop.get("type") == "integer":
                     answer[name] = digest % 5 + 1
+                elif prop.get("type") == "array":  # e.g. five target symbols: items of the allowed values, by the hash
+                    allowed = (prop.get("items") or {}).get("enum") or ["ITEM"]
+                    answer[name] = [allowed[(digest + 7919 * i) % len(allowed)] for i in range(int(prop.get("maxItems", 3)))]
                 else:
                     answer[name] = "Both drugs act on the same enzyme."
             return json.dumps(answer)

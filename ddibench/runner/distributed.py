@@ -28,7 +28,7 @@ from typing import Any
 
 from ddibench.errors import ConfigError, ModelEndpointError, RunDirError
 from ddibench.runner.journal import Journal
-from ddibench.runner.plan import RunPlan, RunRequest, plan_run
+from ddibench.runner.plan import RunPlan, RunRequest, plan_run, training_view
 from ddibench.schema import Prediction, Sample
 from ddibench.system import Progress
 
@@ -48,7 +48,7 @@ class _Worker:
     async def prepare(self) -> dict[str, Any]:
         from ddibench.artifacts import ArtifactStore
         from ddibench.data.resolve import cache_root
-        from ddibench.system import RunContext, TrainingView
+        from ddibench.system import RunContext
 
         plan = plan_run(self.request)
         self.plan = plan
@@ -58,8 +58,7 @@ class _Worker:
             await plan.pool.start(plan.roles)
         self.ctx = RunContext(task=plan.task, profile=plan.profile, seed=self.request.seed, artifacts=ArtifactStore(cache_root() / "artifacts"),
                               llm=plan.pool, run_dir=plan.run_dir, resources=plan.data.resources)  # fmt: skip
-        view = TrainingView(task=plan.task, train=plan.data.split("train"), valid=plan.data.split("valid") if plan.split != "valid" else (),
-                            resources=plan.data.resources)  # fmt: skip
+        view = training_view(plan)
         started = time.perf_counter()
         await plan.system.prepare(view, self.ctx)
         info = {"host": socket.gethostname(), "pid": os.getpid(), "prepare_s": round(time.perf_counter() - started, 3)}

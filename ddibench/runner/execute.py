@@ -4,7 +4,7 @@ what was interrupted, then score (:mod:`ddibench.runner.scoring`).
 A run is planned first (:mod:`ddibench.runner.plan`: nothing is written for a bad command), then its
 directory is locked and claimed (:mod:`ddibench.runner.rundir`). Samples already in the journal are
 skipped, so running the same command again resumes it; the system sees only blinded samples (no
-targets) and only the training view in ``prepare``.
+targets) and only the training view in ``prepare`` (blinded too when the task keeps its labels from systems).
 
 Every invocation is a session in ``sessions.jsonl``, recorded when it starts and finished when it
 ends, so invocations that were killed are still counted. A sample whose model calls fail for good is
@@ -30,12 +30,12 @@ from ddibench.llm import LLMCallError
 from ddibench.profiles import detect_hardware
 from ddibench.runner.journal import Journal
 from ddibench.runner.manifest import code_version
-from ddibench.runner.plan import RunPlan, RunRequest, plan_run
+from ddibench.runner.plan import RunPlan, RunRequest, plan_run, training_view
 from ddibench.runner.records import Results, SessionRecord
 from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
 from ddibench.runner.scoring import collect_extras, score_run
 from ddibench.schema import Sample
-from ddibench.system import NullProgress, Progress, RunContext, System, TrainingView
+from ddibench.system import NullProgress, Progress, RunContext, System
 
 MAX_CONSECUTIVE_FAILURES = 5
 
@@ -193,12 +193,7 @@ def _predict_pending(
         run_dir=plan.run_dir,
         resources=plan.data.resources,
     )
-    view = TrainingView(
-        task=plan.task,
-        train=plan.data.split("train"),
-        valid=plan.data.split("valid") if plan.split != "valid" else (),
-        resources=plan.data.resources,
-    )
+    view = training_view(plan)
     timing: dict[str, float] = {}
     concurrency = min(request.concurrency or plan.profile.llm_concurrency, getattr(system, "max_concurrency", 64))
     counter = {"predicted": 0}
