@@ -13,6 +13,8 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
 from ddibench.schema import DrugPair, Prediction, Question, Sample, interaction_question
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
 
@@ -39,8 +41,8 @@ def training_interactions(view: TrainingView) -> tuple[Sequence[Sample], Any]:
 
 
 class AnswerConfig(SystemConfig):
-    temperature: float = 0.3
-    max_tokens: int = 160
+    temperature: float = Field(0.3, ge=0, allow_inf_nan=False)
+    max_tokens: int = Field(160, gt=0)
     encoder: str = "minilm"  # for mapping answers to interaction types on the DrugBank tasks
 
 

@@ -55,3 +55,32 @@ class RunDirError(DdibenchError):
 
 class ConfigError(DdibenchError):
     """An option or configuration value that is not valid."""
+
+
+class StorageError(DdibenchError):
+    """A file or directory that cannot be written or read: a full disk, a read-only place, a file where
+    a directory belongs."""
+
+
+def write_error(exc: OSError, path: object = None, fix: str | None = None) -> StorageError:
+    """A one-line error for an operating-system error on ``path`` (or the path the error names)."""
+    import errno
+
+    where = path if path is not None else (exc.filename or "a file")
+    reason = exc.strerror or str(exc)
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return StorageError(
+            f"cannot write {where}: {reason}",
+            fix or "free some space (or raise the quota) and re-run the same command; what was finished before is kept",
+        )
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return StorageError(f"cannot write {where}: {reason}", fix or "choose a writable place (--runs-dir, --run-dir, --out or $DDIBENCH_CACHE)")
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        named = exc.filename or where
+        return StorageError(f"{named} is in the way: a file stands where a directory is needed", fix or "remove it or choose another path")
+    if code == errno.EISDIR:
+        return StorageError(f"{exc.filename or where} is a directory, not a file", fix or "give the path of a file")
+    if code == errno.ENOENT:
+        return StorageError(f"{exc.filename or where} does not exist ({reason})", fix or "create its directory first, or choose an existing one")
+    return StorageError(f"cannot use {where}: {reason}", fix or "check the path, its permissions and the free space")

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
 from ddibench.hashing import sha256_text
 from ddibench.llm import ChatResult
 from ddibench.parsing import parse_choice
@@ -99,8 +101,8 @@ def _mechanism(text: str) -> str | None:
 
 
 class LabelChoiceConfig(SystemConfig):
-    temperature: float = 0.0
-    max_tokens: int = 24
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
+    max_tokens: int = Field(24, gt=0)
     constrained: bool = True  # ask the server to constrain the answer to {"type": 1..86}
     include_smiles: bool = False  # add each drug's SMILES to the question
 

@@ -28,6 +28,7 @@ class Profile:
     accelerator_memory_gb: int
     llm_concurrency: int  # concurrent requests per model endpoint
     budgets: dict[str, dict[str, Any]] = field(default_factory=dict)  # system name -> config defaults
+    rankable: bool = True  # False: a smoke budget; its runs are never submittable or ranked
 
     def budget_for(self, system: str) -> dict[str, Any]:
         return dict(self.budgets.get(system, {}))
@@ -41,6 +42,7 @@ class Profile:
             "accelerator_memory_gb": self.accelerator_memory_gb,
             "llm_concurrency": self.llm_concurrency,
             "budgets": self.budgets,
+            "rankable": self.rankable,
         }
 
 
@@ -48,6 +50,7 @@ class Profile:
 _GPU_BUDGETS: dict[str, dict[str, Any]] = {
     "mlp": {"max_epochs": 100, "device": "cuda"},
     "emergnn": {"max_epochs": 100, "epoch_per_test": 5, "device": "cuda"},
+    "gin": {"max_epochs": 300, "patience": 30, "device": "cuda"},
 }
 
 PROFILES: dict[str, Profile] = {
@@ -62,6 +65,8 @@ PROFILES: dict[str, Profile] = {
             llm_concurrency=4,
             budgets={
                 "mlp": {"max_epochs": 30, "device": "cpu"},
+                # a few minutes per molecular task on 2 cores (full test sets): at most 60 epochs, patience 10
+                "gin": {"max_epochs": 60, "patience": 10, "device": "cpu"},
                 # tens of minutes on 2 cores: 4 epochs instead of 100, model selection on a seeded
                 # 3,000 validation pairs after every epoch; the full test set is scored
                 "emergnn": {"max_epochs": 4, "epoch_per_test": 1, "valid_pairs": 3000, "device": "cpu"},
@@ -71,6 +76,22 @@ PROFILES: dict[str, Profile] = {
                 "text-rag": {"interaction_chunks": 5000, "monograph_chunks": 3000, "medquad_chunks": 3000},
                 "agentic-rag": {"interaction_chunks": 5000, "monograph_chunks": 3000, "medquad_chunks": 3000},
             },
+        ),
+        Profile(
+            "quick",
+            "a minute on any CPU: trained systems on a smoke budget, to see them work (runs never submittable or ranked)",
+            None,
+            0,
+            0,
+            llm_concurrency=4,
+            budgets={
+                "mlp": {"max_epochs": 1, "max_train": 5000, "hidden": [128], "patience": 1, "device": "cpu"},
+                "emergnn": {"max_epochs": 1, "epoch_per_test": 1, "train_pairs_per_epoch": 2000, "valid_pairs": 300, "device": "cpu"},
+                "cbr-ddi": {"repository_size": 10, "refine_cases": 2, "lambda_valid_pairs": 5, "sampling": False},
+                "text-rag": {"interaction_chunks": 300, "monograph_chunks": 300, "medquad_chunks": 300},
+                "agentic-rag": {"interaction_chunks": 300, "monograph_chunks": 300, "medquad_chunks": 300},
+            },
+            rankable=False,
         ),
         Profile("rtx3090-24g", "one NVIDIA RTX 3090 (24 GB)", "NVIDIA GeForce RTX 3090", 1, 24, 16, _GPU_BUDGETS),
         Profile("a100-80g", "one NVIDIA A100 (80 GB)", "NVIDIA A100 80GB", 1, 80, 32, _GPU_BUDGETS),

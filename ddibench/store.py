@@ -44,6 +44,8 @@ SCHEMA = [
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS metric_specs VARCHAR",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS scoring_variant VARCHAR DEFAULT ''",
     "ALTER TABLE samples ADD COLUMN IF NOT EXISTS units VARCHAR",
+    # added with sample-by-sample reproduction (how many predictions a re-run reproduced, under which tolerance)
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS reproduction VARCHAR",
 ]
 _LEGACY_FRACTIONS = {"accuracy", "macro_f1", "kappa", "label_recovery"}
 
@@ -59,7 +61,15 @@ def connect(path: Path, read_only: bool = False) -> Any:
         raise ConfigError("the results store needs duckdb", "pip install 'ddibench[board]'") from None
     if read_only and not path.exists():
         raise ConfigError(f"results store {path} does not exist", "add runs with 'ddibench board add BUNDLE'")
-    conn = duckdb.connect(str(path), read_only=read_only)
+    if not read_only and not path.parent.is_dir():
+        raise ConfigError(f"results store {path}: directory {path.parent} does not exist", "create it first, or give --store a path in an existing directory")
+    try:
+        conn = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        from ddibench.errors import StorageError
+
+        reason = " ".join(str(exc).split())
+        raise StorageError(f"cannot open the results store {path} ({reason})", "give --store a DuckDB file this ddibench wrote, that no other process holds open") from None
     if not read_only:
         for statement in SCHEMA:
             conn.execute(statement)
@@ -77,9 +87,13 @@ def load_prices() -> dict[str, dict[str, float]]:
     return json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
 
 
-def scoring_variant(settings: dict[str, Any]) -> str:
-    """The board groups runs by how they were scored: '' for the task's default scorers."""
-    return ", ".join(f"{k}={v}" for k, v in sorted(settings.items()) if k not in ("judge", "selfcheck", "second_judge"))
+def scoring_variant(evaluator: Any) -> str:
+    """The board groups runs by how they were scored: '' for the task's default scorers at version 1;
+    scorers of another version or with other options form their own group and are never ranked with it."""
+    parts = [f"{k}={v}" for k, v in sorted(evaluator.settings().items()) if k not in ("judge", "selfcheck", "second_judge")]
+    if evaluator.version != 1:
+        parts.insert(0, f"{evaluator.kind} scorers v{evaluator.version}")
+    return ", ".join(parts)
 
 
 def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None = None) -> str:
@@ -93,7 +107,7 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
     primary = evaluation.primary_metric
     spec = evaluation.spec(primary)
     manifest = results.manifest
-    cost = results.cost
+    cost = verdict.cost or results.cost  # recomputed from the traces when the bundle was verified
     usd = None
     prices = prices if prices is not None else load_prices()
     models = manifest.models
@@ -106,9 +120,10 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
     samples = {s.id: s for s in task.load().split(run.split)}
     shared = [samples[sid] for sid in verdict.predictions if sid in samples]
     units = evaluator.units(shared, verdict.predictions, evaluation) if shared else []
+    traces = getattr(verdict, "traces", None) or {}  # whole traces, kept by verify(keep_traces=True)
     conn = connect(path)
     try:
-        variant = scoring_variant(evaluator.settings())
+        variant = scoring_variant(evaluator)
         previous = conn.execute("SELECT run_id FROM runs WHERE task = ? AND scoring_variant = ? AND best", [task.name, variant]).fetchone()
         conn.execute("BEGIN")
         conn.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
@@ -116,15 +131,16 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
         conn.execute(
             "INSERT INTO runs (run_id, task, family, setting, system, system_version, config_hash, model, profile, tier, submittable, n,"
             " primary_metric, primary_value, ci_low, ci_high, metrics, calls_per_item, tokens_per_item, usd_per_item, manifest, reasons,"
-            " primary_unit, higher_is_better, metric_specs, scoring_variant)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " primary_unit, higher_is_better, metric_specs, scoring_variant, reproduction)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 run.run_id, task.name, task.family, task.setting, run.system.name, run.system.version,
                 run.system.config_hash, manifest.generator_model, manifest.profile.name,
                 verdict.tier, bool(manifest.submittable), evaluation.n, primary, metric.value, metric.ci_low,
-                metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}), cost.calls_per_item,
-                cost.tokens_per_item, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
+                metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}),
+                cost.calls_per_item if cost.recorded else None, cost.tokens_per_item if cost.recorded else None, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
                 spec.unit, spec.higher_is_better, json.dumps([m.model_dump() for m in evaluation.metric_specs]), variant,
+                json.dumps(verdict.reproduction) if getattr(verdict, "reproduction", None) else None,
             ],
         )  # fmt: skip
         rows = []
@@ -134,7 +150,7 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
             score = float(pred.valid and pred.label == sample.target) if isinstance(sample.target, int) else evaluation.per_sample.get(sample.id, {}).get(primary)
             rows.append([
                 run.run_id, sample.id, json.dumps(sample.input.as_dict()), gold_text, predicted,
-                score, pred.label, gold_label, pred.valid, json.dumps(pred.trace)[:200_000], json.dumps(unit),
+                score, pred.label, gold_label, pred.valid, (traces.get(sample.id) or json.dumps(pred.trace))[:200_000], json.dumps(unit),
             ])  # fmt: skip
         if rows:
             conn.executemany(

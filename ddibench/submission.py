@@ -3,19 +3,29 @@
 ``ddibench submit RUN_DIR`` packs a finished run into one ``.tar.gz``: the per-sample predictions, the
 run's identity and self-reported results, its sessions and LLM-judge scores, and ``bundle.json`` with
 the sha256 of every member. ``ddibench verify BUNDLE`` treats the bundle as data, never code: members
-are read from the archive in memory (regular files with expected names only), parsed as JSON, and
-checked —
+are streamed from the archive (regular files with expected names only; predictions are parsed line by
+line and only what the checks need is kept), parsed into their record types, and checked —
 
 * every member's hash against ``bundle.json``;
+* the run id is the hash of ``run.json``'s identity, and ``bundle.json``, ``run.json`` and
+  ``results.json`` name the same task, system, configuration, models and samples;
+* the system's configuration hash is the hash of its name, version and configuration; a system
+  registered here must be the registered version with a valid configuration and the same LLM roles;
+* every LLM call in the traces was made for a role the run declares and answered by the model its
+  manifest names (each call records the digest of the model identity); the per-role call, token and
+  cost totals in ``results.json`` equal the sums over the traces;
+* every label id in the predictions lies in the task's label space;
 * the task exists here with the same version and the same data sha256;
 * the run evaluated the task's evaluation split, without ``--limit``, with every sample exactly once;
 * as many seeds as the task asks for;
 * the metrics, recomputed from the predictions against the task's own gold labels, equal the
   self-reported ones.
 
-A passing bundle earns the trust tier ``recomputed`` (``self-reported`` is what it claimed);
-``--reproduce`` re-runs the registered system with the bundle's configuration and, when its predictions
-agree, raises it to ``reproduced``.
+A passing bundle earns the trust tier ``recomputed`` (``self-reported`` is what it claimed).
+``--reproduce`` re-runs the registered system with the bundle's configuration and compares the
+predictions sample by sample: every difference is listed, the metrics shown are those of the
+reproduced predictions, and the tier rises to ``reproduced`` only when the share of differing samples
+is within ``--tolerance`` (default 0: identical), which is recorded with the verdict.
 """
 
 from __future__ import annotations
@@ -24,35 +34,44 @@ import datetime as dt
 import hashlib
 import io
 import json
+import math
 import re
 import tarfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ddibench._version import __version__
-from ddibench.errors import DataError, RunDirError
+from ddibench.errors import ConfigError, DataError, RunDirError, write_error
 from ddibench.evaluation import EvaluationResult, Evaluator
-from ddibench.hashing import sha256_text
+from ddibench.hashing import config_hash, sha256_text
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.runner.records import (
     BUNDLE_FORMAT,
     BundleIndex,
     BundleSystem,
+    Cost,
     Results,
     RunIdentity,
     read_identity,
     read_results,
 )
-from ddibench.schema import Prediction
+from ddibench.schema import Prediction, Sample
 
 MEMBER = re.compile(r"^(bundle\.json|run\.json|results\.json|sessions\.jsonl|predictions\.jsonl|scores/[A-Za-z0-9._-]+\.jsonl)$")
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 TIERS = ("self-reported", "recomputed", "reproduced")
+CALL_FIELDS = ("role", "model", "prompt_tokens", "completion_tokens", "latency_s", "cached")  # what verify keeps of a traced call
+CHUNK = 1 << 20
+_ALL_FIELDS = set(Prediction.model_fields)
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+# -- submit ---------------------------------------------------------------------------------------
 
 
 def submit(run_dir: Path, out: Path | None = None) -> Path:
@@ -62,16 +81,17 @@ def submit(run_dir: Path, out: Path | None = None) -> Path:
         raise RunDirError(f"{run_dir} has no results.json", "finish the run with 'ddibench run' before submitting it")
     ident = read_identity(run_dir / "run.json")
     read_results(results_file)  # a damaged results.json is refused here, not by the verifier
+    out = out or run_dir.parent / f"{ident.task.name}--{ident.system.name}--{ident.run_id}.tar.gz"
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a directory", "give the path of the bundle file, e.g. --out run.tar.gz")
+    if not out.parent.is_dir():
+        raise ConfigError(f"--out {out}: directory {out.parent} does not exist", "create it first, or give a path in an existing directory")
     members: dict[str, bytes] = {
         "run.json": (run_dir / "run.json").read_bytes(),
         "results.json": results_file.read_bytes(),
         "sessions.jsonl": (run_dir / "sessions.jsonl").read_bytes() if (run_dir / "sessions.jsonl").exists() else b"",
+        "predictions.jsonl": _predictions_member(run_dir / "journal.jsonl"),
     }
-    predictions = []
-    for line in (run_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            predictions.append(json.dumps(json.loads(line)["prediction"], ensure_ascii=False, separators=(",", ":")))
-    members["predictions.jsonl"] = ("\n".join(predictions) + "\n").encode("utf-8")
     for path in sorted((run_dir / "scores").glob("*.jsonl")) if (run_dir / "scores").exists() else []:
         members[f"scores/{path.name}"] = path.read_bytes()
     bundle = BundleIndex(
@@ -84,43 +104,158 @@ def submit(run_dir: Path, out: Path | None = None) -> Path:
         hashes={name: _sha(data) for name, data in sorted(members.items())},
     )
     members["bundle.json"] = json.dumps(bundle.dump(), indent=2).encode("utf-8")
-    out = out or run_dir.parent / f"{ident.task.name}--{ident.system.name}--{ident.run_id}.tar.gz"
     tmp = out.with_name(f".{out.name}.tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for name, data in sorted(members.items()):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mtime = 0
-            tar.addfile(info, io.BytesIO(data))
-    tmp.replace(out)
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            for name, data in sorted(members.items()):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mtime = 0
+                tar.addfile(info, io.BytesIO(data))
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_error(exc, out) from None
     return out
 
 
-def read_bundle(path: Path) -> dict[str, bytes]:
-    """The bundle's members, read in memory; anything unexpected in the archive is refused."""
+def _predictions_member(journal: Path) -> bytes:
+    """The journal's predictions, one JSON object a line (a damaged journal is refused with its line)."""
+    if not journal.exists():
+        raise RunDirError(f"{journal} does not exist", "finish the run with 'ddibench run' before submitting it")
+    lines = []
+    with open(journal, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+                prediction = Prediction.model_validate(record["prediction"])
+            except (ValueError, KeyError, TypeError):
+                raise RunDirError(
+                    f"{journal}:{lineno} is not a readable journal record",
+                    "the journal was edited or damaged; run the same 'ddibench run' command again to repair it, or start a fresh run",
+                ) from None
+            lines.append(json.dumps(prediction.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+# -- reading a bundle -----------------------------------------------------------------------------
+
+
+def _members(path: Path) -> Iterator[tuple[str, Any]]:
+    """(name, file object) of each member, refusing anything the bundle format does not hold."""
     if not path.is_file():
-        raise DataError(f"bundle {path} does not exist")
-    members: dict[str, bytes] = {}
+        raise DataError(f"bundle {path} does not exist", "give the path 'ddibench submit' printed")
     total = 0
     try:
         with tarfile.open(path, "r:gz") as tar:
             for info in tar:
                 if not info.isreg():
-                    raise DataError(
-                        f"bundle member '{info.name}' is not a regular file (links and devices are refused)"
-                    )
+                    raise DataError(f"bundle member '{info.name}' is not a regular file (links and devices are refused)")
                 if not MEMBER.match(info.name):
                     raise DataError(f"bundle member '{info.name}' is not part of the bundle format")
                 total += info.size
                 if total > MAX_BUNDLE_BYTES:
                     raise DataError(f"bundle is larger than {MAX_BUNDLE_BYTES // 2**20} MiB")
                 handle = tar.extractfile(info)
-                members[info.name] = handle.read() if handle else b""
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise DataError(f"{path} is not a readable .tar.gz bundle ({exc})") from None
+                yield info.name, handle if handle is not None else io.BytesIO(b"")
+    except (tarfile.TarError, OSError, EOFError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path} is not a readable .tar.gz bundle ({exc})", "submit the run again with 'ddibench submit'") from None
+
+
+def read_bundle(path: Path) -> dict[str, bytes]:
+    """Every member of the bundle, whole, in memory (for tools and tests; :func:`verify` streams)."""
+    members = {name: handle.read() for name, handle in _members(path)}
     if "bundle.json" not in members:
         raise DataError(f"{path} has no bundle.json")
     return members
+
+
+@dataclass
+class _Streamed:
+    """What one pass over a bundle keeps: small members whole, predictions reduced, every member's hash."""
+
+    members: dict[str, bytes] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)
+    predictions: dict[str, Prediction] = field(default_factory=dict)
+    traces: dict[str, str] = field(default_factory=dict)
+    duplicates: int = 0
+    problem: str | None = None  # the first prediction line that could not be read
+
+
+def _stream(path: Path, keep_traces: bool) -> _Streamed:
+    out = _Streamed()
+    for name, handle in _members(path):
+        digest = hashlib.sha256()
+        if name != "predictions.jsonl":
+            data = handle.read()
+            digest.update(data)
+            out.members[name] = data
+        else:
+            for lineno, line in enumerate(_lines(handle, digest), 1):
+                if line.strip() and out.problem is None:
+                    _take_prediction(out, line, lineno, keep_traces)
+        out.hashes[name] = digest.hexdigest()
+    if "bundle.json" not in out.members:
+        raise DataError(f"{path} has no bundle.json", "submit the run again with 'ddibench submit'")
+    return out
+
+
+def _lines(handle: Any, digest: Any) -> Iterator[bytes]:
+    rest = b""
+    while chunk := handle.read(CHUNK):
+        digest.update(chunk)
+        parts = (rest + chunk).split(b"\n")
+        rest = parts.pop()
+        yield from parts
+    if rest:
+        yield rest
+
+
+def _take_prediction(out: _Streamed, line: bytes, lineno: int, keep_traces: bool) -> None:
+    try:
+        record = json.loads(line)
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+        trace = record.get("trace")
+        prediction = Prediction.model_validate({**record, "trace": {"llm": _calls(trace)} if trace else {}})
+    except (ValueError, TypeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        out.problem = f"line {lineno} is not a valid prediction record ({first})"
+        return
+    # every field of a bundle's prediction counts as set: one shared set instead of one per prediction
+    # (pydantic keeps a set of set field names on every instance, half the memory of a small prediction)
+    object.__setattr__(prediction, "__pydantic_fields_set__", _ALL_FIELDS)
+    if prediction.sample_id in out.predictions:
+        out.duplicates += 1
+    out.predictions[prediction.sample_id] = prediction
+    if keep_traces:
+        out.traces[prediction.sample_id] = json.dumps(trace or {}, ensure_ascii=False)
+
+
+def _calls(trace: Any) -> list[dict[str, Any]]:
+    """The LLM calls of a trace, reduced to what the identity and cost checks read."""
+    if not isinstance(trace, dict):
+        raise ValueError("trace is not an object")
+    calls = trace.get("llm", [])
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise ValueError("trace.llm is not a list of call records")
+    out = []
+    for call in calls:
+        kept = {k: call[k] for k in CALL_FIELDS if k in call}
+        for key in ("prompt_tokens", "completion_tokens"):
+            value = kept.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"trace.llm {key} {value!r} is not a token count")
+        latency = kept.get("latency_s", 0.0)
+        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not math.isfinite(latency) or latency < 0:
+            raise ValueError(f"trace.llm latency_s {latency!r} is not a duration")
+        out.append(kept)
+    return out
+
+
+# -- the verdict ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -133,8 +268,13 @@ class Verdict:
     bundle: BundleIndex | None = None
     run: RunIdentity | None = None
     results: Results | None = None
-    predictions: dict[str, Prediction] = field(default_factory=dict)
+    predictions: dict[str, Prediction] = field(default_factory=dict)  # answers and traced calls (not whole traces)
+    traces: dict[str, str] = field(default_factory=dict)  # sample id -> the whole trace as JSON (verify(keep_traces=True))
     evaluator: Evaluator | None = None
+    samples: list[Sample] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+    cost: Cost | None = None  # LLM calls and tokens recomputed from the traces
+    reproduction: dict[str, Any] | None = None
 
     def blocking(self) -> list[str]:
         """The reasons other than --limit: a --limit run whose only reason is that one is a preview, its
@@ -176,24 +316,28 @@ def _parse(verdict: Verdict, model: Any, data: bytes, name: str) -> Any:
     return None
 
 
-def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
+def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Verdict:
+    """Check a bundle (see the module docstring). Structural problems of the archive (a member outside
+    the format, a link, not a .tar.gz) raise :class:`DataError`; everything else is a failed check with
+    its reason. ``keep_traces`` keeps every sample's whole trace (for the results store)."""
     from ddibench.errors import DdibenchError
     from ddibench.registry import get_task
 
-    members = read_bundle(path)
+    streamed = _stream(path, keep_traces)
+    members = streamed.members
     verdict = Verdict(False, "self-reported")
     bundle = _parse(verdict, BundleIndex, members["bundle.json"], "bundle.json")
     if bundle is None:
         return verdict
     verdict.bundle = bundle
-    for name, data in members.items():
+    for name, digest in streamed.hashes.items():
         if name != "bundle.json":
-            same = bundle.hashes.get(name) == _sha(data)
+            same = bundle.hashes.get(name) == digest
             verdict.check(f"hash of {name}", same, "matches bundle.json" if same else "differs from bundle.json: the file was changed")
-    missing = sorted(set(bundle.hashes) - set(members))
+    missing = sorted(set(bundle.hashes) - set(streamed.hashes))
     verdict.check("members present", not missing, f"missing {', '.join(missing)}" if missing else "all listed members present")
     for required in ("run.json", "results.json", "predictions.jsonl"):
-        if required not in members:
+        if required not in streamed.hashes:
             verdict.check(required, False, "not in the bundle")
             return verdict
     run = _parse(verdict, RunIdentity, members["run.json"], "run.json")
@@ -201,6 +345,18 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
     if run is None or results is None:
         return verdict
     verdict.run, verdict.results = run, results
+    run_id_ok = run.run_id == bundle.run_id == results.run_id == run.with_id().run_id
+    verdict.check(
+        "run id",
+        run_id_ok,
+        "bundle.json, run.json and results.json agree, and the id is the hash of the run's identity"
+        if run_id_ok
+        else "run.json's run id is not the hash of its identity: the identity was edited"
+        if run.run_id != run.with_id().run_id
+        else "bundle.json, run.json and results.json name different runs",
+    )
+    _check_agreement(verdict, bundle, run, results)
+    _check_system(verdict, run)
     try:
         task = get_task(run.task.name)
     except DdibenchError as exc:
@@ -210,6 +366,8 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
     verdict.check("data sha256", run.task.data_sha256 == task.data_sha256, f"bundle {run.task.data_sha256[:12]}…, pinned data {task.data_sha256[:12]}…")
     verdict.check("no --limit", run.limit is None, "the full evaluation split" if run.limit is None else f"--limit {run.limit} was used")
     verdict.check("evaluation split", run.split == task.eval_split, f"{run.split} (expected {task.eval_split})")
+    smoke = results.manifest.profile.declared.get("rankable") is False
+    verdict.check("profile", not smoke, f"{results.manifest.profile.name}" + (": a smoke budget, never ranked" if smoke else ""))
     evaluator: Evaluator | None = None
     try:
         evaluator = task.evaluator().configure(results.manifest.scoring.options)
@@ -222,55 +380,48 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
                       (f"{', '.join(f'{k}={v}' for k, v in evaluator.settings().items())}" if not local else
                        f"scored with {', '.join(local)} set to something only the submitter's machine has; the board compares runs scored "
                        "with the task's default scorers (score again with 'ddibench rescore RUN_DIR --scorer-encoder minilm')"))  # fmt: skip
+    if evaluator is not None:
+        claimed_version = int((results.manifest.scoring.evaluator or {}).get("version", 1))
+        verdict.check("scorer version", claimed_version == evaluator.version,
+                      f"v{evaluator.version}" if claimed_version == evaluator.version else
+                      f"scored by {evaluator.kind} scorers v{claimed_version}; this ddibench scores with v{evaluator.version} "
+                      "(score the run again with 'ddibench rescore RUN_DIR' and submit it again)")  # fmt: skip
     verdict.evaluator = evaluator
     seeds = 1
     verdict.check("seeds", seeds >= task.required_seeds, f"{seeds} run(s), the task asks for {task.required_seeds}")
-    if not verdict.check(
-        "run id",
-        run.run_id == bundle.run_id == run.with_id().run_id,
-        "bundle.json and run.json agree, and the id is the hash of the run's identity"
-        if run.run_id == bundle.run_id == run.with_id().run_id
-        else ("bundle.json and run.json name different runs" if run.run_id != bundle.run_id else "run.json's run id is not the hash of its identity: the identity was edited"),
-    ):
+    if streamed.problem is not None:
+        verdict.check("predictions", False, f"predictions.jsonl {streamed.problem}")
         return verdict
-    predictions: dict[str, Prediction] = {}
-    duplicates = 0
-    try:
-        for line in members["predictions.jsonl"].decode("utf-8").splitlines():
-            if line.strip():
-                pred = Prediction.model_validate_json(line)
-                duplicates += pred.sample_id in predictions
-                predictions[pred.sample_id] = pred
-    except ValueError as exc:
-        verdict.check("predictions", False, f"not valid prediction records ({str(exc).splitlines()[0]})")
-        return verdict
-    verdict.predictions = predictions
+    predictions = streamed.predictions
+    verdict.predictions, verdict.traces = predictions, streamed.traces
+    _check_labels(verdict, task.label_space, predictions)
+    _check_models(verdict, run, results, predictions)
     if verdict.blocking() or evaluator is None:
         return verdict
-    samples = list(task.load().split(task.eval_split))
-    if run.limit is not None:  # a preview: its metrics are still recomputed, on the subset --limit draws
-        from ddibench.runner.plan import stratified_subset
+    from ddibench.runner.plan import select_samples
 
-        samples = stratified_subset(samples, int(run.limit), int(run.seed))
+    # the samples the run was asked about (a task may predict several splits); a preview's metrics are
+    # still recomputed, on the subset --limit draws
+    samples = select_samples(task, task.load(), task.eval_split, run.limit, int(run.seed))
+    verdict.samples = samples
     wanted = {s.id for s in samples}
     absent = len(wanted - set(predictions))
     extra = len(set(predictions) - wanted)
-    verdict.check("every sample once", not absent and not extra and not duplicates,
-                  f"{absent} missing, {extra} unknown, {duplicates} repeated of {len(wanted):,}")  # fmt: skip
+    verdict.check("every sample once", not absent and not extra and not streamed.duplicates,
+                  f"{absent} missing, {extra} unknown, {streamed.duplicates} repeated of {len(wanted):,}")  # fmt: skip
     verdict.check("sample ids", run.sample_ids_sha256 == sha256_text("\n".join(s.id for s in samples)),
-                  "the run's samples are the task's evaluation split" if run.limit is None
+                  "the run's samples are the task's evaluation split (and the splits it predicts)" if run.limit is None
                   else f"the run's samples are the {len(samples):,} that --limit {run.limit} draws from the evaluation split")  # fmt: skip
     if verdict.blocking():
         return verdict
-    extras = evaluator.read_extras(members)
-    boot = results.evaluation.bootstrap
-    spec = BootstrapSpec(replicates=int(boot.get("replicates", 1000)), seed=int(boot.get("seed", 0)), method=str(boot.get("method", "cluster")))
-    from ddibench.evaluation import EvaluationInputError
-
+    _check_cost(verdict, results, [predictions[s.id] for s in samples])
     try:
-        evaluation = evaluator.evaluate(samples, predictions, spec, extras)
-    except EvaluationInputError as exc:
-        verdict.check("prediction format", False, str(exc))
+        verdict.extras = evaluator.read_extras(members)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        verdict.check("scores", False, f"the bundle's scores/ files cannot be read ({type(exc).__name__}: {_first_line(exc)})")
+        return verdict
+    evaluation = _recompute(verdict, samples, predictions)
+    if evaluation is None:
         return verdict
     verdict.recomputed = evaluation
     claimed = results.evaluation.metrics
@@ -283,12 +434,210 @@ def verify(path: Path, tolerance: float = 1e-9) -> Verdict:
     return verdict
 
 
-def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = None, min_agreement: float = 0.99) -> Verdict:
-    """Re-run the bundle's system (registered here) with its configuration and compare predictions."""
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _recompute(verdict: Verdict, samples: list[Sample], predictions: dict[str, Prediction]) -> EvaluationResult | None:
+    """The metrics of ``predictions`` on ``samples``, or None with a failed check saying why."""
+    from ddibench.evaluation import EvaluationInputError
+
+    assert verdict.evaluator is not None and verdict.results is not None
+    boot = verdict.results.evaluation.bootstrap
+    try:
+        spec = BootstrapSpec(replicates=int(boot.get("replicates", 1000)), seed=int(boot.get("seed", 0)), method=str(boot.get("method", "cluster")))
+        if not 100 <= spec.replicates <= 100_000 or spec.method not in ("cluster", "iid"):
+            raise ValueError(f"bootstrap {spec.replicates} replicates by '{spec.method}'")
+        return verdict.evaluator.evaluate(samples, predictions, spec, verdict.extras)
+    except EvaluationInputError as exc:
+        verdict.check("prediction format", False, str(exc))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        verdict.check("recomputation", False, f"the metrics cannot be recomputed from the bundle ({type(exc).__name__}: {_first_line(exc)})")
+    return None
+
+
+# -- the checks -----------------------------------------------------------------------------------
+
+
+def _check_agreement(verdict: Verdict, bundle: BundleIndex, run: RunIdentity, results: Results) -> None:
+    """bundle.json, run.json and results.json name the same task, system, models, split and samples."""
+    man = results.manifest
+    problems = []
+    if results.task != run.task.name or (man.task.name, man.task.version, man.task.data_sha256) != (run.task.name, run.task.version, run.task.data_sha256):
+        problems.append(f"results.json names task {man.task.name} {man.task.version}, run.json {run.task.name} {run.task.version}")
+    if bundle.task != run.task:
+        problems.append(f"bundle.json names task {bundle.task.name} {bundle.task.version}, run.json {run.task.name} {run.task.version}")
+    mine = (run.system.name, run.system.version, run.system.config_hash)
+    if results.system != run.system.name or (man.system.name, man.system.version, man.system.config_hash) != mine or man.system.config != run.system.config:
+        problems.append(f"results.json names system {man.system.name} {man.system.version} (config {man.system.config_hash}), "
+                        f"run.json {run.system.name} {run.system.version} (config {run.system.config_hash})")  # fmt: skip
+    if (bundle.system.name, bundle.system.version, bundle.system.config_hash) != mine:
+        problems.append(f"bundle.json names system {bundle.system.name} {bundle.system.version}, run.json {run.system.name} {run.system.version}")
+    claimed_models = {role: entry.identity for role, entry in man.models.items()}
+    if claimed_models != run.models:
+        problems.append(f"results.json names models {_models(claimed_models)}, run.json {_models(run.models)}")
+    for role, entry in man.models.items():
+        if not _spec_matches(entry.spec, entry.identity):
+            problems.append(f"results.json's {role} model '{entry.spec}' is not the model its identity names ({_models({role: entry.identity})})")
+    settings = (man.split, man.limit, man.n_samples, man.sample_ids_sha256, man.seeds.run)
+    if settings != (run.split, run.limit, run.n_samples, run.sample_ids_sha256, run.seed):
+        problems.append("results.json and run.json differ in split, --limit, seed or samples")
+    verdict.check("identity", not problems,
+                  "bundle.json, run.json and results.json name the same task, system, models and samples" if not problems
+                  else "; ".join(problems[:3]) + ": the bundle was edited")  # fmt: skip
+
+
+def _models(models: dict[str, dict[str, Any]]) -> str:
+    return ", ".join(f"{role}={ident.get('provider')}:{ident.get('model')}" for role, ident in sorted(models.items())) or "none"
+
+
+def _spec_matches(spec_text: str, identity: dict[str, Any]) -> bool:
+    from ddibench.llm import ModelSpec
+
+    if str(identity.get("provider", "")).startswith("lm-eval:"):  # imported answers: the spec is the text the importer wrote
+        return spec_text == f"{identity.get('provider')}:{identity.get('model')}"
+    try:
+        spec = ModelSpec.parse(spec_text) if not spec_text.startswith("embedded:") else None
+    except Exception:  # noqa: BLE001 - a spec this ddibench cannot parse does not name the identity
+        return False
+    if spec is None:  # embedded: the weights live on the submitter's machine; the identity carries their hash
+        return identity.get("provider") == "embedded" and spec_text == f"embedded:{identity.get('model')}"
+    return (spec.provider, spec.model, (spec.base_url or "").rstrip("/")) == (identity.get("provider"), identity.get("model"), identity.get("base_url"))
+
+
+def _check_system(verdict: Verdict, run: RunIdentity) -> None:
+    """The configuration hash is the hash of the system's identity; a system registered here is the
+    registered version, with a configuration it accepts and the LLM roles it declares."""
+    from ddibench.errors import UnknownNameError
+    from ddibench.registry import get_system_class
+    from ddibench.system import BaseSystem
+
+    system = run.system
+    expected = config_hash({"system": system.name, "version": system.version, "config": system.config})
+    if expected != system.config_hash:
+        verdict.check("system", False, f"config hash {system.config_hash} is not the hash of {system.name} {system.version} and its configuration: "
+                                       "the system identity was edited")  # fmt: skip
+        return
+    try:
+        cls = get_system_class(system.name)
+    except UnknownNameError:
+        verdict.check("system", True, f"{system.name} {system.version} is not registered here: its identity is checked by hash only")
+        return
+    if cls.version != system.version:
+        verdict.check("system", False, f"{system.name} {system.version} is not the version registered here ({cls.version}); "
+                                       "verify it with the ddibench that has that version")  # fmt: skip
+        return
+    if isinstance(cls, type) and issubclass(cls, BaseSystem):
+        try:
+            accepted = cls.Config.model_validate(system.config).model_dump(mode="json") == system.config
+        except Exception:  # noqa: BLE001 - any validation failure means: not this system's configuration
+            accepted = False
+        if not accepted:
+            verdict.check("system", False, f"the configuration is not one {system.name} {system.version} accepts: the bundle names another system")
+            return
+    roles = set(getattr(cls, "llm_roles", ()))
+    if roles != set(run.models):
+        verdict.check("system", False, f"{system.name} uses LLM roles {sorted(roles) or 'none'}, the run names {sorted(run.models) or 'none'}")
+        return
+    verdict.check("system", True, f"{system.name} {system.version} as registered here, with a configuration it accepts")
+
+
+def _check_models(verdict: Verdict, run: RunIdentity, results: Results, predictions: dict[str, Prediction]) -> None:
+    """Every traced LLM call was made for a declared role and answered by the model the run names."""
+    from ddibench.llm import identity_digest
+
+    digests = {role: identity_digest(identity) for role, identity in run.models.items()}
+    calls = foreign = unrecorded = other = 0
+    first: str | None = None
+    for pred in predictions.values():
+        for call in pred.trace.get("llm", []):
+            calls += 1
+            role, model = call.get("role", "generator"), call.get("model")
+            bad = role not in digests or model is None or model != digests.get(role)
+            foreign += role not in digests
+            unrecorded += role in digests and model is None
+            other += role in digests and model is not None and model != digests[role]
+            if bad and first is None:
+                first = pred.sample_id
+    no_tokens = sum(1 for p in predictions.values() for c in p.trace.get("llm", []) if not c.get("prompt_tokens"))
+    if foreign:
+        detail = f"{foreign} of {calls} traced LLM calls are for roles the run does not declare (first: {first})"
+    elif unrecorded:
+        detail = f"{unrecorded} of {calls} traced LLM calls do not record which model answered (first: {first}); re-run with this ddibench"
+    elif other:
+        detail = f"{other} of {calls} traced LLM calls were answered by another model than the manifest names (first: {first})"
+    elif no_tokens:
+        detail = f"{no_tokens} of {calls} traced LLM calls report no prompt tokens, so their cost cannot be checked"
+    else:
+        detail = f"all {calls:,} traced LLM calls answered by the models the manifest names" if calls else "no LLM calls"
+    verdict.check("models", not (foreign or unrecorded or other or no_tokens), detail)
+
+
+def _check_cost(verdict: Verdict, results: Results, ordered: list[Prediction]) -> None:
+    """The per-role calls, tokens and latency in results.json equal the sums over the traces."""
+    from ddibench.runner.scoring import cost_from_predictions
+
+    cost = cost_from_predictions(ordered)
+    verdict.cost = cost
+    claimed = results.cost
+    problems = []
+    for role in sorted(set(cost.by_role) | set(claimed.by_role)):
+        mine, theirs = cost.by_role.get(role), claimed.by_role.get(role)
+        if mine is None or theirs is None:
+            problems.append(f"{role}: {'no' if mine is None else mine.calls} traced calls, {'none' if theirs is None else theirs.calls} claimed")
+            continue
+        for key in ("calls", "prompt_tokens", "completion_tokens", "served_from_cache"):
+            if getattr(mine, key) != getattr(theirs, key):
+                problems.append(f"{role} {key}: {getattr(mine, key):,} in the traces, {getattr(theirs, key):,} claimed")
+        if not math.isclose(mine.latency_s, theirs.latency_s, rel_tol=1e-6, abs_tol=1e-6):
+            problems.append(f"{role} latency: {mine.latency_s:.3f} s in the traces, {theirs.latency_s:.3f} s claimed")
+    per_item = {role: v.dump() for role, v in cost.per_item.items()} == {role: v.dump() for role, v in claimed.per_item.items()}
+    if not problems and not per_item:
+        problems.append("the per-item cost differs from the traces")
+    verdict.check("cost", not problems, "calls and tokens per role equal the sums over the traces" if not problems else "; ".join(problems[:3]))
+
+
+def _check_labels(verdict: Verdict, labels: Any, predictions: dict[str, Prediction]) -> None:
+    """Every label id a prediction names (its label, ranked labels, score keys) is in the label space."""
+    n = len(labels) if labels is not None else 0
+    outside = []
+    for pred in predictions.values():
+        ids: list[Any] = []
+        if pred.label is not None:
+            ids.append(pred.label)
+        ids.extend(pred.ranked or [])
+        for key in pred.scores or {}:
+            ids.append(int(key) if key.isdigit() else key)
+        if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in ids):
+            outside.append(pred.sample_id)
+    verdict.check("label space", not outside,
+                  f"every label id is one of the task's {n} labels" if not outside
+                  else f"{len(outside)} predictions name label ids outside the task's {n} labels (first: {outside[0]})")  # fmt: skip
+
+
+# -- reproduction ---------------------------------------------------------------------------------
+
+
+def answer_of(pred: Prediction | None) -> tuple[Any, ...] | None:
+    """What reproduction compares: the answer itself, not its trace (timings differ from run to run)."""
+    if pred is None:
+        return None
+    scores = tuple(sorted((k, round(v, 6)) for k, v in pred.scores.items())) if pred.scores else None
+    return (pred.valid, pred.label, tuple(pred.ranked) if pred.ranked is not None else None, pred.text, scores)
+
+
+def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = None, tolerance: float = 0.0) -> Verdict:
+    """Re-run the bundle's system (registered here) with its configuration and compare the predictions
+    sample by sample. ``tolerance`` is the share of samples that may differ (0: none); the metrics kept
+    are those of the reproduced predictions."""
     from ddibench.llm import ModelSpec, parse_model_options
     from ddibench.runner.execute import execute
+    from ddibench.runner.journal import Journal
     from ddibench.runner.plan import RunRequest
 
+    if not 0 <= tolerance < 1:
+        raise ConfigError(f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01")
     if not verdict.accepted or verdict.run is None or verdict.results is None:
         return verdict
     run = verdict.run
@@ -301,16 +650,47 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
         config=run.system.config, run_dir=workdir, score_with_models=False,
     )  # fmt: skip
     outcome = execute(request)
+    again = Journal(outcome.run_dir / "journal.jsonl").load(repair=False)
     theirs = verdict.predictions
-    again = {
-        json.loads(x)["prediction"]["sample_id"]: json.loads(x)["prediction"]
-        for x in (outcome.run_dir / "journal.jsonl").read_text().splitlines()
-        if x.strip()
+    order = [s.id for s in verdict.samples] or sorted(theirs)
+    differing = [sid for sid in order if answer_of(theirs.get(sid)) != answer_of(again.get(sid))]
+    allowed = math.floor(tolerance * len(order) + 1e-9)
+    ok = len(differing) <= allowed
+    verdict.reproduction = {
+        "n": len(order),
+        "identical": len(order) - len(differing),
+        "differing": len(differing),
+        "differing_ids": differing[:50],
+        "tolerance": tolerance,
     }
-    same = sum(1 for sid, p in theirs.items() if sid in again and (again[sid]["label"], again[sid]["text"]) == (p.label, p.text))
-    agreement = same / max(1, len(theirs))
-    if verdict.check("reproduction", agreement >= min_agreement, f"{agreement:.1%} of predictions identical when re-run here"):
+    shown = ", ".join(differing[:5]) + (", …" if len(differing) > 5 else "")
+    allowance = "any difference fails" if tolerance == 0 else f"tolerance {tolerance:g} allows {allowed}"
+    detail = f"{len(order) - len(differing):,} of {len(order):,} predictions identical when re-run here ({allowance})"
+    if differing:
+        detail += f"; differing: {shown}"
+    if verdict.samples and verdict.evaluator is not None:
+        reproduced = _recompute(verdict, verdict.samples, {sid: again[sid] for sid in order if sid in again})
+        if reproduced is not None:
+            verdict.recomputed = reproduced
+            detail += "; the metrics shown are the reproduced predictions'"
+    if verdict.check("reproduction", ok, detail):
         verdict.tier = "reproduced"
+        verdict.predictions = {sid: again[sid] for sid in order if sid in again}
+        verdict.traces = {sid: json.dumps(p.trace, ensure_ascii=False) for sid, p in verdict.predictions.items()} if verdict.traces else {}
     else:
         verdict.accepted = False
     return verdict
+
+
+def verify_all(paths: Iterable[Path], keep_traces: bool = False) -> Iterator[tuple[Path, Verdict | None, str | None]]:
+    """Verify bundles one by one: (path, verdict, None), or (path, None, why) when a bundle could not be
+    verified at all; one bundle never stops the others."""
+    from ddibench.errors import DdibenchError
+
+    for path in paths:
+        try:
+            yield path, verify(path, keep_traces=keep_traces), None
+        except DdibenchError as exc:
+            yield path, None, str(exc)
+        except Exception as exc:  # noqa: BLE001 - a hostile bundle that finds a bug must not stop the batch
+            yield path, None, f"could not be verified ({type(exc).__name__}: {_first_line(exc)}); this is a bug in ddibench, please report it"

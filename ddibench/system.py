@@ -39,6 +39,9 @@ class ProgressHandle(Protocol):
 class Progress(Protocol):
     def task(self, description: str, total: int | None) -> ProgressHandle: ...
 
+    def note(self, message: str) -> None:
+        """Say what is happening during a long step that has no count (loading data, starting a server)."""
+
 
 class _NullHandle:
     def advance(self, n: int = 1) -> None:
@@ -54,6 +57,9 @@ class _NullHandle:
 class NullProgress:
     def task(self, description: str, total: int | None) -> ProgressHandle:
         return _NullHandle()
+
+    def note(self, message: str) -> None:
+        pass
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ def matrix_view(runs: pd.DataFrame) -> None:
         return
     st.subheader("Tasks × systems")
     st.table(table)  # a real HTML table: small, and readable by screen readers and browser tests
-    st.vega_lite_chart(spec=board.heatmap_spec(board.cells(runs, ("task", "system"))), width="stretch")
+    best = board.cells(runs, ("task", "system"))
+    st.vega_lite_chart(spec=board.heatmap_spec(best), width="stretch", height=board.heatmap_height(best))
 
 
 def cost_view(runs: pd.DataFrame) -> None:
@@ -42,8 +43,7 @@ def cost_view(runs: pd.DataFrame) -> None:
         st.info("No runs match the filters.")
         return
     st.vega_lite_chart(spec=board.cost_spec(best, board.pareto(best)), width="stretch")
-    columns = ["task", "system", "model", "tier", "primary_value", "calls_per_item", "tokens_per_item", "usd_per_item"]
-    st.dataframe(best[columns], width="stretch", hide_index=True)
+    st.dataframe(board.cost_table(best), width="stretch", hide_index=True)
     st.caption(
         "One point per task × system × model (its best run); dashed: the cost-quality Pareto front of each task. "
         "US dollars appear where $DDIBENCH_PRICES gives the model's price."
@@ -152,7 +152,7 @@ if not STORE.exists():
 all_runs = load_runs(str(STORE), STORE.stat().st_mtime)
 st.title("ddibench leaderboard")
 st.caption(
-    f"{len(all_runs):,} runs. Cells: primary metric [95% CI, clustered by drug or source document]; "
+    f"{board.plural(len(all_runs), 'run')}. Cells: primary metric [95% CI, clustered by drug or source document]; "
     "★ best in the task; ☆ best preview of a task without full runs; ≈ not significantly different from the best "
     "(paired bootstrap on shared samples)."
 )

@@ -169,26 +169,86 @@ def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
     return json.loads(frame[columns].to_json(orient="records"))
 
 
+HEATMAP_ROW_PX = 44
+HEATMAP_MARGIN_PX = 140  # axes, their titles and the colour legend
+
+
+def heatmap_height(best: pd.DataFrame) -> int:
+    """Pixels the heatmap needs: a readable row per task plus its axes."""
+    return HEATMAP_ROW_PX * max(1, best["task"].nunique()) + HEATMAP_MARGIN_PX
+
+
 def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
-    """Vega-Lite spec: task x system, coloured by the primary metric of each cell's best run."""
-    tooltip = ["task", "system", "model", "tier", "primary_value", "ci_low", "ci_high", "tied"]
+    """Vega-Lite spec: task x system, coloured by the primary metric of each cell's best run, each cell
+    labelled with its value in the metric's unit. Rendered as SVG, so every label is text in the page."""
+    tooltip = ["task", "system", "model", "tier", "value", "ci", "tied"]
+    low, high = best["primary_value"].min(), best["primary_value"].max()
+    spread = (high - low) or 1.0
+    frame = best.assign(
+        bright=((best["primary_value"] - low) / spread > 0.55),  # viridis' bright end: dark text there
+        value=[fmt(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
+        ci=[f"[{fmt(u, lo)}, {fmt(u, hi)}]" for u, lo, hi in zip(best["primary_unit"], best["ci_low"], best["ci_high"])],
+    )
+    axis = {"labelLimit": 0, "labelFontSize": 12, "titleFontSize": 12}
+    x = {"field": "system", "type": "nominal", "title": "system", "axis": {**axis, "labelAngle": -30}}
+    y = {"field": "task", "type": "nominal", "title": "task", "axis": axis}
     return {
-        "data": {"values": _records(best, tooltip)},
-        "mark": "rect",
-        "height": 40 * max(1, best["task"].nunique()),
-        "encoding": {
-            "x": {"field": "system", "type": "nominal", "title": "system"},
-            "y": {"field": "task", "type": "nominal", "title": "task"},
-            "color": {"field": "primary_value", "type": "quantitative", "title": "primary metric", "scale": {"scheme": "viridis"}},
-            "tooltip": [{"field": f, "format": ".3f"} if f == "primary_value" else {"field": f} for f in tooltip],
-        },
-    }
+        "data": {"values": _records(frame, [*tooltip, "primary_value", "bright"])},
+        "height": HEATMAP_ROW_PX * max(1, best["task"].nunique()),
+        "width": "container",
+        "usermeta": {"embedOptions": {"renderer": "svg", "actions": False}},
+        "layer": [
+            {
+                "mark": "rect",
+                "encoding": {
+                    "x": x, "y": y,
+                    "color": {"field": "primary_value", "type": "quantitative", "title": "primary metric (0-1)", "scale": {"scheme": "viridis"},
+                              "legend": {"format": ".3f"}},
+                    "tooltip": [{"field": f} for f in tooltip],
+                },
+            },
+            {
+                "mark": {"type": "text", "fontSize": 12},
+                "encoding": {
+                    "x": x, "y": y, "text": {"field": "value"},
+                    "color": {"condition": {"test": "datum.bright", "value": "black"}, "value": "white"},
+                },
+            },
+        ],
+    }  # fmt: skip
+
+
+def cost_label(row: pd.Series) -> str:
+    """Cost per item as a reader wants it: free when no LLM ran, calls and tokens (and $) otherwise."""
+    calls, tokens, usd = row.get("calls_per_item"), row.get("tokens_per_item"), row.get("usd_per_item")
+    if calls is None or calls != calls:
+        return "not recorded"
+    if calls == 0:
+        return "free (no LLM)"
+    text = f"{calls:g} call{'' if calls == 1 else 's'}, {tokens:,.0f} tokens"
+    if usd is not None and usd == usd:
+        text += f", ${usd:.4f}" if usd < 0.01 else f", ${usd:.3f}"
+    local = str(row.get("model", "")).startswith(("embedded", "llamacpp", "ollama"))
+    return text + (" (local model)" if local else "")
+
+
+def cost_table(best: pd.DataFrame) -> pd.DataFrame:
+    """The rows under the cost chart, every number in its unit."""
+    return pd.DataFrame({
+        "task": best["task"], "system": best["system"], "model": best["model"], "tier": best["tier"],
+        "primary metric": [fmt(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
+        "cost per item": best.apply(cost_label, axis=1),
+    })  # fmt: skip
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def cost_spec(points: pd.DataFrame, front: pd.DataFrame) -> dict[str, Any]:
     """Vega-Lite spec: tokens per item against the primary metric, with each task's Pareto front dashed."""
     fields = ["task", "system", "model", "calls_per_item", "tokens_per_item", "usd_per_item", "primary_value"]
-    x = {"field": "tokens_per_item", "type": "quantitative", "title": "LLM tokens per item"}
+    x = {"field": "tokens_per_item", "type": "quantitative", "title": "LLM tokens per item", "axis": {"format": ",.0f"}}
     y = {"field": "primary_value", "type": "quantitative", "title": "primary metric"}
     color = {"field": "task", "type": "nominal"}
     return {

@@ -148,3 +148,34 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
+
+
+# -- progress of long test modules: a line every 30 s, so a slow module never looks frozen ----------------
+
+_module_clock: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    import time
+
+    module = nodeid.split("::")[0]
+    now = time.monotonic()
+    start, last, done = _module_clock.setdefault(module, [now, now, 0.0])
+    _module_clock[module][2] = done + 1
+    if now - last >= 30:
+        _module_clock[module][1] = now
+        reporter = _reporter()
+        if reporter is not None:
+            reporter.write_line(f"  {module}: {int(done + 1)} tests done, {now - start:.0f} s in this module")
+
+
+def _reporter():  # noqa: ANN202
+    return _CONFIG[0].pluginmanager.get_plugin("terminalreporter") if _CONFIG else None
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _CONFIG.append(session.config)

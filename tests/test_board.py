@@ -208,6 +208,135 @@ def test_reproduction_raises_the_trust_tier(runs, tmp_path: Path) -> None:
     assert verdict.accepted and verdict.tier == "reproduced", verdict.reasons
 
 
+def _forge(members: dict[str, bytes], system=None, models=None, results=None, predictions=None) -> None:
+    """Edit a bundle as a competent forger would: every hash and id that names the edit is recomputed
+    (the system's config hash, the run id, bundle.json), so only the checks that read the traces, the
+    registry or a re-run can tell."""
+    from ddibench.hashing import config_hash
+
+    run, res, index = (json.loads(members[n]) for n in ("run.json", "results.json", "bundle.json"))
+    if system:
+        run["system"].update(system)
+        run["system"]["config_hash"] = config_hash({"system": run["system"]["name"], "version": run["system"]["version"], "config": run["system"]["config"]})
+        res["system"] = run["system"]["name"]
+        res["manifest"]["system"].update({k: run["system"][k] for k in ("name", "version", "config", "config_hash")})
+        index["system"] = {k: run["system"][k] for k in ("name", "version", "config_hash")}
+    if models:
+        run["models"] = {role: spec_identity for role, (_, spec_identity) in models.items()}
+        res["manifest"]["models"] = {role: {"spec": spec, "identity": ident} for role, (spec, ident) in models.items()}
+    if predictions:
+        lines = [json.loads(x) for x in members["predictions.jsonl"].splitlines()]
+        members["predictions.jsonl"] = ("\n".join(json.dumps(predictions(p)) for p in lines) + "\n").encode()
+    if results:
+        results(res)
+    payload = {k: v for k, v in run.items() if k != "run_id"}
+    run["run_id"] = res["run_id"] = index["run_id"] = config_hash(payload, 16)
+    members["run.json"], members["results.json"], members["bundle.json"] = (json.dumps(x).encode() for x in (run, res, index))
+
+
+def _zero_cost(res: dict) -> None:
+    for table in (res["cost"]["by_role"], res["cost"]["per_item"]):
+        for values in table.values():
+            values.update({k: 0 for k in values})
+
+
+GPT4O = ("openai:gpt-4o@https://api.openai.com/v1", {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1"})
+
+
+@pytest.mark.parametrize(
+    ("case", "forge", "reason"),
+    [
+        ("renamed system, hashes redone", lambda m: _forge(m, system={"name": "cbr-ddi", "version": "9.9.9"}),
+         "system: cbr-ddi 9.9.9 is not the version registered here"),
+        ("renamed to a registered system and version", lambda m: _forge(m, system={"name": "naive-cbr"}),
+         "system: the configuration is not one naive-cbr 1.0.0 accepts"),
+        ("renamed system, config hash left", lambda m: _edit_json("run.json", lambda r: r["system"].update(name="cbr-ddi"))(m),
+         "run id: run.json's run id is not the hash of its identity"),
+        ("changed model identity", lambda m: _forge(m, models={"generator": GPT4O}),
+         "models: 1992 of 1992 traced LLM calls were answered by another model than the manifest names"),
+        ("changed model in results.json only", _edit_json("results.json", lambda r: r["manifest"]["models"]["generator"].update(spec=GPT4O[0], identity=GPT4O[1])),
+         "identity: results.json names models generator=openai:gpt-4o, run.json generator=vllm:stub-model"),
+        ("zeroed cost", lambda m: _forge(m, results=_zero_cost), "cost: generator calls: 1,992 in the traces, 0 claimed"),
+        ("zeroed cost, traces too", lambda m: _forge(m, results=_zero_cost, predictions=lambda p: {
+            **p, "trace": {**p["trace"], "llm": [{**c, "prompt_tokens": 0, "completion_tokens": 0} for c in p["trace"]["llm"]]}}),
+         "models: 1992 of 1992 traced LLM calls report no prompt tokens"),
+        ("a label outside the label space", lambda m: _forge(m, predictions=lambda p: {**p, "label": 999 if p is not None else 0}),
+         "label space: 1992 predictions name label ids outside the task's 86 labels"),
+        ("an invalid prediction's label outside the label space", lambda m: _forge(m, predictions=lambda p: {**p, "valid": False, "label": 10**30}),
+         "label space:"),
+        ("ranked labels outside the label space", lambda m: _forge(m, predictions=lambda p: {**p, "ranked": [0, -1]}), "label space:"),
+        ("a role the system does not have", lambda m: _forge(m, predictions=lambda p: {
+            **p, "trace": {**p["trace"], "llm": [{**c, "role": "judge"} for c in p["trace"]["llm"]]}}),
+         "models: 1992 of 1992 traced LLM calls are for roles the run does not declare"),
+    ],
+)
+def test_forged_identity_cost_and_labels_are_refused(runs, tmp_path: Path, case: str, forge, reason: str) -> None:
+    assert verify(runs["zs"][1]).accepted
+    bad = _rewrite(runs["zs"][1], tmp_path / "bad.tar.gz", forge, fix_hashes=True)
+    verdict = verify(bad)
+    assert not verdict.accepted and verdict.tier == "self-reported", case
+    assert any(reason in r for r in verdict.reasons), verdict.reasons
+
+
+def test_reproduction_compares_every_prediction_and_reports_the_reproduced_metrics(runs, tmp_path: Path) -> None:
+    """A bundle whose wrong predictions were edited to gold (1% of them, metrics redone to match) passes
+    verify, and --reproduce lists every edited sample and reports the honest metrics."""
+    from ddibench.registry import get_task
+    from ddibench.submission import reproduce
+
+    gold = {s.id: s.target for s in get_task("drugbank_s2").load().split("test")}
+    honest = verify(runs["mlp"][1])
+    wrong = [sid for sid, p in honest.predictions.items() if p.label != gold[sid]][:20]
+    edit = set(wrong)
+
+    def forge(members: dict[str, bytes]) -> None:
+        _forge(members, predictions=lambda p: {**p, "label": gold[p["sample_id"]]} if p["sample_id"] in edit else p)
+
+    staged = _rewrite(runs["mlp"][1], tmp_path / "staged.tar.gz", forge)
+    recomputed = verify(staged).recomputed  # what the forger puts into results.json
+    forged = _rewrite(staged, tmp_path / "forged.tar.gz", lambda m: _forge(m, results=lambda r: r.update(evaluation=recomputed.model_dump(mode="json"))))
+    verdict = verify(forged)
+    assert verdict.accepted and verdict.tier == "recomputed", verdict.reasons
+    assert verdict.recomputed.metrics["accuracy"].value > honest.recomputed.metrics["accuracy"].value
+
+    strict = reproduce(verdict, tmp_path / "again")
+    assert not strict.accepted and strict.tier == "recomputed"
+    assert strict.reproduction["differing"] == 20 and set(strict.reproduction["differing_ids"]) == edit
+    assert any("1,972 of 1,992 predictions identical" in r and "any difference fails" in r and wrong[0] in r for r in strict.reasons)
+    assert strict.recomputed.metrics["accuracy"].value == honest.recomputed.metrics["accuracy"].value
+
+    lenient = reproduce(verify(forged), tmp_path / "again2", tolerance=0.02)
+    assert lenient.accepted and lenient.tier == "reproduced" and lenient.reproduction["tolerance"] == 0.02
+    assert lenient.recomputed.metrics["accuracy"].value == honest.recomputed.metrics["accuracy"].value  # the honest numbers are shown
+    assert all(lenient.predictions[sid].label != gold[sid] for sid in wrong)
+
+
+def test_board_add_gives_each_bundle_its_own_verdict(cli, runs, tmp_path: Path) -> None:
+    """A mixed batch: hostile bundles are rejected with their reason, the valid ones are added."""
+    not_json = _rewrite(runs["mlp"][1], tmp_path / "a-not-json.tar.gz", lambda m: m.update({"results.json": b"{not json"}))
+    as_list = _rewrite(runs["mlp"][1], tmp_path / "b-list.tar.gz", lambda m: m.update({"bundle.json": b"[1, 2]"}), fix_hashes=False)
+    label = _rewrite(runs["zs"][1], tmp_path / "c-label.tar.gz", lambda m: _forge(m, predictions=lambda p: {**p, "label": 999}))
+    garbage = tmp_path / "d-garbage.tar.gz"
+    garbage.write_bytes(b"not a tarball at all")
+    missing = tmp_path / "e-missing.tar.gz"
+    store = tmp_path / "board.duckdb"
+    batch = [not_json, runs["mlp"][1], as_list, label, garbage, missing, runs["zs"][1]]
+    code, out, err = cli("board", "add", "--store", str(store), *map(str, batch))
+    assert code == 1 and "Traceback" not in out + err
+    lines = {line.split(":")[0]: line for line in out.splitlines() if ".tar.gz:" in line}
+    assert "added" in lines["mlp.tar.gz"] and "added" in lines["zs.tar.gz"]
+    assert "results.json: is not JSON" in lines["a-not-json.tar.gz"]
+    assert "bundle.json: is not a valid BundleIndex" in lines["b-list.tar.gz"]
+    assert "label space" in lines["c-label.tar.gz"]
+    assert "not a readable .tar.gz bundle" in lines["d-garbage.tar.gz"] and "does not exist" in lines["e-missing.tar.gz"]
+    import duckdb
+
+    with duckdb.connect(str(store), read_only=True) as conn:
+        assert sorted(r[0] for r in conn.execute("SELECT system FROM runs").fetchall()) == ["mlp", "zero-shot"]
+        trace = conn.execute("SELECT trace FROM samples WHERE run_id = (SELECT run_id FROM runs WHERE system = 'zero-shot') LIMIT 1").fetchone()[0]
+    assert '"response"' in trace and '"messages"' in trace  # the whole trace, for the drill-down
+
+
 @pytest.fixture(scope="module")
 def store(runs, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("store") / "board.duckdb"
@@ -340,6 +469,8 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
     from selenium import webdriver
     from selenium.webdriver.common.by import By
 
+    from ddibench.commands.board import streamlit_command
+
     conn = duckdb.connect(str(store), read_only=True)
     run_id, sample_id = conn.execute(
         "SELECT r.run_id, s.sample_id FROM runs r JOIN samples s USING (run_id) WHERE r.system = 'mlp' ORDER BY s.sample_id LIMIT 1"
@@ -347,7 +478,7 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
     conn.close()
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", _app(), "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        streamlit_command(Path(_app()), port),
         env={**os.environ, "DDIBENCH_BOARD": str(store)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     options = webdriver.ChromeOptions()
@@ -382,9 +513,37 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
                 break
             time.sleep(1)
         assert "Tasks × systems" in text and "drugbank_s2" in text and "] ★" in text  # a matrix cell marked best
-        shot = tmp_path / "board.png"
-        driver.save_screenshot(str(shot))
-        assert shot.stat().st_size > 10_000
+        assert "Deploy" not in text  # the board is for reading, not for deploying Streamlit apps
+        shots = Path(os.environ.get("DDIBENCH_SCREENSHOTS") or tmp_path)  # set it to keep the screenshots
+        shots.mkdir(parents=True, exist_ok=True)
+        heatmap = None
+        while time.time() < deadline and heatmap is None:
+            found = driver.find_elements(By.CSS_SELECTOR, ".vega-embed svg")
+            heatmap = found[0] if found else None
+            time.sleep(0.5)
+        assert heatmap is not None, "the heatmap is not on the page"
+        driver.execute_script("arguments[0].scrollIntoView();", heatmap)
+        from ddibench.leaderboard.data import HEATMAP_ROW_PX, cells, runs
+
+        frame = runs(store)
+        n_tasks = frame["task"].nunique()
+        assert heatmap.size["height"] >= HEATMAP_ROW_PX * n_tasks  # rows tall enough to read, axes included
+        labels = {t.text for t in heatmap.find_elements(By.TAG_NAME, "text") if t.text}
+        assert set(frame["task"]) <= labels and set(frame["system"]) <= labels  # every axis label whole, none clipped
+        values = [t for t in labels if t.replace(".", "").isdigit()]
+        assert len(values) >= len(cells(frame, ("task", "system")))  # every cell carries its value
+        driver.save_screenshot(str(shots / "board-matrix.png"))
+        driver.find_element(By.XPATH, "//*[normalize-space(text())='Cost vs quality']").click()
+        while time.time() < deadline and "cost per item" not in driver.find_element(By.TAG_NAME, "body").text:
+            time.sleep(0.5)
+        time.sleep(1)
+        driver.save_screenshot(str(shots / "board-cost.png"))
+        driver.find_element(By.XPATH, "//*[normalize-space(text())='Run details']").click()
+        while time.time() < deadline and "Trust tier" not in driver.find_element(By.TAG_NAME, "body").text:
+            time.sleep(0.5)
+        time.sleep(1)
+        driver.save_screenshot(str(shots / "board-run.png"))
+        assert all((shots / f"board-{tab}.png").stat().st_size > 10_000 for tab in ("matrix", "cost", "run"))
     finally:
         if driver is not None:
             driver.quit()
@@ -401,3 +560,34 @@ def test_best_of_a_preview_only_task_is_marked_apart() -> None:
     assert cell(pd.Series({**row, "submittable": True})) == "30.0 [20.0, 40.0] ★"
     assert cell(pd.Series({**row, "submittable": False})) == "30.0 [20.0, 40.0] ☆"
     assert cell(pd.Series({**row, "best": False, "submittable": False})).endswith("≈")
+
+
+def test_board_serve_listens_on_loopback_and_stops_whole(store: Path) -> None:
+    """`board serve` binds 127.0.0.1 by default, and SIGTERM to it leaves no Streamlit child serving."""
+    import signal
+    import socket
+    import urllib.request
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ddibench", "board", "serve", "--store", str(store), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.time() + 90
+        up = False
+        while time.time() < deadline and not up:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
+                    up = resp.status == 200
+            except OSError:
+                time.sleep(0.5)
+        assert up, "the board did not start"
+        listening = [line.split()[1] for line in Path("/proc/net/tcp").read_text().splitlines()[1:] if line.split()[3] == "0A"]
+        assert f"0100007F:{port:04X}" in listening and f"00000000:{port:04X}" not in listening  # loopback only
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        time.sleep(1)
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0  # nothing serves the port any more
+    finally:
+        if proc.poll() is None:
+            proc.kill()

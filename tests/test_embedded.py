@@ -49,7 +49,9 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
         async def ask() -> str:
             import openai
 
-            pool._endpoints[spec] = (openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0), asyncio.Semaphore(1))
+            from ddibench.llm import EndpointPolicy
+
+            pool._endpoints[spec] = (openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0), EndpointPolicy(1, 120, adaptive=False))
             try:
                 messages = [{"role": "user", "content": "Warfarin and aspirin: which interaction type, 1 to 86?"}]
                 result = await pool.client("generator").chat(messages, json_schema=schema, max_tokens=16)
@@ -91,11 +93,13 @@ def test_run_rerun_and_cache_with_the_embedded_model(tmp_path: Path, fresh_cache
     assert second.returncode == 0, second.stderr
     assert "nothing was predicted again" in second.stdout
     assert json.loads((run_dir / "results.json").read_text())["evaluation"] == results["evaluation"]
-    assert len((run_dir / "sessions.jsonl").read_text().splitlines()) == 1  # no model was started
+    from ddibench.runner.rundir import read_sessions
+
+    assert [s.state for s in read_sessions(run_dir)] == ["finished"]  # one session: the rerun started no model
 
     other = _run(*args[:-2], "--run-dir", str(tmp_path / "fresh"))
     assert other.returncode == 0, other.stderr
-    session = json.loads((tmp_path / "fresh" / "sessions.jsonl").read_text())
+    session = json.loads((tmp_path / "fresh" / "sessions.jsonl").read_text().splitlines()[-1])  # the session's end line
     assert session["llm_usage"]["generator"]["calls"] == 0
     assert session["llm_usage"]["generator"]["cache_hits"] == 6
     assert json.loads((tmp_path / "fresh" / "results.json").read_text())["evaluation"]["metrics"] == results["evaluation"]["metrics"]

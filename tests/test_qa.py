@@ -58,6 +58,27 @@ def test_bertscore_and_embedding_similarity(encoder) -> None:
     assert sims[0] == pytest.approx(1.0, abs=1e-5) and sims[1] < 0.3 and sims[2] == 0.0
 
 
+def test_bertscore_is_the_libraries_on_the_same_pairs(encoder) -> None:
+    """ddibench's BERTScore is what a direct bert_score.score call on the same weights and layer gives."""
+    from bert_score import score
+
+    from ddibench.evaluation.text_scorers import BertScorer
+
+    candidates = ["Taking them together raises the risk of bleeding.", "Aspirin is fine with it.", "Ask your doctor."]
+    references = ["Warfarin may increase the anticoagulant activities of Aspirin."] * 3
+    scorer = BertScorer(encoder, num_layers=6)
+    ours = scorer.score(candidates, references)
+    precision, recall, f1 = score(candidates, references, model_type=str(encoder.path), num_layers=6, batch_size=1)
+    assert ours[:, 0] == pytest.approx(precision.numpy(), abs=1e-6)
+    assert ours[:, 1] == pytest.approx(recall.numpy(), abs=1e-6)
+    assert ours[:, 2] == pytest.approx(f1.numpy(), abs=1e-6)
+    # a pair's score does not depend on the pairs scored with it (the library's batches would make it so)
+    unrelated = ["A plausible mechanism for this pair (note 538).", "The risk or severity of adverse effects can be increased when Masoprocol is combined with Mycophenolic acid."]
+    alone = scorer.score(unrelated[:1], unrelated[1:])[0, 2]
+    together = scorer.score([candidates[0], unrelated[0]], [references[0], unrelated[1]])[1, 2]
+    assert alone == pytest.approx(together, abs=1e-6)
+
+
 def test_label_recovery(encoder) -> None:
     from ddibench.evaluation.text_scorers import LabelRecovery
     from ddibench.tasks.drugbank import load_labels

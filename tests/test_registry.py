@@ -23,7 +23,7 @@ class Config(SystemConfig):
 class Majority(BaseSystem):
     """Predicts the most frequent training label: a floor every real system must beat."""
 
-    name = "majority"
+    name = "my-majority"
     version = "0.1"
     description = "most frequent training label"
     Config = Config
@@ -46,7 +46,7 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     dist = pkg / "ddibench_majority-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ddibench-majority\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[ddibench.systems]\nmajority = ddibench_majority:Majority\n")
+    (dist / "entry_points.txt").write_text("[ddibench.systems]\nmy-majority = ddibench_majority:Majority\n")
     monkeypatch.syspath_prepend(str(pkg))
     registry.clear_caches()
     yield dist
@@ -55,19 +55,19 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_outside_system_is_discovered_and_runs(plugin: Path, cli, tmp_path: Path) -> None:
-    assert "majority" in registry.system_names()
+    assert "my-majority" in registry.system_names()
     code, out, _ = cli("list", "systems")
-    assert code == 0 and "majority" in out and "zero-shot" in out
-    code, _, err = cli("run", "-s", "majority", "-t", "drugbank_s2", "--run-dir", str(tmp_path / "run"))
+    assert code == 0 and "my-majority" in out and "zero-shot" in out
+    code, _, err = cli("run", "-s", "my-majority", "-t", "drugbank_s2", "--run-dir", str(tmp_path / "run"))
     assert code == 0, err
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert results["manifest"]["system"]["name"] == "majority"
+    assert results["manifest"]["system"]["name"] == "my-majority"
     accuracy = results["evaluation"]["metrics"]["accuracy"]["value"]
     assert 0.05 < accuracy < 0.6
 
 
 def test_conflicting_registrations_are_refused(plugin: Path) -> None:
-    (plugin / "entry_points.txt").write_text("[ddibench.systems]\nmajority = ddibench_majority:Majority\nmlp = ddibench_majority:Majority\n")
+    (plugin / "entry_points.txt").write_text("[ddibench.systems]\nmy-majority = ddibench_majority:Majority\nmlp = ddibench_majority:Majority\n")
     registry.clear_caches()
     with pytest.raises(ConfigError, match="system 'mlp' is registered twice"):
         registry.system_names()

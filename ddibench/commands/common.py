@@ -47,6 +47,9 @@ class RichProgress:
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
 
+    def note(self, message: str) -> None:
+        self._progress.console.print(f"[dim]{message}[/dim]", highlight=False)
+
     def task(self, description: str, total: int | None) -> Any:
         progress = self._progress
         task_id = progress.add_task(description, total=total)
@@ -81,6 +84,9 @@ class LineProgress:
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+    def note(self, message: str) -> None:
+        self.console.print(message, markup=False, highlight=False)
 
     def task(self, description: str, total: int | None) -> Any:
         import time

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ddibench.commands.common import console as _console
@@ -48,11 +50,11 @@ def _list_systems(verbose: bool) -> None:
     from ddibench.registry import get_system_class, system_names
 
     table = Table(title_justify="left")
-    for col in ("system", "version", "LLM roles", "description"):
-        table.add_column(col)
+    for col in ("system", "version", "serves (task families)", "LLM roles", "description"):
+        table.add_column(col, overflow="fold")
     classes = [get_system_class(name) for name in system_names()]
     for cls in classes:
-        table.add_row(cls.name, cls.version, ", ".join(cls.llm_roles) or "—", getattr(cls, "description", ""))
+        table.add_row(cls.name, cls.version, ", ".join(_families(cls)) or "—", ", ".join(cls.llm_roles) or "—", getattr(cls, "description", ""))
     console = _console()
     console.print(table)
     if verbose:
@@ -66,6 +68,20 @@ def _list_systems(verbose: bool) -> None:
                 console.print(f"  {key} = {default!r}")
 
 
+def _families(cls: Any) -> list[str]:
+    """The task families a system serves: its declared ones, else those of the tasks its supports() accepts."""
+    declared = list(getattr(cls, "families", ()) or ())
+    if declared:
+        return declared
+    from ddibench.registry import get_task, task_names
+
+    try:
+        system = cls()
+    except Exception:  # noqa: BLE001 - a system that cannot be built with defaults says so when run
+        return []
+    return sorted({get_task(n).family for n in task_names() if system.supports(get_task(n))})
+
+
 def _list_profiles(verbose: bool) -> None:
     from rich.table import Table
 
@@ -73,10 +89,10 @@ def _list_profiles(verbose: bool) -> None:
 
     table = Table(title_justify="left")
     for col in ("profile", "accelerators", "LLM concurrency", "budgets", "description"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for p in PROFILES.values():
         acc = f"{p.accelerator_count} x {p.accelerator}" if p.accelerator else "none"
-        budgets = "; ".join(f"{s}: {', '.join(f'{k}={v}' for k, v in b.items())}" for s, b in p.budgets.items())
+        budgets = "\n".join(f"{s}: {', '.join(f'{k}={v}' for k, v in b.items())}" for s, b in p.budgets.items())
         table.add_row(p.name, acc, str(p.llm_concurrency), budgets, p.description)
     console = _console()
     console.print(table)

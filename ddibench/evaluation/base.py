@@ -52,11 +52,9 @@ class MetricSpec(BaseModel):
     def format(self, value: float | None) -> str:
         if value is None or value != value:
             return "—"
-        if self.unit == "fraction":
-            return f"{100 * value:.1f}"
-        if self.unit == "scale":
-            return f"{value:.2f}"
-        return f"{value:.3f}"
+        scaled, digits = (100 * value, 1) if self.unit == "fraction" else (value, 2 if self.unit == "scale" else 3)
+        text = f"{scaled:.{digits}f}"
+        return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.0"
 
     def title(self) -> str:
         """How a table names the metric: its label with its unit (and direction when lower is better)."""
@@ -132,6 +130,7 @@ class ScoringJob:
 
 class Evaluator(Protocol):
     kind: ClassVar[str]
+    version: ClassVar[int]
     options: ClassVar[tuple[ScoringOption, ...]]
     metrics: tuple[MetricSpec, ...]
 
@@ -164,6 +163,8 @@ class Evaluator(Protocol):
     ) -> EvaluationResult: ...
 
     def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult) -> list[dict[str, Any]]: ...
+
+    def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = ..., seed: int = ...) -> dict[str, Any]: ...
 
     def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic: ...
 
@@ -206,6 +207,7 @@ class BaseEvaluator:
     """Defaults every evaluator shares: options, configuration, intervals and paired comparisons."""
 
     kind: ClassVar[str] = ""
+    version: ClassVar[int] = 1  # bump when scores change for the same answers: old and new scores never mix
     options: ClassVar[tuple[ScoringOption, ...]] = ()
     metrics: tuple[MetricSpec, ...] = ()
 
@@ -299,6 +301,28 @@ class BaseEvaluator:
 
     def intervals(self, units: Sequence[Mapping[str, Any]], clusters: Sequence[Sequence[str]], spec: BootstrapSpec) -> dict[str, tuple[float, float]]:
         return bootstrap_intervals(self.statistic(units), len(units), spec, clusters=clusters)
+
+    def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0) -> dict[str, Any]:
+        """What answers without skill score on these samples (none for this kind of answer by default)."""
+        return {}
+
+    def _floor_metrics(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> dict[str, float]:
+        stat = self.statistic(self.units(samples, predictions, EvaluationResult(n=0, n_invalid=0, metrics={}, primary_metric="", bootstrap={})))
+        return {name: float(values[0]) for name, values in stat(np.ones((1, len(samples)))).items()}
+
+    def _random_floor(self, samples: Sequence[Sample], draw: Callable[[np.random.Generator], Prediction | None], draws: int, seed: int) -> dict[str, float]:
+        """Mean metrics over ``draws`` seeded draws of random answers (``draw`` makes one sample's answer)."""
+        rng = np.random.default_rng(seed)
+        total: dict[str, float] = {}
+        for _ in range(draws):
+            preds = {}
+            for s in samples:
+                pred = draw(rng)
+                assert pred is not None
+                preds[s.id] = pred.model_copy(update={"sample_id": s.id})
+            for name, value in self._floor_metrics(samples, preds).items():
+                total[name] = total.get(name, 0.0) + value / draws
+        return total
 
     def paired(
         self,

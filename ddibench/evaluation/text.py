@@ -13,6 +13,7 @@ for ``rescore``, ``--second-judge SPEC``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,6 +43,7 @@ class TextEvaluator(BaseEvaluator):
     """Free-text answers (see the module docstring)."""
 
     kind = "text"
+    version = 2  # 2: BERTScore from the bert-score library (1: a hand-written variant that dropped [CLS]/[SEP])
     metrics = TEXT_METRICS
     options = (
         ScoringOption("judge", "--no-judge", "Do not grade answers with the judge model.", type=bool, default=True, is_flag=True, flag_value=False),
@@ -75,10 +77,9 @@ class TextEvaluator(BaseEvaluator):
 
     def describe(self) -> dict[str, Any]:
         from ddibench.embeddings import shared_encoder
-        from ddibench.evaluation.text_scorers import BertScorer
 
         encoder = shared_encoder(self.encoder_spec)
-        return {"scorers": {"embedding": encoder.identity, "bertscore": BertScorer(encoder, self.bertscore_layers).describe()}}
+        return {"scorers": {"version": self.version, "embedding": encoder.identity, "bertscore": _bert_scorer(encoder, self.bertscore_layers).describe()}}
 
     # -- models: the judge and SelfCheckGPT ------------------------------------------------------------
 
@@ -144,7 +145,7 @@ class TextEvaluator(BaseEvaluator):
         extras: Mapping[str, object] | None = None,
     ) -> EvaluationResult:
         from ddibench.embeddings import shared_encoder
-        from ddibench.evaluation.text_scorers import BertScorer, LabelRecovery, embedding_similarity, selfcheck_bertscore
+        from ddibench.evaluation.text_scorers import LabelRecovery, embedding_similarity, selfcheck_bertscore
 
         check_coverage(samples, predictions)
         extras = extras or {}
@@ -153,7 +154,7 @@ class TextEvaluator(BaseEvaluator):
         targets = [_reference(s) for s in samples]
         references = [str(t["answer"]) for t in targets]
         per: dict[str, np.ndarray] = {"embedding_similarity": embedding_similarity(encoder, answers, references)}
-        scorer = BertScorer(encoder, self.bertscore_layers)
+        scorer = _bert_scorer(encoder, self.bertscore_layers)
         per["bertscore_f1"] = scorer.score(answers, references)[:, 2]
         labels = [t.get("label") for t in targets]
         recovered: list[int | None] = []
@@ -205,6 +206,14 @@ class TextEvaluator(BaseEvaluator):
             invalid_examples=[{"sample_id": sid, "error": predictions[sid].error or "empty answer"} for sid in invalid[:5]],
             per_sample=per_sample,
         )
+
+
+@functools.cache
+def _bert_scorer(encoder: Any, num_layers: int) -> Any:
+    """One BERTScore scorer per encoder and layer in a process (loading the model takes a second)."""
+    from ddibench.evaluation.text_scorers import BertScorer
+
+    return BertScorer(encoder, num_layers)
 
 
 def _reference(sample: Sample) -> Mapping[str, Any]:

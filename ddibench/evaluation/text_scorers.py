@@ -1,11 +1,15 @@
 """Reference-based scorers for free-text answers.
 
 * **Embedding similarity** — cosine of the sentence embeddings of answer and reference (MiniLM by default).
-* **BERTScore** (Zhang et al. 2020) — greedy matching of contextual token embeddings: precision is the
-  mean, over answer tokens, of the best cosine to a reference token; recall the other way round; F1
-  their harmonic mean. Implemented here (no idf weighting, no baseline rescaling) on the encoder's
-  transformer at layer ``num_layers`` (6 = the last layer of MiniLM-L6), because the ``bert-score``
-  package downloads models at run time.
+* **BERTScore** (Zhang et al. 2020) — the ``bert-score`` library (``bert_score.BERTScorer``) on the text
+  encoder's own weights, read from its local directory (nothing is downloaded), at layer ``num_layers``
+  (6 = the last layer of MiniLM-L6), no idf weighting, no baseline rescaling (there is no published
+  baseline file for MiniLM). A pair with an empty side scores 0 without calling the library (it cannot
+  encode an empty string with transformers 5). Pairs are scored one per batch: the library pads the
+  pairs of a batch and takes each token's best match over the padded positions too, so when every
+  real similarity is negative (MiniLM's layer-6 token cosines can be) a padded zero wins and a pair's
+  score depends on which pairs share its batch (seen here: 0.0826 alone, 0.0866 beside another pair;
+  upstream Tiiiger/bert_score#197). Alone, a pair's score is a property of the pair.
 * **Label recovery** — an answer about a drug pair mapped back to one of the 86 interaction types: a
   type whose sentence (with the pair's names) the answer contains, else the closest sentence by
   string similarity when it is close enough, else the closest by embedding similarity.
@@ -40,43 +44,49 @@ def _norm(text: str) -> str:
 
 
 class BertScorer:
-    def __init__(self, encoder: TextEncoder, num_layers: int = 6) -> None:
+    """BERTScore with the ``bert-score`` library on a local encoder; one scorer per encoder and layer."""
+
+    def __init__(self, encoder: TextEncoder, num_layers: int = 6, batch_size: int = 1) -> None:
         self.encoder = encoder
         self.num_layers = num_layers
-        self._memo: dict[str, np.ndarray] = {}
+        self.batch_size = batch_size
+        self._scorer: Any = None
 
     def describe(self) -> dict[str, Any]:
-        return {**self.encoder.identity, "num_layers": self.num_layers, "idf": False, "baseline_rescaling": False}
+        from importlib.metadata import version
 
-    def _tokens(self, texts: Sequence[str]) -> list[np.ndarray]:
-        import torch
+        return {
+            **self.encoder.identity,
+            "library": "bert-score",
+            "library_version": version("bert-score"),
+            "num_layers": self.num_layers,
+            "idf": False,
+            "baseline_rescaling": False,
+            "batch_size": self.batch_size,
+        }
 
-        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
-        if missing:
-            module = self.encoder._load()[0]  # the sentence-transformers Transformer module
-            tokenizer, model = module.tokenizer, module.auto_model
-            for start in range(0, len(missing), 32):
-                batch = missing[start : start + 32]
-                enc = tokenizer(batch, padding=True, truncation=True, max_length=256, return_tensors="pt")
-                with torch.no_grad():
-                    hidden = model(**enc, output_hidden_states=True).hidden_states[self.num_layers]
-                for i, text in enumerate(batch):
-                    mask = enc["attention_mask"][i].bool()
-                    vectors = hidden[i][mask][1:-1]  # drop [CLS] and [SEP]
-                    vectors = torch.nn.functional.normalize(vectors, dim=-1) if len(vectors) else vectors
-                    self._memo[text] = vectors.numpy()
-        return [self._memo[t] for t in texts]
+    def _library(self) -> Any:
+        if self._scorer is None:
+            import os
+
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from bert_score import BERTScorer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            self._scorer = BERTScorer(
+                model_type=str(self.encoder.path), num_layers=self.num_layers, batch_size=self.batch_size, device=self.encoder.device
+            )
+        return self._scorer
 
     def score(self, candidates: Sequence[str], references: Sequence[str]) -> np.ndarray:
-        """(n, 3) precision, recall, F1; an empty side scores 0."""
+        """(n, 3) precision, recall, F1; a pair with an empty side scores 0."""
         out = np.zeros((len(candidates), 3))
-        cand_vecs, ref_vecs = self._tokens(candidates), self._tokens(references)
-        for i, (c, r) in enumerate(zip(cand_vecs, ref_vecs)):
-            if len(c) == 0 or len(r) == 0:
-                continue
-            sim = c @ r.T
-            p, rc = float(sim.max(axis=1).mean()), float(sim.max(axis=0).mean())
-            out[i] = (p, rc, 2 * p * rc / (p + rc) if p + rc > 0 else 0.0)
+        keep = [i for i, (c, r) in enumerate(zip(candidates, references)) if c.strip() and r.strip()]
+        if keep:
+            precision, recall, f1 = self._library().score([candidates[i] for i in keep], [references[i] for i in keep], verbose=False)
+            out[keep] = np.stack([precision.numpy(), recall.numpy(), f1.numpy()], axis=1)
         return out
 
 

@@ -8,7 +8,8 @@ metaedges the pinned sources cannot rebuild.
 The public API (what a system imports): :class:`KnowledgeGraph` and its queries, :func:`load_kg`,
 :func:`interaction_graph` (and :func:`interaction_triples`), :func:`touches_pair`, :func:`split_visibility`, path search
 (:func:`yen_paths`, :func:`shortest_path`, :class:`KGPath`), CSR helpers (:func:`gather_rows`,
-:func:`gather_neighbours`) and the id spaces (:func:`get_space`).
+:func:`gather_neighbours`), the id spaces (:func:`get_space`), and which molecules the KG holds
+(:func:`compound_index`: its compounds by InChIKey skeleton and name).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ddibench.kg._compounds import CompoundIndex, compound_index, compound_sources, skeleton
 from ddibench.kg._graph import IdSpace, KnowledgeGraph, gather_neighbours, gather_rows, get_space, map_to_space, split_visibility
 from ddibench.kg._hetionet import METAEDGES, Hetionet, build_hetionet, check_full_edge_file, hetionet_key
 from ddibench.kg._paths import Path as KGPath
@@ -25,12 +27,15 @@ from ddibench.kg._paths import shortest_path, yen_paths
 
 __all__ = [
     "METAEDGES",
+    "CompoundIndex",
     "Hetionet",
     "IdSpace",
     "KGPath",
     "KnowledgeGraph",
     "build_hetionet",
     "check_full_edge_file",
+    "compound_index",
+    "compound_sources",
     "gather_neighbours",
     "gather_rows",
     "get_space",
@@ -40,6 +45,7 @@ __all__ = [
     "load_kg",
     "map_to_space",
     "shortest_path",
+    "skeleton",
     "split_visibility",
     "touches_pair",
     "yen_paths",

@@ -4,7 +4,9 @@
   :class:`RoleModels` — the model of each role, any role name, unset roles falling back to the default.
 * :class:`LLMClient` — what ``ctx.model(role)`` returns: ``await client.chat(messages, ...)`` gives a
   :class:`ChatResult` (cached, retried, accounted); :class:`LLMCallError` when a call fails for good.
-* :class:`LLMPool` — the models of one run by role (starts the embedded llama.cpp server when needed).
+* :class:`LLMPool` — the models of one run by role (starts the embedded llama.cpp server when needed);
+  :class:`EndpointPolicy` — how many requests an endpoint gets and how long each may take.
+* :func:`unusable_reason` — whether a 200 response is a usable completion (else it is retried, never cached).
 * :mod:`ddibench.llm.stub` — a local stub server that speaks the protocol, for testing an adapter.
 """
 
@@ -17,18 +19,20 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "ResponseCache": "_cache", "cache_key": "_cache",
     "ChatResult": "_client", "LLMCallError": "_client", "LLMClient": "_client", "LLMPool": "_client",
-    "UsageLedger": "_client", "retry_after_seconds": "_client",
+    "UsageLedger": "_client", "retry_after_seconds": "_client", "response_format": "_client", "unusable_reason": "_client",
+    "EndpointPolicy": "_policy",
     "EmbeddedServer": "_embedded",
-    "EMBEDDED": "_spec", "ROLES": "_spec", "ModelSpec": "_spec", "RoleModels": "_spec", "parse_model_options": "_spec",
+    "EMBEDDED": "_spec", "ROLES": "_spec", "ModelSpec": "_spec", "identity_digest": "_spec", "RoleModels": "_spec", "parse_model_options": "_spec",
     "parse_role": "_spec",
     "default_gguf": "_weights", "weights_sha256": "_weights",
 }  # fmt: skip
 
 if TYPE_CHECKING:
     from ddibench.llm._cache import ResponseCache, cache_key
-    from ddibench.llm._client import ChatResult, LLMCallError, LLMClient, LLMPool, UsageLedger, retry_after_seconds
+    from ddibench.llm._client import ChatResult, LLMCallError, LLMClient, LLMPool, UsageLedger, response_format, retry_after_seconds, unusable_reason
     from ddibench.llm._embedded import EmbeddedServer
-    from ddibench.llm._spec import EMBEDDED, ROLES, ModelSpec, RoleModels, parse_model_options, parse_role
+    from ddibench.llm._policy import EndpointPolicy
+    from ddibench.llm._spec import EMBEDDED, ROLES, ModelSpec, RoleModels, identity_digest, parse_model_options, parse_role
     from ddibench.llm._weights import default_gguf, weights_sha256
 
 
@@ -43,6 +47,7 @@ __all__ = [
     "ROLES",
     "ChatResult",
     "EmbeddedServer",
+    "EndpointPolicy",
     "LLMCallError",
     "LLMClient",
     "LLMPool",
@@ -52,8 +57,11 @@ __all__ = [
     "UsageLedger",
     "cache_key",
     "default_gguf",
+    "identity_digest",
     "parse_model_options",
     "parse_role",
+    "response_format",
     "retry_after_seconds",
+    "unusable_reason",
     "weights_sha256",
 ]

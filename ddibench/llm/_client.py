@@ -2,10 +2,16 @@
 
 :class:`LLMPool` owns the models of a run, by role (generator, describer, judge): it starts the
 embedded llama.cpp server when a role uses it, checks remote endpoints before the first sample, and
-hands out :class:`LLMClient` objects. A client call goes through the response cache, then a bounded
-semaphore per endpoint, then the ``openai`` SDK with retries and exponential backoff on 429, 5xx,
-timeouts and connection errors (honouring ``Retry-After``), and records tokens and latency for its
-role in the run's :class:`UsageLedger`.
+hands out :class:`LLMClient` objects. A client call goes through the response cache, then its
+endpoint's :class:`~ddibench.llm._policy.EndpointPolicy` (how many requests in flight, how long each
+may take), then the ``openai`` SDK with retries and exponential backoff on 429, 5xx, timeouts,
+connection errors and answers that are not answers (honouring ``Retry-After``), and records tokens and
+latency for its role in the run's :class:`UsageLedger`.
+
+Whether a response is a usable completion is decided in one place, :func:`unusable_reason`: a 200
+response carrying an error object, no choices, or a message without content is a failed attempt,
+retried and never cached; if every attempt fails, the call raises :class:`LLMCallError` with the
+reason, like a 5xx.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ from typing import Any
 
 from ddibench.errors import ModelEndpointError
 from ddibench.llm._cache import ResponseCache, cache_key
-from ddibench.llm._spec import ModelSpec
+from ddibench.llm._policy import EndpointPolicy, StalledRequest
+from ddibench.llm._spec import ModelSpec, identity_digest
 
-RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+OVERLOAD_STATUS = {429, 503, 529}  # the endpoint asks for fewer requests: its policy shrinks concurrency
+FAILED_FINISH = {"error", "abort"}  # finish reasons of a generation the server gave up on
 
 
 class LLMCallError(ModelEndpointError):
@@ -43,6 +52,8 @@ class RoleUsage:
     latency_s: float = 0.0  # summed over successful requests
     retries: int = 0
     failures: int = 0  # calls that failed for good
+    timeouts: int = 0  # attempts cut at their deadline (a hung or stalled request)
+    unusable: int = 0  # 200 responses without a usable completion (error object, no choices), retried
 
 
 @dataclass
@@ -69,9 +80,11 @@ class ChatResult:
     latency_s: float
     cached: bool
     model_reported: str | None
+    model_id: str | None = None  # digest of the model identity that answered (see identity_digest)
 
     def trace(self) -> dict[str, Any]:
         return {
+            "model": self.model_id,
             "finish_reason": self.finish_reason,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -124,7 +137,7 @@ class LLMClient:
         role: str,
         cache: ResponseCache | None,
         ledger: UsageLedger,
-        semaphore: asyncio.Semaphore,
+        policy: EndpointPolicy,
         *,
         max_retries: int = 5,
         backoff_base: float = 1.0,
@@ -136,7 +149,8 @@ class LLMClient:
         self._sdk = sdk
         self._cache = cache
         self._usage = ledger.role(role)
-        self._semaphore = semaphore
+        self._policy = policy
+        self.model_id = identity_digest(identity)
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -172,7 +186,7 @@ class LLMClient:
         key = cache_key(self.identity, messages, params, sample_index)
         if use_cache and self._cache is not None:
             hit = self._cache.get(key)
-            if hit is not None:
+            if hit is not None and _usable_cached(hit):
                 self._usage.cache_hits += 1
                 self._usage.cached_prompt_tokens += hit.get("prompt_tokens", 0)
                 self._usage.cached_completion_tokens += hit.get("completion_tokens", 0)
@@ -184,6 +198,7 @@ class LLMClient:
                     latency_s=0.0,
                     cached=True,
                     model_reported=hit.get("model_reported"),
+                    model_id=self.model_id,
                 )
         result = await self._call(messages, params)
         if use_cache and self._cache is not None:
@@ -215,11 +230,11 @@ class LLMClient:
             sdk_params["extra_body"] = body
         for attempt in range(self.max_retries + 1):
             delay: float | None = None
-            async with self._semaphore:
+            async with self._policy:
                 start = time.perf_counter()
                 try:
-                    completion = await self._sdk.chat.completions.create(
-                        model=self.spec.model, messages=messages, **sdk_params
+                    completion = await self._policy.bounded(
+                        self._sdk.chat.completions.create(model=self.spec.model, messages=messages, **sdk_params), attempt
                     )
                     latency = time.perf_counter() - start
                 except openai.APIStatusError as exc:
@@ -229,14 +244,26 @@ class LLMClient:
                             f"{where} answered HTTP {exc.status_code}: {_short(exc.message)}",
                             _status_fix(exc.status_code, self.spec),
                         ) from None
+                    if exc.status_code in OVERLOAD_STATUS:
+                        self._policy.overloaded()
                     delay = retry_after_seconds(exc.response.headers)
                     error = f"HTTP {exc.status_code}"
-                except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                except (StalledRequest, openai.APITimeoutError) as exc:
+                    self._usage.timeouts += 1
+                    self._policy.timed_out()
+                    delay = 0.0  # the wait was the backoff; the retry gets a longer deadline (see EndpointPolicy)
+                    error = f"timeout ({exc})" if isinstance(exc, StalledRequest) else f"timeout after {self._policy.timeout:g} s"
+                except openai.APIConnectionError as exc:
                     error = type(exc).__name__
                 except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
                     error = f"unreadable response ({type(exc).__name__})"
                 else:
-                    return _result(completion, latency, self._usage)
+                    reason = unusable_reason(completion)
+                    if reason is None:
+                        self._policy.answered(latency)
+                        return _result(completion, latency, self._usage, self.model_id)
+                    self._usage.unusable += 1
+                    error = f"HTTP 200 without a usable completion: {reason}"
             if attempt == self.max_retries:
                 self._usage.failures += 1
                 raise LLMCallError(
@@ -250,25 +277,69 @@ class LLMClient:
         raise AssertionError("unreachable")
 
 
-def _result(completion: Any, latency: float, usage: RoleUsage) -> ChatResult:
-    choices = getattr(completion, "choices", None) or []
-    message = choices[0].message if choices else None
-    text = (getattr(message, "content", None) or "") if message is not None else ""
-    tokens = getattr(completion, "usage", None)
-    prompt = int(getattr(tokens, "prompt_tokens", 0) or 0)
-    generated = int(getattr(tokens, "completion_tokens", 0) or 0)
+# -- is this a usable completion? -----------------------------------------------------------------
+
+
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def unusable_reason(completion: Any) -> str | None:
+    """Why a 200 response is not a usable completion, or None when it is one.
+
+    Usable: a completion object without an error, whose first choice has a message with text content
+    (possibly empty: an empty answer is the model's answer) or a refusal, and whose generation was not
+    abandoned by the server. Anything else (an error object, ``"choices": []``, a message without
+    content, a body that is not a completion at all) is a failed attempt.
+    """
+    if completion is None or isinstance(completion, (str, bytes, list, int, float)):
+        return f"the body is not a completion object ({type(completion).__name__})"
+    error = _field(completion, "error")
+    if error:
+        message = _field(error, "message") if isinstance(error, dict) or hasattr(error, "message") else error
+        return f"an error object ({_short(str(message or error), 120)})"
+    choices = _field(completion, "choices")
+    if not isinstance(choices, list) or not choices:
+        return "no choices" if isinstance(choices, list) or choices is None else "choices is not a list"
+    choice = choices[0]
+    finish = _field(choice, "finish_reason")
+    if finish in FAILED_FINISH:
+        return f"finish_reason '{finish}'"
+    message = _field(choice, "message")
+    if not isinstance(_field(message, "content"), str) and not isinstance(_field(message, "refusal"), str):
+        return "a message without content"
+    return None
+
+
+def _usable_cached(hit: dict[str, Any]) -> bool:
+    """A cache entry that holds an answer. Entries written before responses were checked may hold the
+    empty text of an error body (no finish reason, no text): those are asked again, never served."""
+    return isinstance(hit.get("text"), str) and (bool(hit["text"]) or hit.get("finish_reason") is not None)
+
+
+def _result(completion: Any, latency: float, usage: RoleUsage, model_id: str | None) -> ChatResult:
+    """The ChatResult of a usable completion (see :func:`unusable_reason`)."""
+    choice = _field(completion, "choices")[0]
+    message = _field(choice, "message")
+    content = _field(message, "content")
+    text = content if isinstance(content, str) else str(_field(message, "refusal"))
+    tokens = _field(completion, "usage")
+    prompt = int(_field(tokens, "prompt_tokens") or 0) if tokens is not None else 0
+    generated = int(_field(tokens, "completion_tokens") or 0) if tokens is not None else 0
     usage.calls += 1
     usage.prompt_tokens += prompt
     usage.completion_tokens += generated
     usage.latency_s += latency
+    reported = _field(completion, "model")
     return ChatResult(
         text=text,
-        finish_reason=choices[0].finish_reason if choices else None,
+        finish_reason=_field(choice, "finish_reason"),
         prompt_tokens=prompt,
         completion_tokens=generated,
         latency_s=latency,
         cached=False,
-        model_reported=getattr(completion, "model", None),
+        model_reported=reported if isinstance(reported, str) else None,
+        model_id=model_id,
     )
 
 
@@ -312,7 +383,8 @@ class LLMPool:
         self.ledger = UsageLedger()
         self.served: dict[str, Any] = {}
         self._identities: dict[ModelSpec, dict[str, Any]] = {}
-        self._endpoints: dict[ModelSpec, tuple[Any, asyncio.Semaphore]] = {}
+        self._endpoints: dict[ModelSpec, tuple[Any, EndpointPolicy]] = {}
+        self._policies: dict[str, EndpointPolicy] = {}  # kept after close(), for the session record
         self._servers: list[Any] = []
         self._clients: dict[str, LLMClient] = {}
         self._remembered: set[str] = set()
@@ -347,12 +419,12 @@ class LLMPool:
                 base_url = spec.base_url or ""
                 if spec.display() not in self.served:
                     self.served[spec.display()] = await asyncio.to_thread(preflight, spec)
-            sdk = openai.AsyncOpenAI(
-                base_url=base_url, api_key=spec.api_key(), max_retries=0, timeout=self.timeout
-            )
+            timeout = spec.timeout or self.timeout
+            sdk = openai.AsyncOpenAI(base_url=base_url, api_key=spec.api_key(), max_retries=0, timeout=timeout)
             # the embedded llama.cpp server answers one request at a time; queueing there only inflates latency
             limit = 1 if spec.is_embedded else self.concurrency
-            self._endpoints[spec] = (sdk, asyncio.Semaphore(limit))
+            self._endpoints[spec] = (sdk, EndpointPolicy(limit, timeout, adaptive=not spec.is_embedded))
+            self._policies[spec.display()] = self._endpoints[spec][1]
 
     def _start_embedded(self, spec: ModelSpec) -> str:
         from ddibench.llm._embedded import EmbeddedServer
@@ -369,7 +441,7 @@ class LLMPool:
             spec = self.specs[role]
             if spec not in self._endpoints:
                 raise RuntimeError(f"model for role '{role}' was not started; list it in the system's llm_roles")
-            sdk, semaphore = self._endpoints[spec]
+            sdk, policy = self._endpoints[spec]
             self._clients[role] = LLMClient(
                 spec,
                 self.identity(role),
@@ -377,11 +449,15 @@ class LLMPool:
                 role,
                 self.cache,
                 self.ledger,
-                semaphore,
+                policy,
                 max_retries=self.max_retries,
             )
             self._clients[role].remember = self._remember_text
         return self._clients[role]
+
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """Each started endpoint's policy: its concurrency (and the lowest it fell to), timeouts, deadline."""
+        return {display: policy.stats() for display, policy in self._policies.items()}
 
     def _remember_text(self, text: str) -> None:
         """Keep a system prompt once as ``<log_dir>/texts/<sha256>.txt`` (traces refer to it by hash)."""

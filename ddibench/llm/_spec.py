@@ -13,7 +13,9 @@ Syntax (``--model``)::
 
 Options follow a ``#``, comma separated: ``revision=...`` (pins the weights or API snapshot in the
 model's identity), ``json=schema|object|llamacpp|none`` (how constrained JSON output is requested),
-``key_env=NAME`` (the environment variable holding the API key).
+``key_env=NAME`` (the environment variable holding the API key), ``timeout=SECONDS`` (the longest a
+request may take; the client also cuts requests that take far longer than the endpoint usually does,
+see :mod:`ddibench.llm._policy`). The timeout is not part of the identity: it cannot change an answer.
 
 A spec's :meth:`ModelSpec.identity` is what the response cache keys on and what manifests record:
 provider, base URL, model name, and the weights' sha256 (embedded) or the declared revision.
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.errors import ConfigError
+from ddibench.hashing import sha256_text, stable_json
 from ddibench.llm._weights import default_gguf, weights_sha256
 
 ROLES = ("generator", "describer", "query_writer", "judge")  # the roles the reference systems and scorers use
@@ -40,6 +43,7 @@ EMBEDDED_DEFAULT_NAME = "smollm2-135m-instruct"
 #   llamacpp -> response_format {"type": "json_object", "schema": {...}}         (llama.cpp python server)
 #   none     -> nothing; the prompt asks for JSON
 JSON_MODES = ("schema", "object", "llamacpp", "none")
+MODEL_OPTIONS = ("revision", "json", "key_env", "timeout")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class ModelSpec:
     key_env: str | None = None
     revision: str | None = None
     model_path: str | None = None  # embedded: the GGUF file
+    timeout: float | None = None  # seconds a request may take (None: the pool's default)
     options: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -81,13 +86,17 @@ class ModelSpec:
         text = text.strip()
         if not text:
             raise ConfigError("empty model spec", "use e.g. 'openai:gpt-4o-mini' or 'embedded'")
+        if not text.isprintable() or any("\ud800" <= ch <= "\udfff" for ch in text):
+            shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+            raise ConfigError(f"model spec '{shown}' contains control characters or bytes that are not UTF-8", "retype the model spec")
         body, _, opt_text = text.partition("#")
         options: dict[str, str] = {}
         for item in filter(None, (p.strip() for p in opt_text.split(","))):
             key, sep, value = item.partition("=")
-            if not sep or key not in ("revision", "json", "key_env"):
-                raise ConfigError(f"bad model option '{item}' in '{text}'", "options are revision=, json=, key_env=")
+            if not sep or key not in MODEL_OPTIONS:
+                raise ConfigError(f"bad model option '{item}' in '{text}'", f"options are {', '.join(o + '=' for o in MODEL_OPTIONS)}")
             options[key] = value
+        timeout = _timeout_option(options.get("timeout"), text)
         provider, sep, rest = body.partition(":")
         if not sep:
             if body == EMBEDDED:
@@ -118,6 +127,7 @@ class ModelSpec:
             json_mode=json_mode,
             key_env=options.get("key_env", info.key_env),
             revision=options.get("revision"),
+            timeout=timeout,
             options=options,
         )
         if provider == EMBEDDED:
@@ -164,6 +174,24 @@ class ModelSpec:
         if self.is_embedded:
             return f"embedded:{self.model}"
         return f"{self.provider}:{self.model}@{self.base_url}"
+
+
+def identity_digest(identity: dict[str, Any]) -> str:
+    """A short digest of a model identity: every LLM call's trace records the one that answered it, so a
+    bundle whose manifest names another model than its traces is caught by ``ddibench verify``."""
+    return sha256_text(stable_json(identity))[:16]
+
+
+def _timeout_option(value: str | None, text: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < 86400:  # also refuses nan and inf
+        raise ConfigError(f"model option timeout={value} in '{text}' is not a number of seconds", "write e.g. '#timeout=30'")
+    return seconds
 
 
 _ROLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

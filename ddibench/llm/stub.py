@@ -6,30 +6,50 @@ scripted, so the harness's retry, Retry-After, garbage and empty-answer handling
 against a real socket:
 
 * ``reply``: ``"label"`` (a constrained request gets ``{"type": k}``, k one of the schema's allowed
-  numbers chosen by a hash of the request, and an array property as many distinct allowed items as it
-  requires, e.g. ``{"side_effects": [five names]}``; an unconstrained one gets a sentence),
+  numbers chosen by a hash of the request, an array property as many distinct allowed items as it
+  requires, e.g. ``{"side_effects": [five names]}``, and an allowed value for the other properties;
+  an unconstrained one gets a sentence),
   ``"echo"`` (the last user message), or any fixed text (``""`` for an empty answer);
-* ``script``: statuses for the first requests, e.g. ``[429, 500]`` then normal answers;
-  ``retry_after`` is sent with 429s; ``"garbage"`` answers 200 with a body that is not JSON;
+* ``script``: what the first requests get, then normal answers: an HTTP status (``429``, ``500``; a
+  ``Retry-After`` of ``retry_after`` goes with 429s) or one of the :data:`FAULTS` (a body that is not
+  JSON, a 200 with an error object or no choices, a request that is never answered, ...);
 * ``delay``: seconds to wait before each answer.
 
-Run it standalone with ``python -m ddibench.llm.stub --port 8099``.
+:class:`FaultProxy` sits in front of any OpenAI-compatible server (this stub, the embedded llama.cpp
+server) and injects faults into a given share of the chat requests, drawn reproducibly from a seed
+and the request (a retry of the same request draws again); every other request is forwarded.
+
+Run it standalone with ``python -m ddibench.llm.stub --port 8099`` (``--upstream URL --fault hang=0.05``
+for the proxy).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import hashlib
 import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+            502: "Bad Gateway", 503: "Service Unavailable"}  # fmt: skip
 
+# faults a script step or the proxy can inject, besides plain HTTP statuses
+FAULTS = {
+    "garbage": "200 with a body that is not JSON",
+    "error200": "200 with an error object instead of a completion",
+    "empty_choices": '200 with "choices": []',
+    "null_content": "200 with a message whose content is null",
+    "list": "200 with a JSON list",
+    "truncated": "200 whose body ends before its Content-Length",
+    "hang": "no answer at all (the connection stays open)",
+}
+HANG_S = 3600.0
 
 @dataclass
 class StubConfig:
@@ -50,6 +70,7 @@ class StubServer:
         self._server: asyncio.AbstractServer | None = None
         self._script = list(self.config.script)
         self._connections: set[asyncio.Task[Any]] = set()
+        self.hang_s = HANG_S
 
     @property
     def base_url(self) -> str:
@@ -81,14 +102,17 @@ class StubServer:
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
                 status, payload, extra = await self._respond(method, path, body)
                 reason = _REASONS.get(status, "Status")
-                head_out = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                length = extra.pop("_length", str(len(payload)))
+                head_out = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n"
                 for k, v in extra.items():
                     head_out += f"{k}: {v}\r\n"
                 writer.write(head_out.encode() + b"\r\n" + payload)
                 await writer.drain()
-                if headers.get("connection", "").lower() == "close":
+                if headers.get("connection", "").lower() == "close" or length != str(len(payload)):
                     break
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        except asyncio.CancelledError:  # the server is closing (a hung request ends here): end quietly
             pass
         finally:
             writer.close()
@@ -105,13 +129,8 @@ class StubServer:
         if self.config.delay:
             await asyncio.sleep(self.config.delay)
         step = self._script.pop(0) if self._script else 200
-        if step == "garbage":
-            return 200, b"<<not json at all>>", {}
         if step != 200:
-            extra = {}
-            if step == 429 and self.config.retry_after is not None:
-                extra["Retry-After"] = f"{self.config.retry_after:g}"
-            return int(step), json.dumps({"error": {"message": f"scripted {step}"}}).encode(), extra
+            return await self._fault(step)
         if request.get("model") != self.config.model:
             return 404, json.dumps({"error": {"message": f"model {request.get('model')} not found"}}).encode(), {}
         text = self._reply_text(request, body)
@@ -124,6 +143,30 @@ class StubServer:
             "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": max(1, len(text) // 4), "total_tokens": 0},
         }
         return 200, json.dumps(completion).encode(), {}
+
+    async def _fault(self, step: int | str) -> tuple[int, bytes, dict[str, str]]:
+        """The response of a scripted or injected fault: an HTTP status or one of :data:`FAULTS`."""
+        if step == "hang":
+            await asyncio.sleep(self.hang_s)
+            return 504, b'{"error": {"message": "hung"}}', {}
+        if step == "garbage":
+            return 200, b"<<not json at all>>", {}
+        if step == "error200":
+            return 200, json.dumps({"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}).encode(), {}
+        if step == "empty_choices":
+            return 200, json.dumps({"id": "x", "object": "chat.completion", "model": self.config.model, "choices": [], "usage": None}).encode(), {}
+        if step == "null_content":
+            choice = {"index": 0, "message": {"role": "assistant", "content": None}, "finish_reason": "stop"}
+            return 200, json.dumps({"id": "x", "object": "chat.completion", "model": self.config.model, "choices": [choice]}).encode(), {}
+        if step == "list":
+            return 200, b"[]", {}
+        if step == "truncated":
+            return 200, b'{"id": "x", "choices": [{"index": 0, "mess', {"_length": "4096"}
+        status = int(step)
+        extra = {}
+        if status == 429 and self.config.retry_after is not None:
+            extra["Retry-After"] = f"{self.config.retry_after:g}"
+        return status, json.dumps({"error": {"message": f"scripted {status}"}}).encode(), extra
 
     def _reply_text(self, request: dict[str, Any], body: bytes) -> str:
         mode = self.config.reply
@@ -139,7 +182,7 @@ class StubServer:
                     answer[name] = prop["enum"][digest % len(prop["enum"])]
                 elif prop.get("type") == "array":
                     allowed = (prop.get("items") or {}).get("enum") or ["item"]
-                    n = min(len(allowed), int(prop.get("minItems") or prop.get("maxItems") or 1))
+                    n = min(len(allowed), int(prop.get("minItems") or prop.get("maxItems") or 3))
                     answer[name] = [allowed[(digest + 7919 * i) % len(allowed)] for i in range(len(allowed))]
                     answer[name] = list(dict.fromkeys(answer[name]))[:n]
                 elif prop.get("type") == "integer":
@@ -163,10 +206,91 @@ def _schema_of(request: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+class FaultProxy(StubServer):
+    """A proxy that injects faults into a share of the chat requests and forwards the others upstream.
+
+    ``faults`` maps a fault (an HTTP status such as ``"500"``/``"429"``, or one of :data:`FAULTS`) to the
+    share of chat requests that get it. Draws are reproducible: they depend on the seed, the request
+    body and how often that body was seen, so a retry draws again. ``injected`` counts what was injected.
+    """
+
+    def __init__(self, upstream: str, faults: dict[str, float], seed: int = 0, retry_after: float | None = 0.05, port: int = 0) -> None:
+        super().__init__(StubConfig(retry_after=retry_after), port=port)
+        unknown = [f for f in faults if f not in FAULTS and not f.isdigit()]
+        if unknown or sum(faults.values()) > 1:
+            raise ValueError(f"faults must be HTTP statuses or {', '.join(FAULTS)}, with shares summing to at most 1")
+        self.upstream = upstream.rstrip("/")
+        self.faults = dict(faults)
+        self.seed = seed
+        self.injected: collections.Counter[str] = collections.Counter()
+        self.forwarded = 0
+        self._seen: collections.Counter[bytes] = collections.Counter()
+
+    def draw(self, body: bytes) -> str | None:
+        """The fault this request gets (None: forwarded)."""
+        key = hashlib.sha256(body).digest()
+        self._seen[key] += 1
+        seed = hashlib.sha256(f"{self.seed}:{self._seen[key]}:".encode() + key).digest()
+        u = int.from_bytes(seed[:8], "big") / 2**64
+        for fault, share in self.faults.items():
+            if u < share:
+                return fault
+            u -= share
+        return None
+
+    async def _respond(self, method: str, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
+            self.requests.append({})
+            self.request_times.append(asyncio.get_running_loop().time())
+            fault = self.draw(body)
+            if fault is not None:
+                self.injected[fault] += 1
+                return await self._fault(fault)
+        self.forwarded += 1
+        return await self._forward(method, path, body)
+
+    async def _forward(self, method: str, path: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        host, _, rest = self.upstream.partition("://")[2].partition("/")
+        hostname, _, port = host.partition(":")
+        prefix = "/" + rest if rest else ""
+        suffix = path[len("/v1") :] if path.startswith("/v1") else path  # the upstream URL carries its own prefix
+        reader, writer = await asyncio.open_connection(hostname, int(port or 80))
+        try:
+            writer.write(
+                f"{method} {prefix}{suffix} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+            )
+            await writer.drain()
+            raw = await reader.read()
+        finally:
+            writer.close()
+        head, _, payload = raw.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in head.decode("latin-1").split("\r\n")[1:])}
+        extra = {"Retry-After": headers["retry-after"]} if "retry-after" in headers else {}
+        return status, payload, extra
+
+
 @contextmanager
 def running_stub(config: StubConfig | None = None) -> Iterator[StubServer]:
     """Run a stub server on a background thread's event loop for the duration of the block."""
-    server = StubServer(config)
+    with serving(StubServer(config)) as server:
+        yield server
+
+
+@contextmanager
+def running_proxy(upstream: str, faults: dict[str, float], seed: int = 0, retry_after: float | None = 0.05) -> Iterator[FaultProxy]:
+    """Run a :class:`FaultProxy` in front of ``upstream`` for the duration of the block."""
+    with serving(FaultProxy(upstream, faults, seed, retry_after)) as proxy:
+        yield proxy
+
+
+S = TypeVar("S", bound=StubServer)
+
+
+@contextmanager
+def serving(server: S) -> Iterator[S]:
+    """Run a server on a background thread's event loop for the duration of the block."""
     loop = asyncio.new_event_loop()
     ready = threading.Event()
 
@@ -193,12 +317,19 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--model", default="stub-model")
     parser.add_argument("--reply", default="label")
+    parser.add_argument("--upstream", default=None, help="Run a fault-injecting proxy in front of this base URL instead.")
+    parser.add_argument("--fault", action="append", default=[], help="FAULT=SHARE for the proxy, e.g. hang=0.05 or 500=0.02.")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     async def serve() -> None:
-        server = StubServer(StubConfig(model=args.model, reply=args.reply), port=args.port)
+        if args.upstream:
+            faults = {k: float(v) for k, _, v in (f.partition("=") for f in args.fault)}
+            server: StubServer = FaultProxy(args.upstream, faults, args.seed, port=args.port)
+        else:
+            server = StubServer(StubConfig(model=args.model, reply=args.reply), port=args.port)
         await server.start()
-        print(f"stub OpenAI-compatible server on {server.base_url}", flush=True)
+        print(f"{'fault proxy' if args.upstream else 'stub OpenAI-compatible server'} on {server.base_url}", flush=True)
         await asyncio.Event().wait()
 
     try:

@@ -82,6 +82,9 @@ def replicate_weights(
     return weights
 
 
+MAX_CELLS = 1 << 19  # weights held at once (replicates x samples): 4 MiB of float64 per array
+
+
 def bootstrap_intervals(
     statistic: Callable[[np.ndarray], dict[str, np.ndarray]],
     n_samples: int,
@@ -92,10 +95,12 @@ def bootstrap_intervals(
     """Percentile intervals of the metrics that ``statistic`` computes from replicate weights.
 
     ``statistic`` takes a (replicates, n_samples) weight matrix and returns one array of length
-    ``replicates`` per metric.
+    ``replicates`` per metric. Replicates are drawn ``chunk`` at a time, fewer for large samples so that
+    memory stays bounded; the draws (and so the intervals) do not depend on the chunk size.
     """
     if n_samples == 0:
         return {}
+    chunk = max(1, min(chunk, MAX_CELLS // n_samples))
     rng = np.random.default_rng(spec.seed)
     matrix, n_units = cluster_index(clusters) if clusters is not None else (None, 0)
     draws: dict[str, list[np.ndarray]] = {}

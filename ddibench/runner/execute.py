@@ -4,7 +4,12 @@ what was interrupted, then score (:mod:`ddibench.runner.scoring`).
 A run is planned first (:mod:`ddibench.runner.plan`: nothing is written for a bad command), then its
 directory is locked and claimed (:mod:`ddibench.runner.rundir`). Samples already in the journal are
 skipped, so running the same command again resumes it; the system sees only blinded samples (no
-targets) and only the training view in ``prepare``.
+targets) and only the training view in ``prepare`` (blinded too when the task keeps its labels from systems).
+
+Every invocation is a session in ``sessions.jsonl``, recorded when it starts and finished when it
+ends, so invocations that were killed are still counted. A sample whose model calls fail for good is
+not journalled: the session records it with the reason, the run stops with a one-line error, and the
+same command predicts it again.
 """
 
 from __future__ import annotations
@@ -12,23 +17,25 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ddibench.artifacts import ArtifactStore
 from ddibench.data.resolve import cache_root
-from ddibench.errors import ModelEndpointError, RunDirError
+from ddibench.errors import DdibenchError, ModelEndpointError, RunDirError, write_error
 from ddibench.evaluation import EvaluationInputError
 from ddibench.llm import LLMCallError
 from ddibench.profiles import detect_hardware
 from ddibench.runner.journal import Journal
 from ddibench.runner.manifest import code_version
-from ddibench.runner.plan import RunPlan, RunRequest, plan_run
+from ddibench.runner.plan import RunPlan, RunRequest, plan_run, training_view
 from ddibench.runner.records import Results, SessionRecord
 from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
 from ddibench.runner.scoring import collect_extras, score_run
 from ddibench.schema import Sample
-from ddibench.system import NullProgress, Progress, RunContext, System, TrainingView
+from ddibench.system import NullProgress, Progress, RunContext, System
 
 MAX_CONSECUTIVE_FAILURES = 5
 
@@ -36,7 +43,7 @@ MAX_CONSECUTIVE_FAILURES = 5
 @dataclass
 class RunOutcome:
     run_dir: Path
-    results: Results
+    results: Results | None  # None for one shard of a run (scored by 'ddibench merge')
     predicted_now: int
     resumed: int
 
@@ -51,8 +58,10 @@ async def predict_samples(
     total: int,
     already: int,
     counter: dict[str, int],
-) -> list[str]:
-    """Predict every pending sample; returns the ids whose model calls failed for good."""
+    failures: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Predict every pending sample; returns the ids whose model calls failed for good, with the reason
+    (``failures``, when given, is filled as they happen, so an interrupted session still records them)."""
     chunk = max(1, int(getattr(system, "batch_size", 1)))
     chunks = [pending[i : i + chunk] for i in range(0, len(pending), chunk)]
     queue: asyncio.Queue[list[Sample]] = asyncio.Queue()
@@ -60,7 +69,7 @@ async def predict_samples(
         queue.put_nowait(c)
     bar = progress.task(f"{system.name} on {ctx.task.name}", total)
     bar.advance(already)
-    failures: list[str] = []
+    failures = {} if failures is None else failures
     consecutive = 0
     abort: list[BaseException] = []
 
@@ -72,7 +81,7 @@ async def predict_samples(
             try:
                 preds = await system.predict(blinded, ctx)
             except LLMCallError as exc:
-                failures.extend(s.id for s in batch)
+                failures.update({s.id: str(exc) for s in batch})
                 consecutive += 1
                 ctx.log.warning("%d sample(s) failed: %s", len(batch), exc)
                 if consecutive >= MAX_CONSECUTIVE_FAILURES:
@@ -105,13 +114,21 @@ async def predict_samples(
 
 def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome:
     """Run (or resume) a system on a task and write its results. Raises DdibenchError on bad input."""
+    progress = progress or NullProgress()
+    progress.note(f"loading and checking the data of {request.task} (pinned sources, split sizes, setting checks)")
     plan = plan_run(request)
     run_dir = plan.run_dir
-    progress = progress or NullProgress()
     is_new = not (run_dir / "run.json").exists()
     if is_new and plan.pool is not None:
         plan.pool.preflight()  # an unreachable endpoint fails before anything is written
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if request.shard is not None:
+        return _execute_shard(plan, progress)
+    if is_new and run_dir.is_dir() and any(p.name != ".lock" for p in run_dir.iterdir()):
+        raise RunDirError(f"{run_dir} is not empty and holds no run.json", "use an empty or new --run-dir")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(exc, run_dir) from None
     with RunLock(run_dir):
         claim(run_dir, plan.identity)
         journal = Journal(run_dir / "journal.jsonl")
@@ -122,16 +139,17 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
             raise RunDirError(f"{run_dir}/journal.jsonl holds {len(stray)} predictions for samples outside this run", "start a fresh run directory")
         pending = [s for s in plan.selected if s.id not in done]
         resumed = len(done)
-        predicted, failures = 0, list[str]()
+        predicted, failures = 0, dict[str, str]()
         if pending:
             if not is_new and plan.pool is not None:
                 plan.pool.preflight()
             predicted, failures = _predict_pending(plan, pending, journal, progress, resumed)
             done = journal.load()
         if failures:
+            first = next(iter(failures.values()))
             raise ModelEndpointError(
-                f"{len(failures)} of {len(plan.selected)} samples got no answer from the model endpoint",
-                "the other samples are saved; re-run the same command to retry the failed ones",
+                f"{len(failures)} of {len(plan.selected)} samples got no answer from the model endpoint (e.g. {first})",
+                "the other samples are saved and the failed ones listed in sessions.jsonl; re-run the same command to retry them",
             )
         extras = collect_extras(plan, done, progress)
         results = score_run(plan, done, extras)
@@ -139,8 +157,30 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
     return RunOutcome(run_dir=run_dir, results=results, predicted_now=predicted, resumed=resumed)
 
 
-def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int) -> tuple[int, list[str]]:
+def _execute_shard(plan: RunPlan, progress: Progress) -> RunOutcome:
+    """One shard of a run (``--shard i/n``): its samples into its own directory, nothing scored."""
+    from ddibench.runner.distributed import run_shard
+
+    assert plan.request.shard is not None
+
+    def predict(folder: Path, pending: list[Sample], journal: Journal, resumed: int) -> int:
+        predicted, failures = _predict_pending(plan, pending, journal, progress, resumed, session_dir=folder)
+        if failures:
+            first = next(iter(failures.values()))
+            raise ModelEndpointError(f"{len(failures)} samples of this shard got no answer (e.g. {first})", "re-run the same command to retry them")
+        return predicted
+
+    folder, predicted, resumed = run_shard(plan, plan.request.shard, predict)
+    return RunOutcome(run_dir=folder, results=None, predicted_now=predicted, resumed=resumed)
+
+
+def _predict_pending(
+    plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path | None = None
+) -> tuple[int, dict[str, str]]:
     request, pool, system = plan.request, plan.pool, plan.system
+    session_dir = session_dir or plan.run_dir
+    if request.executor == "ray":
+        return _predict_on_ray(plan, pending, journal, progress, resumed, session_dir)
     if pool is not None:
         pool.log_dir = plan.run_dir
     ctx = RunContext(
@@ -153,27 +193,26 @@ def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, pro
         run_dir=plan.run_dir,
         resources=plan.data.resources,
     )
-    view = TrainingView(
-        task=plan.task,
-        train=plan.data.split("train"),
-        valid=plan.data.split("valid") if plan.split != "valid" else (),
-        resources=plan.data.resources,
-    )
+    view = training_view(plan)
     timing: dict[str, float] = {}
     concurrency = min(request.concurrency or plan.profile.llm_concurrency, getattr(system, "max_concurrency", 64))
     counter = {"predicted": 0}
+    failures: dict[str, str] = {}
 
-    async def go() -> list[str]:
+    async def go() -> dict[str, str]:
         try:
             if pool is not None:
                 t0 = time.perf_counter()
+                for spec in {pool.specs[r] for r in plan.roles if pool.specs[r].is_embedded}:
+                    progress.note(f"starting the embedded model server ({spec.model}, llama.cpp on 127.0.0.1)")
                 await pool.start(plan.roles)
                 timing["model_start_s"] = round(time.perf_counter() - t0, 3)
             t0 = time.perf_counter()
+            progress.note(f"preparing {system.name} from the training split (cached artifacts are reused)")
             await system.prepare(view, ctx)
             timing["prepare_s"] = round(time.perf_counter() - t0, 3)
             t0 = time.perf_counter()
-            failed = await predict_samples(system, pending, ctx, journal, concurrency, progress, len(plan.selected), resumed, counter)
+            failed = await predict_samples(system, pending, ctx, journal, concurrency, progress, len(plan.selected), resumed, counter, failures)
             timing["predict_s"] = round(time.perf_counter() - t0, 3)
             return failed
         finally:
@@ -181,25 +220,85 @@ def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, pro
                 await pool.close()
 
     started, cpu_start = time.time(), time.process_time()
+    session = SessionRecord(
+        session_id=uuid.uuid4().hex[:16],
+        state="started",
+        started=dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(),
+        profile=plan.profile.name,
+        hardware=detect_hardware(),
+        code=code_version(),
+        concurrency=concurrency,
+        models={role: pool.specs[role].display() for role in plan.roles} if pool else {},
+    )
+    append_session(session_dir, session)  # first: an invocation killed from here on is still counted
+    state, error = "interrupted", None
     try:
         failures = asyncio.run(go())
+        state = "finished"
+    except DdibenchError as exc:
+        state, error = "failed", str(exc)
+        raise
+    except BaseException as exc:
+        error = type(exc).__name__
+        raise
     finally:
-        journal.close()
-        append_session(
-            plan.run_dir,
-            SessionRecord(
-                started=dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(),
-                wall_s=round(time.time() - started, 3),
-                cpu_s=round(time.process_time() - cpu_start, 3),
-                predicted=counter["predicted"],
-                profile=plan.profile.name,
-                hardware=detect_hardware(),
-                code=code_version(),
-                timing=timing,
-                concurrency=concurrency,
-                llm_usage=pool.ledger.as_dict() if pool else {},
-                served_models=pool.served if pool else {},
-                system_info=system.run_info() if hasattr(system, "run_info") else {},
-            ),
-        )
+        try:
+            journal.close()
+        finally:
+            _end_session(plan, session, state, error, started, cpu_start, counter, timing, failures, session_dir)
     return counter["predicted"], failures
+
+
+def _predict_on_ray(plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path) -> tuple[int, dict[str, str]]:
+    """The Ray executor (runner/distributed.py) inside the same session bookkeeping as a local run."""
+    from ddibench.runner.distributed import predict_with_ray
+
+    counter, timing, failures = {"predicted": 0}, dict[str, float](), dict[str, str]()
+    started, cpu_start = time.time(), time.process_time()
+    session = SessionRecord(session_id=uuid.uuid4().hex[:16], state="started", started=dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(),
+                            profile=plan.profile.name, hardware=detect_hardware(), code=code_version(),
+                            models={role: plan.pool.specs[role].display() for role in plan.roles} if plan.pool else {})  # fmt: skip
+    append_session(session_dir, session)
+    state, error, info = "interrupted", None, dict[str, Any]()
+    try:
+        info = predict_with_ray(plan, pending, journal, progress, resumed, counter, failures, timing)
+        state = "finished"
+    except DdibenchError as exc:
+        state, error = "failed", str(exc)
+        raise
+    except BaseException as exc:
+        error = type(exc).__name__
+        raise
+    finally:
+        try:
+            journal.close()
+        finally:
+            _end_session(plan, session, state, error, started, cpu_start, counter, timing, failures, session_dir, extra_info=info)
+    return counter["predicted"], failures
+
+
+def _end_session(plan: RunPlan, session: SessionRecord, state: str, error: str | None, started: float, cpu_start: float,
+                 counter: dict[str, int], timing: dict[str, float], failures: dict[str, str], session_dir: Path | None = None,
+                 extra_info: dict[str, Any] | None = None) -> None:  # fmt: skip
+    pool, system = plan.pool, plan.system
+    end = session.model_copy(
+        update={
+            "state": state,
+            "error": error,
+            "wall_s": round(time.time() - started, 3),
+            "cpu_s": round(time.process_time() - cpu_start, 3),
+            "predicted": counter["predicted"],
+            "timing": timing,
+            "llm_usage": pool.ledger.as_dict() if pool else {},
+            "served_models": pool.served if pool else {},
+            "endpoints": pool.endpoint_stats() if pool else {},
+            "system_info": ({"executor": extra_info} if extra_info else {}) | (system.run_info() if hasattr(system, "run_info") else {}),
+            "failed": failures,
+        }
+    )
+    try:
+        append_session(session_dir or plan.run_dir, end)
+    except DdibenchError:
+        if state == "finished":
+            raise
+        # the session is ending on an error already (a full disk, most likely): that error is the one to show

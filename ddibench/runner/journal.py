@@ -4,6 +4,8 @@ One JSON line per finished sample, written and flushed as soon as the sample is 
 at any moment (even by SIGKILL) keeps every finished sample. Each line carries its prediction schema
 version; journals written by earlier versions still read. A torn last line (a kill in the middle of
 a write) is cut off when the journal is reopened; any other unreadable line is an error, never skipped.
+A write that fails part-way (a full disk) is cut back off at once and stops the run with a one-line
+error: the journal never ends in a half-written line that a later run would silently drop.
 """
 
 from __future__ import annotations
@@ -13,27 +15,32 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
 
-from ddibench.errors import RunDirError
+from ddibench.errors import RunDirError, write_error
 from ddibench.schema import PREDICTION_SCHEMA_VERSION, READABLE_PREDICTION_VERSIONS, Prediction
 
 
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh: TextIO | None = None
+        self._fd: int | None = None
 
     def load(self, repair: bool = True) -> dict[str, Prediction]:
         """Predictions already journalled, by sample id (a later record of a sample wins)."""
         if not self.path.exists():
             return {}
-        data = self.path.read_bytes()
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise RunDirError(f"cannot read {self.path}: {exc.strerror or exc}", "check the path and its permissions") from None
         if data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
             if repair:
-                with open(self.path, "r+b") as fh:
-                    fh.truncate(cut)
+                try:
+                    with open(self.path, "r+b") as fh:
+                        fh.truncate(cut)
+                except OSError as exc:
+                    raise write_error(exc, self.path) from None
             data = data[:cut]
         out: dict[str, Prediction] = {}
         for lineno, line in enumerate(data.splitlines(), 1):
@@ -53,25 +60,42 @@ class Journal:
         return out
 
     def append(self, predictions: Iterable[Prediction]) -> None:
-        if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8")
-        fh = self._fh
         now = round(time.time(), 3)
         lines = []
         for pred in predictions:
             record = {"v": PREDICTION_SCHEMA_VERSION, "t": now, "prediction": pred.model_dump(mode="json")}
             lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
-        fh.write("".join(lines))
-        fh.flush()  # in the OS's hands now: survives the process being killed
+        data = memoryview("".join(lines).encode("utf-8"))
+        try:
+            if self._fd is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise write_error(exc, self.path) from None
+        try:
+            while data:  # in the OS's hands once written: survives the process being killed
+                data = data[os.write(self._fd, data) :]
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, size)  # no torn line: the samples of this write are predicted again
+            except OSError:
+                pass
+            raise write_error(exc, self.path, "free some space and re-run the same command; the samples journalled so far are kept") from None
 
     def sync(self) -> None:
-        if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise write_error(exc, self.path) from None
 
     def close(self) -> None:
-        if self._fh is not None:
-            self.sync()
-            self._fh.close()
-            self._fh = None
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise write_error(exc, self.path) from None
+            finally:
+                os.close(fd)

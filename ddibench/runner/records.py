@@ -97,9 +97,21 @@ class RunIdentity(_Record):
 # -- sessions and results ------------------------------------------------------------------------
 
 
-class SessionRecord(_Record):
-    """One invocation of ``ddibench run`` on a run directory."""
+SESSION_STATES = ("started", "finished", "failed", "interrupted", "killed")
 
+
+class SessionRecord(_Record):
+    """One invocation of ``ddibench run`` on a run directory.
+
+    A session writes a ``started`` line when it begins and a line with its outcome (``finished``,
+    ``failed`` or ``interrupted``, same ``session_id``) when it ends; a session killed before it could
+    end (SIGKILL, power loss) keeps only its ``started`` line and reads as ``killed``, its time and
+    samples estimated from the journal (see :func:`ddibench.runner.rundir.read_sessions`). Lines
+    written before sessions had ids are finished sessions.
+    """
+
+    session_id: str = ""
+    state: str = "finished"
     started: str
     wall_s: float = 0.0
     cpu_s: float = 0.0
@@ -112,6 +124,13 @@ class SessionRecord(_Record):
     llm_usage: dict[str, dict[str, Any]] = {}
     served_models: dict[str, Any] = {}
     system_info: dict[str, Any] = {}
+    endpoints: dict[str, dict[str, Any]] = {}  # each model endpoint's policy: concurrency, timeouts, deadline
+    failed: dict[str, str] = {}  # sample id -> why its model calls failed for good (the sample was not journalled)
+    error: str | None = None  # why a failed or interrupted session ended
+
+    @property
+    def ended(self) -> bool:
+        return self.state != "started"
 
 
 class RoleCost(_Record):
@@ -134,6 +153,7 @@ class Cost(_Record):
     by_role: dict[str, RoleCost] = {}
     per_item: dict[str, PerItemCost] = {}
     n_items: int = 0
+    recorded: bool = True  # False: the answers came from elsewhere (an import) without token counts
 
     @property
     def calls_per_item(self) -> float:
@@ -197,6 +217,7 @@ class Scoring(_Record):
     what its model-based scoring recorded (judge, SelfCheckGPT)."""
 
     options: dict[str, Any] = {}
+    evaluator: dict[str, Any] | None = None  # {"kind", "version"}: runs scored by another version never mix
     scorers: dict[str, Any] | None = None
     judge: dict[str, Any] | None = None
     second_judge: dict[str, Any] | None = None
@@ -230,6 +251,7 @@ class Manifest(_Record):
     sample_ids_sha256: str
     scoring: Scoring = Scoring()
     sessions: int = 0
+    sessions_killed: int = 0  # sessions that never wrote their end (their time is estimated from the journal)
 
     @property
     def generator_model(self) -> str:
@@ -250,6 +272,7 @@ class Results(_Record):
     cost: Cost = Cost()
     timing: Timing = Timing()
     system_info: dict[str, Any] = {}
+    floors: dict[str, Any] = {}  # what answers without skill score on the same samples (majority, uniform random)
     manifest: Manifest
 
     @model_validator(mode="before")

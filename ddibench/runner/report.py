@@ -17,8 +17,10 @@ from rich.table import Table
 from ddibench.errors import RunDirError
 from ddibench.runner.records import Results, read_identity, read_results
 
+FLOOR_TITLES = {"majority": "majority", "popularity": "popularity", "uniform_random": "random"}
 
-def render_results(results: Results, console: Console, run_dir: Path | None = None) -> None:
+
+def render_results(results: Results, console: Console, run_dir: Path | None = None, verbose: bool = False) -> None:
     ev = results.evaluation
     man = results.manifest
     boot = ev.bootstrap
@@ -27,39 +29,61 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column(f"{int(boot['level'] * 100)}% CI", justify="right")
+    floors = {name: floor["metrics"] for name, floor in results.floors.items() if isinstance(floor, dict) and "metrics" in floor}
+    for name in floors:
+        table.add_column(f"{FLOOR_TITLES.get(name, name)} floor", justify="right", style="dim")
     if ev.ceilings:
         table.add_column("ceiling", justify="right")
     for name, m in ev.metrics.items():
         spec = ev.spec(name)
         primary = " *" if name == ev.primary_metric else ""
         row = [spec.title() + primary, spec.format(m.value), f"[{spec.format(m.ci_low)}, {spec.format(m.ci_high)}]"]
+        row += [spec.format(values.get(name)) for values in floors.values()]
         if ev.ceilings:
             row.append(spec.format(ev.ceilings.get(name)))
         table.add_row(*row)
     console.print(table)
+    notes = ["* primary metric (it ranks the board)"]
+    if floors:
+        notes.append("floors: what answers without skill score on the same samples (" + _floor_notes(results.floors) + ")")
+    if ev.ceilings:
+        notes.append("ceiling: what a perfect answer scores on these samples (fewer gold labels than the cut-off caps precision)")
+    for note in notes:
+        console.print(f"[dim]{escape(note)}[/dim]")
     console.print(
         f"invalid (unparsable) predictions: {ev.n_invalid:,} of {ev.n:,}, scored as wrong"
         + (f"; e.g. {ev.invalid_examples[0]['error']}" if ev.invalid_examples else "")
     )
-    if ev.ceilings:
-        console.print("ceiling: what a perfect answer scores on these samples (fewer gold labels than the cut-off caps precision)")
-    console.print(f"CI: {boot['description']}, {boot['replicates']} replicates, seed {boot['seed']}")
+    unit = man.task.model_extra.get("cluster_unit", "drugs") if man.task.model_extra else "drugs"
+    if verbose:
+        console.print(f"CI: {boot['description']}, {boot['replicates']} replicates, seed {boot['seed']}")
+    else:
+        how = f"{unit} resampled" if boot.get("method") == "cluster" else "samples resampled i.i.d."
+        console.print(f"CI: bootstrap, {how}, {boot['replicates']:,} replicates, seed {boot['seed']} (--verbose for details)")
     if ev.breakdown and len(ev.breakdown) > 1:
         parts = []
         for key, values in ev.breakdown.items():
-            shown = ", ".join(f"{m}={ev.spec(m).format(v)}" for m, v in values.items() if m not in ("n", "n_invalid"))
+            shown = ", ".join(
+                f"{m}={v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{m}={ev.spec(m).format(v)}"
+                for m, v in values.items()
+                if m not in ("n", "n_invalid")
+            )
             parts.append(f"{key}: n={values['n']:,} {shown}")
         console.print("breakdown: " + "; ".join(parts))
     cost = results.cost
+    if not cost.recorded:
+        console.print("LLM cost: not recorded (the answers were made elsewhere and imported)")
     for role, per in cost.per_item.items():
         totals = cost.by_role[role]
+        calls = f"{per.calls:g} call{'' if per.calls == 1 else 's'} per item"
         console.print(
-            f"LLM {role}: {per.calls} calls, {per.prompt_tokens:.0f} prompt + {per.completion_tokens:.0f} "
+            f"LLM {role}: {calls}, {per.prompt_tokens:,.0f} prompt + {per.completion_tokens:,.0f} "
             f"completion tokens per item ({totals.calls:,} calls in all, {totals.served_from_cache:,} from cache)"
         )
     timing = results.timing
+    killed = f", {man.sessions_killed} killed (timed up to their last journalled sample)" if man.sessions_killed else ""
     console.print(
-        f"time: {timing.wall_s_total:.1f} s over {man.sessions} session(s) "
+        f"time: {timing.wall_s_total:.1f} s over {man.sessions} session(s){killed} "
         f"(prepare {timing.prepare_s_total:.1f} s, predict {timing.predict_s_total:.1f} s)"
     )
     code = f"{man.git_commit[:12]}{' (dirty)' if man.git_dirty else ''}" if man.git_commit else "no git checkout"
@@ -89,6 +113,18 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         console.print(f"run directory: {run_dir}")
 
 
+def _floor_notes(floors: dict[str, Any]) -> str:
+    parts = []
+    for name, floor in floors.items():
+        if name == "majority":
+            parts.append(f"majority: label {floor['label']} for every sample, the most frequent in the {floor['from']}")
+        elif name == "popularity":
+            parts.append(f"popularity: labels {floor['labels']} for every sample, the most frequent in the {floor['from']}")
+        elif name == "uniform_random":
+            parts.append(f"random: mean of {floor['draws']} seeded draws of uniformly random answers")
+    return "; ".join(parts)
+
+
 def _short_identity(identity: dict[str, Any]) -> str:
     if "weights_sha256" in identity:
         return f"weights {identity['weights_sha256'][:12]}"
@@ -101,7 +137,21 @@ def find_runs(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.rglob("run.json"))
 
 
-def render_report(path: Path, console: Console, as_json: bool = False) -> int:
+def render_summary(rows: list[tuple[Results, Path]], console: Console) -> None:
+    """One table for several runs (``ddibench run -t a,b``): each task's primary metric, its floors."""
+    table = Table(title="summary", title_justify="left")
+    for col in ("task", "system", "n", "primary metric", "value [95% CI]", "floors", "run directory"):
+        table.add_column(col, overflow="fold")
+    for results, run_dir in rows:
+        name, value, low, high = results.primary
+        spec = results.evaluation.spec(name)
+        floors = ", ".join(f"{k.replace('uniform_random', 'random')} {spec.format(f['metrics'].get(name))}" for k, f in results.floors.items() if "metrics" in f)
+        table.add_row(results.task, results.system, f"{results.evaluation.n:,}", spec.title(), f"{spec.format(value)} [{spec.format(low)}, {spec.format(high)}]",
+                      floors or "—", str(run_dir))  # fmt: skip
+    console.print(table)
+
+
+def render_report(path: Path, console: Console, as_json: bool = False, verbose: bool = False) -> int:
     """Report one run directory, or list every run under a directory of runs. Returns an exit code."""
     if not path.exists():
         raise RunDirError(f"{path} does not exist", "give a run directory printed by 'ddibench run'")
@@ -111,7 +161,7 @@ def render_report(path: Path, console: Console, as_json: bool = False) -> int:
         if as_json:
             console.print_json(json.dumps(results.dump()))
         else:
-            render_results(results, console, path)
+            render_results(results, console, path, verbose=verbose)
         return 0
     if (path / "run.json").exists():
         ident = read_identity(path / "run.json")
@@ -128,11 +178,17 @@ def render_report(path: Path, console: Console, as_json: bool = False) -> int:
     table = Table(title=f"runs under {path}", title_justify="left")
     for col in ("task", "system", "run id", "n", "primary metric", "value", "status"):
         table.add_column(col)
+    unreadable = 0
     for run in runs:
-        ident = read_identity(run / "run.json")
-        res_file = run / "results.json"
-        if res_file.exists():
-            res = read_results(res_file)
+        try:
+            ident = read_identity(run / "run.json")
+            res_file = run / "results.json"
+            res = read_results(res_file) if res_file.exists() else None
+        except RunDirError as exc:  # one damaged run does not hide the others
+            table.add_row("?", "?", run.name, "—", "—", "—", escape(f"unreadable: {exc.problem}"))
+            unreadable += 1
+            continue
+        if res is not None:
             name, value, _, _ = res.primary
             spec = res.evaluation.spec(name)
             status = "complete" if res.manifest.submittable else f"complete ({res.manifest.not_submittable_reason})"
@@ -140,4 +196,4 @@ def render_report(path: Path, console: Console, as_json: bool = False) -> int:
         else:
             table.add_row(ident.task.name, ident.system.name, ident.run_id, f"{ident.n_samples:,}", "—", "—", "incomplete")
     console.print(table)
-    return 0
+    return 1 if unreadable else 0

@@ -5,7 +5,8 @@ Run directory (``<runs root>/<task>/<system>/<run id>/``; many runs share one ro
     run.json         the run's identity: task + data hash, system + config hash, model identities,
                      split, seed, limit, the hash of the selected sample ids (written first)
     journal.jsonl    one prediction per finished sample (append-only, flushed per write)
-    sessions.jsonl   one line per invocation: when, where, what it did, its LLM usage
+    sessions.jsonl   two lines per invocation: one when it starts, one when it ends (when, where, what it
+                     did, its LLM usage); an invocation that was killed keeps only its first line
     results.json     metrics with confidence intervals, cost, timing and the manifest (written last)
     scores/          what model-based scorers (the judge, SelfCheckGPT) recorded per sample
     texts/           long prompts shared by many samples, once each, named by their sha256
@@ -13,18 +14,21 @@ Run directory (``<runs root>/<task>/<system>/<run id>/``; many runs share one ro
 
 The run id hashes the identity, so the same command finds the same directory and resumes it; a
 directory that belongs to another run is refused. Whole files are written to a temporary name and
-renamed into place, so a reader never sees half a file.
+renamed into place, so a reader never sees half a file; a write that fails (a full disk) removes its
+temporary file and leaves the previous version in place.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from ddibench.errors import RunDirError
+from ddibench.errors import RunDirError, write_error
 from ddibench.runner.records import RunIdentity, SessionRecord, parse_record, read_identity
 
 
@@ -36,7 +40,10 @@ class RunLock:
         self._fh: Any = None
 
     def __enter__(self) -> RunLock:
-        self._fh = open(self.path, "a+")
+        try:
+            self._fh = open(self.path, "a+")
+        except OSError as exc:
+            raise write_error(exc, self.path.parent) from None
         try:
             fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -51,14 +58,32 @@ class RunLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        try:  # an idle lock file is empty: a finished command leaves the directory as it found it
+            self._fh.seek(0)
+            self._fh.truncate()
+            self._fh.flush()
+        except OSError:
+            pass
         fcntl.flock(self._fh, fcntl.LOCK_UN)
         self._fh.close()
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    write_bytes_atomic(path, (json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a whole file under a temporary name, then rename it into place; on failure nothing changes."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_error(exc, path) from None
 
 
 def claim(run_dir: Path, identity: RunIdentity) -> None:
@@ -78,21 +103,84 @@ def claim(run_dir: Path, identity: RunIdentity) -> None:
 
 
 def append_session(run_dir: Path, record: SessionRecord) -> None:
-    with open(run_dir / "sessions.jsonl", "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record.dump(), default=str) + "\n")
+    """Append one session line; a line a full disk cut short is removed again (see :func:`append_line`)."""
+    append_line(run_dir / "sessions.jsonl", (json.dumps(record.dump(), default=str) + "\n").encode("utf-8"))
+
+
+def append_line(path: Path, data: bytes) -> None:
+    """Append whole lines to a file, or nothing: a write that fails part-way (a full disk) is cut back off,
+    so the file never ends in a torn line; the error names the file and the fix."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise write_error(exc, path) from None
+    finally:
+        os.close(fd)
 
 
 def read_sessions(run_dir: Path) -> list[SessionRecord]:
+    """The run's sessions in order, one record each: a session's end line replaces its start line; a
+    session that never wrote its end is ``killed``, its samples and time estimated from the journal."""
     path = run_dir / "sessions.jsonl"
     if not path.exists():
         return []
-    out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RunDirError(f"{path} is not UTF-8 text", "the file is damaged; start a fresh run directory") from None
+    merged: dict[str, SessionRecord] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except ValueError:
+            if lineno == len(text.splitlines()) and not text.endswith("\n"):
+                continue  # a last line torn by a kill in the middle of a write
             raise RunDirError(f"{path}:{lineno} is not JSON", "the file was edited; remove the line or start a fresh run directory") from None
-        out.append(parse_record(SessionRecord, data, f"{path}:{lineno}"))
-    return out
+        record = parse_record(SessionRecord, data, f"{path}:{lineno}")
+        merged[record.session_id or f"line {lineno}"] = record
+    sessions = list(merged.values())
+    if any(not s.ended for s in sessions):
+        _estimate_killed(run_dir, sessions)
+    return sessions
+
+
+_T = re.compile(rb'"t":\s*([0-9.]+)')
+
+
+def _estimate_killed(run_dir: Path, sessions: list[SessionRecord]) -> None:
+    """Give each killed session the samples journalled while it ran and the time up to its last one."""
+    journal = run_dir / "journal.jsonl"
+    times = []
+    if journal.exists():
+        with open(journal, "rb") as fh:
+            for line in fh:
+                found = _T.search(line, 0, 64)
+                if found:
+                    times.append(float(found.group(1)))
+    starts = [_timestamp(s.started) for s in sessions]
+    for i, session in enumerate(sessions):
+        if session.ended:
+            continue
+        start, end = starts[i], starts[i + 1] if i + 1 < len(starts) else float("inf")
+        mine = [t for t in times if start <= t < end]
+        session.state = "killed"
+        session.predicted = len(mine)
+        session.wall_s = round(max(mine) - start, 3) if mine else 0.0
+
+
+def _timestamp(iso: str) -> float:
+    try:
+        return dt.datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return 0.0

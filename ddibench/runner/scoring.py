@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.errors import DdibenchError, RunDirError
-from ddibench.evaluation import EvaluationInputError, ScoringJob
+from ddibench.evaluation import EvaluationInputError, EvaluationResult, Evaluator, ScoringJob
 from ddibench.llm import ModelSpec, RoleModels, parse_model_options
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.profiles import detect_hardware, profile_mismatch
@@ -27,8 +27,10 @@ from ddibench.runner.records import (
     ProfileRecord,
     Results,
     RoleCost,
+    RunIdentity,
     Scoring,
     Seeds,
+    SessionRecord,
     SystemCard,
     TaskCard,
     Timing,
@@ -38,6 +40,7 @@ from ddibench.runner.records import (
 from ddibench.runner.rundir import RunLock, read_sessions, write_json_atomic
 from ddibench.schema import Prediction
 from ddibench.system import NullProgress, Progress
+from ddibench.task import Task
 
 
 def cost_from_predictions(predictions: Sequence[Prediction]) -> Cost:
@@ -79,19 +82,18 @@ def collect_extras(plan: RunPlan, predictions: dict[str, Prediction], progress: 
 
 def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[str, Any] | None = None) -> Results:
     task, system, identity, request, pool = plan.task, plan.system, plan.identity, plan.request, plan.pool
-    selected, profile, run_dir = plan.selected, plan.profile, plan.run_dir
     extras = extras or {}
     try:
-        evaluation = plan.evaluator.evaluate(selected, predictions, request.bootstrap, extras)
+        evaluation = plan.evaluator.evaluate(plan.selected, predictions, request.bootstrap, extras)
     except EvaluationInputError as exc:
-        raise DdibenchError(f"cannot score {run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
-    sessions = read_sessions(run_dir)
+        raise DdibenchError(f"cannot score {plan.run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
+    sessions = read_sessions(plan.run_dir)
     hardware = detect_hardware()
-    split_ok = identity.split == task.eval_split
-    manifest = Manifest(
-        created=dt.datetime.now(dt.timezone.utc).isoformat(),
-        **code_version(),
-        task=TaskCard(**task.card()),
+    return make_results(
+        task=task,
+        evaluator=plan.evaluator,
+        evaluation=evaluation,
+        identity=identity,
         system=SystemCard(
             name=system.name,
             version=system.version,
@@ -101,17 +103,52 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
             deviations=system.deviations() if hasattr(system, "deviations") else [],
         ),
         models={role: ModelEntry(spec=pool.specs[role].display(), identity=ident) for role, ident in identity.models.items()} if pool else {},
-        profile=ProfileRecord(declared=profile.as_dict(), detected=hardware, warning=profile_mismatch(profile, hardware)),
-        packages=package_versions(),
+        profile=ProfileRecord(declared=plan.profile.as_dict(), detected=hardware, warning=profile_mismatch(plan.profile, hardware)),
         seeds=Seeds(run=request.seed, bootstrap=request.bootstrap.seed, limit_sampling=request.seed if request.limit else None),
+        scoring_info=extras.get("info", {}),
+        sessions=sessions,
+        cost=cost_from_predictions([predictions[s.id] for s in plan.selected]),
+        floors=plan.evaluator.floors(plan.selected, plan.data.split("train") if "train" in plan.data.splits else ()),
+    )
+
+
+def make_results(
+    *,
+    task: Task,
+    evaluator: Evaluator,
+    evaluation: EvaluationResult,
+    identity: RunIdentity,
+    system: SystemCard,
+    models: dict[str, ModelEntry],
+    profile: ProfileRecord,
+    seeds: Seeds,
+    scoring_info: dict[str, Any],
+    sessions: list[SessionRecord],
+    cost: Cost,
+    floors: dict[str, Any] | None = None,
+) -> Results:
+    """The results record with its manifest (shared by runs made here and runs imported from elsewhere)."""
+    split_ok = identity.split == task.eval_split
+    reasons = [why for bad, why in ((identity.limit is not None, "--limit was used"), (not split_ok, "not the task's evaluation split"),
+                                    (profile.declared.get("rankable") is False, f"profile {profile.name} is a smoke budget")) if bad]  # fmt: skip
+    manifest = Manifest(
+        created=dt.datetime.now(dt.timezone.utc).isoformat(),
+        **code_version(),
+        task=TaskCard(**task.card()),
+        system=system,
+        models=models,
+        profile=profile,
+        packages=package_versions(),
+        seeds=seeds,
         split=identity.split,
-        limit=request.limit,
-        submittable=request.limit is None and split_ok,
-        not_submittable_reason="--limit was used" if request.limit is not None else (None if split_ok else "not the task's evaluation split"),
-        n_samples=len(selected),
+        limit=identity.limit,
+        submittable=not reasons,
+        not_submittable_reason="; ".join(reasons) or None,
+        n_samples=identity.n_samples,
         sample_ids_sha256=identity.sample_ids_sha256,
-        scoring=Scoring(options=plan.evaluator.settings(), **extras.get("info", {}), **plan.evaluator.describe()),
+        scoring=Scoring(options=evaluator.settings(), evaluator={"kind": evaluator.kind, "version": evaluator.version}, **scoring_info, **evaluator.describe()),
         sessions=len(sessions),
+        sessions_killed=sum(1 for s in sessions if s.state == "killed"),
     )
     timing = Timing(
         wall_s_total=round(sum(s.wall_s for s in sessions), 3),
@@ -124,9 +161,10 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         task=task.name,
         system=system.name,
         evaluation=evaluation,
-        cost=cost_from_predictions([predictions[s.id] for s in selected]),
+        cost=cost,
         timing=timing,
         system_info=system_info,
+        floors=floors or {},
         manifest=manifest,
     )
 
@@ -137,6 +175,8 @@ def rescore(
     scoring: dict[str, Any],
     bootstrap: BootstrapSpec,
     progress: Progress | None = None,
+    profile: str | None = None,
+    first_scoring: bool = False,
 ) -> Results:
     """Score a finished run again (new judge, more SelfCheckGPT samples, other intervals) without
     predicting anything: the journal is read, never written. ``scoring`` holds the scoring options given
@@ -144,23 +184,29 @@ def rescore(
     run_file, results_file = run_dir / "run.json", run_dir / "results.json"
     if not run_file.exists():
         raise RunDirError(f"{run_dir} holds no run.json", "give a run directory printed by 'ddibench run'")
-    ident = read_identity(run_file)
-    previous = read_results(results_file) if results_file.exists() else None
-    used = {role: m.spec for role, m in previous.manifest.models.items()} if previous else {}
-    specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
-    specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
-    specs = specs.with_roles(dict(models or {}))
-    before = dict(previous.manifest.scoring.options) if previous else {}
-    request = RunRequest(
-        task=ident.task.name, system=ident.system.name, models=specs,
-        profile=previous.manifest.profile.name if previous else "cpu",
-        seed=ident.seed, limit=ident.limit, split=ident.split, config=ident.system.config,
-        run_dir=run_dir, bootstrap=bootstrap, scoring={**before, **scoring},
-    )  # fmt: skip
-    plan = plan_run(request)
-    if plan.identity.run_id != ident.run_id:
-        raise RunDirError(f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}", "rescore with the ddibench version that made the run")
-    with RunLock(run_dir):
+    with RunLock(run_dir):  # first: a run still writing this directory is named as the reason, not its half-state
+        ident = read_identity(run_file)
+        if not results_file.exists() and not first_scoring:  # a merge of shards scores a run for the first time
+            raise RunDirError(f"{run_dir} has not been scored yet (an unfinished run)", "finish it with the same 'ddibench run' command first")
+        previous = read_results(results_file) if results_file.exists() else None
+        if previous is not None:
+            used = {role: m.spec for role, m in previous.manifest.models.items()}
+        else:  # never scored (shards merged): the models and profile the sessions recorded
+            sessions = read_sessions(run_dir)
+            used = next((dict(s.model_extra.get("models") or {}) for s in sessions if s.model_extra and s.model_extra.get("models")), {})
+            profile = profile or next((s.profile for s in sessions if s.profile), "cpu")
+        specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
+        specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
+        specs = specs.with_roles(dict(models or {}))
+        before = dict(previous.manifest.scoring.options) if previous else {}
+        request = RunRequest(
+            task=ident.task.name, system=ident.system.name, models=specs, profile=profile or (previous.manifest.profile.name if previous else "cpu"),
+            seed=ident.seed, limit=ident.limit, split=ident.split, config=ident.system.config,
+            run_dir=run_dir, bootstrap=bootstrap, scoring={**before, **scoring},
+        )  # fmt: skip
+        plan = plan_run(request)
+        if plan.identity.run_id != ident.run_id:
+            raise RunDirError(f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}", "rescore with the ddibench version that made the run")
         done = Journal(run_dir / "journal.jsonl").load(repair=False)
         missing = [s.id for s in plan.selected if s.id not in done]
         if missing:

@@ -50,8 +50,8 @@ REPOSITORY_RECIPE = 1
 
 class CBRDDIConfig(SystemConfig):
     repository_size: int = 2000
-    k_cases: int = 5
-    p_paths: int = 5
+    k_cases: int = Field(5, ge=0)
+    p_paths: int = Field(5, ge=0)
     n_candidates: int = 3  # paper: 3 for DrugBank; on label-set tasks (TWOSIDES) 10 unless given
     lam: float | None = None  # None: chosen on validation from lambda_grid
     lambda_grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -65,10 +65,10 @@ class CBRDDIConfig(SystemConfig):
     refine: bool = True
     refine_cases: int | None = None  # budget: cases checked by the refinement pass (None: all)
     encoder: str = "minilm"
-    temperature: float = 0.0
-    description_tokens: int = 128
-    insight_tokens: int = 160
-    answer_tokens: int = 160
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
+    description_tokens: int = Field(128, gt=0)
+    insight_tokens: int = Field(160, gt=0)
+    answer_tokens: int = Field(160, gt=0)
     gnn: dict[str, Any] = Field(default_factory=dict)  # EmerGNN options on top of the profile's EmerGNN budget
 
 

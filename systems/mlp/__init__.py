@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import model_serializer
+from pydantic import Field, model_serializer
 
 from ddibench import label_sets
 from ddibench.chem import morgan_matrix
@@ -37,13 +37,13 @@ class MLPConfig(SystemConfig):
     radius: int = 2
     n_bits: int = 1024
     hidden: tuple[int, ...] = (1024, 512)
-    dropout: float = 0.3
-    lr: float = 1e-3
-    weight_decay: float = 1e-6
-    batch_size: int = 512
-    max_epochs: int = 50
-    patience: int = 5
-    max_train: int | None = None  # train on a seeded subsample of this many pairs (a declared budget)
+    dropout: float = Field(0.3, ge=0, lt=1)
+    lr: float = Field(1e-3, gt=0, allow_inf_nan=False)
+    weight_decay: float = Field(1e-6, ge=0, allow_inf_nan=False)
+    batch_size: int = Field(512, gt=0)
+    max_epochs: int = Field(50, gt=0)
+    patience: int = Field(5, ge=0)
+    max_train: int | None = Field(None, gt=0)  # train on a seeded subsample of this many pairs (a declared budget)
     device: str = "cpu"
     threads: int | None = None
     multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.label_sets)

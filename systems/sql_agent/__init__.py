@@ -26,6 +26,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from pydantic import Field
+
 from ddibench.answering import AnswerConfig, AnswerSystem, training_interactions
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
@@ -66,9 +68,9 @@ Final Answer: the answer"""
 class SQLAgentConfig(AnswerConfig):
     backend: str = "sqlite"  # "sqlite" (embedded) or "postgres"
     postgres_dsn: str | None = None  # default: $DDIBENCH_POSTGRES_DSN
-    sql_temperature: float = 0.0
-    max_rows: int = 20
-    timeout_s: float = 2.0
+    sql_temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
+    max_rows: int = Field(20, gt=0)
+    timeout_s: float = Field(2.0, gt=0, allow_inf_nan=False)
     react_steps: int = 3
     search: str = "local"  # "local" (BM25 over monographs and MedQuAD) or "serpapi" (needs SERPAPI_API_KEY)
 

@@ -93,6 +93,7 @@ class MedQuADTask(Task):
     name = "medquad"
     title = "Medical QA: MedQuAD SeniorHealth + CDC and MedicationQA (interaction questions as their own slice)"
     input_kind = "question"
+    cluster_unit = "source documents"
     TEST_FOLDERS = ("7_SeniorHealth_QA", "9_CDC_QA")
     VALID_FOLDERS = ("8_NHLBI_QA_XML",)
 

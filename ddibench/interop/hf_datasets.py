@@ -1,0 +1,165 @@
+"""Export a task's splits as a Hugging Face dataset (``ddibench data export``).
+
+Every split becomes a table with typed ``Features``: the sample id, the input's fields (drug ids,
+names and SMILES of a pair; a molecule's SMILES, InChIKey and name; a question), the target (a
+``ClassLabel`` with the task's label names, a sequence of them for label sets, or the reference
+answer), the cluster keys the bootstrap resamples, and the sample's metadata as JSON. Beside the data
+goes a dataset card (``README.md``): source files with their URLs, sha256 and licences (non-commercial
+ones marked), the setting, the deviations, and the task's ``data_sha256``, so an exported copy can
+always be traced back to the pinned sources.
+
+Formats: ``parquet`` (one ``<split>.parquet`` file per split; load with
+``datasets.load_dataset("parquet", data_files=...)``) or ``hf`` (``DatasetDict.save_to_disk``; load
+with ``datasets.load_from_disk``). Exporting twice gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ddibench.errors import ConfigError
+from ddibench.schema import DrugPair, Molecule, Question, Sample
+from ddibench.task import Task
+
+FORMATS = ("parquet", "hf")
+NON_COMMERCIAL = ("NC", "non-commercial")
+
+
+def _features(task: Task, kind: str) -> Any:
+    from datasets import ClassLabel, Features, Sequence, Value
+
+    names = [label.name or label.template for label in task.label_space] or ["(none)"]
+    columns: dict[str, Any] = {"id": Value("string")}
+    if task.input_kind == "drug_pair":
+        for side in ("head", "tail"):
+            columns.update({f"{side}_node_id": Value("int32"), f"{side}_drugbank_id": Value("string"),
+                            f"{side}_name": Value("string"), f"{side}_smiles": Value("string")})  # fmt: skip
+    elif task.input_kind == "molecule":
+        columns.update({"smiles": Value("string"), "inchikey": Value("string"), "name": Value("string"), "molecule_id": Value("string")})
+    else:
+        columns.update({"question": Value("string"), "focus": Value("string"), "qtype": Value("string"), "source": Value("string"),
+                        "pair_head": Value("string"), "pair_tail": Value("string")})  # fmt: skip
+    if kind == "label":
+        columns["label"] = ClassLabel(names=names)
+    elif kind == "labels":
+        columns["labels"] = Sequence(ClassLabel(names=names))
+    elif kind == "answer":
+        columns.update({"answer": Value("string"), "label": ClassLabel(names=names)})
+    else:
+        columns["target"] = Value("string")  # any other target, as JSON
+    columns["clusters"] = Sequence(Value("string"))
+    columns["meta"] = Value("string")
+    return Features(columns)
+
+
+def _target_kind(samples: Sequence[Sample]) -> str:
+    target = next((s.target for s in samples if s.target is not None), None)
+    if isinstance(target, int) and not isinstance(target, bool):
+        return "label"
+    if isinstance(target, (tuple, list)):
+        return "labels"
+    if isinstance(target, Mapping) and "answer" in target:
+        return "answer"
+    return "json"
+
+
+def _row(sample: Sample, kind: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": sample.id}
+    inp = sample.input
+    if isinstance(inp, DrugPair):
+        for side, drug in (("head", inp.head), ("tail", inp.tail)):
+            row.update({f"{side}_node_id": drug.node_id, f"{side}_drugbank_id": drug.drugbank_id, f"{side}_name": drug.name, f"{side}_smiles": drug.smiles})
+    elif isinstance(inp, Molecule):
+        row.update({"smiles": inp.smiles, "inchikey": inp.inchikey, "name": inp.name, "molecule_id": inp.id})
+    elif isinstance(inp, Question):
+        row.update({"question": inp.text, "focus": inp.focus, "qtype": inp.qtype, "source": inp.source,
+                    "pair_head": inp.pair.head.drugbank_id if inp.pair else "", "pair_tail": inp.pair.tail.drugbank_id if inp.pair else ""})  # fmt: skip
+    target = sample.target
+    if kind == "label":
+        row["label"] = int(target)  # type: ignore[arg-type]
+    elif kind == "labels":
+        row["labels"] = [int(t) for t in target]  # type: ignore[union-attr]
+    elif kind == "answer":
+        assert isinstance(target, Mapping)
+        row["answer"] = str(target["answer"])
+        row["label"] = -1 if target.get("label") is None else int(target["label"])  # ClassLabel's "no label"
+    else:
+        row["target"] = json.dumps(target, sort_keys=True, default=str)
+    row["clusters"] = list(sample.clusters)
+    row["meta"] = json.dumps(dict(sample.meta), sort_keys=True, default=str)
+    return row
+
+
+def dataset_card(task: Task, sizes: Mapping[str, int], fmt: str) -> str:
+    """The README.md that travels with the exported data."""
+    licences = sorted({s.license for s in task.sources})
+    restricted = [lic for lic in licences if any(mark in lic for mark in NON_COMMERCIAL)]
+    lines = [
+        "---",
+        f"pretty_name: ddibench {task.name}",
+        "license: other",
+        "---",
+        f"# ddibench task `{task.name}` {task.version}",
+        "",
+        task.title,
+        "",
+        f"- family: `{task.family}`, setting: `{task.setting}`, input: `{task.input_kind}`, evaluation split: `{task.eval_split}`",
+        f"- data sha256 (ddibench's pinned sources + recipe): `{task.data_sha256}`",
+        "- splits: " + ", ".join(f"{name} {n:,}" for name, n in sizes.items()),
+        f"- format: {fmt}; exported by ddibench; score predictions with `ddibench` (`ddibench run` or `ddibench import lm-eval`)",
+        "",
+        "## Licences",
+        "",
+    ]
+    if restricted:
+        lines += [f"**Non-commercial terms apply**: {', '.join(restricted)}. Check them before redistributing this data.", ""]
+    lines += [f"- `{lic}`" for lic in licences] + ["", "## Sources", ""]
+    lines += [f"- {s.url} (sha256 `{s.sha256}`, {s.license})" for s in task.sources]
+    if task.deviations:
+        lines += ["", "## Deviations from the upstream definition", ""] + [f"- {d}" for d in task.deviations]
+    return "\n".join(lines) + "\n"
+
+
+def export(task: Task, out: Path, fmt: str = "parquet", splits: Sequence[str] | None = None) -> dict[str, Any]:
+    """Write the task's splits to ``out``; returns what was written (paths, sizes, bytes)."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown export format '{fmt}'", f"use one of: {', '.join(FORMATS)}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not an empty directory", "give a new or empty directory")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError("exporting a Hugging Face dataset needs the datasets package", "pip install 'ddibench[interop]'") from None
+    datasets.disable_progress_bars()
+    data = task.load()
+    chosen = list(splits or [s for s in ("train", "valid", "test") if s in data.splits])
+    kind = _target_kind([s for name in chosen for s in data.split(name)])
+    features = _features(task, kind)
+    tables = {}
+    for name in chosen:
+        rows = [_row(s, kind) for s in data.split(name)]
+        columns = {key: [r.get(key, "") for r in rows] for key in features}
+        tables[name] = datasets.Dataset.from_dict(columns, features=features)
+    tmp = out.with_name(f".{out.name}.part")
+    if tmp.exists():
+        import shutil
+
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    if fmt == "parquet":
+        for name, table in tables.items():
+            table.to_parquet(str(tmp / f"{name}.parquet"))
+    else:
+        datasets.DatasetDict(tables).save_to_disk(str(tmp))
+    sizes = {name: len(t) for name, t in tables.items()}
+    (tmp / "README.md").write_text(dataset_card(task, sizes, fmt), encoding="utf-8")
+    if out.exists():
+        out.rmdir()
+    tmp.rename(out)
+    files = sorted(p for p in out.rglob("*") if p.is_file())
+    return {"out": str(out), "format": fmt, "sizes": sizes, "bytes": sum(p.stat().st_size for p in files), "files": [str(p.relative_to(out)) for p in files]}

@@ -1,0 +1,425 @@
+"""lm-evaluation-harness: run ddibench tasks in lm-eval, and bring lm-eval's answers back as ddibench runs.
+
+``ddibench export lm-eval DIR --task drugbank_s2`` writes, for each task:
+
+* ``DIR/ddibench_<task>.yaml`` — an lm-eval task (``generate_until``) over the task's evaluation split;
+* ``DIR/ddibench_data/<task>.jsonl`` — its documents (sample id, inputs, gold, and the task's version
+  and data sha256, so an answer can always be traced to the exact data);
+* ``DIR/ddibench_utils.py`` — a few lines of glue that call this module: the prompt (``doc_to_text``),
+  the parser and per-sample scores (``process_results``) and the aggregations are ddibench's own.
+
+Prompts: a classification task (DrugBank) gets the prompt of ddibench's ``zero-shot`` system (its system
+text and question in one user turn: lm-eval's chat path has no per-task system message) and, with
+``--json-mode``, the same constrained-JSON request ddibench would send; a free-text task (DDI QA,
+MedQuAD) gets the question after the answering instruction of ``no-rag``. Answers are parsed with
+ddibench's parser and scored with ddibench's metrics (macro-F1, kappa; embedding similarity and
+BERTScore), so lm-eval prints the numbers ddibench would.
+
+``ddibench import lm-eval SAMPLES.jsonl`` reads lm-eval's ``--log_samples`` output of such a task (and the
+``results_*.json`` beside it) and writes a ddibench run directory: identity, journal (one prediction
+per document, with lm-eval's raw response in the trace), session and results with a manifest that
+names lm-eval's version, model and model arguments (keys redacted). The run can then be verified,
+recomputed and put on the board like any other. Token counts are not in lm-eval's samples, so the
+imported run's cost is marked as not recorded.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ddibench.errors import ConfigError, DataError
+from ddibench.schema import DrugPair, Prediction, Question, Sample
+from ddibench.task import Task
+
+EXPORT_VERSION = 1
+JSON_MODES = ("none", "schema", "object", "llamacpp")
+SECRET_KEYS = re.compile(r"key|token|secret|password", re.IGNORECASE)
+
+UTILS = '''"""Glue for lm-evaluation-harness, written by `ddibench export lm-eval`: prompts, parsing and metrics are
+ddibench's own (ddibench must be installed in the environment that runs lm-eval)."""
+
+from ddibench.interop.lm_eval import (  # noqa: F401
+    agg_accuracy,
+    agg_kappa,
+    agg_macro_f1,
+    agg_mean,
+    doc_to_target,
+    doc_to_text,
+    process_results,
+)
+'''
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+def kind_of(task: Task) -> str:
+    """"classification" (pairs -> a label, the label-choice prompt) or "text" (questions -> free text)."""
+    kind = task.evaluator().kind
+    if kind == "classification" and task.input_kind == "drug_pair":
+        return "classification"
+    if kind == "text":
+        return "text"
+    raise ConfigError(
+        f"task {task.name} ({task.family}, {kind} answers) has no lm-eval export yet",
+        "export a DrugBank task (classification) or a question-answering task (text)",
+    )
+
+
+def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "ddibench_task": task.name,
+        "ddibench_version": task.version,
+        "ddibench_data_sha256": task.data_sha256,
+        "ddibench_export": EXPORT_VERSION,
+        "ddibench_limit": limit,
+        "ddibench_seed": seed,
+        "id": sample.id,
+    }
+    inp = sample.input
+    if isinstance(inp, DrugPair):
+        doc.update(head=inp.head.name, head_id=inp.head.drugbank_id, tail=inp.tail.name, tail_id=inp.tail.drugbank_id, gold=int(sample.target))  # type: ignore[arg-type]
+    elif isinstance(inp, Question):
+        target = sample.target
+        assert isinstance(target, Mapping)
+        doc.update(question=inp.text, answer=str(target["answer"]), gold=target.get("label"))
+        if inp.pair is not None:
+            doc.update(head=inp.pair.head.name, tail=inp.pair.tail.name)
+    return doc
+
+
+def _yaml(task: Task, data_file: Path, kind: str, json_mode: str) -> str:
+    generation: dict[str, Any] = {"until": [], "do_sample": False, "temperature": 0.0}
+    if kind == "classification":
+        from ddibench.label_choice import LabelChoiceConfig, label_schema
+        from ddibench.llm import response_format  # the same request ddibench's client would send
+
+        generation["max_gen_toks"] = LabelChoiceConfig().max_tokens
+        if json_mode != "none":
+            generation["response_format"] = response_format(json_mode, label_schema(len(task.label_space)))
+        metrics = [("accuracy", "agg_accuracy"), ("macro_f1", "agg_macro_f1"), ("kappa", "agg_kappa")]
+    else:
+        from ddibench.answering import AnswerConfig
+
+        generation.update(max_gen_toks=AnswerConfig().max_tokens, temperature=AnswerConfig().temperature)
+        metrics = [("embedding_similarity", "agg_mean"), ("bertscore_f1", "agg_mean")]
+        if task.label_space and len(task.label_space):
+            metrics.append(("label_recovery", "agg_mean"))
+    config = {
+        "task": f"ddibench_{task.name}",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(data_file.resolve())}},
+        "test_split": "test",
+        "output_type": "generate_until",
+        "doc_to_text": "!function ddibench_utils.doc_to_text",
+        "doc_to_target": "!function ddibench_utils.doc_to_target",
+        "process_results": "!function ddibench_utils.process_results",
+        "generation_kwargs": generation,
+        "metric_list": [{"metric": name, "aggregation": f"!function ddibench_utils.{agg}", "higher_is_better": True} for name, agg in metrics],
+        "metadata": {"version": float(EXPORT_VERSION), "ddibench_task_version": task.version, "ddibench_data_sha256": task.data_sha256},
+    }
+    return "\n".join(_yaml_lines(config)) + "\n"
+
+
+def _yaml_lines(value: Any, indent: int = 0) -> list[str]:
+    """Block-style YAML for dicts, lists and JSON scalars (lm-eval's loader resolves '!function' tags only
+    in block style). Hand-written: a few lines, and no YAML library is needed to export."""
+    pad = "  " * indent
+
+    def scalar(v: Any) -> str:
+        if isinstance(v, str) and v.startswith("!function "):
+            return v
+        return json.dumps(v)
+
+    def flat(v: Any) -> bool:
+        return not isinstance(v, (dict, list)) or not v or (isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v))
+
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not flat(item):
+                lines.append(f"{pad}{key}:")
+                lines += _yaml_lines(item, indent + 1)
+            else:
+                lines.append(f"{pad}{key}: {scalar(item) if not isinstance(item, (dict, list)) else json.dumps(item)}")
+    else:
+        for item in value:
+            if flat(item):
+                lines.append(f"{pad}- {scalar(item) if not isinstance(item, (dict, list)) else json.dumps(item)}")
+                continue
+            nested = _yaml_lines(item, indent + 1)
+            lines.append(f"{pad}- {nested[0].strip()}")
+            lines += nested[1:]
+    return lines
+
+
+def export(tasks: Sequence[Task], out: Path, limit: int | None = None, seed: int = 0, json_mode: str = "none") -> dict[str, Any]:
+    """Write lm-eval task configs for ``tasks`` into ``out``; returns what was written."""
+    from ddibench.runner.plan import stratified_subset
+
+    if json_mode not in JSON_MODES:
+        raise ConfigError(f"unknown --json-mode '{json_mode}'", f"use one of: {', '.join(JSON_MODES)}")
+    if limit is not None and limit <= 0:
+        raise ConfigError(f"--limit must be a positive number of samples, got {limit}", "omit it to export the whole evaluation split")
+    kinds = {task.name: kind_of(task) for task in tasks}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ddibench_data").mkdir(exist_ok=True)
+    written: dict[str, Any] = {}
+    for task in tasks:
+        samples = list(task.load().split(task.eval_split))
+        if limit is not None:
+            samples = stratified_subset(samples, limit, seed)
+        data_file = out / "ddibench_data" / f"{task.name}.jsonl"
+        data_file.write_text("".join(json.dumps(_doc(task, s, limit, seed), sort_keys=True) + "\n" for s in samples), encoding="utf-8")
+        (out / f"ddibench_{task.name}.yaml").write_text(_yaml(task, data_file, kinds[task.name], json_mode), encoding="utf-8")
+        written[task.name] = {"lm_eval_task": f"ddibench_{task.name}", "documents": len(samples), "kind": kinds[task.name]}
+    (out / "ddibench_utils.py").write_text(UTILS, encoding="utf-8")
+    return written
+
+
+# -- what lm-eval calls --------------------------------------------------------------------------
+
+
+@cache
+def _task(name: str) -> Task:
+    from ddibench.registry import get_task
+
+    return get_task(name)
+
+
+@cache
+def _options(name: str) -> tuple[str, ...]:
+    from ddibench.label_choice import option_texts
+
+    return tuple(option_texts(_task(name).label_space))
+
+
+def doc_to_text(doc: Mapping[str, Any]) -> str:
+    task = _task(doc["ddibench_task"])
+    if "question" not in doc:
+        from ddibench.label_choice import QUESTION, SYSTEM_PROMPT
+
+        types = "\n".join(f"{i}. {text}" for i, text in enumerate(_options(task.name), 1))
+        question = QUESTION.format(head=f"{doc['head']} (DrugBank {doc['head_id']})", tail=f"{doc['tail']} (DrugBank {doc['tail_id']})")
+        return SYSTEM_PROMPT.format(types=types) + "\n\n" + question
+    from ddibench.answering import ANSWER_SYSTEM
+
+    return ANSWER_SYSTEM + "\n\n" + str(doc["question"])
+
+
+def doc_to_target(doc: Mapping[str, Any]) -> str:
+    return str(doc["answer"]) if "question" in doc else str(doc["gold"])
+
+
+def parse_answer(doc: Mapping[str, Any], text: str) -> Prediction:
+    """The ddibench prediction an lm-eval response gives (the same parser as ddibench's own systems)."""
+    if "question" in doc:
+        answer = " ".join(text.split())
+        if not answer:
+            return Prediction.invalid(str(doc["id"]), "empty answer", text=text)
+        return Prediction(sample_id=str(doc["id"]), text=answer)
+    from ddibench.parsing import parse_choice
+
+    parsed = parse_choice(text, _options(doc["ddibench_task"]))
+    trace = {"parse": {"method": parsed.method, "detail": parsed.detail}}
+    if parsed.index is None:
+        return Prediction.invalid(str(doc["id"]), parsed.detail or "unparsable answer", text=text, trace=trace)
+    return Prediction(sample_id=str(doc["id"]), label=parsed.index, text=text, trace=trace)
+
+
+def process_results(doc: Mapping[str, Any], results: Sequence[str]) -> dict[str, Any]:
+    pred = parse_answer(doc, results[0] if results else "")
+    task = _task(doc["ddibench_task"])
+    if "question" not in doc:
+        unit = (pred.label if pred.valid and pred.label is not None else -1, int(doc["gold"]), len(task.label_space))
+        return {"accuracy": unit, "macro_f1": unit, "kappa": unit}
+    from ddibench.embeddings import shared_encoder
+    from ddibench.evaluation.text import _bert_scorer
+    from ddibench.evaluation.text_scorers import LabelRecovery, embedding_similarity
+
+    encoder = shared_encoder()
+    answer, reference = pred.text or "", str(doc["answer"])
+    out: dict[str, Any] = {
+        "embedding_similarity": float(embedding_similarity(encoder, [answer], [reference])[0]),
+        "bertscore_f1": float(_bert_scorer(encoder, 6).score([answer], [reference])[0, 2]),
+    }
+    if len(task.label_space):
+        recovered = LabelRecovery(task.label_space, encoder).recover(answer, doc.get("head", ""), doc.get("tail", ""))[0] if "head" in doc else None
+        out["label_recovery"] = float(recovered is not None and recovered == doc.get("gold"))
+    return out
+
+
+def _classification(items: Sequence[Sequence[int]], metric: str) -> float:
+    import numpy as np
+
+    from ddibench.metrics.classification import classification_scores
+
+    n_labels = int(items[0][2])
+    scores = classification_scores(np.array([i[1] for i in items]), np.array([i[0] for i in items]), n_labels)
+    return float(scores.as_dict()[metric])
+
+
+def agg_accuracy(items: Sequence[Sequence[int]]) -> float:
+    return _classification(items, "accuracy")
+
+
+def agg_macro_f1(items: Sequence[Sequence[int]]) -> float:
+    return _classification(items, "macro_f1")
+
+
+def agg_kappa(items: Sequence[Sequence[int]]) -> float:
+    return _classification(items, "kappa")
+
+
+def agg_mean(items: Sequence[float]) -> float:
+    return float(sum(items) / len(items)) if items else float("nan")
+
+
+# -- import -------------------------------------------------------------------------------------
+
+
+def _results_file(samples: Path) -> Path | None:
+    """lm-eval writes ``samples_<task>_<timestamp>.jsonl`` beside ``results_<timestamp>.json``."""
+    match = re.match(r"samples_.+_(\d{4}-\d\d-\d\dT[\d.-]+)\.jsonl$", samples.name)
+    if match:
+        candidate = samples.parent / f"results_{match.group(1)}.json"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _redacted(args: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: ("<redacted>" if SECRET_KEYS.search(k) else v) for k, v in args.items()}
+
+
+def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: Path | None = None) -> Path:
+    """Write a ddibench run directory from lm-eval's logged samples of an exported task; returns it."""
+    from ddibench.evaluation import EvaluationInputError
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.runner.journal import Journal
+    from ddibench.runner.plan import run_identity_from, stratified_subset
+    from ddibench.runner.records import Cost, ModelEntry, ProfileRecord, Seeds, SessionRecord, SystemCard
+    from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
+    from ddibench.runner.scoring import make_results
+
+    if not samples_path.is_file():
+        raise DataError(f"{samples_path} does not exist", "give the samples_<task>_<date>.jsonl file lm-eval wrote with --log_samples")
+    records = []
+    for lineno, line in enumerate(samples_path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            doc = record["doc"]
+            doc["ddibench_task"]
+        except (ValueError, KeyError, TypeError):
+            raise DataError(f"{samples_path}:{lineno} is not an lm-eval sample of a ddibench task",
+                            "import the samples of a task written by 'ddibench export lm-eval'") from None  # fmt: skip
+        records.append(record)
+    if not records:
+        raise DataError(f"{samples_path} holds no samples", "run lm-eval with --log_samples")
+    names = {r["doc"]["ddibench_task"] for r in records}
+    if len(names) != 1:
+        raise DataError(f"{samples_path} mixes tasks ({', '.join(sorted(names))})", "import one task's samples file at a time")
+    first = records[0]["doc"]
+    task = _task(first["ddibench_task"])
+    if first.get("ddibench_data_sha256") != task.data_sha256 or first.get("ddibench_version") != task.version:
+        raise DataError(f"{samples_path} was exported from {task.name} {first.get('ddibench_version')} with other data than this ddibench's",
+                        "export the task again with this ddibench and rerun lm-eval")  # fmt: skip
+    limit, seed = first.get("ddibench_limit"), int(first.get("ddibench_seed", 0))
+    samples = list(task.load().split(task.eval_split))
+    if limit is not None:
+        samples = stratified_subset(samples, int(limit), seed)
+    by_id = {str(r["doc"]["id"]): r for r in records}
+    missing = [s.id for s in samples if s.id not in by_id]
+    if missing or len(by_id) != len(samples):
+        raise DataError(
+            f"{samples_path} answers {len(by_id):,} of the {len(samples):,} exported documents",
+            "run lm-eval on every exported document (no lm-eval --limit; export with 'ddibench export lm-eval --limit N' for a preview)",
+        )
+    predictions = {}
+    for s in samples:
+        r = by_id[s.id]
+        text = r["filtered_resps"][0] if r.get("filtered_resps") else (r["resps"][0][0] if r.get("resps") else "")
+        pred = parse_answer(r["doc"], str(text))
+        trace = {**pred.trace, "lm_eval": {"doc_id": r.get("doc_id"), "prompt_hash": r.get("prompt_hash"), "response": text}}
+        predictions[s.id] = pred.model_copy(update={"trace": trace})
+
+    results_file = _results_file(samples_path)
+    meta = json.loads(results_file.read_text(encoding="utf-8")) if results_file else {}
+    config = meta.get("config", {})
+    model_args = config.get("model_args") or {}
+    if isinstance(model_args, str):
+        model_args = dict(part.split("=", 1) for part in model_args.split(",") if "=" in part)
+    arguments: dict[str, Any] = records[0].get("arguments") or {}
+    first_request: dict[str, Any] = next(iter(arguments.values()), {})
+    generation = first_request.get("arg_1", {})
+    lm_version = str(meta.get("lm_eval_version") or "unknown")
+    system_config = {
+        "model": config.get("model", "unknown"),
+        "model_args": _redacted(model_args),
+        "generation_kwargs": generation,
+        "chat_template": bool(meta.get("chat_template")),
+        "export_version": first.get("ddibench_export"),
+    }
+    model_identity = {
+        "provider": f"lm-eval:{config.get('model', 'unknown')}",
+        "model": str(model_args.get("model") or model_args.get("pretrained") or meta.get("model_name") or "unknown"),
+        "base_url": str(model_args.get("base_url", "")),
+    }
+    identity = run_identity_from(task, "lm-eval", lm_version, system_config, {"generator": model_identity}, task.eval_split, seed,
+                                 None if limit is None else int(limit), [s.id for s in samples])  # fmt: skip
+    target = run_dir or runs_root / task.name / "lm-eval" / identity.run_id
+    evaluator = task.evaluator()
+    try:
+        evaluation = evaluator.evaluate(samples, predictions, BootstrapSpec())
+    except EvaluationInputError as exc:
+        raise DataError(f"cannot score the imported answers: {exc}") from None
+    target.mkdir(parents=True, exist_ok=True)
+    with RunLock(target):
+        claim(target, identity)
+        journal_path = target / "journal.jsonl"
+        if journal_path.exists():
+            journal_path.unlink()  # an import is rewritten whole: it has no partial state to resume
+        journal = Journal(journal_path)
+        journal.append(predictions[s.id] for s in samples)
+        journal.close()
+        started = meta.get("date")
+        session = SessionRecord(
+            started=dt.datetime.fromtimestamp(float(started), dt.timezone.utc).isoformat() if started else dt.datetime.now(dt.timezone.utc).isoformat(),
+            wall_s=float(meta.get("total_evaluation_time_seconds") or 0.0),
+            predicted=len(samples),
+            profile="lm-eval",
+            system_info={"lm_eval": {"version": lm_version, "samples_file": samples_path.name, "results_file": results_file.name if results_file else None}},
+        )
+        if not (target / "sessions.jsonl").exists():
+            append_session(target, session)
+        results = make_results(
+            task=task,
+            evaluator=evaluator,
+            evaluation=evaluation,
+            identity=identity,
+            system=SystemCard(
+                name="lm-eval",
+                version=lm_version,
+                description=f"ddibench's {'zero-shot' if kind_of(task) == 'classification' else 'no-rag'} prompt and parser, run by lm-evaluation-harness {lm_version}",
+                config=system_config,
+                config_hash=identity.system.config_hash,
+                deviations=["answers were generated by lm-evaluation-harness and imported; token counts are not in its samples, so cost is not recorded",
+                            "the prompt's system text and question are one user turn (lm-eval's chat path has no per-task system message)"],
+            ),  # fmt: skip
+            models={"generator": ModelEntry(spec=f"{model_identity['provider']}:{model_identity['model']}", identity=model_identity)},
+            profile=ProfileRecord(declared={"name": "lm-eval"}, detected={"lm_eval_env": str(meta.get("pretty_env_info", ""))[:2000]}),
+            seeds=Seeds(run=seed, bootstrap=0, limit_sampling=seed if limit is not None else None),
+            scoring_info={},
+            sessions=[session],
+            cost=Cost(recorded=False, n_items=len(samples)),
+        )
+        write_json_atomic(target / "results.json", results.dump())
+    return target
