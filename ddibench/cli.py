@@ -44,7 +44,7 @@ def cli() -> None:
     """
 
 
-for command in (run.run, run.rescore, run.report, listing.list_, data.data, board.submit, board.verify, board.board, kg.kg,
+for command in (run.run, run.rescore, run.report, run.merge, listing.list_, data.data, board.submit, board.verify, board.board, kg.kg,
                 interop.export, interop.import_):
     cli.add_command(command)
 

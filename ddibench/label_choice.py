@@ -1,7 +1,8 @@
-"""LLM systems that answer a DrugBank pair with one interaction type: the shared prompt, schema and parser.
+"""LLM systems that answer a drug pair with one interaction type, or with the k most likely labels of a
+label set (TWOSIDES: five of 200 side effects): the shared prompts, schemas and parsers.
 
 Every label-choosing LLM system (``zero-shot``, ``naive-cbr``, ``kaping``, ``k-paths``, ``cbr-ddi``) uses
-the same pieces, so their differences are only the context they retrieve:
+the same pieces, so their differences are only the context they retrieve. One label (DrugBank):
 
 * the options are the 86 templates with "Drug A"/"Drug B" in place of #Drug1/#Drug2 (direction explicit),
   numbered from 1; the full list sits in the system prompt, a shared prefix the server can cache;
@@ -10,13 +11,27 @@ the same pieces, so their differences are only the context they retrieve:
 * :func:`answer_to_prediction` turns the raw answer into a :class:`~ddibench.schema.Prediction`: an answer
   naming no option, naming several, or cut off before it named one is invalid, with the reason recorded.
 
-:class:`LabelChoiceSystem` is a complete system: subclasses override :meth:`LabelChoiceSystem.context` to
-add retrieved knowledge to the question.
+k labels (a task scored by ranking, e.g. TWOSIDES; see "Choosing k labels" below):
+
+* the options are the label names (side effects), listed once in the system prompt;
+* the answer is JSON ``{"side_effects": [k names]}``, constrained to exactly k names of the list where the
+  server supports it;
+* :func:`parse_choices` matches each named item to the list exactly (case, spacing and punctuation aside;
+  no fuzzy matching) and :func:`answer_to_ranking` applies an explicit policy: items that name no listed
+  label are dropped and counted (``unknown``), repeats are dropped, items beyond the first k are dropped
+  (``too_many``), fewer than k known names are kept as a shorter ranking (``too_few``); an answer with no
+  known name at all, or with no list, is invalid, with the reason recorded.
+
+:class:`LabelChoiceSystem` is a complete system for both kinds of task (it reads the kind from the task's
+evaluator): subclasses override :meth:`LabelChoiceSystem.context` to add retrieved knowledge to the question.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field
@@ -44,7 +59,7 @@ def option_texts(labels: LabelSpace) -> list[str]:
 
 
 def describe_drug(drug: Drug, include_smiles: bool = False) -> str:
-    text = f"{drug.name} (DrugBank {drug.drugbank_id})"
+    text = f"{drug.name} (DrugBank {drug.drugbank_id})" if drug.drugbank_id else drug.name
     return f"{text}, SMILES {drug.smiles}" if include_smiles and drug.smiles else text
 
 
@@ -75,9 +90,6 @@ def answer_to_prediction(
 
 
 def _mechanism(text: str) -> str | None:
-    import json
-    import re
-
     if "mechanism" not in text:
         return None
     for blob in re.findall(r"\{.*\}", text, re.DOTALL):
@@ -101,7 +113,7 @@ class LabelChoiceSystem(BaseSystem):
     """Zero-shot label choice; subclasses add context with :meth:`context`."""
 
     Config = LabelChoiceConfig
-    families = ("drugbank_ddi",)
+    families = ("drugbank_ddi", "twosides")
     llm_roles = ("generator",)
     batch_size = 1
     config: LabelChoiceConfig
@@ -112,11 +124,17 @@ class LabelChoiceSystem(BaseSystem):
         self.options: list[str] = []
         self.system_prompt = ""
         self.counters: dict[str, int] = {}
+        self.k: int | None = None  # the number of labels to choose; None: one label (a classification task)
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        self.options = option_texts(view.task.label_space)
-        types = "\n".join(f"{i}. {text}" for i, text in enumerate(self.options, 1))
-        self.system_prompt = SYSTEM_PROMPT.format(types=types)
+        self.k = choice_count(view.task)
+        if self.k is None:
+            self.options = option_texts(view.task.label_space)
+            types = "\n".join(f"{i}. {text}" for i, text in enumerate(self.options, 1))
+            self.system_prompt = SYSTEM_PROMPT.format(types=types)
+        else:
+            self.options = [lb.name for lb in view.task.label_space]
+            self.system_prompt = topk_system_prompt(self.options, self.k)
         ctx.remember_text(self.system_prompt)
         await self.prepare_context(view, ctx)
 
@@ -134,8 +152,9 @@ class LabelChoiceSystem(BaseSystem):
         return {"counters": dict(self.counters)}
 
     def question(self, pair: DrugPair, lines: list[str]) -> str:
-        text = QUESTION.format(
-            head=describe_drug(pair.head, self.config.include_smiles), tail=describe_drug(pair.tail, self.config.include_smiles)
+        template = QUESTION if self.k is None else TOPK_QUESTION
+        text = template.format(
+            head=describe_drug(pair.head, self.config.include_smiles), tail=describe_drug(pair.tail, self.config.include_smiles), k=self.k
         )
         if lines:
             text = f"{self.context_heading}:\n" + "\n".join(f"- {line}" for line in lines) + "\n\n" + text
@@ -143,20 +162,170 @@ class LabelChoiceSystem(BaseSystem):
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         out = []
-        schema = label_schema(len(self.options)) if self.config.constrained else None
+        if self.k is None:
+            schema = label_schema(len(self.options)) if self.config.constrained else None
+            max_tokens = self.config.max_tokens
+        else:
+            schema = topk_schema(self.options, self.k) if self.config.constrained else None
+            max_tokens = max(self.config.max_tokens, topk_tokens(self.k))
         for sample in samples:
             lines, context_trace = await self.context(sample, ctx)
             assert isinstance(sample.input, DrugPair)
             messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": self.question(sample.input, lines)}]
             result = await ctx.model("generator").chat(
-                messages, temperature=self.config.temperature, max_tokens=self.config.max_tokens, json_schema=schema, seed=ctx.seed
+                messages, temperature=self.config.temperature, max_tokens=max_tokens, json_schema=schema, seed=ctx.seed
             )
-            trace = {
+            trace: dict[str, Any] = {
                 "llm": [llm_trace("generator", messages, result)],
                 "system_prompt_sha256": sha256_text(self.system_prompt),
                 **({"context": context_trace} if context_trace else {}),
             }
-            pred = answer_to_prediction(sample.id, result, self.options, range(len(self.options)), trace)
+            if self.k is None:
+                pred = answer_to_prediction(sample.id, result, self.options, range(len(self.options)), trace)
+            else:
+                pred = answer_to_ranking(sample.id, result, self.options, range(len(self.options)), self.k, trace)
+                for flag in trace["parse"].get("flags", []):
+                    self.count(flag)
             self.count("invalid" if not pred.valid else "answered")
             out.append(pred)
         return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing k labels (label-set tasks scored by ranking: TWOSIDES side effects)
+
+TOPK_SYSTEM_PROMPT = """You are an expert clinical pharmacologist.
+Drug A and Drug B are known to interact when taken together. From the side effects listed below, choose the {k} that the combination most likely causes, the most likely first.
+
+{names}
+
+Answer with JSON only, in the form {{"side_effects": ["...", ...]}}: exactly {k} different names, each copied exactly from the list."""
+
+TOPK_QUESTION = """Drug A: {head}
+Drug B: {tail}
+Which {k} of the listed side effects does taking Drug A together with Drug B most likely cause?"""
+
+ANSWER_KEY = "side_effects"
+_LIST_KEYS = (ANSWER_KEY, "side_effect", "effects", "labels", "answer", "answers")
+
+
+def choice_count(task: Any) -> int | None:
+    """How many labels a system answers for ``task``: the k of a ranking evaluator, or None (one label)."""
+    evaluator = task.evaluator()
+    return int(getattr(evaluator, "k", 5)) if evaluator.kind == "ranking" else None
+
+
+def topk_system_prompt(names: Sequence[str], k: int) -> str:
+    return TOPK_SYSTEM_PROMPT.format(names="\n".join(names), k=k)
+
+
+def topk_tokens(k: int) -> int:
+    """An answer budget for k names in JSON (the longest side-effect names take about 12 tokens)."""
+    return 24 + 16 * k
+
+
+def topk_schema(names: Sequence[str], k: int, mechanism: bool = False) -> dict[str, Any]:
+    """``{"side_effects": [exactly k names of the list]}``, optionally after a ``mechanism`` sentence."""
+    items = {"type": "array", "items": {"type": "string", "enum": list(names)}, "minItems": k, "maxItems": k}
+    properties: dict[str, Any] = {ANSWER_KEY: items}
+    required = [ANSWER_KEY]
+    if mechanism:
+        properties = {"mechanism": {"type": "string"}, **properties}
+        required = ["mechanism", ANSWER_KEY]
+    return {"type": "object", "properties": properties, "required": required}
+
+
+@dataclass(frozen=True)
+class ParsedChoices:
+    indices: list[int]  # 0-based option indices, in the order named, without repeats
+    method: str  # "json", "quoted", "lines" or "none"
+    unknown: list[str] = field(default_factory=list)  # items that name no option
+    repeats: int = 0
+    detail: str = ""
+
+
+def _normalise_name(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+def _json_list(text: str) -> list[Any] | None:
+    """The first list under an answer key of a JSON object in ``text`` (or a bare JSON list)."""
+    decoder = json.JSONDecoder()
+    for start in [m.start() for m in re.finditer(r"[\[{]", text)]:
+        try:
+            obj, _ = decoder.raw_decode(text[start:])
+        except ValueError:
+            continue
+        if isinstance(obj, list):
+            return obj
+        if isinstance(obj, dict):
+            for key in _LIST_KEYS:
+                if isinstance(obj.get(key), list):
+                    return obj[key]
+    return None
+
+
+def parse_choices(text: str, options: Sequence[str]) -> ParsedChoices:
+    """Parse an answer that names several ``options``; every item must match an option exactly (after
+    lower-casing and collapsing punctuation and spaces). A JSON list is read first; without one, quoted
+    strings, then lines or comma-separated pieces (list numbering and bullets removed)."""
+    index = {_normalise_name(o): i for i, o in enumerate(options)}
+    items: list[Any] | None = _json_list(text)
+    method = "json"
+    if items is None:
+        keys = {*_LIST_KEYS, "mechanism"}
+        quoted = [q for q in re.findall(r'"([^"\n]+)"', text) if q.strip().lower() not in keys]
+        if quoted:
+            items, method = quoted, "quoted"
+        else:
+            pieces = [re.sub(r"^\s*(?:[-*\u2022]|\d+[.)])\s*", "", p) for p in re.split(r"[\n,;]", text)]
+            items, method = [p.strip() for p in pieces if p.strip()], "lines"
+    found: list[int] = []
+    unknown: list[str] = []
+    repeats = 0
+    for item in items:
+        key = _normalise_name(item) if isinstance(item, str) else None
+        i = index.get(key) if key else None
+        if i is None:
+            unknown.append(str(item)[:80])
+        elif i in found:
+            repeats += 1
+        else:
+            found.append(i)
+    if not found:
+        detail = "empty answer" if not text.strip() else (
+            f"none of the {len(items)} named items is a listed option (e.g. {unknown[0]!r})" if unknown else "no list of options in the answer"
+        )
+        return ParsedChoices([], "none", unknown, repeats, detail)
+    return ParsedChoices(found, method, unknown, repeats)
+
+
+def answer_to_ranking(
+    sample_id: str, result: ChatResult, options: Sequence[str], option_labels: Sequence[int], k: int, trace: dict[str, Any]
+) -> Prediction:
+    """The ranked prediction an answer gives (see the module docstring for the policy); option i means
+    label ``option_labels[i]``. ``trace["parse"]["flags"]`` names what the policy had to do."""
+    parsed = parse_choices(result.text, options)
+    flags = []
+    if parsed.unknown:
+        flags.append("unknown")
+    if parsed.repeats:
+        flags.append("repeats")
+    if len(parsed.indices) > k:
+        flags.append("too_many")
+    elif parsed.indices and len(parsed.indices) < k:
+        flags.append("too_few")
+    if result.finish_reason == "length":
+        flags.append("cut_off")
+    trace["parse"] = {
+        "method": parsed.method, "named": len(parsed.indices), "unknown": parsed.unknown[:10], "repeats": parsed.repeats,
+        "flags": flags, "detail": parsed.detail,
+    }  # fmt: skip
+    rationale = _mechanism(result.text)
+    if not parsed.indices:
+        reason = parsed.detail or "unparsable answer"
+        if result.finish_reason == "length":
+            reason = f"answer cut off at the token limit before naming an option ({reason})"
+        return Prediction.invalid(sample_id, reason, text=result.text, rationale=rationale, trace=trace)
+    ranked = [int(option_labels[i]) for i in parsed.indices[:k]]
+    return Prediction(sample_id=sample_id, ranked=ranked, text=result.text, rationale=rationale, trace=trace)

@@ -50,6 +50,7 @@ class Profile:
 _GPU_BUDGETS: dict[str, dict[str, Any]] = {
     "mlp": {"max_epochs": 100, "device": "cuda"},
     "emergnn": {"max_epochs": 100, "epoch_per_test": 5, "device": "cuda"},
+    "gin": {"max_epochs": 300, "patience": 30, "device": "cuda"},
 }
 
 PROFILES: dict[str, Profile] = {
@@ -64,6 +65,8 @@ PROFILES: dict[str, Profile] = {
             llm_concurrency=4,
             budgets={
                 "mlp": {"max_epochs": 30, "device": "cpu"},
+                # a few minutes per molecular task on 2 cores (full test sets): at most 60 epochs, patience 10
+                "gin": {"max_epochs": 60, "patience": 10, "device": "cpu"},
                 # tens of minutes on 2 cores: 4 epochs instead of 100, model selection on a seeded
                 # 3,000 validation pairs after every epoch; the full test set is scored
                 "emergnn": {"max_epochs": 4, "epoch_per_test": 1, "valid_pairs": 3000, "device": "cpu"},

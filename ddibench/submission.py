@@ -398,11 +398,11 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     _check_models(verdict, run, results, predictions)
     if verdict.blocking() or evaluator is None:
         return verdict
-    samples = list(task.load().split(task.eval_split))
-    if run.limit is not None:  # a preview: its metrics are still recomputed, on the subset --limit draws
-        from ddibench.runner.plan import stratified_subset
+    from ddibench.runner.plan import select_samples
 
-        samples = stratified_subset(samples, int(run.limit), int(run.seed))
+    # the samples the run was asked about (a task may predict several splits); a preview's metrics are
+    # still recomputed, on the subset --limit draws
+    samples = select_samples(task, task.load(), task.eval_split, run.limit, int(run.seed))
     verdict.samples = samples
     wanted = {s.id for s in samples}
     absent = len(wanted - set(predictions))
@@ -410,7 +410,7 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     verdict.check("every sample once", not absent and not extra and not streamed.duplicates,
                   f"{absent} missing, {extra} unknown, {streamed.duplicates} repeated of {len(wanted):,}")  # fmt: skip
     verdict.check("sample ids", run.sample_ids_sha256 == sha256_text("\n".join(s.id for s in samples)),
-                  "the run's samples are the task's evaluation split" if run.limit is None
+                  "the run's samples are the task's evaluation split (and the splits it predicts)" if run.limit is None
                   else f"the run's samples are the {len(samples):,} that --limit {run.limit} draws from the evaluation split")  # fmt: skip
     if verdict.blocking():
         return verdict
@@ -495,6 +495,8 @@ def _models(models: dict[str, dict[str, Any]]) -> str:
 def _spec_matches(spec_text: str, identity: dict[str, Any]) -> bool:
     from ddibench.llm import ModelSpec
 
+    if str(identity.get("provider", "")).startswith("lm-eval:"):  # imported answers: the spec is the text the importer wrote
+        return spec_text == f"{identity.get('provider')}:{identity.get('model')}"
     try:
         spec = ModelSpec.parse(spec_text) if not spec_text.startswith("embedded:") else None
     except Exception:  # noqa: BLE001 - a spec this ddibench cannot parse does not name the identity

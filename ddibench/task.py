@@ -8,6 +8,11 @@ names exactly the data it was computed on.
 
 What a family hands to systems besides the splits travels in :attr:`TaskData.resources` (a drug
 catalog, the interactions a knowledge base may hold), never as an import of the family's module.
+
+Most tasks ask a system about the evaluation split only. A task whose scorer learns from the systems'
+own outputs (captioning: a probe learns the property from the captions of the training molecules)
+names the splits a system must answer in :attr:`Task.predict_splits`, and may keep training labels
+from systems altogether (:attr:`Task.training_labels_visible`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ddibench.data.sources import SourceFile
-from ddibench.errors import UnknownNameError
+from ddibench.errors import ConfigError, UnknownNameError
 from ddibench.hashing import sha256_text, stable_json
 from ddibench.schema import LabelSpace, Sample
 
@@ -71,6 +76,9 @@ class TaskData:
     splits: dict[str, tuple[Sample, ...]]
     resources: dict[str, Any] = field(default_factory=Resources)
     checks: list[Check] = field(default_factory=list)
+    # what ``ddibench data stats`` prints beside the split sizes, e.g. source rows before and after
+    # deduplication ({"rows": 655, "unique canonical SMILES": 648, ...}), in the family's own words
+    stats: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.resources, Resources):
@@ -95,10 +103,14 @@ class Task(ABC):
     setting: str
     title: str
     input_kind: ClassVar[InputKind] = "drug_pair"
-    cluster_unit: ClassVar[str] = "drugs"  # what the samples' cluster keys are (the bootstrap resamples them)
+    cluster_unit: ClassVar[str] = "drugs"  # what a sample's cluster keys are (drugs, scaffolds, documents); the bootstrap resamples them
     recipe_version: int = 1
     eval_split: str = "test"
     required_seeds: int = 1
+    # splits a system answers besides the evaluated one, in order (empty: the evaluated split only)
+    predict_splits: ClassVar[tuple[str, ...]] = ()
+    # False: systems see no label at all, not even in the training view (captioning: labels are the probe's)
+    training_labels_visible: ClassVar[bool] = True
 
     @property
     @abstractmethod
@@ -121,6 +133,15 @@ class Task(ABC):
             "recipe": [self.family, self.recipe_version],
         }
         return sha256_text(stable_json(payload))
+
+    def predicted_splits(self, split: str) -> tuple[str, ...]:
+        """The splits a run that evaluates ``split`` asks the system about, in order: ``split`` alone,
+        or for a task with :attr:`predict_splits` every one of them up to and including ``split``."""
+        if not self.predict_splits:
+            return (split,)
+        if split not in self.predict_splits:
+            raise ConfigError(f"task {self.name} cannot be evaluated on split '{split}'", f"use one of {', '.join(self.predict_splits[1:])}")
+        return self.predict_splits[: self.predict_splits.index(split) + 1]
 
     def load(self) -> TaskData:
         """The task's data, built (and checked) once per process."""

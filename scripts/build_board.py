@@ -3,8 +3,10 @@
 
 Every registered system and every task gets at least one run, made with the ``ddibench`` command
 itself under the ``cpu`` profile and the default embedded model (SmolLM2-135M-Instruct): full test
-splits for the trained systems (mlp on every DrugBank task, EmerGNN on its own split), ``--limit``
-previews for the LLM systems, whose cost here is a model call per item on two CPU cores. Each run is
+splits for the trained systems (mlp on every DrugBank task, EmerGNN on its own split; on both TWOSIDES
+tasks the popularity floor, mlp with either multi-label objective and EmerGNN; the floors,
+morgan-sklearn and gin on every toxicity and drug-target task; only-smiles on every captioning task),
+``--limit`` previews for the LLM systems, whose cost here is a model call per item on two CPU cores. Each run is
 packed with ``ddibench submit`` and added with ``ddibench board add --previews``, so every number on
 the board was recomputed from per-sample predictions by the same path a method author's submission
 takes. Nothing is typed in by hand.
@@ -30,6 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DDI_TASKS = ["drugbank_s0", "drugbank_s1", "drugbank_s2", "drugbank_s1_cluster", "drugbank_s2_cluster", "drugbank_s1_emergnn"]
+TWOSIDES_TASKS = ["twosides_s1", "twosides_s2"]
+TOX_TASKS = ["tox_herg", "tox_herg_tdc", "tox_dili", "tox_dili_tdc", "tox_skin", "tox_carcinogens"]
+TARGET_TASKS = ["targets_inhibit", "targets_activate"]
+CAPTION_TASKS = ["caption_bbbp", "caption_sider", "caption_clintox", "caption_bace"]
 LLM_DDI_SYSTEMS = ["zero-shot", "naive-cbr", "kaping", "k-paths", "cbr-ddi"]
 QA_SYSTEMS = ["no-rag", "text-rag", "agentic-rag", "sql-agent", "drugrag"]
 
@@ -40,18 +46,52 @@ class Entry:
     task: str
     limit: int | None = None
     options: tuple[str, ...] = field(default=())
+    variant: str = ""  # names runs of one system and task with other options apart
 
     @property
     def name(self) -> str:
-        return f"{self.task}__{self.system}" + (f"__limit{self.limit}" if self.limit else "")
+        return f"{self.task}__{self.system}" + (f"__{self.variant}" if self.variant else "") + (f"__limit{self.limit}" if self.limit else "")
 
 
 def plan() -> list[Entry]:
     entries = [Entry("mlp", task) for task in DDI_TASKS]  # full test splits: about 8 minutes each here
     entries.append(Entry("emergnn", "drugbank_s1_emergnn"))  # full test split: about half an hour here (training included)
     entries += [Entry(system, "drugbank_s2", limit=30) for system in LLM_DDI_SYSTEMS]
+    # TWOSIDES top-5: the floor, both multi-label objectives of the MLP (minutes each), EmerGNN under a declared
+    # budget (S1: the cpu profile's 4 epochs, about an hour here; S2: its pseudo-emerging epochs hold a few hundred
+    # pairs, so 40 epochs, about 20 minutes), and the LLM systems as previews of 10 pairs: an answer constrained
+    # to five of 200 names takes the embedded model about a minute on two shared cores
+    s2_budget = ("-C", "max_epochs=40")
+    entries += [Entry("popularity", task) for task in TWOSIDES_TASKS]
+    entries += [Entry("mlp", task) for task in TWOSIDES_TASKS]
+    entries += [Entry("mlp", task, options=("-C", "multilabel_loss=bce"), variant="bce") for task in TWOSIDES_TASKS]
+    entries += [Entry("emergnn", "twosides_s2", options=s2_budget), Entry("emergnn", "twosides_s1")]
+    entries += [Entry(system, task, limit=10) for task in TWOSIDES_TASKS for system in LLM_DDI_SYSTEMS]
+    entries += [
+        Entry("emergnn", "twosides_s2", options=(*s2_budget, "-C", "multilabel_loss=bce"), variant="bce"),
+        Entry("emergnn", "twosides_s1", options=("-C", "multilabel_loss=bce"), variant="bce"),
+    ]
     entries += [Entry(system, task, limit=10) for task in ("ddi_qa_s0", "medquad") for system in QA_SYSTEMS]
     entries += [Entry("no-rag", task, limit=10) for task in ("ddi_qa_s1", "ddi_qa_s2")]
+    entries += molecular()
+    return entries
+
+
+def molecular() -> list[Entry]:
+    """The molecular families: floors and trained baselines on full test splits (the captioning floor,
+    only-smiles, captions every molecule and is scored by the linear probe), zero-shot previews.
+
+    On 2 CPU cores: morgan-sklearn seconds to a minute per task, gin (cpu budget: at most 60 epochs)
+    a few minutes per task and about a quarter of an hour on targets_inhibit; the embedded model's
+    previews are sized so each task takes minutes (a caption is up to 256 tokens, the target answer is
+    constrained to the task's symbols). A captioning preview of 40 molecules gives the probe 32
+    training, 4 validation and 4 test molecules: it exercises the pipeline, its AUROC means nothing."""
+    entries = [Entry(system, task) for task in TOX_TASKS for system in ("majority", "morgan-sklearn", "gin")]
+    entries += [Entry(system, task) for task in TARGET_TASKS for system in ("popularity", "morgan-sklearn", "gin")]
+    entries += [Entry("only-smiles", task) for task in CAPTION_TASKS]
+    entries += [Entry("zero-shot", task, limit=20) for task in TOX_TASKS]
+    entries += [Entry("zero-shot", task, limit=10) for task in TARGET_TASKS]
+    entries += [Entry("zero-shot", task, limit=40) for task in CAPTION_TASKS]
     return entries
 
 
@@ -120,7 +160,7 @@ def main() -> None:
     entries = [e for e in plan() if not args.only or e.system in args.only or e.task in args.only]
     if args.dry_run:
         for e in entries:
-            print(f"{e.system:12} {e.task:20} {'--limit ' + str(e.limit) if e.limit else 'full split'}")
+            print(f"{e.system:12} {e.task:20} {'--limit ' + str(e.limit) if e.limit else 'full split'} {' '.join(e.options)}")
         return
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     args.bundles.mkdir(parents=True, exist_ok=True)

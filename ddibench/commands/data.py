@@ -120,31 +120,44 @@ def data_verify(datasets: tuple[str, ...], tasks: tuple[str, ...]) -> None:
 @data.command("stats")
 @click.argument("tasks", nargs=-1)
 def data_stats(tasks: tuple[str, ...]) -> None:
-    """Split sizes, drugs and the checks each task verifies (default: every task)."""
+    """Split sizes, cluster keys, source rows before and after deduplication, and the checks each task
+    verifies (default: every task)."""
     from rich.table import Table
 
     from ddibench.registry import get_task, task_names
 
     names = list(tasks) or task_names()
     console = _console()
-    table = Table(title="split sizes (pairs) and drugs per split", title_justify="left")
-    for col in ("task", "setting", "train", "valid", "test", "drugs train/valid/test", "checks"):
+    table = Table(title="split sizes (samples) and cluster keys per split (what the bootstrap resamples)", title_justify="left")
+    for col in ("task", "setting", "train", "valid", "test", "clusters train/valid/test", "checks"):
         table.add_column(col, justify="right" if col in ("train", "valid", "test") else "left")
     failed_checks = []
     all_checks = {}
+    source_stats: dict[str, dict[str, Any]] = {}
     for name in names:
         task = get_task(name)
         loaded = task.load()
         sizes = {s: len(v) for s, v in loaded.splits.items()}
-        drugs = {s: len({k for sample in v for k in sample.clusters}) for s, v in loaded.splits.items()}
+        clusters = {s: len({k for sample in v for k in sample.clusters}) for s, v in loaded.splits.items()}
         n_ok = sum(c.ok for c in loaded.checks)
         failed_checks += [(name, c) for c in loaded.checks if not c.ok]
         all_checks[name] = loaded.checks
+        if loaded.stats:
+            source_stats[name] = loaded.stats
         table.add_row(
             name, task.setting, f"{sizes['train']:,}", f"{sizes['valid']:,}", f"{sizes['test']:,}",
-            f"{drugs['train']:,} / {drugs['valid']:,} / {drugs['test']:,}", f"{n_ok}/{len(loaded.checks)} passed",
+            f"{clusters['train']:,} / {clusters['valid']:,} / {clusters['test']:,} {task.cluster_unit}", f"{n_ok}/{len(loaded.checks)} passed",
         )  # fmt: skip
     console.print(table)
+    if source_stats:  # what each task states about its source rows (e.g. counts before and after deduplication)
+        columns = list(dict.fromkeys(k for row in source_stats.values() for k in row))
+        extra = Table(title="source rows, before and after each task's deduplication (see the notes below)", title_justify="left")
+        extra.add_column("task")
+        for col in columns:
+            extra.add_column(col, justify="right")
+        for name, row in source_stats.items():
+            extra.add_row(name, *(f"{row[c]:,}" if isinstance(row.get(c), int) else str(row.get(c, "")) for c in columns))
+        console.print(extra)
     for name, checks in all_checks.items():
         console.print(f"\n[bold]{name}[/bold]")
         for c in checks:

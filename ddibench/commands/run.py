@@ -25,7 +25,7 @@ def _evaluator_options() -> list[Any]:
     import ddibench.evaluation as evaluation
     from ddibench.registry import load_task_families
 
-    for kind in ("classification", "ranking", "text"):  # the built-in evaluators (loaded lazily elsewhere)
+    for kind in ("classification", "ranking", "text", "probe"):  # the built-in evaluators (loaded lazily elsewhere)
         importlib.import_module(f"ddibench.evaluation.{kind}")
     load_task_families()  # a plug-in family may bring an evaluator of its own
     seen: dict[str, Any] = {}
@@ -123,6 +123,11 @@ def expand_tasks(text: str) -> list[str]:
 @click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, help="Bootstrap replicates for confidence intervals.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 @click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where predictions run: this process, or Ray workers (the journal is still written here).")
+@click.option("--ray-address", default=None, help="An existing Ray cluster (default: start a local one).")
+@click.option("--workers", type=int, default=None, help="Ray workers (default: the cluster's CPUs).")
+@click.option("--shard", default=None, help="I/N: predict every N-th sample (shard I, from 1) and score nothing; then 'ddibench merge RUN_DIR'.")
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -143,6 +148,10 @@ def run(
     replicates: int,
     as_json: bool,
     verbose: bool,
+    executor: str,
+    ray_address: str | None,
+    workers: int | None,
+    shard: str | None,
     **scoring: Any,
 ) -> None:
     """Run a system on a task (resuming an interrupted run of the same configuration), score it and
@@ -153,6 +162,7 @@ def run(
     from ddibench.metrics.bootstrap import BootstrapSpec
     from ddibench.runner.execute import execute
     from ddibench.runner.plan import RunRequest
+    from ddibench.runner.records import Results
     from ddibench.runner.report import render_results
     from ddibench.system import parse_config_overrides
 
@@ -164,12 +174,23 @@ def run(
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}", "0 tries each call once")
     if replicates < 100:
         raise ConfigError(f"--bootstrap {replicates} is too few replicates for a 95% interval", "use at least 100 (default 1000)")
+    if workers is not None and workers <= 0:
+        raise ConfigError(f"--workers must be positive, got {workers}")
+    if (ray_address or workers) and executor != "ray":
+        raise ConfigError("--ray-address and --workers apply to --executor ray", "add --executor ray")
+    shard_spec = None
+    if shard is not None:
+        from ddibench.runner.distributed import parse_shard
+
+        shard_spec = parse_shard(shard)
     tasks = expand_tasks(task_name)
+    if shard_spec is not None and len(tasks) > 1:
+        raise ConfigError("--shard runs one task", "give one task with -t")
     if run_dir is not None and len(tasks) > 1:
         raise ConfigError(f"--run-dir names one directory but -t names {len(tasks)} tasks", "drop --run-dir (each task gets its own directory under --runs-dir)")
     given = scoring_given(ctx, scoring)
     console = make_console(stderr=as_json)
-    outcomes = []
+    outcomes: list[tuple[Results, Path]] = []
     for name in tasks:
         request = RunRequest(
             task=name,
@@ -187,10 +208,18 @@ def run(
             use_cache=not no_cache,
             max_retries=max_retries,
             scoring=given,
+            executor=executor,
+            ray_address=ray_address,
+            workers=workers,
+            shard=shard_spec,
         )
         with make_progress(console) as progress:
             outcome = execute(request, progress)
-        outcomes.append(outcome)
+        if outcome.results is None:
+            console.print(f"shard {shard}: {outcome.predicted_now:,} predicted now, {outcome.resumed:,} before, in {outcome.run_dir}; "
+                          f"when every shard is done: ddibench merge {outcome.run_dir.parent.parent}")  # fmt: skip
+            return
+        outcomes.append((outcome.results, outcome.run_dir))
         if outcome.resumed and outcome.predicted_now:
             console.print(f"resumed: {outcome.resumed:,} samples were already done, {outcome.predicted_now:,} predicted now")
         elif outcome.resumed and not outcome.predicted_now:
@@ -200,12 +229,12 @@ def run(
     if as_json:
         import json
 
-        payload = outcomes[0].results.dump() if len(outcomes) == 1 else [o.results.dump() for o in outcomes]
+        payload = outcomes[0][0].dump() if len(outcomes) == 1 else [r.dump() for r, _ in outcomes]
         click.echo(json.dumps(payload, indent=2, default=str))
     elif len(outcomes) > 1:
         from ddibench.runner.report import render_summary
 
-        render_summary([(o.results, o.run_dir) for o in outcomes], console)
+        render_summary(outcomes, console)
 
 
 @click.command(cls=ScoringCommand)
@@ -234,6 +263,28 @@ def rescore(ctx: click.Context, run_dir: Path, models: tuple[str, ...], replicat
     console = make_console()
     with make_progress(console) as progress:
         results = do_rescore(run_dir, overrides, scoring_given(ctx, scoring), BootstrapSpec(replicates=replicates), progress)
+    render_results(results, console, run_dir, verbose=verbose)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
+def merge(run_dir: Path, verbose: bool) -> None:
+    """Merge the shards of a run (made with 'run --shard I/N') into it, and score it once it is complete."""
+    from ddibench.errors import RunDirError
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.runner.distributed import merge_shards
+    from ddibench.runner.report import render_results
+    from ddibench.runner.scoring import rescore as do_rescore
+
+    counts = merge_shards(run_dir)
+    console = make_console()
+    console.print(f"merged {counts['shards']} shard(s): {counts['added']:,} predictions added, {counts['journalled']:,} of {counts['expected']:,} journalled")
+    if counts["journalled"] < counts["expected"]:
+        raise RunDirError(f"{run_dir} is incomplete: {counts['expected'] - counts['journalled']:,} samples have no prediction yet",
+                          "run the missing shards, then merge again")  # fmt: skip
+    with make_progress(console) as progress:
+        results = do_rescore(run_dir, None, {}, BootstrapSpec(), progress, profile=counts["profile"], first_scoring=True)
     render_results(results, console, run_dir, verbose=verbose)
 
 

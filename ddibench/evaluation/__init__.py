@@ -4,6 +4,8 @@
 * :class:`RankingEvaluator` — ranked labels against gold sets (precision@k, recall@k, NDCG@k).
 * :class:`TextEvaluator` — free text against references (similarities, label recovery, LLM judge,
   SelfCheckGPT).
+* :class:`ProbeEvaluator` — captions of every molecule, scored by a probe that learns a property from
+  them (AUROC over probe seeds).
 
 A task family's ``evaluator()`` returns one of these (or its own :class:`BaseEvaluator` subclass); the
 runner, report, store and board read what it declares (:class:`MetricSpec`, :class:`ScoringOption`).
@@ -25,6 +27,7 @@ _EXPORTS = {
     "RankingEvaluator": "ddibench.evaluation.ranking",
     "ranking_scores": "ddibench.evaluation.ranking",
     "TextEvaluator": "ddibench.evaluation.text",
+    **dict.fromkeys(("ProbeEvaluator", "ProbeData", "linear_probe", "finetune_probe"), "ddibench.evaluation.probe"),
     "scoring_encoder_of": "ddibench.evaluation.text",
 }  # fmt: skip
 
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
         mean_statistic,
     )
     from ddibench.evaluation.classification import ClassificationEvaluator
+    from ddibench.evaluation.probe import ProbeData, ProbeEvaluator, finetune_probe, linear_probe
     from ddibench.evaluation.ranking import RankingEvaluator, ranking_scores
     from ddibench.evaluation.text import TextEvaluator, scoring_encoder_of
 
@@ -61,12 +65,16 @@ __all__ = [
     "Evaluator",
     "MetricSpec",
     "MetricValue",
+    "ProbeData",
+    "ProbeEvaluator",
     "RankingEvaluator",
     "ScoringJob",
     "ScoringOption",
     "Statistic",
     "TextEvaluator",
     "check_coverage",
+    "finetune_probe",
+    "linear_probe",
     "mean_statistic",
     "ranking_scores",
     "scoring_encoder_of",

@@ -1,9 +1,17 @@
 """Single-label classification: accuracy, macro-F1 and Cohen's kappa over a :class:`LabelSpace`.
 
-Each metric has a bootstrap interval clustered by the samples' cluster keys (the drugs of a pair). The
-input check is strict, OGB style: exactly one prediction per sample, no unknown ids, labels in range.
-Metric values equal scikit-learn's on the same predictions (see :mod:`ddibench.metrics.classification`
-for the convention on unparsable answers).
+Each metric has a bootstrap interval clustered by the samples' cluster keys (the drugs of a pair, the
+scaffold of a molecule). The input check is strict, OGB style: exactly one prediction per sample, no
+unknown ids, labels in range. Metric values equal scikit-learn's on the same predictions (see
+:mod:`ddibench.metrics.classification` for the convention on unparsable answers).
+
+Binary tasks (``positive_label`` set, e.g. toxicity's "yes") also report **AUROC** of the positive
+label's score (``Prediction.scores[str(positive_label)]``, a probability in [0, 1]) when the system
+gives scores: every valid prediction must then carry one; an unparsable answer has no score and ranks
+at 0.5, in the middle. A system that gives labels only (an LLM answering yes/no) gets no AUROC. AUROC is
+part of the units and of :meth:`ClassificationEvaluator.statistic`, so it has intervals and paired
+comparisons like the other metrics; it equals scikit-learn's ``roc_auc_score`` (with ``sample_weight``
+for the bootstrap replicates; see :mod:`ddibench.metrics.auroc`).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ddibench.evaluation.base import BaseEvaluator, EvaluationInputError, EvaluationResult, MetricSpec, MetricValue, Statistic, check_coverage
+from ddibench.metrics.auroc import weighted_auroc
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.metrics.classification import INVALID, confusion_matrices, per_class_f1, scores_from_confusion
 from ddibench.schema import LabelSpace, Prediction, Sample
@@ -25,26 +34,67 @@ CLASSIFICATION_METRICS = (
                description="F1 averaged over the labels present in the gold labels or the valid predictions"),  # fmt: skip
     MetricSpec(name="kappa", label="Cohen's kappa", description="agreement with the gold labels beyond chance"),
 )
+AUROC_METRIC = MetricSpec(
+    name="auroc", label="AUROC",
+    description="area under the ROC curve of the positive label's score (systems that give scores; unparsable answers rank at 0.5)",
+)  # fmt: skip
+INVALID_SCORE = 0.5  # the score of an answer that could not be parsed: it ranks in the middle
 
 
 class ClassificationEvaluator(BaseEvaluator):
     """Single-label classification over a :class:`LabelSpace`."""
 
     kind = "classification"
-    metrics = CLASSIFICATION_METRICS
+    metrics: tuple[MetricSpec, ...] = CLASSIFICATION_METRICS
 
-    def __init__(self, label_space: LabelSpace, breakdown_key: str | None = "n_unseen") -> None:
+    def __init__(self, label_space: LabelSpace, breakdown_key: str | None = "n_unseen", positive_label: int | None = None) -> None:
         super().__init__()
         self.label_space = label_space
         self.breakdown_key = breakdown_key
+        if positive_label is not None and not (len(label_space) == 2 and positive_label in (0, 1)):
+            raise ValueError("AUROC (positive_label) needs a binary label space and a positive label of 0 or 1")
+        self.positive_label = positive_label
+        if positive_label is not None:
+            self.metrics = (*CLASSIFICATION_METRICS, AUROC_METRIC)
 
     @property
     def expected_format(self) -> str:
         n = len(self.label_space)
+        scores = (
+            f"; optionally scores: {{'{self.positive_label}': probability of label {self.positive_label} in [0, 1], ...}} "
+            "on every valid prediction (for AUROC)"
+            if self.positive_label is not None
+            else ""
+        )
         return (
             f"one Prediction per evaluated sample, keyed by sample id; label: int in 0..{n - 1} "
-            "(the label id), or valid=False (label ignored) when the system's output could not be parsed"
+            f"(the label id), or valid=False (label ignored) when the system's output could not be parsed{scores}"
         )
+
+    def _positive_scores(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> list[float] | None:
+        """The positive label's score of every sample (invalid answers: 0.5), or None when the system gave
+        no scores; a system that scores some valid answers and not others is a bug in the system."""
+        if self.positive_label is None:
+            return None
+        key = str(self.positive_label)
+        valid = [predictions[s.id] for s in samples if predictions[s.id].valid]
+        with_scores = [p for p in valid if p.scores is not None and key in p.scores]
+        if not with_scores:
+            return None
+        if len(with_scores) != len(valid):
+            missing = next(p.sample_id for p in valid if p.scores is None or key not in p.scores)
+            raise EvaluationInputError(f"prediction for {missing} has no score for label {key} while others do; expected {self.expected_format}")
+        out = []
+        for s in samples:
+            pred = predictions[s.id]
+            if not pred.valid:
+                out.append(INVALID_SCORE)
+                continue
+            value = pred.scores[key]  # type: ignore[index]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+                raise EvaluationInputError(f"prediction for {s.id} has score {value!r} for label {key}; expected {self.expected_format}")
+            out.append(float(value))
+        return out
 
     def _predicted_labels(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> np.ndarray:
         n = len(self.label_space)
@@ -61,16 +111,27 @@ class ClassificationEvaluator(BaseEvaluator):
 
     def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult | None = None) -> list[dict[str, Any]]:
         y_pred = self._predicted_labels(samples, predictions)
-        return [{"pred": int(p), "gold": int(s.target)} for s, p in zip(samples, y_pred)]  # type: ignore[arg-type]
+        units: list[dict[str, Any]] = [{"pred": int(p), "gold": int(s.target)} for s, p in zip(samples, y_pred)]  # type: ignore[arg-type]
+        scores = self._positive_scores(samples, predictions)
+        if scores is not None:
+            for unit, score in zip(units, scores):
+                unit["score"] = score
+        return units
 
     def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic:
         n_labels = len(self.label_space)
         y_true = np.fromiter((u["gold"] for u in units), dtype=np.int64, count=len(units))
         y_pred = np.fromiter((u["pred"] for u in units), dtype=np.int64, count=len(units))
         reference = per_class_f1(confusion_matrices(y_true, y_pred, n_labels))
+        with_auroc = self.positive_label is not None and bool(units) and all(u.get("score") is not None for u in units)
+        positive = y_true == self.positive_label
+        scores = np.array([u["score"] for u in units], dtype=float) if with_auroc else None
 
         def statistic(weights: np.ndarray) -> dict[str, np.ndarray]:
-            return scores_from_confusion(confusion_matrices(y_true, y_pred, n_labels, weights), reference_f1=reference)
+            out = scores_from_confusion(confusion_matrices(y_true, y_pred, n_labels, weights), reference_f1=reference)
+            if scores is not None:
+                out["auroc"] = np.asarray(weighted_auroc(positive, scores, weights))
+            return out
 
         return statistic
 
@@ -104,6 +165,8 @@ class ClassificationEvaluator(BaseEvaluator):
         y_pred = np.fromiter((u["pred"] for u in units), dtype=np.int64, count=len(units))
         cm = confusion_matrices(y_true, y_pred, n_labels)
         point = scores_from_confusion(cm)
+        if all("score" in u for u in units) and self.positive_label is not None and units:
+            point["auroc"] = np.asarray(weighted_auroc(y_true == self.positive_label, np.array([u["score"] for u in units], dtype=float)))
         f1 = per_class_f1(cm)
         intervals = self.intervals(units, [s.clusters for s in samples], bootstrap)
         metrics = {

@@ -11,6 +11,12 @@ an invalid prediction (unparsable answer) scores zero and is counted apart.
 Each is the mean over samples, with a bootstrap interval clustered by the samples' cluster keys. Beside
 each metric the result states its **ceiling** on the same samples: what a perfect ranker would score.
 With 2-3 gold labels per sample precision@5 cannot reach 1, and a reader needs to know how far it can go.
+
+**Slices** (``slice_key``, ``slices``): each metric is also reported on the samples whose
+``meta[slice_key]`` names a slice (``precision@5_no_overlap``: precision@5 on the "no-overlap" samples),
+with its own interval and ceiling; ``primary_slice`` makes one slice's metric the headline (drug
+targets: the molecules outside the knowledge graph). A sample's unit holds the metrics of its own slice
+only, so the bootstrap and the paired comparisons resample every slice metric correctly.
 """
 
 from __future__ import annotations
@@ -58,18 +64,41 @@ class RankingEvaluator(BaseEvaluator):
         metrics: Sequence[str] = ("precision", "recall", "ndcg"),
         primary: str = "precision",
         breakdown_key: str | None = None,
+        slice_key: str | None = None,
+        slices: Sequence[str] = (),
+        primary_slice: str | None = None,
     ) -> None:
         super().__init__()
         unknown = [m for m in (*metrics, primary) if m not in KINDS]
         if unknown or primary not in metrics:
             raise ValueError(f"ranking metrics are {', '.join(KINDS)}; the primary one must be among those reported")
+        if (slices and not slice_key) or (primary_slice is not None and primary_slice not in slices):
+            raise ValueError("slices need a slice_key, and the primary slice must be one of them")
         self.label_space = label_space
         self.k = k
         self.kinds = tuple(metrics)
         self.breakdown_key = breakdown_key
+        self.slice_key = slice_key
+        self.slices = tuple(slices)
+        headline = self.metric_name(primary, primary_slice)
+        order = (*((primary_slice,) if primary_slice else ()), None, *(s for s in self.slices if s != primary_slice))
         self.metrics = tuple(
-            MetricSpec(name=f"{m}@{k}", label=f"{KINDS[m][0]}@{k}", primary=m == primary, description=KINDS[m][1].format(k=k)) for m in self.kinds
-        )
+            MetricSpec(name=self.metric_name(m, s), label=f"{KINDS[m][0]}@{k}" + (f" ({s})" if s else ""), primary=self.metric_name(m, s) == headline,
+                       description=KINDS[m][1].format(k=k) + (f", on the {s} samples" if s else ""))
+            for s in order
+            for m in self.kinds
+        )  # fmt: skip
+
+    def metric_name(self, kind: str, slice_name: str | None = None) -> str:
+        """``precision@5``, or ``precision@5_no_overlap`` for the slice "no-overlap"."""
+        base = f"{kind}@{self.k}"
+        return f"{base}_{slice_name.replace('-', '_').replace(' ', '_')}" if slice_name else base
+
+    def _slice_of(self, sample: Sample) -> str | None:
+        if not self.slice_key:
+            return None
+        value = sample.meta.get(self.slice_key)
+        return str(value) if value is not None and str(value) in self.slices else None
 
     @property
     def expected_format(self) -> str:
@@ -95,11 +124,15 @@ class RankingEvaluator(BaseEvaluator):
         return {int(t) for t in target}
 
     def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult | None = None) -> list[dict[str, Any]]:
-        out = []
-        for s in samples:
-            scores = ranking_scores(self.gold(s), self._ranked(s, predictions[s.id]), self.k)
-            out.append({f"{m}@{self.k}": scores[m] for m in self.kinds})
-        return out
+        return [self._unit(s, ranking_scores(self.gold(s), self._ranked(s, predictions[s.id]), self.k)) for s in samples]
+
+    def _unit(self, sample: Sample, scores: Mapping[str, float]) -> dict[str, Any]:
+        """A sample's metrics: overall, and under its own slice's names."""
+        unit = {self.metric_name(m): scores[m] for m in self.kinds}
+        slice_name = self._slice_of(sample)
+        if slice_name is not None:
+            unit.update({self.metric_name(m, slice_name): scores[m] for m in self.kinds})
+        return unit
 
     def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0) -> dict[str, Any]:
         """The popularity floor (the k labels most frequent in the training targets, for every sample) and
@@ -130,20 +163,27 @@ class RankingEvaluator(BaseEvaluator):
         intervals = self.intervals(units, [s.clusters for s in samples], bootstrap)
         metrics = {}
         for spec in self.metrics:
-            values = np.array([u[spec.name] for u in units], dtype=float)
+            values = np.array([u[spec.name] for u in units if spec.name in u], dtype=float)
             low, high = intervals.get(spec.name, (float("nan"), float("nan")))
             metrics[spec.name] = MetricValue(value=float(values.mean()) if values.size else float("nan"), ci_low=low, ci_high=high)
-        perfect = [ranking_scores(self.gold(s), sorted(self.gold(s)), self.k) for s in samples]
-        ceilings = {f"{m}@{self.k}": float(np.mean([p[m] for p in perfect])) if perfect else float("nan") for m in self.kinds}
+        perfect = [self._unit(s, ranking_scores(self.gold(s), sorted(self.gold(s)), self.k)) for s in samples]
+        ceilings = {}
+        for spec in self.metrics:
+            best = [p[spec.name] for p in perfect if spec.name in p]
+            ceilings[spec.name] = float(np.mean(best)) if best else float("nan")
         invalid = [s.id for s in samples if not predictions[s.id].valid]
         breakdown: dict[str, dict[str, Any]] = {}
+        for slice_name in self.slices:
+            idx = [i for i, s in enumerate(samples) if self._slice_of(s) == slice_name]
+            breakdown[f"{self.slice_key}={slice_name}"] = {"n": len(idx), "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid)}
         if self.breakdown_key:
             groups: dict[str, list[int]] = {}
             for i, s in enumerate(samples):
                 if self.breakdown_key in s.meta:
                     groups.setdefault(f"{self.breakdown_key}={s.meta[self.breakdown_key]}", []).append(i)
             for key, idx in sorted(groups.items()):
-                breakdown[key] = {"n": len(idx), **{m.name: float(np.mean([units[i][m.name] for i in idx])) for m in self.metrics},
+                breakdown[key] = {"n": len(idx), **{m.name: float(np.mean([units[i][m.name] for i in idx if m.name in units[i]] or [np.nan]))
+                                                    for m in self.metrics},
                                   "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid)}  # fmt: skip
         return EvaluationResult(
             n=len(samples),

@@ -6,9 +6,10 @@ the recipe version and the sources' hashes), maps it into the id space, and retu
 metaedges the pinned sources cannot rebuild.
 
 The public API (what a system imports): :class:`KnowledgeGraph` and its queries, :func:`load_kg`,
-:func:`interaction_graph`, :func:`touches_pair`, :func:`split_visibility`, path search
+:func:`interaction_graph` (and :func:`interaction_triples`), :func:`touches_pair`, :func:`split_visibility`, path search
 (:func:`yen_paths`, :func:`shortest_path`, :class:`KGPath`), CSR helpers (:func:`gather_rows`,
-:func:`gather_neighbours`) and the id spaces (:func:`get_space`).
+:func:`gather_neighbours`), the id spaces (:func:`get_space`), and which molecules the KG holds
+(:func:`compound_index`: its compounds by InChIKey skeleton and name).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ddibench.kg._compounds import CompoundIndex, compound_index, compound_sources, skeleton
 from ddibench.kg._graph import IdSpace, KnowledgeGraph, gather_neighbours, gather_rows, get_space, map_to_space, split_visibility
 from ddibench.kg._hetionet import METAEDGES, Hetionet, build_hetionet, check_full_edge_file, hetionet_key
 from ddibench.kg._paths import Path as KGPath
@@ -25,20 +27,25 @@ from ddibench.kg._paths import shortest_path, yen_paths
 
 __all__ = [
     "METAEDGES",
+    "CompoundIndex",
     "Hetionet",
     "IdSpace",
     "KGPath",
     "KnowledgeGraph",
     "build_hetionet",
     "check_full_edge_file",
+    "compound_index",
+    "compound_sources",
     "gather_neighbours",
     "gather_rows",
     "get_space",
     "interaction_graph",
+    "interaction_triples",
     "load_hetionet",
     "load_kg",
     "map_to_space",
     "shortest_path",
+    "skeleton",
     "split_visibility",
     "touches_pair",
     "yen_paths",
@@ -69,14 +76,30 @@ def _load_kg(space: str, full_edges: Path | None) -> KnowledgeGraph:
         from ddibench.data.drugbank import load_catalog
 
         drug_names = [d.name for d in load_catalog().drugs]
+    elif space == "twosides":
+        from ddibench.data.twosides import load_catalog as load_twosides_catalog
+
+        drug_names = [d.name for d in load_twosides_catalog().drugs]
     return map_to_space(load_hetionet(full_edges), get_space(space), drug_names)
 
 
-def interaction_graph(samples: Sequence[Any], label_templates: Sequence[str], full_edges: str | Path | None = None) -> KnowledgeGraph:
-    """The DrugBank KG plus the interactions of ``samples`` (pass the training split only, so no
-    retrieval index holds a validation or test pair), verbalised with the label templates."""
-    triples = [(s.input.head.node_id, s.input.tail.node_id, int(s.target)) for s in samples]
-    return load_kg("drugbank", full_edges).with_interactions(triples, templates=label_templates, note="training interactions")
+def interaction_triples(samples: Sequence[Any]) -> list[tuple[int, int, int]]:
+    """(head, tail, label) of each sample; a sample whose target is a label set gives one triple per label."""
+    out: list[tuple[int, int, int]] = []
+    for s in samples:
+        h, t = s.input.head.node_id, s.input.tail.node_id
+        labels = s.target if isinstance(s.target, (tuple, list)) else (s.target,)
+        out.extend((h, t, int(label)) for label in labels)
+    return out
+
+
+def interaction_graph(
+    samples: Sequence[Any], label_templates: Sequence[str], full_edges: str | Path | None = None, space: str = "drugbank"
+) -> KnowledgeGraph:
+    """The KG of an id space plus the interactions of ``samples`` (pass the training split only, so no
+    retrieval index holds a validation or test pair), verbalised with the label templates. A task names
+    its space in ``resources["kg_space"]`` (DrugBank when it names none)."""
+    return load_kg(space, full_edges).with_interactions(interaction_triples(samples), templates=label_templates, note="training interactions")
 
 
 def touches_pair(kg: KnowledgeGraph, step: tuple[int, int, int], u: int, v: int) -> bool:

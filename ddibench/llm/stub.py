@@ -6,7 +6,9 @@ scripted, so the harness's retry, Retry-After, garbage and empty-answer handling
 against a real socket:
 
 * ``reply``: ``"label"`` (a constrained request gets ``{"type": k}``, k one of the schema's allowed
-  numbers chosen by a hash of the request; an unconstrained one gets a sentence),
+  numbers chosen by a hash of the request, an array property as many distinct allowed items as it
+  requires, e.g. ``{"side_effects": [five names]}``, and an allowed value for the other properties;
+  an unconstrained one gets a sentence),
   ``"echo"`` (the last user message), or any fixed text (``""`` for an empty answer);
 * ``script``: what the first requests get, then normal answers: an HTTP status (``429``, ``500``; a
   ``Retry-After`` of ``retry_after`` goes with 429s) or one of the :data:`FAULTS` (a body that is not
@@ -178,6 +180,11 @@ class StubServer:
             for name, prop in properties.items():
                 if prop.get("enum"):
                     answer[name] = prop["enum"][digest % len(prop["enum"])]
+                elif prop.get("type") == "array":
+                    allowed = (prop.get("items") or {}).get("enum") or ["item"]
+                    n = min(len(allowed), int(prop.get("minItems") or prop.get("maxItems") or 3))
+                    answer[name] = [allowed[(digest + 7919 * i) % len(allowed)] for i in range(len(allowed))]
+                    answer[name] = list(dict.fromkeys(answer[name]))[:n]
                 elif prop.get("type") == "integer":
                     answer[name] = digest % 5 + 1
                 else:

@@ -4,7 +4,7 @@ what was interrupted, then score (:mod:`ddibench.runner.scoring`).
 A run is planned first (:mod:`ddibench.runner.plan`: nothing is written for a bad command), then its
 directory is locked and claimed (:mod:`ddibench.runner.rundir`). Samples already in the journal are
 skipped, so running the same command again resumes it; the system sees only blinded samples (no
-targets) and only the training view in ``prepare``.
+targets) and only the training view in ``prepare`` (blinded too when the task keeps its labels from systems).
 
 Every invocation is a session in ``sessions.jsonl``, recorded when it starts and finished when it
 ends, so invocations that were killed are still counted. A sample whose model calls fail for good is
@@ -21,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ddibench.artifacts import ArtifactStore
 from ddibench.data.resolve import cache_root
@@ -30,12 +31,12 @@ from ddibench.llm import LLMCallError
 from ddibench.profiles import detect_hardware
 from ddibench.runner.journal import Journal
 from ddibench.runner.manifest import code_version
-from ddibench.runner.plan import RunPlan, RunRequest, plan_run
+from ddibench.runner.plan import RunPlan, RunRequest, plan_run, training_view
 from ddibench.runner.records import Results, SessionRecord
 from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
 from ddibench.runner.scoring import collect_extras, score_run
 from ddibench.schema import Sample
-from ddibench.system import NullProgress, Progress, RunContext, System, TrainingView
+from ddibench.system import NullProgress, Progress, RunContext, System
 
 MAX_CONSECUTIVE_FAILURES = 5
 
@@ -43,7 +44,7 @@ MAX_CONSECUTIVE_FAILURES = 5
 @dataclass
 class RunOutcome:
     run_dir: Path
-    results: Results
+    results: Results | None  # None for one shard of a run (scored by 'ddibench merge')
     predicted_now: int
     resumed: int
 
@@ -125,6 +126,8 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
     is_new = not (run_dir / "run.json").exists()
     if is_new and plan.pool is not None:
         plan.pool.preflight()  # an unreachable endpoint fails before anything is written
+    if request.shard is not None:
+        return _execute_shard(plan, progress)
     if is_new and run_dir.is_dir() and any(p.name != ".lock" for p in run_dir.iterdir()):
         raise RunDirError(f"{run_dir} is not empty and holds no run.json", "use an empty or new --run-dir")
     try:
@@ -159,8 +162,30 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
     return RunOutcome(run_dir=run_dir, results=results, predicted_now=predicted, resumed=resumed)
 
 
-def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int) -> tuple[int, dict[str, str]]:
+def _execute_shard(plan: RunPlan, progress: Progress) -> RunOutcome:
+    """One shard of a run (``--shard i/n``): its samples into its own directory, nothing scored."""
+    from ddibench.runner.distributed import run_shard
+
+    assert plan.request.shard is not None
+
+    def predict(folder: Path, pending: list[Sample], journal: Journal, resumed: int) -> int:
+        predicted, failures = _predict_pending(plan, pending, journal, progress, resumed, session_dir=folder)
+        if failures:
+            first = next(iter(failures.values()))
+            raise ModelEndpointError(f"{len(failures)} samples of this shard got no answer (e.g. {first})", "re-run the same command to retry them")
+        return predicted
+
+    folder, predicted, resumed = run_shard(plan, plan.request.shard, predict)
+    return RunOutcome(run_dir=folder, results=None, predicted_now=predicted, resumed=resumed)
+
+
+def _predict_pending(
+    plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path | None = None
+) -> tuple[int, dict[str, str]]:
     request, pool, system = plan.request, plan.pool, plan.system
+    session_dir = session_dir or plan.run_dir
+    if request.executor == "ray":
+        return _predict_on_ray(plan, pending, journal, progress, resumed, session_dir)
     if pool is not None:
         pool.log_dir = plan.run_dir
     ctx = RunContext(
@@ -173,12 +198,7 @@ def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, pro
         run_dir=plan.run_dir,
         resources=plan.data.resources,
     )
-    view = TrainingView(
-        task=plan.task,
-        train=plan.data.split("train"),
-        valid=plan.data.split("valid") if plan.split != "valid" else (),
-        resources=plan.data.resources,
-    )
+    view = training_view(plan)
     timing: dict[str, float] = {}
     concurrency = min(request.concurrency or plan.profile.llm_concurrency, getattr(system, "max_concurrency", 64))
     counter = {"predicted": 0}
@@ -213,8 +233,9 @@ def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, pro
         hardware=detect_hardware(),
         code=code_version(),
         concurrency=concurrency,
+        models={role: pool.specs[role].display() for role in plan.roles} if pool else {},
     )
-    append_session(plan.run_dir, session)  # first: an invocation killed from here on is still counted
+    append_session(session_dir, session)  # first: an invocation killed from here on is still counted
     state, error = "interrupted", None
     try:
         failures = asyncio.run(go())
@@ -229,12 +250,41 @@ def _predict_pending(plan: RunPlan, pending: list[Sample], journal: Journal, pro
         try:
             journal.close()
         finally:
-            _end_session(plan, session, state, error, started, cpu_start, counter, timing, failures)
+            _end_session(plan, session, state, error, started, cpu_start, counter, timing, failures, session_dir)
+    return counter["predicted"], failures
+
+
+def _predict_on_ray(plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path) -> tuple[int, dict[str, str]]:
+    """The Ray executor (runner/distributed.py) inside the same session bookkeeping as a local run."""
+    from ddibench.runner.distributed import predict_with_ray
+
+    counter, timing, failures = {"predicted": 0}, dict[str, float](), dict[str, str]()
+    started, cpu_start = time.time(), time.process_time()
+    session = SessionRecord(session_id=uuid.uuid4().hex[:16], state="started", started=dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(),
+                            profile=plan.profile.name, hardware=detect_hardware(), code=code_version(),
+                            models={role: plan.pool.specs[role].display() for role in plan.roles} if plan.pool else {})  # fmt: skip
+    append_session(session_dir, session)
+    state, error, info = "interrupted", None, dict[str, Any]()
+    try:
+        info = predict_with_ray(plan, pending, journal, progress, resumed, counter, failures, timing)
+        state = "finished"
+    except DdibenchError as exc:
+        state, error = "failed", str(exc)
+        raise
+    except BaseException as exc:
+        error = type(exc).__name__
+        raise
+    finally:
+        try:
+            journal.close()
+        finally:
+            _end_session(plan, session, state, error, started, cpu_start, counter, timing, failures, session_dir, extra_info=info)
     return counter["predicted"], failures
 
 
 def _end_session(plan: RunPlan, session: SessionRecord, state: str, error: str | None, started: float, cpu_start: float,
-                 counter: dict[str, int], timing: dict[str, float], failures: dict[str, str]) -> None:  # fmt: skip
+                 counter: dict[str, int], timing: dict[str, float], failures: dict[str, str], session_dir: Path | None = None,
+                 extra_info: dict[str, Any] | None = None) -> None:  # fmt: skip
     pool, system = plan.pool, plan.system
     end = session.model_copy(
         update={
@@ -247,12 +297,12 @@ def _end_session(plan: RunPlan, session: SessionRecord, state: str, error: str |
             "llm_usage": pool.ledger.as_dict() if pool else {},
             "served_models": pool.served if pool else {},
             "endpoints": pool.endpoint_stats() if pool else {},
-            "system_info": system.run_info() if hasattr(system, "run_info") else {},
+            "system_info": ({"executor": extra_info} if extra_info else {}) | (system.run_info() if hasattr(system, "run_info") else {}),
             "failed": failures,
         }
     )
     try:
-        append_session(plan.run_dir, end)
+        append_session(session_dir or plan.run_dir, end)
     except DdibenchError:
         if state == "finished":
             raise

@@ -1,5 +1,6 @@
 """Plan a run before anything is written: the task, the system and its configuration, the evaluator
-and its scoring options, the samples (``--limit`` draws a stratified, seeded subset), the models by
+and its scoring options, the samples (:func:`select_samples`: the evaluated split, plus the other
+splits a task asks systems to answer; ``--limit`` draws a stratified, seeded subset), the models by
 role, and the run's identity and directory.
 
 Every mistake a user can make in a command (an unknown name, a bad option, a system that does not
@@ -25,7 +26,7 @@ from ddibench.profiles import Profile, get_profile
 from ddibench.registry import get_system_class, get_task
 from ddibench.runner.records import RunIdentity, SystemRef, TaskRef
 from ddibench.schema import Sample
-from ddibench.system import BaseSystem, System, system_config_hash
+from ddibench.system import BaseSystem, System, TrainingView, system_config_hash
 from ddibench.task import Task, TaskData
 
 
@@ -47,6 +48,10 @@ class RunRequest:
     max_retries: int = 5
     scoring: dict[str, Any] = field(default_factory=dict)  # the evaluator's options given on the command line
     score_with_models: bool = True  # False: skip the evaluator's model-based scores (a reproduction compares predictions only)
+    executor: str = "local"  # "local" (asyncio in this process) or "ray" (see runner/distributed.py)
+    ray_address: str | None = None  # an existing Ray cluster (default: start a local one)
+    workers: int | None = None  # Ray actors (default: the cluster's CPUs)
+    shard: tuple[int, int] | None = None  # (i, n): predict every n-th sample into shards/i-of-n, score nothing
 
     def role_models(self) -> RoleModels:
         return self.models if self.models is not None else parse_model_options([])
@@ -94,10 +99,63 @@ def stratified_subset(samples: Sequence[Sample], n: int, seed: int) -> list[Samp
 
 
 def _stratum(target: Any) -> Any:
-    """What --limit stratifies by: the label (a question's interaction type or answer slice)."""
+    """What --limit stratifies by: the label (a question's interaction type or answer slice; a molecule's
+    label columns together)."""
     if isinstance(target, Mapping):
-        return target.get("label")
+        return target["label"] if "label" in target else tuple(sorted((str(k), str(v)) for k, v in target.items()))
     return tuple(target) if isinstance(target, list) else target
+
+
+def split_quotas(limit: int, sizes: Sequence[int]) -> list[int]:
+    """``limit`` samples shared among splits in proportion to their sizes (largest remainder, ties to the
+    earlier split), at least one from each split."""
+    total = sum(sizes)
+    if limit >= total:
+        return list(sizes)
+    exact = [limit * n / total for n in sizes]
+    quota = [max(1, int(e)) for e in exact]
+    order = sorted(range(len(sizes)), key=lambda j: (-(exact[j] - int(exact[j])), j))
+    i = 0
+    while sum(quota) < limit:
+        j = order[i % len(order)]
+        if quota[j] < sizes[j]:
+            quota[j] += 1
+        i += 1
+    while sum(quota) > limit:  # the at-least-one floor overshot: take back from the largest quota
+        j = max(range(len(quota)), key=lambda k: (quota[k], -k))
+        quota[j] -= 1
+    return quota
+
+
+def select_samples(task: Task, data: TaskData, split: str, limit: int | None, seed: int) -> list[Sample]:
+    """The samples a run asks the system about, in order: the evaluated ``split`` or, for a task that
+    predicts several splits (:meth:`Task.predicted_splits`: captioning writes a caption for every
+    molecule, training ones included), each of them in turn.
+
+    ``--limit N`` draws a stratified, seeded subset (:func:`stratified_subset`); over several splits it
+    is shared among them in proportion to their sizes (:func:`split_quotas`), at least one sample each,
+    so a preview of a captioning task still gives its probe training molecules. ``run`` and ``verify``
+    both select through this function, so a verified preview is recomputed on the same samples.
+    """
+    splits = task.predicted_splits(split)
+    pools = [data.split(s) for s in splits]
+    if limit is None:
+        return [s for pool in pools for s in pool]
+    if len(pools) == 1:
+        return stratified_subset(pools[0], limit, seed)
+    if limit < len(pools):
+        raise ConfigError(f"--limit {limit} is too small for {task.name}: it predicts the {', '.join(splits)} splits", f"use --limit {len(pools)} or more")
+    quotas = split_quotas(limit, [len(p) for p in pools])
+    return [s for pool, q in zip(pools, quotas) for s in stratified_subset(pool, q, seed)]
+
+
+def training_view(plan: RunPlan) -> TrainingView:
+    """What ``prepare`` sees: the training split and, unless it is the evaluated one, the validation split;
+    blinded when the task keeps its labels from systems (captioning: the labels are the probe's)."""
+    train, valid = plan.data.split("train"), plan.data.split("valid") if plan.split != "valid" else ()
+    if not plan.task.training_labels_visible:
+        train, valid = tuple(s.blind() for s in train), tuple(s.blind() for s in valid)
+    return TrainingView(task=plan.task, train=train, valid=valid, resources=plan.data.resources)
 
 
 def build_system(name: str, profile: Profile, overrides: dict[str, Any]) -> System:
@@ -170,13 +228,13 @@ def plan_run(request: RunRequest) -> RunPlan:
     if split == "train":
         raise ConfigError("cannot evaluate on the training split", "use --split valid or --split test")
     data = task.load()
-    eval_samples = data.split(split)
-    if request.limit is not None and request.limit > len(eval_samples):
+    total = sum(len(data.split(s)) for s in task.predicted_splits(split))
+    if request.limit is not None and request.limit > total:
         raise ConfigError(
-            f"--limit {request.limit:,} is more than the {len(eval_samples):,} samples of {task.name}'s {split} split",
-            f"give at most {len(eval_samples):,}, or omit --limit to run every sample",
+            f"--limit {request.limit:,} is more than the {total:,} samples of {task.name}'s {split} split",
+            f"give at most {total:,}, or omit --limit to run every sample",
         )
-    selected = stratified_subset(eval_samples, request.limit, request.seed) if request.limit else list(eval_samples)
+    selected = select_samples(task, data, split, request.limit, request.seed)
     roles = list(getattr(system, "llm_roles", ()))
     models = request.role_models()
     pool = None

@@ -63,7 +63,11 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     if ev.breakdown and len(ev.breakdown) > 1:
         parts = []
         for key, values in ev.breakdown.items():
-            shown = ", ".join(f"{m}={ev.spec(m).format(v)}" for m, v in values.items() if m not in ("n", "n_invalid"))
+            shown = ", ".join(
+                f"{m}={v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{m}={ev.spec(m).format(v)}"
+                for m, v in values.items()
+                if m not in ("n", "n_invalid")
+            )
             parts.append(f"{key}: n={values['n']:,} {shown}")
         console.print("breakdown: " + "; ".join(parts))
     cost = results.cost

@@ -175,6 +175,8 @@ def rescore(
     scoring: dict[str, Any],
     bootstrap: BootstrapSpec,
     progress: Progress | None = None,
+    profile: str | None = None,
+    first_scoring: bool = False,
 ) -> Results:
     """Score a finished run again (new judge, more SelfCheckGPT samples, other intervals) without
     predicting anything: the journal is read, never written. ``scoring`` holds the scoring options given
@@ -184,16 +186,21 @@ def rescore(
         raise RunDirError(f"{run_dir} holds no run.json", "give a run directory printed by 'ddibench run'")
     with RunLock(run_dir):  # first: a run still writing this directory is named as the reason, not its half-state
         ident = read_identity(run_file)
-        if not results_file.exists():
+        if not results_file.exists() and not first_scoring:  # a merge of shards scores a run for the first time
             raise RunDirError(f"{run_dir} has not been scored yet (an unfinished run)", "finish it with the same 'ddibench run' command first")
-        previous = read_results(results_file)
-        used = {role: m.spec for role, m in previous.manifest.models.items()}
+        previous = read_results(results_file) if results_file.exists() else None
+        if previous is not None:
+            used = {role: m.spec for role, m in previous.manifest.models.items()}
+        else:  # never scored (shards merged): the models and profile the sessions recorded
+            sessions = read_sessions(run_dir)
+            used = next((dict(s.model_extra.get("models") or {}) for s in sessions if s.model_extra and s.model_extra.get("models")), {})
+            profile = profile or next((s.profile for s in sessions if s.profile), "cpu")
         specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
         specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
         specs = specs.with_roles(dict(models or {}))
-        before = dict(previous.manifest.scoring.options)
+        before = dict(previous.manifest.scoring.options) if previous else {}
         request = RunRequest(
-            task=ident.task.name, system=ident.system.name, models=specs, profile=previous.manifest.profile.name,
+            task=ident.task.name, system=ident.system.name, models=specs, profile=profile or (previous.manifest.profile.name if previous else "cpu"),
             seed=ident.seed, limit=ident.limit, split=ident.split, config=ident.system.config,
             run_dir=run_dir, bootstrap=bootstrap, scoring={**before, **scoring},
         )  # fmt: skip

@@ -6,9 +6,11 @@
 * ``popularity`` — every sample gets the ``k`` labels that occur in the most training targets, most
   frequent first (ties: the smaller label id). Serves every task whose targets are label sets
   (top-k ranking: TWOSIDES side effects, drug targets).
+* ``only-smiles`` — an empty caption for every molecule of a captioning task: the probe then learns
+  from the structure alone (the CLADD paper's "Only SMILES" row), the floor of captioning systems.
 
-Both read only the training targets (``prepare`` sees the training view), so they are the floor a
-system must clear before its numbers mean anything.
+``majority`` and ``popularity`` read only the training targets (``prepare`` sees the training view), so
+they are the floor a system must clear before its numbers mean anything.
 """
 
 from __future__ import annotations
@@ -103,3 +105,20 @@ class PopularitySystem(BaseSystem):
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         return [Prediction(sample_id=s.id, ranked=list(self.ranked)) for s in samples]
+
+
+class OnlySmilesConfig(SystemConfig):
+    pass
+
+
+class OnlySmilesSystem(BaseSystem):
+    name = "only-smiles"
+    version = "1.0.0"
+    description = "an empty caption for every molecule: the captioning probe learns from the structure alone (the paper's 'Only SMILES')"
+    Config = OnlySmilesConfig
+    families = ("captioning",)
+    batch_size = 4096
+    max_concurrency = 1
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        return [Prediction(sample_id=s.id, text="") for s in samples]

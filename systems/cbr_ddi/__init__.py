@@ -16,6 +16,12 @@
    the prediction is wrong; K-medoids within each class on insight embeddings keeps the representative
    cases (about 5%, at least 10 per class).
 
+On label-set tasks (TWOSIDES side effects) a case holds the pair's side effects, the GNN offers its top-N
+side effects (N = 10 unless ``n_candidates`` is given, as in the paper) and the LLM answers the k most
+likely of them (``{"mechanism", "side_effects"}``, parsed by :func:`ddibench.label_choice.answer_to_ranking`);
+sampling keeps K-medoids per side effect, and refinement rewrites a case's insight when its answer names
+none of the case's side effects.
+
 ``lam`` is chosen on validation pairs when not given: the value whose top-K retrieved cases carry the
 query's own label most often (no LLM answer is needed for that). Every ablation of the paper is a
 switch: ``use_cases``, ``use_paths``, ``use_candidates``, ``lam=1`` (semantic only), ``lam=0``
@@ -32,7 +38,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from ddibench.label_choice import answer_to_prediction, label_schema, option_texts
+from ddibench.label_choice import answer_to_prediction, answer_to_ranking, choice_count, label_schema, option_texts, topk_schema
 from ddibench.llm import ChatResult
 from ddibench.schema import Drug, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace, system_config_hash
@@ -46,7 +52,7 @@ class CBRDDIConfig(SystemConfig):
     repository_size: int = 2000
     k_cases: int = Field(5, ge=0)
     p_paths: int = Field(5, ge=0)
-    n_candidates: int = 3  # paper: 3 for DrugBank (10 for TWOSIDES)
+    n_candidates: int = 3  # paper: 3 for DrugBank; on label-set tasks (TWOSIDES) 10 unless given
     lam: float | None = None  # None: chosen on validation from lambda_grid
     lambda_grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
     lambda_valid_pairs: int = 200
@@ -71,7 +77,7 @@ class CBRDDISystem(BaseSystem):
     version = "1.0.0"
     description = "case-based reasoning: LLM drug descriptions, GNN paths, mechanistic insights, hybrid case retrieval"
     Config = CBRDDIConfig
-    families = ("drugbank_ddi",)
+    families = ("drugbank_ddi", "twosides")
     llm_roles = ("generator", "describer")
     batch_size = 1
     max_concurrency = 8
@@ -82,6 +88,8 @@ class CBRDDISystem(BaseSystem):
         self._descriptions: dict[tuple[int, str], str] = {}
         self.repository: Repository | None = None
         self.lam = 0.5
+        self.k: int | None = None  # labels to answer: None for one interaction type, k for a label set
+        self.n_candidates = self.config.n_candidates
         self.info: dict[str, Any] = {"counters": {}}
 
     def count(self, name: str, n: int = 1) -> None:
@@ -104,10 +112,8 @@ class CBRDDISystem(BaseSystem):
 
     async def describe(self, drug: Drug, ctx: RunContext, traces: list[dict[str, Any]] | None = None) -> str:
         key = (drug.node_id, drug.name)
-        messages = [
-            {"role": "system", "content": prompts.DESCRIBE_SYSTEM},
-            {"role": "user", "content": prompts.DESCRIBE.format(name=drug.name, drugbank_id=drug.drugbank_id)},
-        ]
+        ask = prompts.DESCRIBE.format(name=drug.name, drugbank_id=drug.drugbank_id) if drug.drugbank_id else prompts.DESCRIBE_NO_ID.format(name=drug.name)
+        messages = [{"role": "system", "content": prompts.DESCRIBE_SYSTEM}, {"role": "user", "content": ask}]
         result = await ctx.model("describer").chat(messages, temperature=0.0, max_tokens=self.config.description_tokens, seed=ctx.seed)
         if traces is not None:
             traces.append(llm_trace("describer", messages, result))
@@ -118,8 +124,15 @@ class CBRDDISystem(BaseSystem):
     def _pair_text(self, head: Drug, tail: Drug, head_description: str, tail_description: str) -> str:
         return f"{head.name}: {head_description} {tail.name}: {tail_description}"
 
-    def _interaction(self, label: int, head: str, tail: str) -> str:
-        return self._labels[label].render(head, tail)
+    def _interaction(self, target: Any, head: str, tail: str) -> str:
+        """A case's label as a sentence: the interaction type, or the pair's side effects."""
+        if isinstance(target, (tuple, list)):
+            return prompts.side_effects_text([self._labels[k].name for k in target])
+        return self._labels[target].render(head, tail)
+
+    @staticmethod
+    def _target(case: Case) -> Any:
+        return tuple(case.labels) if case.labels is not None else case.label
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         from ddibench.embeddings import shared_encoder
@@ -128,9 +141,17 @@ class CBRDDISystem(BaseSystem):
         self._labels = view.task.label_space
         self._setting = view.task.setting
         self._drugs = view.resources["drugs"].drugs
-        self._options = option_texts(self._labels)
+        self.k = choice_count(view.task)
+        if self.k is None:
+            self._options = option_texts(self._labels)
+            self._predict_system = prompts.PREDICT_SYSTEM
+        else:
+            self._options = [lb.name for lb in self._labels]
+            self._predict_system = prompts.PREDICT_SYSTEM_TOPK.format(k=self.k)
+            if "n_candidates" not in self.config.model_fields_set:
+                self.n_candidates = 10  # the paper's N for TWOSIDES
         self._encoder = shared_encoder(self.config.encoder)
-        ctx.remember_text(prompts.PREDICT_SYSTEM)
+        ctx.remember_text(self._predict_system)
         # the GNN module: EmerGNN under the profile's budget; its prediction graph holds training interactions only
         gnn_options = {**ctx.profile.budget_for("emergnn"), **self.config.gnn, "predict_facts": "train", "explain_paths": 0}
         self.gnn = EmerGNNSystem.build(gnn_options)
@@ -153,6 +174,8 @@ class CBRDDISystem(BaseSystem):
             "data_sha256": view.task.data_sha256,
             "seed": ctx.seed,
         }
+        if self.k is not None:  # (DrugBank keys stay as they were)
+            key["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
         found = ctx.artifacts.get("cbr-ddi-repository", key)
         if found is None:
             scratch = ctx.artifacts.scratch("cbr-ddi-repository", key)
@@ -165,6 +188,8 @@ class CBRDDISystem(BaseSystem):
         self.repository = Repository.load(found)
         self.info["repository"] = {**self.repository.info, "cases": len(self.repository), "artifact": str(found)}
         self.lam = self.config.lam if self.config.lam is not None else await self._choose_lambda(view, ctx)
+        if self.k is not None:
+            self.info["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
 
     async def _describe_all(self, drugs: Sequence[Drug], ctx: RunContext, label: str) -> None:
         todo = [d for d in dict.fromkeys(drugs) if (d.node_id, d.name) not in self._descriptions]
@@ -206,13 +231,15 @@ class CBRDDISystem(BaseSystem):
         bar = ctx.progress.task("writing case insights", len(chosen))
 
         async def make(sample: Sample) -> Case:
-            pair, label = sample.input, int(sample.target)  # type: ignore[arg-type]
+            pair = sample.input
+            labels = list(sample.target) if isinstance(sample.target, tuple) else None
+            label = labels[0] if labels else int(sample.target)  # type: ignore[arg-type]
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True)
-            text = await self._insight(pair.head, pair.tail, label, paths, ctx)
+            text = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
             bar.advance()
             return Case(
                 pair.head.node_id, pair.tail.node_id, label, self._description(pair.head), self._description(pair.tail),
-                paths, text, sample_id=sample.id,
+                paths, text, sample_id=sample.id, labels=labels,
             )  # fmt: skip
 
         try:
@@ -237,7 +264,7 @@ class CBRDDISystem(BaseSystem):
         repo.info = info
         return repo
 
-    async def _insight(self, head: Drug, tail: Drug, label: int, paths: list[str], ctx: RunContext) -> str:
+    async def _insight(self, head: Drug, tail: Drug, label: Any, paths: list[str], ctx: RunContext) -> str:
         messages = [
             {"role": "system", "content": prompts.INSIGHT_SYSTEM},
             {"role": "user", "content": prompts.INSIGHT.format(
@@ -261,19 +288,25 @@ class CBRDDISystem(BaseSystem):
             head, tail = self._drugs[case.head], self._drugs[case.tail]
             probs, _ = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)
             result, labels, _ = await self._answer(ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, exclude=i)
-            pred = answer_to_prediction(case.sample_id, result, self._option_subset(labels), labels, {})
             stats["checked"] += 1
-            if pred.valid and pred.label == case.label:
+            if self.k is None:
+                pred = answer_to_prediction(case.sample_id, result, self._option_subset(labels), labels, {})
+                right = pred.valid and pred.label == case.label
+                predicted = self._interaction(pred.label, head.name, tail.name) if pred.valid else "no valid answer"
+            else:  # a label set: wrong when the answer names none of the case's side effects
+                pred = answer_to_ranking(case.sample_id, result, self._option_subset(labels), labels, self.k, {})
+                right = pred.valid and bool(set(pred.ranked or ()) & set(case.labels or ()))
+                predicted = self._interaction(pred.ranked, head.name, tail.name) if pred.valid else "no valid answer"
+            if right:
                 bar.advance()
                 return
             stats["wrong"] += 1
-            predicted = self._interaction(pred.label, head.name, tail.name) if pred.valid else "no valid answer"
             messages = [
                 {"role": "system", "content": prompts.INSIGHT_SYSTEM},
                 {"role": "user", "content": prompts.REFINE.format(
                     head=head.name, tail=tail.name, head_description=case.head_description, tail_description=case.tail_description,
                     paths=prompts.paths_block(case.paths), insight=case.insight or prompts.NO_INSIGHT, predicted=predicted,
-                    interaction=self._interaction(case.label, head.name, tail.name),
+                    interaction=self._interaction(self._target(case), head.name, tail.name),
                 )},  # fmt: skip
             ]
             revised = await ctx.model("describer").chat(messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed)
@@ -310,13 +343,20 @@ class CBRDDISystem(BaseSystem):
         labels = np.array([c.label for c in repo.cases])
         table = {}
         for lam in grid:
-            hits = [
-                float(np.mean(labels[repo.retrieve(texts[i], pairs[i], self.config.k_cases, lam)[0]] == int(s.target)))  # type: ignore[arg-type]
-                for i, s in enumerate(valid)
-            ]
+            if self.k is None:
+                hits = [
+                    float(np.mean(labels[repo.retrieve(texts[i], pairs[i], self.config.k_cases, lam)[0]] == int(s.target)))  # type: ignore[arg-type]
+                    for i, s in enumerate(valid)
+                ]
+            else:  # label sets: the share of the pair's side effects a retrieved case carries, averaged
+                hits = [
+                    float(np.mean([len(set(repo.cases[j].labels or ()) & set(s.target)) / len(s.target)  # type: ignore[arg-type]
+                                   for j in repo.retrieve(texts[i], pairs[i], self.config.k_cases, lam)[0]] or [0.0]))
+                    for i, s in enumerate(valid)
+                ]  # fmt: skip
             table[str(lam)] = round(float(np.mean(hits)), 4)
         best = max(grid, key=lambda lam: (table[str(lam)], -abs(lam - 0.5)))
-        self.info["lambda"] = {"chosen": best, "label_hit_rate_at_k": table, "validation_pairs": len(valid)}
+        self.info["lambda"] = {"chosen": best, "label_hit_rate_at_k" if self.k is None else "label_overlap_at_k": table, "validation_pairs": len(valid)}
         return best
 
     # -- answering -------------------------------------------------------------------------------
@@ -324,7 +364,7 @@ class CBRDDISystem(BaseSystem):
     def _candidates(self, probs: np.ndarray) -> list[int]:
         if not self.config.use_candidates:
             return list(range(len(self._labels)))
-        return [int(k) for k in np.argsort(-probs, kind="stable")[: self.config.n_candidates]]
+        return [int(k) for k in np.argsort(-probs, kind="stable")[: self.n_candidates]]
 
     def _option_subset(self, labels: Sequence[int]) -> list[str]:
         return [self._options[k] for k in labels]
@@ -342,26 +382,31 @@ class CBRDDISystem(BaseSystem):
                 a, b = self._drugs[case.head].name, self._drugs[case.tail].name
                 blocks.append(prompts.CASE.format(
                     index=n, head=a, tail=b, head_description=case.head_description, tail_description=case.tail_description,
-                    insight=case.insight or prompts.NO_INSIGHT, interaction=self._interaction(case.label, a, b),
+                    insight=case.insight or prompts.NO_INSIGHT, interaction=self._interaction(self._target(case), a, b),
                 ))  # fmt: skip
-                retrieved.append({"case": i, "pair": [case.head, case.tail], "label": case.label, "score": round(float(score), 4)})
+                retrieved.append({"case": i, "pair": [case.head, case.tail], "label": case.labels if case.labels is not None else case.label,
+                                  "score": round(float(score), 4)})  # fmt: skip
             if blocks:
                 cases_text = "Solved cases:\n" + "\n\n".join(blocks) + "\n\n"
         if not retrieved:
             self.count("queries_without_cases")
         labels = self._candidates(probs)
         options = self._option_subset(labels)
-        user = prompts.QUERY.format(
+        fields = dict(
             cases=cases_text, head=head.name, tail=tail.name,
             head_description=self._descriptions.get((head.node_id, head.name), ""),
             tail_description=self._descriptions.get((tail.node_id, tail.name), ""),
             paths="Associations between them in a biomedical knowledge graph:\n" + prompts.paths_block(paths),
-            candidates="\n".join(f"{i}. {text}" for i, text in enumerate(options, 1)),
         )  # fmt: skip
-        messages = [{"role": "system", "content": prompts.PREDICT_SYSTEM}, {"role": "user", "content": user}]
+        if self.k is None:
+            user = prompts.QUERY.format(**fields, candidates="\n".join(f"{i}. {text}" for i, text in enumerate(options, 1)))
+            schema = label_schema(len(options), mechanism=True)
+        else:
+            user = prompts.QUERY_TOPK.format(**fields, candidates="\n".join(options), k=self.k)
+            schema = topk_schema(options, min(self.k, len(options)), mechanism=True)
+        messages = [{"role": "system", "content": self._predict_system}, {"role": "user", "content": user}]
         result = await ctx.model("generator").chat(
-            messages, temperature=self.config.temperature, max_tokens=self.config.answer_tokens,
-            json_schema=label_schema(len(options), mechanism=True), seed=ctx.seed,
+            messages, temperature=self.config.temperature, max_tokens=self.config.answer_tokens, json_schema=schema, seed=ctx.seed,
         )  # fmt: skip
         trace = {
             "cases": retrieved,
@@ -387,7 +432,12 @@ class CBRDDISystem(BaseSystem):
             result, labels, trace = await self._answer(ctx, pair.head, pair.tail, probs[0], text_vec, normalise(reprs)[0], paths, self.repository)
             trace["llm"] = llm + trace["llm"]
             trace["descriptions"] = [self._description(pair.head), self._description(pair.tail)]
-            prediction = answer_to_prediction(sample.id, result, self._option_subset(labels), labels, trace)
+            if self.k is None:
+                prediction = answer_to_prediction(sample.id, result, self._option_subset(labels), labels, trace)
+            else:
+                prediction = answer_to_ranking(sample.id, result, self._option_subset(labels), labels, self.k, trace)
+                for flag in trace["parse"]["flags"]:
+                    self.count(flag)
             self.count("answered" if prediction.valid else "invalid_answers")
             out.append(prediction)
         return out

@@ -8,6 +8,11 @@ DESCRIBE = (
     "mechanism of action, how it is metabolised, and its main effects. At most three sentences."
 )
 
+DESCRIBE_NO_ID = (  # a drug without a DrugBank id (TWOSIDES: PubChem compounds)
+    "Write a concise functional description of the drug {name}: its class, "
+    "mechanism of action, how it is metabolised, and its main effects. At most three sentences."
+)
+
 INSIGHT_SYSTEM = "You are an expert clinical pharmacologist who explains drug-drug interactions."
 INSIGHT = """Drug A: {head}. {head_description}
 Drug B: {tail}. {tail_description}
@@ -54,3 +59,23 @@ def clean_insight(text: str) -> str:
     """The insight as stored: stripped, and empty when the LLM declined (NONE) or wrote nothing."""
     text = " ".join(text.split())
     return "" if not text or text.upper().strip(" .") in ("NONE", "N/A", "NO GROUNDS") else text
+
+
+# -- label sets (TWOSIDES): the pair's side effects instead of one interaction type -------------------
+
+PREDICT_SYSTEM_TOPK = """You are an expert clinical pharmacologist predicting the side effects of drug combinations.
+You are given solved cases of similar drug pairs, then a query pair known to interact, with its known associations and a list of candidate side effects.
+Reason from the cases and associations, then answer with JSON only: {{"mechanism": "<one or two sentences>", "side_effects": ["...", ...]}}, with exactly {k} different names copied from the candidates, the most likely first."""
+
+QUERY_TOPK = """{cases}Query pair:
+Drug A: {head}. {head_description}
+Drug B: {tail}. {tail_description}
+{paths}
+Candidate side effects:
+{candidates}
+Which {k} of the candidate side effects does taking Drug A together with Drug B most likely cause?"""
+
+
+def side_effects_text(names: list[str]) -> str:
+    """How a case states its label set ("Known interaction: ..." in the insight and refinement prompts)."""
+    return "taken together they cause the side effects " + ", ".join(names)

@@ -27,6 +27,7 @@ class Case:
     insight: str
     refined: bool = False
     sample_id: str = ""
+    labels: list[int] | None = None  # a label set (TWOSIDES side effects); ``label`` is then its first label
 
 
 @dataclass
@@ -108,14 +109,16 @@ def k_medoids(vectors: np.ndarray, k: int, rng: np.random.Generator, iterations:
 
 
 def representative_sample(repo: Repository, ratio: float, minimum: int, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, int]]:
-    """K-medoids within each class on insight embeddings: keep max(minimum, ratio * size) cases per class."""
-    labels = np.array([c.label for c in repo.cases])
+    """K-medoids within each class on insight embeddings: keep max(minimum, ratio * size) cases per class.
+
+    With label sets a case belongs to the class of each of its labels; the kept cases are the union."""
+    sets = [c.labels if c.labels is not None else [c.label] for c in repo.cases]
     keep: list[np.ndarray] = []
     per_class: dict[str, int] = {}
-    for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
+    for label in sorted({lb for labels in sets for lb in labels}):
+        members = np.array([i for i, labels in enumerate(sets) if label in labels], dtype=np.int64)
         k = max(minimum, int(np.ceil(ratio * members.size)))
         chosen = members[k_medoids(repo.insight[members], k, rng)]
         keep.append(chosen)
         per_class[str(int(label))] = int(chosen.size)
-    return (np.sort(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.int64)), per_class
+    return (np.unique(np.concatenate(keep)) if keep else np.zeros(0, dtype=np.int64)), per_class

@@ -17,6 +17,12 @@ representation ``h_p = [h_uv; h_vu]``, :meth:`EmerGNNSystem.explain` the top-P r
 attention (beam search). The checkpoint is a cached artifact keyed by configuration, task data, KG
 and code version; the ``cpu`` profile trains a declared budget (epochs, pairs per epoch, validation
 pairs) that every manifest records.
+
+On label-set tasks (TWOSIDES side effects) the classifier has one sigmoid output per side effect, trained
+with EmerGNN's TWOSIDES objective (``multilabel_loss="negatives"``: the positive side effects of a pair
+against the same side effects on a generated negative pair) or BCE over every side effect (``"bce"``),
+with EmerGNN's TWOSIDES hyperparameters per setting; the model with the best validation recall@k is kept,
+and a prediction ranks the side effects by score (see :mod:`ddibench.label_sets`).
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import model_serializer
 
+from ddibench import label_sets
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Prediction, Sample
@@ -40,6 +48,12 @@ PAPER = {  # EmerGNN's per-setting hyperparameters (evaluate.py / the paper's su
     "S0": {"feature": "embedding", "weight_decay": 1e-6, "batch_size": 128},
     "S1": {"feature": "morgan", "weight_decay": 1e-8, "batch_size": 32},
     "S2": {"feature": "morgan", "weight_decay": 1e-8, "batch_size": 32},
+}
+# EmerGNN's TWOSIDES values: S1 from TWOSIDES/evaluate.py ('emerging'), S2 from the paper's supplement (its
+# weight decay is not stated there; S1's is used). dim and lr apply unless given with --config.
+PAPER_TWOSIDES = {
+    "S1": {"feature": "morgan", "lr": 1e-3, "weight_decay": 1e-6, "batch_size": 32, "dim": 32},
+    "S2": {"feature": "morgan", "lr": 3e-3, "weight_decay": 1e-6, "batch_size": 64, "dim": 64},
 }
 
 
@@ -61,6 +75,11 @@ class EmerGNNConfig(SystemConfig):
     kg_edges: str | None = None  # Hetionet's full hetionet-v1.0-edges.sif.gz, to include every metaedge
     device: str = "cpu"
     threads: int | None = None
+    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.label_sets)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        return label_sets.omit_at_default(handler(self), {"multilabel_loss": "negatives"})
 
 
 class EmerGNNSystem(BaseSystem):
@@ -68,7 +87,7 @@ class EmerGNNSystem(BaseSystem):
     version = "1.0.0"
     description = "EmerGNN: flow-based GNN over Hetionet + known DDIs with pair-specific relation attention"
     Config = EmerGNNConfig
-    families = ("drugbank_ddi",)
+    families = ("drugbank_ddi", "twosides")
     batch_size = 256
     max_concurrency = 1
     config: EmerGNNConfig
@@ -78,6 +97,9 @@ class EmerGNNSystem(BaseSystem):
         self._net: Any = None
         self._graphs: dict[str, Any] = {}
         self._kg: Any = None
+        self._paper = PAPER
+        self._label_sets = False
+        self._k = 5
         self.training_log: dict[str, Any] = {}
 
     # -- configuration ---------------------------------------------------------------------
@@ -85,12 +107,18 @@ class EmerGNNSystem(BaseSystem):
     def resolved(self, setting: str) -> dict[str, Any]:
         """The configuration with the paper's per-setting values filled in."""
         cfg = self.config.model_dump()
-        paper = PAPER[setting]
+        paper = self._paper[setting]
         if cfg["feature"] == "auto":
             cfg["feature"] = paper["feature"]
         for key in ("weight_decay", "batch_size"):
             if cfg[key] is None:
                 cfg[key] = paper[key]
+        for key in ("dim", "lr"):  # the paper's value where it names one, unless the user gave one
+            if key in paper and key not in self.config.model_fields_set:
+                cfg[key] = paper[key]
+        if self._label_sets:
+            cfg["multilabel_loss"] = self.config.multilabel_loss
+            cfg["select_by"] = f"recall@{self._k}"
         if cfg["feature"] not in ("morgan", "embedding"):
             raise ConfigError(f"emergnn feature '{cfg['feature']}' is not morgan, embedding or auto")
         if not 1 <= cfg["length"] <= 3:
@@ -123,21 +151,31 @@ class EmerGNNSystem(BaseSystem):
         from ddibench.kg import load_kg
 
         torch.set_num_threads(self.config.threads or os.cpu_count() or 1)
+        self._label_sets = label_sets.is_label_set_task(view.task)
+        self._k = label_sets.top_k(view.task)
+        self._paper = PAPER_TWOSIDES if self._label_sets else PAPER
         cfg = self.resolved(view.task.setting)
-        kg = load_kg("drugbank", self.config.kg_edges)
+        space = view.resources.get("kg_space", "drugbank")
+        kg = load_kg(space, self.config.kg_edges)
         self._kg = kg.with_interactions((), templates=[lb.template for lb in view.task.label_space])
-        train = _triples(view.train)
-        valid = _triples(view.valid)
+        self._n_labels = len(view.task.label_space)
+        if self._label_sets:
+            # rows (head, tail, pair index) and the pairs' side effects; graph facts are (head, tail, side effect)
+            train, valid = _pair_rows(view.train), _pair_rows(view.valid)
+            self._labels = {"train": label_sets.label_matrix(view.train, self._n_labels), "valid": label_sets.label_matrix(view.valid, self._n_labels)}
+            train_facts, valid_facts = _facts(train, self._labels["train"]), _facts(valid, self._labels["valid"])
+        else:
+            train_facts = train = _triples(view.train)
+            valid_facts = valid = _triples(view.valid)
         seen = {int(d) for d in train[:, :2].ravel()} | {int(d) for d in valid[:, :2].ravel()}
         # validation graph: no KG edge of a drug outside the training and validation pairs (the test drugs),
         # training interactions as facts
-        self._graphs["valid"] = self._message_graph(kg, set(range(kg.n_drugs)) - seen, train)
+        self._graphs["valid"] = self._message_graph(kg, set(range(kg.n_drugs)) - seen, train_facts)
         # prediction graph: the whole KG, training and validation interactions as facts
         if self.config.predict_facts not in ("train", "train+valid"):
             raise ConfigError(f"emergnn predict_facts '{self.config.predict_facts}' is not 'train' or 'train+valid'")
-        facts = np.concatenate([train, valid]) if len(valid) and self.config.predict_facts == "train+valid" else train
+        facts = np.concatenate([train_facts, valid_facts]) if len(valid) and self.config.predict_facts == "train+valid" else train_facts
         self._graphs["predict"] = self._message_graph(kg, set(), facts)
-        self._n_labels = len(view.task.label_space)
         key = {
             "system": self.name,
             "version": self.version,
@@ -149,7 +187,8 @@ class EmerGNNSystem(BaseSystem):
             "seed": ctx.seed,
             "training_code": TRAINING_CODE_VERSION,
         }
-        path, built = ctx.artifacts.get_or_build("emergnn", key, lambda tmp: self._train(view, ctx, tmp, kg, train, valid, cfg))
+        trainer = self._train_label_sets if self._label_sets else self._train
+        path, built = ctx.artifacts.get_or_build("emergnn", key, lambda tmp: trainer(view, ctx, tmp, kg, train, valid, cfg))
         self.training_log = json.loads((path / "training.json").read_text(encoding="utf-8"))
         self.training_log["loaded_from_cache"] = not built
         self.training_log["artifact"] = str(path)
@@ -171,6 +210,15 @@ class EmerGNNSystem(BaseSystem):
                 "KG: Hetionet without AeG, GpCC and GpMF (697,195 of the paper's 1,690,693 edges; their inputs are not "
                 "among the pinned sources); pass --config kg_edges=PATH to hetionet-v1.0-edges.sif.gz to include them"
             )
+        if self._label_sets:
+            out += [
+                "known interactions enter the graph with their side effect as relation (EmerGNN's TWOSIDES code merges "
+                "them into one 'interacts' relation weighted by the number of side effects)",
+                f"model selection by validation recall@{self._k} (EmerGNN: PR-AUC against its negatives, which the task "
+                "does not have)",
+            ]
+            if self.config.multilabel_loss == "negatives":
+                out.append("negative pairs are generated once per training run from the training drugs (EmerGNN reads them from its files)")
         return out
 
     def _new_net(self, cfg: dict[str, Any], kg: Any, view: TrainingView) -> Any:
@@ -265,7 +313,92 @@ class EmerGNNSystem(BaseSystem):
             encoding="utf-8",
         )
 
-    def _epoch(self, net: Any, optimiser: Any, graph: Any, data: np.ndarray, cfg: dict[str, Any], rng: np.random.Generator, device: Any, ctx: RunContext) -> float:
+    def _train_label_sets(
+        self, view: TrainingView, ctx: RunContext, out_dir: Path, kg: Any, train: np.ndarray, valid: np.ndarray, cfg: dict[str, Any]
+    ) -> None:
+        """Label sets: ``train``/``valid`` are (head, tail, pair index) rows; pseudo-emerging resampling as for
+        single labels, the side effects of the pairs that stay known as graph facts."""
+        import torch
+
+        if len(valid) == 0:
+            raise ConfigError("emergnn needs a validation split for model selection", "evaluate on the test split")
+        setting = view.task.setting
+        rng = np.random.default_rng(ctx.seed)
+        torch.manual_seed(ctx.seed)
+        device = self._device()
+        net = self._new_net(cfg, kg, view).to(device)
+        optimiser = torch.optim.Adam(net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimiser, mode="max")
+        y_train = self._labels["train"]
+        train_drugs = {int(d) for d in train[:, :2].ravel()}
+        hidden = set(range(kg.n_drugs)) - train_drugs
+        kg_train = kg.without_entities(hidden) if hidden else kg
+        in_kg = np.zeros(kg.n_entities, dtype=bool)
+        in_kg[kg_train.head] = True
+        in_kg[kg_train.tail] = True
+        candidates = np.array(sorted(d for d in train_drugs if in_kg[d]), dtype=np.int64)
+        negatives = None
+        if cfg["multilabel_loss"] == "negatives":  # one fixed negative per training pair, as in EmerGNN's files
+            negatives = label_sets.corrupt_pairs(train[:, :2], np.array(sorted(train_drugs), dtype=np.int64), rng)
+        valid_eval = valid
+        if cfg["valid_pairs"] and cfg["valid_pairs"] < len(valid):
+            valid_eval = valid[np.sort(rng.choice(len(valid), cfg["valid_pairs"], replace=False))]
+        y_valid = self._labels["valid"][valid_eval[:, 2]]
+        valid_graph = self._graphs["valid"]
+        log: list[dict[str, Any]] = []
+        best = (-1.0, -1, None)
+        metric = f"valid_recall@{self._k}"
+        started = time.perf_counter()
+        bar = ctx.progress.task("training emergnn", cfg["max_epochs"])
+        try:
+            for epoch in range(1, cfg["max_epochs"] + 1):
+                t0 = time.perf_counter()
+                known, data = _pseudo_emerging(setting, train, candidates, cfg["known_ratio"], rng)
+                if cfg["train_pairs_per_epoch"] and cfg["train_pairs_per_epoch"] < len(data):
+                    data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
+                graph = self._message_graph(kg_train, set(), _facts(known, y_train))
+                loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, ctx, labels=y_train, negatives=negatives)
+                row: dict[str, Any] = {"epoch": epoch, "facts": int(len(known)), "pairs": int(len(data)), "loss": round(loss, 4)}
+                if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
+                    scores = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
+                    recall = label_sets.recall_at_k(scores, y_valid, self._k)
+                    scheduler.step(recall)
+                    row[metric] = round(recall, 5)
+                    if recall > best[0]:
+                        best = (recall, epoch, {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+                row["seconds"] = round(time.perf_counter() - t0, 1)
+                log.append(row)
+                bar.advance()
+                bar.update(description=f"training emergnn: epoch {epoch}, {metric} {best[0]:.3f}")
+        finally:
+            bar.close()
+        torch.save(best[2], out_dir / "model.pt")
+        (out_dir / "training.json").write_text(
+            json.dumps(
+                {
+                    "setting": setting,
+                    "resolved_config": cfg,
+                    "best_epoch": best[1],
+                    f"best_{metric}": best[0],
+                    "valid_pairs_used": int(len(valid_eval)),
+                    "valid_pairs_available": int(len(valid)),
+                    "train_seconds": round(time.perf_counter() - started, 1),
+                    "device": str(device),
+                    "torch_threads": torch.get_num_threads(),
+                    "pseudo_new_candidates": int(len(candidates)),
+                    "epochs": log,
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
+
+    def _epoch(
+        self, net: Any, optimiser: Any, graph: Any, data: np.ndarray, cfg: dict[str, Any], rng: np.random.Generator, device: Any,
+        ctx: RunContext, labels: np.ndarray | None = None, negatives: np.ndarray | None = None,
+    ) -> float:
+        """One pass over ``data``: (head, tail, label) rows, or (head, tail, pair index) rows with ``labels``
+        (the pairs' 0/1 side effects) and, for EmerGNN's objective, each pair's generated ``negatives``."""
         import torch
 
         from ddibench.systems.emergnn.model import TensorWalks
@@ -283,7 +416,20 @@ class EmerGNNSystem(BaseSystem):
                 heads = torch.from_numpy(batch[:, 0]).to(device)
                 tails = torch.from_numpy(batch[:, 1]).to(device)
                 logits, _, _ = net(heads, tails, TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(graph), device))
-                loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
+                if labels is None:
+                    loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
+                else:
+                    target = torch.from_numpy(labels[batch[:, 2]]).to(device)
+                    negative_logits = None
+                    if negatives is not None:
+                        neg = negatives[batch[:, 2]]
+                        neg_walks = walk_batch(graph, neg[:, 0], neg[:, 1], cfg["length"])
+                        negative_logits, _, _ = net(
+                            torch.from_numpy(neg[:, 0]).to(device), torch.from_numpy(neg[:, 1]).to(device),
+                            TensorWalks.of(neg_walks, device), TensorWalks.of(neg_walks.reversed(graph), device),
+                        )  # fmt: skip
+                    # the batch's mean loss, scaled like the single-label sum (the epoch reports a per-pair mean)
+                    loss = label_sets.loss(cfg["multilabel_loss"], logits, target, negative_logits) * len(batch)
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
@@ -312,28 +458,31 @@ class EmerGNNSystem(BaseSystem):
         return logits, pair, alpha, walks
 
     def _probabilities(self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any) -> np.ndarray:
-        import torch
-
         net.eval()
         out = []
         for start in range(0, len(heads), cfg["predict_batch"]):
             logits, _, _, _ = self._forward(net, graph, heads[start : start + cfg["predict_batch"]], tails[start : start + cfg["predict_batch"]], cfg, device)
-            out.append(torch.softmax(logits, dim=1).cpu().numpy())
+            out.append(self._normalise(logits).cpu().numpy())
         net.train()
         return np.concatenate(out) if out else np.zeros((0, 0))
+
+    def _normalise(self, logits: Any) -> Any:
+        """Class probabilities (softmax over the types), or one sigmoid score per label for label sets."""
+        import torch
+
+        return torch.sigmoid(logits) if self._label_sets else torch.softmax(logits, dim=1)
 
     # -- what CBR-DDI and the runner use -------------------------------------------------------------
 
     def encode(
         self, heads: Sequence[int], tails: Sequence[int], setting: str, graph: str = "predict", hide_own: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Class probabilities (n, 86) and pair representations [h_uv; h_vu] (n, 2 * dim).
+        """Class probabilities (n, 86) and pair representations [h_uv; h_vu] (n, 2 * dim); for label sets the
+        probabilities are one sigmoid score per label.
 
         ``hide_own`` leaves out interaction edges between each pair's own drugs (for training pairs,
         whose label is a fact of the graph), so they are encoded as a query would be.
         """
-        import torch
-
         cfg = self.resolved(setting)
         device = self._device()
         message_graph = self._graphs[graph]
@@ -344,7 +493,7 @@ class EmerGNNSystem(BaseSystem):
                 self._net, message_graph, heads_a[start : start + cfg["predict_batch"]], tails_a[start : start + cfg["predict_batch"]],
                 cfg, device, self._n_labels if hide_own else 0,
             )  # fmt: skip
-            probs.append(torch.softmax(logits, dim=1).cpu().numpy())
+            probs.append(self._normalise(logits).cpu().numpy())
             reprs.append(pair.cpu().numpy())
         return np.concatenate(probs), np.concatenate(reprs)
 
@@ -368,6 +517,19 @@ class EmerGNNSystem(BaseSystem):
         heads = [s.input.head.node_id for s in samples]
         tails = [s.input.tail.node_id for s in samples]
         probs, _ = self.encode(heads, tails, setting)
+        if self._label_sets:
+            top = np.argsort(-probs, axis=1, kind="stable")[:, :10]
+            return [
+                Prediction(
+                    sample_id=sample.id,
+                    ranked=[int(k) for k in top[i, : self._k]],
+                    trace={
+                        "top10": [[int(k), round(float(probs[i, k]), 5)] for k in top[i]],
+                        **({"paths": self.explain(heads[i], tails[i], setting, self.config.explain_paths)} if self.config.explain_paths else {}),
+                    },
+                )
+                for i, sample in enumerate(samples)
+            ]
         top5 = np.argsort(-probs, axis=1)[:, :5]
         out = []
         for i, sample in enumerate(samples):
@@ -380,6 +542,17 @@ class EmerGNNSystem(BaseSystem):
 
 def _triples(samples: Sequence[Sample]) -> np.ndarray:
     return np.array([(s.input.head.node_id, s.input.tail.node_id, int(s.target)) for s in samples], dtype=np.int64).reshape(-1, 3)  # type: ignore[arg-type]
+
+
+def _pair_rows(samples: Sequence[Sample]) -> np.ndarray:
+    """(head, tail, pair index) rows of label-set samples."""
+    return np.array([(s.input.head.node_id, s.input.tail.node_id, i) for i, s in enumerate(samples)], dtype=np.int64).reshape(-1, 3)
+
+
+def _facts(rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """(head, tail, label) triples of (head, tail, pair index) rows: one per label of the pair."""
+    pair, label = np.nonzero(labels[rows[:, 2]])
+    return np.stack([rows[pair, 0], rows[pair, 1], label], axis=1).astype(np.int64).reshape(-1, 3)
 
 
 def _pseudo_emerging(setting: str, train: np.ndarray, candidates: np.ndarray, known_ratio: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

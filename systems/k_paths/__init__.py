@@ -35,7 +35,8 @@ class KPathsSystem(LabelChoiceSystem):
     async def prepare_context(self, view: TrainingView, ctx: RunContext) -> None:
         from ddibench.kg import interaction_graph
 
-        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges)
+        space = view.resources.get("kg_space", "drugbank")
+        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges, space=space)
 
     def paths(self, head: int, tail: int) -> tuple[list[str], dict[str, Any]]:
         from ddibench.kg import touches_pair, yen_paths

@@ -35,7 +35,8 @@ class KAPINGSystem(LabelChoiceSystem):
         from ddibench.embeddings import shared_encoder
         from ddibench.kg import interaction_graph
 
-        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges)
+        space = view.resources.get("kg_space", "drugbank")
+        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges, space=space)
         self._encoder = shared_encoder(self.config.encoder)
 
     def facts(self, head: int, tail: int, question: str) -> tuple[list[str], list[float]]:
@@ -51,7 +52,10 @@ class KAPINGSystem(LabelChoiceSystem):
 
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
         pair = sample.input
-        question = f"What happens when {pair.head.name} is combined with {pair.tail.name}?"
+        if self.k is None:
+            question = f"What happens when {pair.head.name} is combined with {pair.tail.name}?"
+        else:
+            question = f"What side effects does combining {pair.head.name} with {pair.tail.name} cause?"
         facts, sims = self.facts(pair.head.node_id, pair.tail.node_id, question)
         if not facts:
             self.count("no_facts")

@@ -6,6 +6,11 @@ matters: the label is directional) and the MLP predicts one of the 86 interactio
 the training split with Adam and cross-entropy, keeps the epoch with the best validation macro-F1, and
 stops after ``patience`` epochs without improvement. The checkpoint is a cached artifact keyed by
 configuration, task data and code version, so a second run trains nothing.
+
+On label-set tasks (TWOSIDES side effects) the head has one sigmoid output per label, trained with the
+``multilabel_loss`` objective (EmerGNN's positive-versus-generated-negative BCE by default, or BCE over
+every label; see :mod:`ddibench.label_sets`), selected by validation recall@k, and a
+prediction is the labels ranked by score.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
+from ddibench import label_sets
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.schema import Prediction, Sample
@@ -40,6 +46,11 @@ class MLPConfig(SystemConfig):
     max_train: int | None = Field(None, gt=0)  # train on a seeded subsample of this many pairs (a declared budget)
     device: str = "cpu"
     threads: int | None = None
+    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.label_sets)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        return label_sets.omit_at_default(handler(self), {"multilabel_loss": "negatives"})
 
 
 def _network(cfg: MLPConfig, n_labels: int) -> Any:
@@ -57,9 +68,12 @@ def _network(cfg: MLPConfig, n_labels: int) -> Any:
 class MLPSystem(BaseSystem):
     name = "mlp"
     version = "1.0.0"
-    description = "Morgan fingerprints of both drugs -> MLP, trained on the training split (early stopping on validation macro-F1)"
+    description = (
+        "Morgan fingerprints of both drugs -> MLP, trained on the training split (early stopping on validation macro-F1; "
+        "label sets: one sigmoid per label, validation recall@k)"
+    )
     Config = MLPConfig
-    families = ("drugbank_ddi",)
+    families = ("drugbank_ddi", "twosides")
     batch_size = 4096
     max_concurrency = 1
     config: MLPConfig
@@ -68,6 +82,8 @@ class MLPSystem(BaseSystem):
         super().__init__(config)
         self._model: Any = None
         self._features: Any = None
+        self._label_sets = False
+        self._k = 5
         self.training_log: dict[str, Any] = {}
 
     def _device(self) -> Any:
@@ -84,6 +100,8 @@ class MLPSystem(BaseSystem):
         catalog = view.resources["drugs"]
         feats, failed = morgan_matrix([d.smiles for d in catalog.drugs], self.config.radius, self.config.n_bits)
         self._features = torch.from_numpy(feats).float()
+        self._label_sets = label_sets.is_label_set_task(view.task)
+        self._k = label_sets.top_k(view.task)
         key = {
             "system": self.name,
             "version": self.version,
@@ -94,9 +112,10 @@ class MLPSystem(BaseSystem):
             "seed": ctx.seed,
             "training_code": TRAINING_CODE_VERSION,
         }
-        path, built = ctx.artifacts.get_or_build(
-            "mlp", key, lambda tmp: self._train(view, ctx, tmp, failed)
-        )
+        if self._label_sets:  # (DrugBank keys stay as they were)
+            key["objective"] = {"multilabel_loss": self.config.multilabel_loss, "select_by": f"recall@{self._k}"}
+        train = self._train_multilabel if self._label_sets else self._train
+        path, built = ctx.artifacts.get_or_build("mlp", key, lambda tmp: train(view, ctx, tmp, failed))
         self.training_log = json.loads((path / "training.json").read_text(encoding="utf-8"))
         self.training_log["loaded_from_cache"] = not built
         self.training_log["artifact"] = str(path)
@@ -217,10 +236,124 @@ class MLPSystem(BaseSystem):
                 out.append(logits.argmax(dim=1).cpu().numpy())
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
+    def _train_multilabel(self, view: TrainingView, ctx: RunContext, out_dir: Path, failed_smiles: list[int]) -> None:
+        """Label sets: one sigmoid output per label, ``multilabel_loss``, early stopping on validation recall@k."""
+        import numpy as np
+        import torch
+
+        cfg = self.config
+        device = self._device()
+        torch.manual_seed(ctx.seed)
+        rng = np.random.default_rng(ctx.seed)
+        train = list(view.train)
+        if cfg.max_train is not None and cfg.max_train < len(train):
+            keep = np.sort(rng.choice(len(train), size=cfg.max_train, replace=False))
+            train = [train[i] for i in keep]
+        if not view.valid:
+            raise ConfigError("mlp needs a validation split for early stopping", "evaluate on the test split")
+        n_labels = len(view.task.label_space)
+        h_tr, t_tr = self._pairs(train)
+        y_tr = torch.from_numpy(label_sets.label_matrix(train, n_labels))
+        h_va, t_va = self._pairs(view.valid)
+        y_va = label_sets.label_matrix(view.valid, n_labels)
+        negatives = None
+        if cfg.multilabel_loss == "negatives":  # one fixed negative per positive, as in EmerGNN's files
+            pairs = np.stack([h_tr.numpy(), t_tr.numpy()], axis=1)
+            drugs = np.unique(pairs)
+            negatives = torch.from_numpy(label_sets.corrupt_pairs(pairs, drugs, rng))
+
+        model = _network(cfg, n_labels).to(device)
+        optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        generator = torch.Generator().manual_seed(ctx.seed)
+        best, best_epoch, best_state, waited = -1.0, -1, None, 0
+        epochs: list[dict[str, float]] = []
+        bar = ctx.progress.task(f"training mlp ({len(train):,} pairs, {cfg.multilabel_loss})", cfg.max_epochs)
+        started = time.perf_counter()
+        try:
+            for epoch in range(cfg.max_epochs):
+                t0 = time.perf_counter()
+                model.train()
+                order = torch.randperm(len(train), generator=generator)
+                total = 0.0
+                for start in range(0, len(train), cfg.batch_size):
+                    idx = order[start : start + cfg.batch_size]
+                    if idx.numel() < 2:
+                        continue  # BatchNorm needs two samples
+                    logits = model(self._inputs(h_tr[idx], t_tr[idx], device))
+                    negative_logits = None
+                    if negatives is not None:
+                        negative_logits = model(self._inputs(negatives[idx, 0], negatives[idx, 1], device))
+                    loss = label_sets.loss(cfg.multilabel_loss, logits, y_tr[idx].to(device), negative_logits)
+                    optimiser.zero_grad()
+                    loss.backward()
+                    optimiser.step()
+                    total += loss.item() * idx.numel()
+                recall = label_sets.recall_at_k(self._scores(model, h_va, t_va, device), y_va, self._k)
+                epochs.append(
+                    {
+                        "epoch": epoch + 1,
+                        "train_loss": round(total / len(train), 5),
+                        f"valid_recall@{self._k}": round(recall, 5),
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    }
+                )
+                bar.advance()
+                bar.update(description=f"training mlp: epoch {epoch + 1}, valid recall@{self._k} {recall:.3f}")
+                if recall > best:
+                    best, best_epoch, waited = recall, epoch + 1, 0
+                    best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                else:
+                    waited += 1
+                    if waited >= cfg.patience:
+                        break
+        finally:
+            bar.close()
+        torch.save(best_state, out_dir / "model.pt")
+        log = {
+            "n_train": len(train),
+            "n_train_available": len(view.train),
+            "n_valid": len(view.valid),
+            "multilabel_loss": cfg.multilabel_loss,
+            "best_epoch": best_epoch,
+            f"best_valid_recall@{self._k}": best,
+            "epochs_run": len(epochs),
+            "stopped_early": len(epochs) < cfg.max_epochs,
+            "train_seconds": round(time.perf_counter() - started, 1),
+            "device": str(device),
+            "torch_threads": torch.get_num_threads(),
+            "smiles_unparsable": failed_smiles,
+            "epochs": epochs,
+        }
+        (out_dir / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+
+    def _scores(self, model: Any, heads: Any, tails: Any, device: Any, chunk: int = 8192) -> Any:
+        """Sigmoid scores (n, n_labels) of label-set models."""
+        import numpy as np
+        import torch
+
+        model.eval()
+        out = []
+        with torch.no_grad():
+            for start in range(0, len(heads), chunk):
+                logits = model(self._inputs(heads[start : start + chunk], tails[start : start + chunk], device))
+                out.append(torch.sigmoid(logits).cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
+
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         import torch
 
         heads, tails = self._pairs(samples)
+        if self._label_sets:
+            scores = torch.from_numpy(self._scores(self._model, heads, tails, self._device()))
+            top_p, top_i = scores.topk(min(10, scores.shape[1]), dim=1)
+            return [
+                Prediction(
+                    sample_id=sample.id,
+                    ranked=[int(i) for i in ids[: self._k]],
+                    trace={"top10": [[int(i), round(float(p), 5)] for i, p in zip(ids, ps)]},
+                )
+                for sample, ps, ids in zip(samples, top_p.tolist(), top_i.tolist())
+            ]
         with torch.no_grad():
             probs = torch.softmax(self._model(self._inputs(heads, tails, self._device())), dim=1).cpu()
         top_p, top_i = probs.topk(5, dim=1)

@@ -3,7 +3,8 @@
 Similarity of a query pair (a, b) to a training pair (x, y) is the mean of the Tanimoto similarities of
 the Morgan fingerprints (radius 2, 1,024 bits) of a and x and of b and y: drugs are compared position
 by position, because the interaction type is directional (``#Drug1``/``#Drug2``). Ties go to the
-earlier training pair. Only training pairs are ever shown.
+earlier training pair. Only training pairs are ever shown. On label-set tasks (TWOSIDES) an example shows
+the pair's side effects.
 """
 
 from __future__ import annotations
@@ -46,7 +47,11 @@ class NaiveCBRSystem(LabelChoiceSystem):
         self._drugs = catalog.drugs
         self._heads = np.array([s.input.head.node_id for s in view.train])
         self._tails = np.array([s.input.tail.node_id for s in view.train])
-        self._labels = np.array([int(s.target) for s in view.train])  # type: ignore[arg-type]
+        if view.train and isinstance(view.train[0].target, tuple):  # label sets: an object array of tuples
+            self._labels = np.empty(len(view.train), dtype=object)
+            self._labels[:] = [s.target for s in view.train]
+        else:
+            self._labels = np.array([int(s.target) for s in view.train])  # type: ignore[arg-type]
         self._labels_space = view.task.label_space
 
     def examples(self, head: int, tail: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,6 +65,10 @@ class NaiveCBRSystem(LabelChoiceSystem):
         top, scores = self.examples(sample.input.head.node_id, sample.input.tail.node_id)
         lines = []
         for i in top.tolist():
-            a, b, label = self._drugs[self._heads[i]], self._drugs[self._tails[i]], int(self._labels[i])
-            lines.append(f"Drug A = {a.name}, Drug B = {b.name}: type {label + 1} ({self._labels_space[label].render(a.name, b.name)})")
+            a, b, target = self._drugs[self._heads[i]], self._drugs[self._tails[i]], self._labels[i]
+            if isinstance(target, tuple):  # a label set: the pair's side effects
+                lines.append(f"Drug A = {a.name}, Drug B = {b.name}: side effects {', '.join(self._labels_space[k].name for k in target)}")
+            else:
+                label = int(target)  # type: ignore[arg-type]
+                lines.append(f"Drug A = {a.name}, Drug B = {b.name}: type {label + 1} ({self._labels_space[label].render(a.name, b.name)})")
         return lines, {"examples": [[int(i), round(float(s), 4)] for i, s in zip(top, scores)]}

@@ -1,0 +1,148 @@
+"""``morgan-sklearn``: Morgan fingerprints of the molecule into a scikit-learn classifier (no LLM, no graph).
+
+The classic baseline of molecular property prediction. Each molecule is an ECFP-style Morgan bit vector
+(RDKit; radius 2, 2,048 bits by default).
+
+* Toxicity (yes/no): a random forest (500 trees, balanced class weights) on the training molecules;
+  the label is the more probable class and ``scores`` carry the probability of "yes" (so AUROC is
+  reported).
+* Drug targets (label sets): one-vs-rest L2 logistic regression, one binary model per target symbol
+  that occurs among the training molecules' targets; the ranking is by predicted probability (a symbol
+  never seen in training cannot be ranked).
+
+``estimator`` picks the model: ``auto`` (the above), ``rf`` or ``logreg`` for both. The fitted model is a
+cached artifact keyed by configuration, task data, seed and code version: a second run fits nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView
+from ddibench.chem import morgan_matrix
+from ddibench.errors import ConfigError
+from ddibench.system import system_config_hash
+
+TRAINING_CODE_VERSION = 1
+FAMILIES = ("toxicity", "drug_targets")
+
+
+class MorganSklearnConfig(SystemConfig):
+    radius: int = 2
+    n_bits: int = 2048
+    estimator: Literal["auto", "rf", "logreg"] = "auto"
+    n_estimators: int = 500  # random forest
+    C: float = 1.0  # logistic regression (inverse L2 strength)
+    top_k: int = 5  # target symbols returned per molecule
+    n_jobs: int = 2
+
+
+class MorganSklearnSystem(BaseSystem):
+    name = "morgan-sklearn"
+    version = "1.0.0"
+    description = "Morgan fingerprints -> scikit-learn (random forest for yes/no, one-vs-rest logistic regression for target sets)"
+    Config = MorganSklearnConfig
+    families = FAMILIES
+    batch_size = 4096
+    max_concurrency = 1
+    config: MorganSklearnConfig
+
+    def __init__(self, config: MorganSklearnConfig | None = None) -> None:
+        super().__init__(config)
+        self._model: Any = None
+        self.multilabel = False
+        self.log: dict[str, Any] = {}
+
+    def supports(self, task: Task) -> bool:
+        return task.family in FAMILIES and task.input_kind == "molecule"
+
+    def estimator_kind(self) -> str:
+        if self.config.estimator != "auto":
+            return self.config.estimator
+        return "logreg" if self.multilabel else "rf"
+
+    def _features(self, samples: Sequence[Sample]) -> Any:
+        bits, _ = morgan_matrix([s.input.smiles for s in samples], self.config.radius, self.config.n_bits)  # type: ignore[union-attr]
+        return bits
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        self.multilabel = view.task.family == "drug_targets"
+        if not view.train:
+            raise ConfigError(f"task {view.task.name} has no training molecules", "morgan-sklearn needs a training split")
+        key = {
+            "system": self.name,
+            "version": self.version,
+            "config_hash": system_config_hash(self),
+            "config": self.config.model_dump(mode="json"),
+            "task": view.task.name,
+            "data_sha256": view.task.data_sha256,
+            "seed": ctx.seed,
+            "training_code": TRAINING_CODE_VERSION,
+        }
+        path, built = ctx.artifacts.get_or_build("morgan-sklearn", key, lambda tmp: self._fit(view, ctx, tmp))
+        with open(path / "model.pkl", "rb") as fh:
+            self._model = pickle.load(fh)  # noqa: S301 - our own artifact, written by _fit under a content-addressed key
+        self.log = json.loads((path / "training.json").read_text(encoding="utf-8"))
+        self.log["loaded_from_cache"] = not built
+        self.log["artifact"] = str(path)
+
+    def run_info(self) -> dict[str, Any]:
+        return self.log
+
+    def _fit(self, view: TrainingView, ctx: RunContext, out: Path) -> None:
+        import numpy as np
+        from sklearn.ensemble import RandomForestClassifier
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.multiclass import OneVsRestClassifier
+        from sklearn.preprocessing import MultiLabelBinarizer
+
+        started = time.perf_counter()
+        x = self._features(view.train)
+        kind = self.estimator_kind()
+        cfg = self.config
+        if kind == "rf":
+            base: Any = RandomForestClassifier(n_estimators=cfg.n_estimators, class_weight="balanced", n_jobs=cfg.n_jobs, random_state=ctx.seed)
+        else:
+            base = LogisticRegression(C=cfg.C, max_iter=2000, class_weight="balanced" if not self.multilabel else None, random_state=ctx.seed)
+        if self.multilabel:
+            n_labels = len(view.task.label_space)
+            binarizer = MultiLabelBinarizer(classes=list(range(n_labels)))
+            y = binarizer.fit_transform([list(s.target) for s in view.train])  # type: ignore[arg-type]
+            seen = np.flatnonzero(y.sum(axis=0) > 0)
+            model: Any = {"kind": "multilabel", "labels": seen.tolist(), "model": OneVsRestClassifier(base, n_jobs=cfg.n_jobs).fit(x, y[:, seen])}
+            info = {"labels_learned": len(seen), "labels_total": n_labels}
+        else:
+            y = np.array([int(s.target) for s in view.train])  # type: ignore[arg-type]
+            model = {"kind": "binary", "model": base.fit(x, y)}
+            info = {"positives": int(y.sum())}
+        with open(out / "model.pkl", "wb") as fh:
+            pickle.dump(model, fh)
+        log = {"estimator": kind, "n_train": len(view.train), "fit_seconds": round(time.perf_counter() - started, 2), **info}
+        (out / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        import numpy as np
+
+        x = self._features(samples)
+        model = self._model
+        out = []
+        if model["kind"] == "binary":
+            classes = list(model["model"].classes_)
+            probs = model["model"].predict_proba(x)
+            p_yes = probs[:, classes.index(1)] if 1 in classes else np.zeros(len(samples))
+            for s, p in zip(samples, p_yes.tolist()):
+                out.append(Prediction(sample_id=s.id, label=int(p >= 0.5), scores={"0": round(1 - p, 6), "1": round(p, 6)}))
+            return out
+        labels = np.array(model["labels"])
+        probs = model["model"].predict_proba(x)
+        k = self.config.top_k
+        for s, row in zip(samples, probs):
+            order = np.argsort(-row, kind="stable")[:k]
+            out.append(Prediction(sample_id=s.id, ranked=[int(labels[i]) for i in order],
+                                  trace={"top": [[int(labels[i]), round(float(row[i]), 5)] for i in order]}))  # fmt: skip
+        return out
