@@ -68,12 +68,26 @@ class Resources(dict):
     def get(self, key: str, default: Any = None) -> Any:
         return self[key] if key in self else default  # noqa: SIM401 - resolves Lazy values, dict.get would not
 
+    def values(self) -> list[Any]:  # type: ignore[override]
+        return [self[key] for key in self]
+
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
+        return [(key, self[key]) for key in self]
+
+
+class Splits(Resources):
+    """Samples by split name; a :class:`Lazy` split is built when first read, so a run that never reads
+    the training split (a resume, a system that trains on nothing) never builds its samples or hashes
+    their ids."""
+
+    _lock = threading.RLock()
+
 
 @dataclass
 class TaskData:
     """The loaded splits of a task, the resources built with them, and the checks they passed."""
 
-    splits: dict[str, tuple[Sample, ...]]
+    splits: dict[str, tuple[Sample, ...]]  # a Splits: values may be given as Lazy
     resources: dict[str, Any] = field(default_factory=Resources)
     checks: list[Check] = field(default_factory=list)
     # what ``ddibench data stats`` prints beside the split sizes, e.g. source rows before and after
@@ -83,6 +97,8 @@ class TaskData:
     def __post_init__(self) -> None:
         if not isinstance(self.resources, Resources):
             self.resources = Resources(self.resources)
+        if not isinstance(self.splits, Splits):
+            self.splits = Splits(self.splits)
 
     def split(self, name: str) -> tuple[Sample, ...]:
         if name not in self.splits:

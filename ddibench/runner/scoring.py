@@ -139,8 +139,12 @@ def cached_floors(plan: RunPlan) -> dict[str, Any]:
     if code["git_dirty"]:
         return compute()  # uncommitted code: the evaluator may have changed since anything was stored
     store = ArtifactStore(cache_root() / "artifacts")
+
+    def build(tmp: Path) -> None:
+        (tmp / "floors.json").write_text(json.dumps(compute()), encoding="utf-8")
+
     try:
-        folder, _ = store.get_or_build("floors", key, lambda tmp: (tmp / "floors.json").write_text(json.dumps(compute()), encoding="utf-8"))
+        folder, _ = store.get_or_build("floors", key, build)
         return dict(json.loads((folder / "floors.json").read_text(encoding="utf-8")))
     except (OSError, ValueError):  # an unwritable or damaged cache: compute them here
         return compute()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from ddibench.data import SourceFile, fetch, source
 from ddibench.data.drugbank import N_DRUGS, N_LABELS, DrugCatalog, catalog_sources, load_catalog, load_labels
 from ddibench.errors import DataError
 from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
-from ddibench.task import Check, Lazy, Task, TaskData
+from ddibench.task import Check, Lazy, Splits, Task, TaskData
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
@@ -165,9 +165,11 @@ class DrugBankTask(Task):
                 f"task {self.name}: data does not match its definition ({detail})",
                 "the sources or the recipe changed; run 'ddibench data stats' and update tasks.toml with a new version",
             )
-        splits = {}
-        for split, rows in triples.items():
-            splits[split] = tuple(self._samples(split, rows, catalog, train_drugs))
+        # each split's samples are built (and their ids hashed) when first read: a run on the test split
+        # that trains nothing, or resumes, never builds the 134,641 training samples of drugbank_s0
+        splits = Splits(
+            {split: Lazy(partial(self._split_samples, split, rows, catalog, train_drugs)) for split, rows in triples.items()}
+        )
         labels = self.label_space
         return TaskData(
             splits=splits,
@@ -180,6 +182,9 @@ class DrugBankTask(Task):
             },
             checks=checks,
         )
+
+    def _split_samples(self, split: str, rows: tuple[tuple[int, int, int], ...], catalog: DrugCatalog, train_drugs: set[int]) -> tuple[Sample, ...]:
+        return tuple(self._samples(split, rows, catalog, train_drugs))
 
     def _samples(
         self, split: str, rows: tuple[tuple[int, int, int], ...], catalog: DrugCatalog, train_drugs: set[int]
