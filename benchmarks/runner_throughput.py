@@ -18,7 +18,13 @@ not counted: this favours lm-eval). The stub and lm-eval run in their own proces
 each harness is its own. Once at the end: ddibench at concurrency 1, with a warm cache, and the bare
 ``openai`` SDK at 64 (the path ddibench used before, without cache, journal or parsing).
 
-    python benchmarks/runner_throughput.py [--rounds 3] [--n 1992] [--no-lm-eval]
+Then whole commands, timed from the parent (a second stub runs in this process and notes when each
+request arrives): spawn -> first chat request of ``ddibench run`` (zero-shot on drugbank_s2) and of
+``lm_eval`` on the exported task, the warm rerun of the finished ddibench run (a journal resume), and
+the resume of a large finished run (``--resume-task``, default drugbank_s0: its 38,419 test pairs,
+predicted once by the ``majority`` baseline, so no model is needed), wall and CPU seconds.
+
+    python benchmarks/runner_throughput.py [--rounds 3] [--n 1992] [--no-lm-eval] [--resume-task drugbank_s0]
 
 Prints items/s and harness CPU milliseconds per item; asserts nothing.
 """
@@ -218,11 +224,70 @@ class LMEval:
         self.proc.wait(30)
 
 
+def timed_command(cmd: list[str], stub=None, env: dict[str, str] | None = None) -> tuple[float, float | None, float]:
+    """Run ``cmd``; (wall seconds, seconds from spawn to the stub's first chat request or None, CPU seconds)."""
+    import resource
+
+    before = len(stub.request_times) if stub is not None else 0
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0, m0 = time.perf_counter(), time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+    first = None
+    while proc.poll() is None:
+        if first is None and stub is not None and len(stub.request_times) > before:
+            first = stub.request_times[before] - m0
+        time.sleep(0.002)
+    wall = time.perf_counter() - t0
+    if first is None and stub is not None and len(stub.request_times) > before:
+        first = stub.request_times[before] - m0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+    return wall, first, (usage.ru_utime - usage0.ru_utime) + (usage.ru_stime - usage0.ru_stime)
+
+
+def whole_commands(tmp: Path, n: int, use_lm_eval: bool, resume_task: str | None) -> list[tuple[str, float, float | None, float]]:
+    """Start-up, warm rerun and large-resume timings of whole commands."""
+    from ddibench.llm.stub import running_stub
+
+    out = []
+    ddibench = [sys.executable, "-m", "ddibench"]
+    env = {"DDIBENCH_CACHE": str(tmp / "ddibench-cache")}  # an empty response cache and artifact store
+    with running_stub() as stub:
+        spec = f"vllm:stub-model@{stub.base_url}"
+        limit = [] if n >= 1992 else ["--limit", str(n)]
+        run = [*ddibench, "run", "-t", "drugbank_s2", "-s", "zero-shot", "-m", spec, "--run-dir", str(tmp / "cmd-run"), "--concurrency", "64", *limit]
+        wall, first, cpu = timed_command(run, stub, env)
+        out.append((f"ddibench run, {n} items (cold)", wall, first, cpu))
+        wall, first, cpu = timed_command(run, stub, env)
+        out.append(("ddibench warm rerun (resume)", wall, first, cpu))
+        if use_lm_eval:
+            tasks = tmp / "lm-eval-tasks"
+            cmd = [sys.executable, "-m", "lm_eval", "--model", "local-chat-completions", "--model_args",
+                   f"base_url={stub.base_url}/chat/completions,model=stub-model,tokenized_requests=False,num_concurrent=64,max_retries=3",
+                   "--tasks", "ddibench_drugbank_s2", "--include_path", str(tasks), "--apply_chat_template",
+                   "--output_path", str(tmp / "lm-eval-out"), "--use_cache", str(tmp / "lm-eval-cache")]  # fmt: skip
+            env_cmd = ["env", f"PYTHONPATH={tasks}", "HF_DATASETS_OFFLINE=1", *cmd]
+            wall, first, cpu = timed_command(env_cmd, stub)
+            out.append((f"lm_eval, {n} items (cold)", wall, first, cpu))
+            wall, first, cpu = timed_command(env_cmd, stub)
+            out.append(("lm_eval warm rerun (its cache)", wall, first, cpu))
+    if resume_task:
+        big = [*ddibench, "run", "-t", resume_task, "-s", "majority", "--run-dir", str(tmp / "big-run")]
+        wall, _, cpu = timed_command(big, env=env)
+        out.append((f"{resume_task} majority, first run", wall, None, cpu))
+        for i in range(3):
+            wall, _, cpu = timed_command(big, env=env)
+            out.append((f"{resume_task} resume of the finished run ({i + 1})", wall, None, cpu))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1992, help="prompts per pass (the first N of the 1,992 test pairs)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-lm-eval", action="store_true")
+    parser.add_argument("--resume-task", default="drugbank_s0", help="task of the large finished run whose resume is timed ('' to skip)")
     args = parser.parse_args()
 
     from ddibench.registry import get_task
@@ -238,6 +303,9 @@ def main() -> None:
             tmp = Path(tmp_name)
             lm = LMEval(tmp, url, args.n) if use_lm_eval else None
             try:
+                warm = tmp / "run-warm-up"
+                warm.mkdir()
+                asyncio.run(ddibench_pass(samples[:64], url, 16, tmp / "cache-warm-up", warm))  # imports and first connections, untimed
                 for r in range(args.rounds):
                     for c in CONCURRENCIES:
                         run_dir = tmp / f"run-{r}-{c}"
@@ -260,6 +328,7 @@ def main() -> None:
             once["ddibench c=64, warm cache"] = asyncio.run(ddibench_pass(samples, url, 64, tmp / f"cache-0-{CONCURRENCIES[-1]}", run_dir))
             if importlib.util.find_spec("openai") is not None:
                 once["bare openai SDK c=64"] = asyncio.run(bare_sdk_pass(bodies, url, 64))
+            commands = whole_commands(tmp, len(samples), use_lm_eval and lm_n is not None, args.resume_task or None)
     finally:
         proc.terminate()
         proc.wait()
@@ -286,6 +355,9 @@ def main() -> None:
     print()
     for name, (wall, cpu) in once.items():
         print(f"{name:28s} {n / wall:9.0f} items/s {1000 * cpu / n:29.2f} ms/item")
+    print(f"\n{'whole command':44s} {'wall s':>8s} {'spawn -> 1st request s':>23s} {'CPU s':>7s}")
+    for name, wall, first, cpu in commands:
+        print(f"{name:44s} {wall:8.2f} {('-' if first is None else f'{first:.2f}'):>23s} {cpu:7.2f}")
 
 
 if __name__ == "__main__":
