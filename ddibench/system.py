@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ddibench.artifacts import ArtifactStore
     from ddibench.llm import ChatResult, LLMClient, LLMPool
     from ddibench.profiles import Profile
-    from ddibench.task import Task
+    from ddibench.task import Lazy, Task
 
 
 class ProgressHandle(Protocol):
@@ -62,14 +62,35 @@ class NullProgress:
         pass
 
 
-@dataclass(frozen=True)
 class TrainingView:
-    """What ``prepare`` may see: the task, its training and validation splits, shared resources."""
+    """What ``prepare`` may see: the task, its training and validation splits, shared resources.
 
-    task: Task
-    train: tuple[Sample, ...]
-    valid: tuple[Sample, ...]
-    resources: dict[str, Any] = field(default_factory=dict)
+    A split may be given as a :class:`~ddibench.task.Lazy`: it is built when a system first reads it, so
+    a system that trains on nothing (zero-shot) never makes the run build 100,000 training samples."""
+
+    __slots__ = ("task", "_train", "_valid", "resources")
+
+    def __init__(self, task: Task, train: tuple[Sample, ...] | Lazy, valid: tuple[Sample, ...] | Lazy, resources: dict[str, Any] | None = None) -> None:
+        self.task = task
+        self._train = train
+        self._valid = valid
+        self.resources = resources if resources is not None else {}
+
+    @property
+    def train(self) -> tuple[Sample, ...]:
+        from ddibench.task import Lazy
+
+        if isinstance(self._train, Lazy):
+            self._train = self._train.build()
+        return self._train  # type: ignore[return-value]
+
+    @property
+    def valid(self) -> tuple[Sample, ...]:
+        from ddibench.task import Lazy
+
+        if isinstance(self._valid, Lazy):
+            self._valid = self._valid.build()
+        return self._valid  # type: ignore[return-value]
 
 
 @dataclass

@@ -27,7 +27,7 @@ from ddibench.registry import get_system_class, get_task
 from ddibench.runner.records import RunIdentity, SystemRef, TaskRef
 from ddibench.schema import Sample
 from ddibench.system import BaseSystem, System, TrainingView, system_config_hash
-from ddibench.task import Task, TaskData
+from ddibench.task import Lazy, Task, TaskData
 
 
 @dataclass
@@ -152,10 +152,12 @@ def select_samples(task: Task, data: TaskData, split: str, limit: int | None, se
 def training_view(plan: RunPlan) -> TrainingView:
     """What ``prepare`` sees: the training split and, unless it is the evaluated one, the validation split;
     blinded when the task keeps its labels from systems (captioning: the labels are the probe's)."""
-    train, valid = plan.data.split("train"), plan.data.split("valid") if plan.split != "valid" else ()
-    if not plan.task.training_labels_visible:
-        train, valid = tuple(s.blind() for s in train), tuple(s.blind() for s in valid)
-    return TrainingView(task=plan.task, train=train, valid=valid, resources=plan.data.resources)
+    blind = not plan.task.training_labels_visible
+
+    def split(name: str) -> Lazy:  # built when the system first reads it
+        return Lazy(lambda: tuple(s.blind() for s in plan.data.split(name)) if blind else plan.data.split(name))
+
+    return TrainingView(task=plan.task, train=split("train"), valid=split("valid") if plan.split != "valid" else (), resources=plan.data.resources)
 
 
 def build_system(name: str, profile: Profile, overrides: dict[str, Any]) -> System:
