@@ -112,11 +112,32 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
     )
 
 
+def _scoring_code_digest(evaluator_class: type) -> str:
+    """sha256 of the code floors are computed by: ddibench's evaluators and metrics, and the module of
+    the evaluator's own class (an evaluator from a plugin family lives outside ddibench)."""
+    import hashlib
+    import inspect
+
+    import ddibench.evaluation
+    import ddibench.metrics
+
+    files = {p for package in (ddibench.evaluation, ddibench.metrics) for folder in package.__path__ for p in Path(folder).glob("*.py")}
+    try:
+        files.add(Path(inspect.getfile(evaluator_class)))
+    except (TypeError, OSError):
+        pass
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def cached_floors(plan: RunPlan) -> dict[str, Any]:
     """The evaluator's floors (majority, uniform random) on the run's samples, computed once per data,
-    selection, evaluator settings and code version and kept in the artifact store: they never depend on
-    the predictions, and the random floor's seeded draws are most of the cost of scoring a large run
-    (about 10 s for the 38,419 pairs of drugbank_s0), which a resume would otherwise pay again."""
+    selection, evaluator settings and scoring code (:func:`_scoring_code_digest`) and kept in the
+    artifact store: they never depend on the predictions, and the random floor's seeded draws are most
+    of the cost of scoring a large run (about 10 s for the 38,419 pairs of drugbank_s0), which a resume
+    would otherwise pay again."""
     import hashlib
     import json
 
@@ -125,19 +146,16 @@ def cached_floors(plan: RunPlan) -> dict[str, Any]:
 
     evaluator = plan.evaluator
     ids = hashlib.sha256("\n".join(s.id for s in plan.selected).encode("utf-8")).hexdigest()
-    code = code_version()
     key = {
         "task": plan.task.name, "task_version": plan.task.version, "data": plan.task.data_sha256, "split": plan.split, "ids": ids,
         "evaluator": f"{type(evaluator).__module__}.{type(evaluator).__qualname__}",
         "settings": evaluator.settings() if hasattr(evaluator, "settings") else {},
-        "code": [code["ddibench_version"], code["git_commit"], code["git_dirty"]],
+        "code": [code_version()["ddibench_version"], _scoring_code_digest(type(evaluator))],
     }  # fmt: skip
 
     def compute() -> dict[str, Any]:
         return plan.evaluator.floors(plan.selected, plan.data.split("train") if "train" in plan.data.splits else ())
 
-    if code["git_dirty"]:
-        return compute()  # uncommitted code: the evaluator may have changed since anything was stored
     store = ArtifactStore(cache_root() / "artifacts")
 
     def build(tmp: Path) -> None:
