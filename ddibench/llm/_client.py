@@ -160,7 +160,7 @@ class LLMClient:
         self._policy = policy
         self.model_id = identity_digest(identity)
         self._identity_json = stable_json(identity)  # the cache key's model part, serialised once
-        self._model_json = json.dumps(spec.model)
+        self._model_json = _WIRE.encode(spec.model)
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -212,12 +212,7 @@ class LLMClient:
                     model_reported=hit.get("model_reported"),
                     model_id=self.model_id,
                 )
-        # the body: model and messages, then every parameter; server-specific fields (extra) at the top level
-        if extra:
-            body_params = stable_json({**{k: v for k, v in params.items() if k != "extra_body"}, **extra})
-        else:
-            body_params = params_json
-        body = f'{{"model":{self._model_json},"messages":{encoded.canonical},{body_params[1:]}'.encode()
+        body = self._body(messages, params)
         result = await self._call(body)
         if cache is not None:
             cache.put_encoded(
@@ -236,6 +231,18 @@ class LLMClient:
                 ),
             )
         return result
+
+    def _body(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> bytes:
+        """The request body, byte for byte what the ``openai`` SDK sent before this client posted it itself
+        (model, messages as given, the SDK's parameters in its order, then response_format and the extra
+        fields): a server that answers by the request's bytes (the stub) answers as it did before."""
+        sdk = {k: params[k] for k in sorted(params) if k not in ("response_format", "extra_body")}
+        tail = {**sdk, **(params.get("extra_body") or {})}
+        if "response_format" in params:
+            tail["response_format"] = params["response_format"]
+        wire = ",".join(_wire_message(m) for m in messages)
+        rest = "," + _WIRE.encode(tail)[1:] if tail else "}"
+        return f'{{"model":{self._model_json},"messages":[{wire}]{rest}'.encode()
 
     async def _call(self, body: bytes) -> ChatResult:
         where = f"{self.spec.display()} ({self.role})"
@@ -285,6 +292,25 @@ class LLMClient:
                 delay = min(self.backoff_cap, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
             await asyncio.sleep(min(delay, self.backoff_cap * 2))
         raise AssertionError("unreachable")
+
+
+# the SDK's JSON: compact, keys in insertion order, UTF-8 kept
+_WIRE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_wire_memo: dict[tuple[tuple[str, ...], str], str] = {}
+
+
+def _wire_message(message: dict[str, Any]) -> str:
+    """One message as the SDK wrote it; a long system prompt (sent with every call) is encoded once."""
+    content = message.get("content")
+    if message.get("role") != "system" or not isinstance(content, str) or len(content) < 1024 or len(message) != 2:
+        return _WIRE.encode(message)
+    key = (tuple(message), content)
+    text = _wire_memo.get(key)
+    if text is None:
+        if len(_wire_memo) >= 64:
+            _wire_memo.clear()
+        text = _wire_memo[key] = _WIRE.encode(message)
+    return text
 
 
 def _error_text(raw: bytes) -> str:
