@@ -206,6 +206,9 @@ def test_reproduction_raises_the_trust_tier(runs, tmp_path: Path) -> None:
 
     verdict = reproduce(verify(runs["mlp"][1]), tmp_path / "again")
     assert verdict.accepted and verdict.tier == "reproduced", verdict.reasons
+    # the MLP was trained again into the reproduction's own empty artifact store, not read from the user cache
+    assert verdict.reproduction["fresh_caches"] is True and any((tmp_path / "again.artifacts" / "mlp").rglob("key.json"))
+    assert "with empty caches" in next(detail for name, _, detail in verdict.checks if name == "reproduction")
 
 
 def _forge(members: dict[str, bytes], system=None, models=None, results=None, predictions=None) -> None:
