@@ -110,12 +110,15 @@ class TrainingProgress:
         if self.epoch <= self.max_epochs:
             self.bar.update(description=self._description())
 
-    def finish(self, epochs_run: int, reason: str = "") -> None:
-        """Training ended after ``epochs_run`` epochs (``reason``: why, e.g. early stopping)."""
-        if epochs_run < self.max_epochs:
-            self.bar.update(total=max(self.steps, 1), description=f"trained {self.name}: {epochs_run} epochs" + (f" ({reason})" if reason else ""))
-        else:
+    def finish(self, epochs_run: int, stopped_early: bool = False) -> None:
+        """Training ended after ``epochs_run`` complete epochs: the schedule ran out, early stopping ended
+        it (``stopped_early``), or it was interrupted (fewer epochs and not stopped early)."""
+        if epochs_run >= self.max_epochs:
             self.bar.update(description=f"trained {self.name}: {epochs_run} epochs")
+        elif stopped_early:
+            self.bar.update(total=max(self.steps, 1), description=f"trained {self.name}: {epochs_run} epochs (early stopping)")
+        else:
+            self.bar.update(description=f"training {self.name} interrupted after {epochs_run} complete epochs")
         self.bar.close()
 
 

@@ -88,7 +88,7 @@ def test_training_progress_counts_steps_says_the_stopping_state_and_shrinks_on_a
     bar.epoch_done(1, 12.0, 0.5, 0.5, 1, 0)
     bar.step(4)
     bar.epoch_done(2, 11.0, 0.4, 0.5, 1, 1)
-    bar.finish(2, "early stopping")
+    bar.finish(2, stopped_early=True)
     lines = buffer.getvalue().splitlines()
     assert lines[0].startswith("training toy: epoch 1/10: 3/40 (8%)") and "ETA " in lines[0]
     assert "toy epoch 1/10: valid macro-F1 0.500, best 0.500 at epoch 1, patience 0/2, 12 s" in lines
@@ -96,3 +96,7 @@ def test_training_progress_counts_steps_says_the_stopping_state_and_shrinks_on_a
     assert any(line.startswith("training toy: epoch 1/10: 4/40") for line in lines)
     assert any(line.startswith("training toy: epoch 2/10: 8/40") for line in lines)
     assert lines[-1].startswith("trained toy: 2 epochs (early stopping): 8/8 (100%)")
+    interrupted = TrainingProgress(shown, "toy", max_epochs=10, steps_per_epoch=4, metric="macro-F1", patience=2)
+    interrupted.step(2)
+    interrupted.finish(0)  # Ctrl-C in epoch 1: neither trained nor stopped early
+    assert buffer.getvalue().splitlines()[-1].startswith("training toy interrupted after 0 complete epochs: 2/40")

@@ -218,7 +218,7 @@ class GINSystem(BaseSystem):
                 if waited >= cfg.patience:
                     break
         finally:
-            bar.finish(len(epochs), "early stopping" if len(epochs) < cfg.max_epochs else "")
+            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
         torch.save(best_state, out / "model.pt")
         log = {
             "n_train": len(view.train), "n_valid": len(view.valid), "best_epoch": best_epoch, "best_valid_loss": best_loss,

@@ -206,7 +206,7 @@ class MLPSystem(BaseSystem):
                 if waited >= cfg.patience:
                     break
         finally:
-            bar.finish(len(epochs), "early stopping" if len(epochs) < cfg.max_epochs else "")
+            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
         torch.save(best_state, out_dir / "model.pt")
         log = {
             "n_train": len(train),
@@ -308,7 +308,7 @@ class MLPSystem(BaseSystem):
                 if waited >= cfg.patience:
                     break
         finally:
-            bar.finish(len(epochs), "early stopping" if len(epochs) < cfg.max_epochs else "")
+            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
         torch.save(best_state, out_dir / "model.pt")
         log = {
             "n_train": len(train),
