@@ -533,6 +533,7 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
         assert heatmap.size["height"] >= HEATMAP_ROW_PX * n_tasks  # rows tall enough to read, axes included
         labels = {t.text for t in heatmap.find_elements(By.TAG_NAME, "text") if t.text}
         assert set(frame["task"]) <= labels and set(frame["system"]) <= labels  # every axis label whole, none clipped
+        assert "primary metric (%)" in labels  # the colour legend reads in the cells' unit (macro-F1 in %)
         values = [t for t in labels if t.replace(".", "").isdigit()]
         assert len(values) >= len(cells(frame, ("task", "system")))  # every cell carries its value
         driver.save_screenshot(str(shots / "board-matrix.png"))
