@@ -25,6 +25,7 @@ _EXPORTS = {
     "RunContext": "ddibench.system",
     "System": "ddibench.system",
     "SystemConfig": "ddibench.system",
+    "TrainingProgress": "ddibench.system",
     "TrainingView": "ddibench.system",
     "llm_trace": "ddibench.system",
     "Drug": "ddibench.schema",
@@ -57,6 +58,7 @@ __all__ = [
     "SystemConfig",
     "Task",
     "TaskData",
+    "TrainingProgress",
     "TrainingView",
     "llm_trace",
 ]
@@ -64,7 +66,7 @@ __all__ = [
 if TYPE_CHECKING:
     from ddibench.errors import DdibenchError
     from ddibench.schema import Drug, DrugPair, Label, LabelSpace, Molecule, Prediction, Question, Sample
-    from ddibench.system import BaseSystem, RunContext, System, SystemConfig, TrainingView, llm_trace
+    from ddibench.system import BaseSystem, RunContext, System, SystemConfig, TrainingProgress, TrainingView, llm_trace
     from ddibench.task import Task, TaskData
 
 

@@ -28,13 +28,15 @@ class DdibenchError(Exception):
 class UnknownNameError(DdibenchError):
     """A task, system, profile or dataset name that is not registered."""
 
-    def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
+    def __init__(self, kind: str, name: str, known: Iterable[str], where: str | None = None) -> None:
+        """``where`` says how to see the known names when no close one exists (default: ``ddibench list KINDs``)."""
         known = sorted(known)
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         if close:
             fix = "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
         else:
-            fix = f"run 'ddibench list {kind}s' to see them ({len(known)} known)"
+            listing = where or f"run 'ddibench list {kind}s' to see them"
+            fix = f"{listing} ({len(known)} known)"
         super().__init__(f"unknown {kind} '{name}'", fix)
         self.kind, self.name, self.suggestions = kind, name, close
 

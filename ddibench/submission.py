@@ -22,7 +22,8 @@ line and only what the checks need is kept), parsed into their record types, and
   self-reported ones.
 
 A passing bundle earns the trust tier ``recomputed`` (``self-reported`` is what it claimed).
-``--reproduce`` re-runs the registered system with the bundle's configuration and compares the
+``--reproduce`` re-runs the registered system with the bundle's configuration, with empty LLM-answer
+and artifact caches (a replay of the submitter's caches would prove nothing), and compares the
 predictions sample by sample: every difference is listed, the metrics shown are those of the
 reproduced predictions, and the tier rises to ``reproduced`` only when the share of differing samples
 is within ``--tolerance`` (default 0: identical), which is recorded with the verdict.
@@ -630,7 +631,9 @@ def answer_of(pred: Prediction | None) -> tuple[Any, ...] | None:
 def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = None, tolerance: float = 0.0) -> Verdict:
     """Re-run the bundle's system (registered here) with its configuration and compare the predictions
     sample by sample. ``tolerance`` is the share of samples that may differ (0: none); the metrics kept
-    are those of the reproduced predictions."""
+    are those of the reproduced predictions. The re-run uses no cached LLM answer and trains every
+    artifact again (into ``WORKDIR.artifacts``), so a reproduction on the submitter's machine is not a
+    replay of its own caches; the verdict records it."""
     from ddibench.llm import ModelSpec, parse_model_options
     from ddibench.runner.execute import execute
     from ddibench.runner.journal import Journal
@@ -645,9 +648,14 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
     specs = parse_model_options([used["generator"]] if "generator" in used else [])
     specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
     specs = specs.with_roles(dict(models or {}))
+    # fresh caches: the submitter's cached model answers and trained artifacts would make a re-run on
+    # their own machine a replay; a reproduction asks every model and trains everything again
+    artifacts = workdir.with_name(workdir.name + ".artifacts")
+    if artifacts.exists() and any(artifacts.iterdir()):
+        raise ConfigError(f"{artifacts} is not empty", "reproduce into a new directory")
     request = RunRequest(
         task=run.task.name, system=run.system.name, models=specs, seed=run.seed, split=run.split,
-        config=run.system.config, run_dir=workdir, score_with_models=False,
+        config=run.system.config, run_dir=workdir, score_with_models=False, use_cache=False, artifacts_root=artifacts,
     )  # fmt: skip
     outcome = execute(request)
     again = Journal(outcome.run_dir / "journal.jsonl").load(repair=False)
@@ -662,10 +670,11 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
         "differing": len(differing),
         "differing_ids": differing[:50],
         "tolerance": tolerance,
+        "fresh_caches": True,  # no cached LLM answer, no cached trained artifact
     }
     shown = ", ".join(differing[:5]) + (", …" if len(differing) > 5 else "")
     allowance = "any difference fails" if tolerance == 0 else f"tolerance {tolerance:g} allows {allowed}"
-    detail = f"{len(order) - len(differing):,} of {len(order):,} predictions identical when re-run here ({allowance})"
+    detail = f"{len(order) - len(differing):,} of {len(order):,} predictions identical when re-run here with empty caches ({allowance})"
     if differing:
         detail += f"; differing: {shown}"
     if verdict.samples and verdict.evaluator is not None:

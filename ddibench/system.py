@@ -62,6 +62,66 @@ class NullProgress:
         pass
 
 
+class TrainingProgress:
+    """Training progress a person can read: the steps inside the current epoch, an ETA from the steps
+    done so far, and the early-stopping state.
+
+    One bar counts optimiser steps over the whole schedule (``max_epochs`` x ``steps_per_epoch``), so its
+    rate, and with it the ETA, is known within the first minute of epoch 1 rather than after an epoch
+    of minutes; the ETA is an upper bound when early stopping may end training sooner. At the end of
+    each epoch a line says where training stands ("mlp epoch 9/50: valid macro-F1 0.612, best 0.630 at
+    epoch 7, patience 2/5, 94 s"); when training stops early the bar's total shrinks to the steps taken,
+    so it never ends at "13/50"."""
+
+    def __init__(
+        self, progress: Progress, name: str, max_epochs: int, steps_per_epoch: int, metric: str, patience: int | None = None
+    ) -> None:
+        self.progress, self.name, self.metric, self.patience = progress, name, metric, patience
+        self.max_epochs, self.steps_per_epoch = max_epochs, max(1, steps_per_epoch)
+        self.epoch, self.steps = 1, 0
+        self.bar = progress.task(self._description(), max_epochs * self.steps_per_epoch)
+
+    def _description(self) -> str:
+        return f"training {self.name}: epoch {self.epoch}/{self.max_epochs}"
+
+    def step(self, n: int = 1) -> None:
+        """``n`` optimiser steps done (batches of the current epoch)."""
+        self.steps += n
+        self.bar.advance(n)
+
+    def epoch_done(self, epoch: int, seconds: float, value: float | None = None, best: float | None = None,
+                   best_epoch: int | None = None, waited: int | None = None) -> None:  # fmt: skip
+        """Epoch ``epoch`` (1-based) ended: say its validation score and the early-stopping state; steps the
+        epoch did not take (a short last batch skipped) are counted, so the bar stays on schedule."""
+        missing = epoch * self.steps_per_epoch - self.steps
+        if missing > 0:
+            self.step(missing)
+        parts = [f"{self.name} epoch {epoch}/{self.max_epochs}"]
+        state = []
+        if value is not None:
+            state.append(f"valid {self.metric} {value:.3f}")
+        if best is not None and best_epoch is not None:
+            state.append(f"best {best:.3f} at epoch {best_epoch}")
+        if waited is not None and self.patience:
+            state.append(f"patience {waited}/{self.patience}")
+        state.append(f"{seconds:.0f} s")
+        self.progress.note(f"{parts[0]}: " + ", ".join(state))
+        self.epoch = epoch + 1
+        if self.epoch <= self.max_epochs:
+            self.bar.update(description=self._description())
+
+    def finish(self, epochs_run: int, stopped_early: bool = False) -> None:
+        """Training ended after ``epochs_run`` complete epochs: the schedule ran out, early stopping ended
+        it (``stopped_early``), or it was interrupted (fewer epochs and not stopped early)."""
+        if epochs_run >= self.max_epochs:
+            self.bar.update(description=f"trained {self.name}: {epochs_run} epochs")
+        elif stopped_early:
+            self.bar.update(total=max(self.steps, 1), description=f"trained {self.name}: {epochs_run} epochs (early stopping)")
+        else:
+            self.bar.update(description=f"training {self.name} interrupted after {epochs_run} complete epochs")
+        self.bar.close()
+
+
 class TrainingView:
     """What ``prepare`` may see: the task, its training and validation splits, shared resources.
 

@@ -178,6 +178,13 @@ def heatmap_height(best: pd.DataFrame) -> int:
     return HEATMAP_ROW_PX * max(1, best["task"].nunique()) + HEATMAP_MARGIN_PX
 
 
+def legend_title(best: pd.DataFrame) -> str:
+    """The colour legend's title in the unit the cells are written in."""
+    units = set(best["primary_unit"])
+    names = {"fraction": "%", "score": "score", "scale": "1-5"}
+    return "primary metric (" + ", ".join(names.get(u, u) for u in sorted(units)) + ")"
+
+
 def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
     """Vega-Lite spec: task x system, coloured by the primary metric of each cell's best run, each cell
     labelled with its value in the metric's unit. Rendered as SVG, so every label is text in the page."""
@@ -185,6 +192,8 @@ def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
     low, high = best["primary_value"].min(), best["primary_value"].max()
     spread = (high - low) or 1.0
     frame = best.assign(
+        # the colour scale reads in the cells' unit (fractions in %), so the legend and the labels agree
+        shown=[100 * v if u == "fraction" else v for u, v in zip(best["primary_unit"], best["primary_value"])],
         bright=((best["primary_value"] - low) / spread > 0.55),  # viridis' bright end: dark text there
         value=[fmt(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
         ci=[f"[{fmt(u, lo)}, {fmt(u, hi)}]" for u, lo, hi in zip(best["primary_unit"], best["ci_low"], best["ci_high"])],
@@ -193,7 +202,7 @@ def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
     x = {"field": "system", "type": "nominal", "title": "system", "axis": {**axis, "labelAngle": -30}}
     y = {"field": "task", "type": "nominal", "title": "task", "axis": axis}
     return {
-        "data": {"values": _records(frame, [*tooltip, "primary_value", "bright"])},
+        "data": {"values": _records(frame, [*tooltip, "shown", "bright"])},
         "height": HEATMAP_ROW_PX * max(1, best["task"].nunique()),
         "width": "container",
         "usermeta": {"embedOptions": {"renderer": "svg", "actions": False}},
@@ -202,8 +211,8 @@ def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
                 "mark": "rect",
                 "encoding": {
                     "x": x, "y": y,
-                    "color": {"field": "primary_value", "type": "quantitative", "title": "primary metric (0-1)", "scale": {"scheme": "viridis"},
-                              "legend": {"format": ".3f"}},
+                    "color": {"field": "shown", "type": "quantitative", "title": legend_title(best), "scale": {"scheme": "viridis"},
+                              "legend": {"format": ".3~f"}},
                     "tooltip": [{"field": f} for f in tooltip],
                 },
             },

@@ -206,6 +206,9 @@ def test_reproduction_raises_the_trust_tier(runs, tmp_path: Path) -> None:
 
     verdict = reproduce(verify(runs["mlp"][1]), tmp_path / "again")
     assert verdict.accepted and verdict.tier == "reproduced", verdict.reasons
+    # the MLP was trained again into the reproduction's own empty artifact store, not read from the user cache
+    assert verdict.reproduction["fresh_caches"] is True and any((tmp_path / "again.artifacts" / "mlp").rglob("key.json"))
+    assert "with empty caches" in next(detail for name, _, detail in verdict.checks if name == "reproduction")
 
 
 def _forge(members: dict[str, bytes], system=None, models=None, results=None, predictions=None) -> None:
@@ -530,6 +533,7 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
         assert heatmap.size["height"] >= HEATMAP_ROW_PX * n_tasks  # rows tall enough to read, axes included
         labels = {t.text for t in heatmap.find_elements(By.TAG_NAME, "text") if t.text}
         assert set(frame["task"]) <= labels and set(frame["system"]) <= labels  # every axis label whole, none clipped
+        assert "primary metric (%)" in labels  # the colour legend reads in the cells' unit (macro-F1 in %)
         values = [t for t in labels if t.replace(".", "").isdigit()]
         assert len(values) >= len(cells(frame, ("task", "system")))  # every cell carries its value
         driver.save_screenshot(str(shots / "board-matrix.png"))

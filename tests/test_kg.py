@@ -191,3 +191,20 @@ def test_bad_kg_inputs_are_clear_errors(hetionet: Hetionet, tmp_path) -> None:
     unknown_relation = Hetionet(hetionet.node_ids, hetionet.node_names, hetionet.node_kinds, {"XyZ": np.zeros((1, 2), dtype=np.int32)}, {}, {})
     with pytest.raises(DataError, match="metaedge XyZ has no relation id"):
         map_to_space(unknown_relation, get_space("drugbank"))
+
+
+def test_kg_paths_finds_drugs_by_any_case_and_by_common_name(cli) -> None:
+    """DrugBank calls aspirin "Acetylsalicylic acid": the Repurposing Hub's name leads there through its InChIKey."""
+    pytest.importorskip("rdkit")
+    from ddibench.data.drugbank import find_drug, find_drug_by_synonym
+
+    aspirin = find_drug("Aspirin")
+    assert aspirin is not None and (aspirin.drugbank_id, aspirin.name) == ("DB00945", "Acetylsalicylic acid")
+    found = find_drug_by_synonym("ASPIRIN")
+    assert found is not None and found[0] == aspirin and "BSYNRYMUTXBXSQ-UHFFFAOYSA-N" in found[1]
+    assert find_drug("wArFaRiN") == find_drug("DB00682") and find_drug_by_synonym("not a drug at all") is None
+    code, out, err = cli("kg", "paths", "warfarin", "Aspirin", "-k", "2")
+    assert code == 0, err
+    assert "Aspirin is Acetylsalicylic acid (DB00945)" in out and " 1. Warfarin " in out and "Acetylsalicylic acid" in out.split(" 1. ")[1]
+    code, _, err = cli("kg", "paths", "warfarin", "zzzzzz")
+    assert code != 0 and "unknown drug 'zzzzzz'" in err and "common name" in err

@@ -28,6 +28,14 @@ def test_mlp_trains_scores_every_test_sample_and_reuses_its_checkpoint(cli, tmp_
     artifacts = [p for p in (fresh_cache / "artifacts" / "mlp").iterdir() if not p.name.startswith(".")]
     assert len(artifacts) == 1 and (artifacts[0] / "model.pt").exists() and (artifacts[0] / "key.json").exists()
 
+    # training says where it stands after every epoch, and the bar ends on the epochs actually run
+    epochs = info["epochs_run"]
+    said = [line for line in (out + err).splitlines() if line.startswith("mlp (6,000 pairs) epoch ")]
+    assert [line.split(":")[0] for line in said] == [f"mlp (6,000 pairs) epoch {e}/2" for e in range(1, epochs + 1)]
+    assert all("valid macro-F1 " in line and "best " in line and "patience " in line for line in said), said
+    assert f"best {info['best_valid_macro_f1']:.3f} at epoch {info['best_epoch']}" in said[-1]
+    assert f"trained mlp (6,000 pairs): {epochs} epochs" in out + err
+
     code, _, err = cli("run", "-s", "mlp", "-t", "drugbank_s2", *BUDGET, "--run-dir", str(tmp_path / "b"))
     assert code == 0, err
     again = json.loads((tmp_path / "b" / "results.json").read_text())
@@ -61,3 +69,34 @@ def test_fingerprints_cover_every_drug() -> None:
     matrix, failed = morgan_matrix([d.smiles for d in load_catalog().drugs], 2, 1024)
     assert matrix.shape == (1710, 1024) and failed == []
     assert (matrix.sum(axis=1) > 0).all()
+
+
+def test_training_progress_counts_steps_says_the_stopping_state_and_shrinks_on_an_early_stop() -> None:
+    """Steps inside an epoch move the bar (so its ETA exists within epoch 1); each epoch's end says the
+    validation score and the patience used; an early stop leaves the bar at the steps taken."""
+    import io
+
+    from rich.console import Console
+
+    from ddibench import TrainingProgress
+    from ddibench.commands.common import LineProgress
+
+    buffer = io.StringIO()
+    shown = LineProgress(Console(file=buffer, width=200), every=0.0)  # a line at every step, as a log would get every 30 s
+    bar = TrainingProgress(shown, "toy", max_epochs=10, steps_per_epoch=4, metric="macro-F1", patience=2)
+    bar.step(3)  # a short last batch skipped: epoch_done makes up the fourth step
+    bar.epoch_done(1, 12.0, 0.5, 0.5, 1, 0)
+    bar.step(4)
+    bar.epoch_done(2, 11.0, 0.4, 0.5, 1, 1)
+    bar.finish(2, stopped_early=True)
+    lines = buffer.getvalue().splitlines()
+    assert lines[0].startswith("training toy: epoch 1/10: 3/40 (8%)") and "ETA " in lines[0]
+    assert "toy epoch 1/10: valid macro-F1 0.500, best 0.500 at epoch 1, patience 0/2, 12 s" in lines
+    assert "toy epoch 2/10: valid macro-F1 0.400, best 0.500 at epoch 1, patience 1/2, 11 s" in lines
+    assert any(line.startswith("training toy: epoch 1/10: 4/40") for line in lines)
+    assert any(line.startswith("training toy: epoch 2/10: 8/40") for line in lines)
+    assert lines[-1].startswith("trained toy: 2 epochs (early stopping): 8/8 (100%)")
+    interrupted = TrainingProgress(shown, "toy", max_epochs=10, steps_per_epoch=4, metric="macro-F1", patience=2)
+    interrupted.step(2)
+    interrupted.finish(0)  # Ctrl-C in epoch 1: neither trained nor stopped early
+    assert buffer.getvalue().splitlines()[-1].startswith("training toy interrupted after 0 complete epochs: 2/40")

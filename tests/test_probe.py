@@ -74,7 +74,7 @@ def test_probe_options_are_checked_and_keep_probes_apart() -> None:
     with pytest.raises(ConfigError, match="not a sentence-transformers model directory"):
         evaluator.configure({"probe_encoder": "/nonexistent/scibert"})
     finetune = evaluator.configure({"probe": "finetune", "probe_epochs": 3})
-    assert scoring_variant(finetune.settings()) != scoring_variant(evaluator.settings()) == ""
+    assert scoring_variant(finetune) != scoring_variant(evaluator) == ""
     assert finetune.describe()["scorers"]["probe"]["epochs"] == 3
 
 

@@ -124,6 +124,7 @@ def data_stats(tasks: tuple[str, ...]) -> None:
     verifies (default: every task)."""
     from rich.table import Table
 
+    from ddibench.commands.common import progress
     from ddibench.registry import get_task, task_names
 
     names = list(tasks) or task_names()
@@ -134,9 +135,17 @@ def data_stats(tasks: tuple[str, ...]) -> None:
     failed_checks = []
     all_checks = {}
     source_stats: dict[str, dict[str, Any]] = {}
-    for name in names:
-        task = get_task(name)
-        loaded = task.load()
+    with progress(_console(stderr=True)) as shown:  # loading every task takes a minute: say which one
+        bar = shown.task("loading and checking tasks", total=len(names))
+        loads = []
+        for name in names:
+            bar.update(description=f"loading and checking {name}")
+            task = get_task(name)
+            loads.append((name, task, task.load()))
+            bar.advance()
+        bar.update(description="loaded and checked")
+        bar.close()
+    for name, task, loaded in loads:
         sizes = {s: len(v) for s, v in loaded.splits.items()}
         clusters = {s: len({k for sample in v for k in sample.clusters}) for s, v in loaded.splits.items()}
         n_ok = sum(c.ok for c in loaded.checks)

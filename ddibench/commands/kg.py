@@ -16,11 +16,16 @@ def kg() -> None:
 
 
 def _drug_id(text: str) -> int:
-    from ddibench.data.drugbank import find_drug, load_catalog
+    """A catalog drug's node id by DrugBank id, name (any case), node id or synonym; a synonym's match is said."""
+    from ddibench.data.drugbank import find_drug, find_drug_by_synonym, load_catalog
 
     drug = find_drug(text)
     if drug is None:
-        raise UnknownNameError("drug", text, [d.name for d in load_catalog().drugs])
+        raise UnknownNameError("drug", text, [d.name for d in load_catalog().drugs],
+                               "give a DrugBank id (DB00945), the catalog's name or a common name (aspirin)")  # fmt: skip
+    if text.strip().lower() not in (drug.name.lower(), drug.drugbank_id.lower(), str(drug.node_id)):
+        how = find_drug_by_synonym(text)
+        _console().print(f"[dim]{text} is {drug.name} ({drug.drugbank_id}): {how[1] if how else 'a synonym'}[/dim]", highlight=False)
     return drug.node_id
 
 

@@ -17,7 +17,7 @@ def list_(kind: str, verbose: bool) -> None:
     """List tasks, systems or profiles."""
     kinds = {"tasks": _list_tasks, "systems": _list_systems, "profiles": _list_profiles}
     if kind not in kinds:
-        raise UnknownNameError("list kind", kind, kinds)
+        raise UnknownNameError("list kind", kind, kinds, "give one of " + ", ".join(sorted(kinds)))
     kinds[kind](verbose)
 
 

@@ -123,7 +123,8 @@ def load_catalog() -> DrugCatalog:
 
 
 def find_drug(text: str) -> Drug | None:
-    """A catalog drug by DrugBank id, exact name (any case) or node id; None when nothing matches."""
+    """A catalog drug by DrugBank id, exact name (any case), node id or a synonym
+    (:func:`find_drug_by_synonym`); None when nothing matches."""
     catalog = load_catalog()
     by_db = catalog.by_drugbank_id
     if text.upper() in by_db:
@@ -134,4 +135,51 @@ def find_drug(text: str) -> Drug | None:
             return drug
     if text.isdigit() and int(text) < len(catalog):
         return catalog[int(text)]
+    found = find_drug_by_synonym(text)
+    return found[0] if found else None
+
+
+def find_drug_by_synonym(text: str) -> tuple[Drug, str] | None:
+    """A catalog drug through another name for it, and how it was found; None when nothing matches.
+
+    The catalog holds one name per drug (DrugBank's: "Acetylsalicylic acid"); the pinned Drug
+    Repurposing Hub names drugs as clinicians do ("aspirin") and gives each a structure. A Hub name
+    (any case) leads to its InChIKey, and that to the catalog drug with the same key, or failing that
+    the same first block (the connectivity: a salt or another stereo form of the same compound).
+    Needs RDKit (the ``ml`` extra) for the catalog's keys; without it, or without the Hub's files, no
+    synonym is found.
+    """
+    from ddibench.data.repurposing import load_hub
+    from ddibench.errors import DdibenchError
+
+    wanted = text.strip().lower()
+    try:
+        hub = [d for d in load_hub() if d.name.lower() == wanted and d.inchikey]
+        if not hub:
+            return None
+        by_key, by_block = _catalog_inchikeys()
+    except (ImportError, DdibenchError):
+        return None
+    for entry in hub:
+        if entry.inchikey in by_key:
+            return by_key[entry.inchikey], f"the Drug Repurposing Hub's '{entry.name}' has its InChIKey {entry.inchikey}"
+    for entry in hub:
+        block = entry.inchikey.split("-")[0]
+        if block in by_block:
+            return by_block[block], f"the Drug Repurposing Hub's '{entry.name}' has its InChIKey skeleton {block} (a salt or stereo form)"
     return None
+
+
+@cache
+def _catalog_inchikeys() -> tuple[dict[str, Drug], dict[str, Drug]]:
+    """The catalog's drugs by the InChIKey of their SMILES and by its first block (the first drug wins)."""
+    from ddibench.chem import inchikey
+
+    by_key: dict[str, Drug] = {}
+    by_block: dict[str, Drug] = {}
+    for drug in load_catalog().drugs:
+        key = inchikey(drug.smiles) if drug.smiles else ""
+        if key:
+            by_key.setdefault(key, drug)
+            by_block.setdefault(key.split("-")[0], drug)
+    return by_key, by_block

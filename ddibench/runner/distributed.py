@@ -47,7 +47,6 @@ class _Worker:
 
     async def prepare(self) -> dict[str, Any]:
         from ddibench.artifacts import ArtifactStore
-        from ddibench.data.resolve import cache_root
         from ddibench.system import RunContext
 
         plan = plan_run(self.request)
@@ -56,7 +55,7 @@ class _Worker:
         if plan.pool is not None:
             plan.pool.log_dir = plan.run_dir
             await plan.pool.start(plan.roles)
-        self.ctx = RunContext(task=plan.task, profile=plan.profile, seed=self.request.seed, artifacts=ArtifactStore(cache_root() / "artifacts"),
+        self.ctx = RunContext(task=plan.task, profile=plan.profile, seed=self.request.seed, artifacts=ArtifactStore(self.request.artifact_dir()),
                               llm=plan.pool, run_dir=plan.run_dir, resources=plan.data.resources)  # fmt: skip
         view = training_view(plan)
         started = time.perf_counter()

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.artifacts import ArtifactStore
-from ddibench.data.resolve import cache_root
 from ddibench.errors import DdibenchError, ModelEndpointError, RunDirError, write_error
 from ddibench.evaluation import EvaluationInputError
 from ddibench.llm import LLMCallError
@@ -192,7 +191,7 @@ def _predict_pending(
         task=plan.task,
         profile=plan.profile,
         seed=request.seed,
-        artifacts=ArtifactStore(cache_root() / "artifacts"),
+        artifacts=ArtifactStore(request.artifact_dir()),
         llm=pool,
         progress=progress,
         run_dir=plan.run_dir,

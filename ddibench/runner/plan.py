@@ -52,6 +52,12 @@ class RunRequest:
     ray_address: str | None = None  # an existing Ray cluster (default: start a local one)
     workers: int | None = None  # Ray actors (default: the cluster's CPUs)
     shard: tuple[int, int] | None = None  # (i, n): predict every n-th sample into shards/i-of-n, score nothing
+    artifacts_root: Path | None = None  # trained models etc.; None: the user cache (a reproduction starts from an empty one)
+
+    def artifact_dir(self) -> Path:
+        from ddibench.data.resolve import cache_root
+
+        return self.artifacts_root if self.artifacts_root is not None else cache_root() / "artifacts"
 
     def role_models(self) -> RoleModels:
         return self.models if self.models is not None else parse_model_options([])

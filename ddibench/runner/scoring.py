@@ -142,7 +142,6 @@ def cached_floors(plan: RunPlan) -> dict[str, Any]:
     import json
 
     from ddibench.artifacts import ArtifactStore
-    from ddibench.data.resolve import cache_root
 
     evaluator = plan.evaluator
     ids = hashlib.sha256("\n".join(s.id for s in plan.selected).encode("utf-8")).hexdigest()
@@ -156,7 +155,7 @@ def cached_floors(plan: RunPlan) -> dict[str, Any]:
     def compute() -> dict[str, Any]:
         return plan.evaluator.floors(plan.selected, plan.data.split("train") if "train" in plan.data.splits else ())
 
-    store = ArtifactStore(cache_root() / "artifacts")
+    store = ArtifactStore(plan.request.artifact_dir())  # a reproduction (empty artifact store) computes them again
 
     def build(tmp: Path) -> None:
         (tmp / "floors.json").write_text(json.dumps(compute()), encoding="utf-8")

@@ -41,7 +41,7 @@ from ddibench import label_sets
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Prediction, Sample
-from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, system_config_hash
+from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
 
 TRAINING_CODE_VERSION = 1
 PAPER = {  # EmerGNN's per-setting hyperparameters (evaluate.py / the paper's supplement)
@@ -269,15 +269,18 @@ class EmerGNNSystem(BaseSystem):
         log: list[dict[str, Any]] = []
         best = (-1.0, -1, None)
         started = time.perf_counter()
-        bar = ctx.progress.task("training emergnn", cfg["max_epochs"])
+        bar: TrainingProgress | None = None  # sized from the first epoch's pairs (the resampling varies them a little)
         try:
             for epoch in range(1, cfg["max_epochs"] + 1):
                 t0 = time.perf_counter()
                 facts, data = _pseudo_emerging(setting, train, candidates, cfg["known_ratio"], rng)
                 if cfg["train_pairs_per_epoch"] and cfg["train_pairs_per_epoch"] < len(data):
                     data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
+                if bar is None:
+                    bar = TrainingProgress(ctx.progress, f"emergnn ({len(data):,} pairs an epoch)", cfg["max_epochs"],
+                                           -(-len(data) // cfg["batch_size"]), "macro-F1")  # fmt: skip
                 graph = self._message_graph(kg_train, set(), facts)
-                loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, ctx)
+                loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, bar)
                 row: dict[str, Any] = {"epoch": epoch, "facts": int(len(facts)), "pairs": int(len(data)), "loss": round(loss, 4)}
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
                     probs = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
@@ -288,10 +291,10 @@ class EmerGNNSystem(BaseSystem):
                         best = (scores.macro_f1, epoch, {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
                 row["seconds"] = round(time.perf_counter() - t0, 1)
                 log.append(row)
-                bar.advance()
-                bar.update(description=f"training emergnn: epoch {epoch}, valid macro-F1 {best[0]:.3f}")
+                bar.epoch_done(epoch, row["seconds"], row.get("valid_macro_f1"), best[0] if best[1] > 0 else None, best[1] if best[1] > 0 else None)
         finally:
-            bar.close()
+            if bar is not None:
+                bar.finish(len(log))
         torch.save(best[2], out_dir / "model.pt")
         (out_dir / "training.json").write_text(
             json.dumps(
@@ -349,15 +352,18 @@ class EmerGNNSystem(BaseSystem):
         best = (-1.0, -1, None)
         metric = f"valid_recall@{self._k}"
         started = time.perf_counter()
-        bar = ctx.progress.task("training emergnn", cfg["max_epochs"])
+        bar: TrainingProgress | None = None  # sized from the first epoch's pairs (the resampling varies them a little)
         try:
             for epoch in range(1, cfg["max_epochs"] + 1):
                 t0 = time.perf_counter()
                 known, data = _pseudo_emerging(setting, train, candidates, cfg["known_ratio"], rng)
                 if cfg["train_pairs_per_epoch"] and cfg["train_pairs_per_epoch"] < len(data):
                     data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
+                if bar is None:
+                    bar = TrainingProgress(ctx.progress, f"emergnn ({len(data):,} pairs an epoch)", cfg["max_epochs"],
+                                           -(-len(data) // cfg["batch_size"]), f"recall@{self._k}")  # fmt: skip
                 graph = self._message_graph(kg_train, set(), _facts(known, y_train))
-                loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, ctx, labels=y_train, negatives=negatives)
+                loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, bar, labels=y_train, negatives=negatives)
                 row: dict[str, Any] = {"epoch": epoch, "facts": int(len(known)), "pairs": int(len(data)), "loss": round(loss, 4)}
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
                     scores = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
@@ -368,10 +374,10 @@ class EmerGNNSystem(BaseSystem):
                         best = (recall, epoch, {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
                 row["seconds"] = round(time.perf_counter() - t0, 1)
                 log.append(row)
-                bar.advance()
-                bar.update(description=f"training emergnn: epoch {epoch}, {metric} {best[0]:.3f}")
+                bar.epoch_done(epoch, row["seconds"], row.get(metric), best[0] if best[1] > 0 else None, best[1] if best[1] > 0 else None)
         finally:
-            bar.close()
+            if bar is not None:
+                bar.finish(len(log))
         torch.save(best[2], out_dir / "model.pt")
         (out_dir / "training.json").write_text(
             json.dumps(
@@ -395,7 +401,7 @@ class EmerGNNSystem(BaseSystem):
 
     def _epoch(
         self, net: Any, optimiser: Any, graph: Any, data: np.ndarray, cfg: dict[str, Any], rng: np.random.Generator, device: Any,
-        ctx: RunContext, labels: np.ndarray | None = None, negatives: np.ndarray | None = None,
+        bar: TrainingProgress, labels: np.ndarray | None = None, negatives: np.ndarray | None = None,
     ) -> float:
         """One pass over ``data``: (head, tail, label) rows, or (head, tail, pair index) rows with ``labels``
         (the pairs' 0/1 side effects) and, for EmerGNN's objective, each pair's generated ``negatives``."""
@@ -408,35 +414,31 @@ class EmerGNNSystem(BaseSystem):
         order = rng.permutation(len(data))
         total = 0.0
         size = cfg["batch_size"]
-        bar = ctx.progress.task("  epoch", len(data))
-        try:
-            for start in range(0, len(order), size):
-                batch = data[order[start : start + size]]
-                walks = walk_batch(graph, batch[:, 0], batch[:, 1], cfg["length"])
-                heads = torch.from_numpy(batch[:, 0]).to(device)
-                tails = torch.from_numpy(batch[:, 1]).to(device)
-                logits, _, _ = net(heads, tails, TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(graph), device))
-                if labels is None:
-                    loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
-                else:
-                    target = torch.from_numpy(labels[batch[:, 2]]).to(device)
-                    negative_logits = None
-                    if negatives is not None:
-                        neg = negatives[batch[:, 2]]
-                        neg_walks = walk_batch(graph, neg[:, 0], neg[:, 1], cfg["length"])
-                        negative_logits, _, _ = net(
-                            torch.from_numpy(neg[:, 0]).to(device), torch.from_numpy(neg[:, 1]).to(device),
-                            TensorWalks.of(neg_walks, device), TensorWalks.of(neg_walks.reversed(graph), device),
-                        )  # fmt: skip
-                    # the batch's mean loss, scaled like the single-label sum (the epoch reports a per-pair mean)
-                    loss = label_sets.loss(cfg["multilabel_loss"], logits, target, negative_logits) * len(batch)
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                total += loss.item()
-                bar.advance(len(batch))
-        finally:
-            bar.close()
+        for start in range(0, len(order), size):
+            batch = data[order[start : start + size]]
+            walks = walk_batch(graph, batch[:, 0], batch[:, 1], cfg["length"])
+            heads = torch.from_numpy(batch[:, 0]).to(device)
+            tails = torch.from_numpy(batch[:, 1]).to(device)
+            logits, _, _ = net(heads, tails, TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(graph), device))
+            if labels is None:
+                loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
+            else:
+                target = torch.from_numpy(labels[batch[:, 2]]).to(device)
+                negative_logits = None
+                if negatives is not None:
+                    neg = negatives[batch[:, 2]]
+                    neg_walks = walk_batch(graph, neg[:, 0], neg[:, 1], cfg["length"])
+                    negative_logits, _, _ = net(
+                        torch.from_numpy(neg[:, 0]).to(device), torch.from_numpy(neg[:, 1]).to(device),
+                        TensorWalks.of(neg_walks, device), TensorWalks.of(neg_walks.reversed(graph), device),
+                    )  # fmt: skip
+                # the batch's mean loss, scaled like the single-label sum (the epoch reports a per-pair mean)
+                loss = label_sets.loss(cfg["multilabel_loss"], logits, target, negative_logits) * len(batch)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            total += loss.item()
+            bar.step()
         return total / max(1, len(data))
 
     def _forward(

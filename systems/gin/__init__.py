@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView
+from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingProgress, TrainingView
 from ddibench.errors import ConfigError
 from ddibench.system import system_config_hash
 
@@ -188,7 +188,7 @@ class GINSystem(BaseSystem):
         loss_fn = torch.nn.BCEWithLogitsLoss()
         best_loss, best_epoch, best_state, waited = float("inf"), 0, None, 0
         epochs: list[dict[str, float]] = []
-        bar = ctx.progress.task(f"training gin ({len(view.train):,} molecules)", cfg.max_epochs)
+        bar = TrainingProgress(ctx.progress, f"gin ({len(view.train):,} molecules)", cfg.max_epochs, len(train), "loss", cfg.patience)
         started = time.perf_counter()
         try:
             for epoch in range(cfg.max_epochs):
@@ -205,19 +205,20 @@ class GINSystem(BaseSystem):
                     optimiser.step()
                     total += loss.item() * batch.num_graphs
                     n += batch.num_graphs
+                    bar.step()
                 valid_loss = self._loss(model, valid, device)
                 epochs.append({"epoch": epoch + 1, "train_loss": round(total / max(n, 1), 5), "valid_loss": round(valid_loss, 5),
                                "seconds": round(time.perf_counter() - t0, 2)})  # fmt: skip
-                bar.advance()
                 if valid_loss < best_loss:
                     best_loss, best_epoch, waited = valid_loss, epoch + 1, 0
                     best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
                 else:
                     waited += 1
-                    if waited >= cfg.patience:
-                        break
+                bar.epoch_done(epoch + 1, time.perf_counter() - t0, valid_loss, best_loss, best_epoch, waited)
+                if waited >= cfg.patience:
+                    break
         finally:
-            bar.close()
+            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
         torch.save(best_state, out / "model.pt")
         log = {
             "n_train": len(view.train), "n_valid": len(view.valid), "best_epoch": best_epoch, "best_valid_loss": best_loss,

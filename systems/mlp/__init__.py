@@ -28,7 +28,7 @@ from ddibench import label_sets
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.schema import Prediction, Sample
-from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, system_config_hash
+from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
 
 TRAINING_CODE_VERSION = 1  # bump when training changes in a way the config does not show
 
@@ -167,7 +167,7 @@ class MLPSystem(BaseSystem):
         generator = torch.Generator().manual_seed(ctx.seed)
         best_f1, best_epoch, best_state, waited = -1.0, -1, None, 0
         epochs: list[dict[str, float]] = []
-        bar = ctx.progress.task(f"training mlp ({len(train):,} pairs)", cfg.max_epochs)
+        bar = TrainingProgress(ctx.progress, f"mlp ({len(train):,} pairs)", cfg.max_epochs, -(-len(train) // cfg.batch_size), "macro-F1", cfg.patience)
         started = time.perf_counter()
         try:
             for epoch in range(cfg.max_epochs):
@@ -185,6 +185,7 @@ class MLPSystem(BaseSystem):
                     loss.backward()
                     optimiser.step()
                     total += loss.item() * idx.numel()
+                    bar.step()
                 pred = self._argmax(model, h_va, t_va, device)
                 scores = classification_scores(y_va, pred, n_labels)
                 epochs.append(
@@ -196,17 +197,16 @@ class MLPSystem(BaseSystem):
                         "seconds": round(time.perf_counter() - t0, 2),
                     }
                 )
-                bar.advance()
-                bar.update(description=f"training mlp: epoch {epoch + 1}, valid macro-F1 {scores.macro_f1:.3f}")
                 if scores.macro_f1 > best_f1:
                     best_f1, best_epoch, waited = scores.macro_f1, epoch + 1, 0
                     best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
                 else:
                     waited += 1
-                    if waited >= cfg.patience:
-                        break
+                bar.epoch_done(epoch + 1, time.perf_counter() - t0, scores.macro_f1, best_f1, best_epoch, waited)
+                if waited >= cfg.patience:
+                    break
         finally:
-            bar.close()
+            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
         torch.save(best_state, out_dir / "model.pt")
         log = {
             "n_train": len(train),
@@ -267,7 +267,8 @@ class MLPSystem(BaseSystem):
         generator = torch.Generator().manual_seed(ctx.seed)
         best, best_epoch, best_state, waited = -1.0, -1, None, 0
         epochs: list[dict[str, float]] = []
-        bar = ctx.progress.task(f"training mlp ({len(train):,} pairs, {cfg.multilabel_loss})", cfg.max_epochs)
+        bar = TrainingProgress(ctx.progress, f"mlp ({len(train):,} pairs, {cfg.multilabel_loss})", cfg.max_epochs,
+                               -(-len(train) // cfg.batch_size), f"recall@{self._k}", cfg.patience)  # fmt: skip
         started = time.perf_counter()
         try:
             for epoch in range(cfg.max_epochs):
@@ -288,6 +289,7 @@ class MLPSystem(BaseSystem):
                     loss.backward()
                     optimiser.step()
                     total += loss.item() * idx.numel()
+                    bar.step()
                 recall = label_sets.recall_at_k(self._scores(model, h_va, t_va, device), y_va, self._k)
                 epochs.append(
                     {
@@ -297,17 +299,16 @@ class MLPSystem(BaseSystem):
                         "seconds": round(time.perf_counter() - t0, 2),
                     }
                 )
-                bar.advance()
-                bar.update(description=f"training mlp: epoch {epoch + 1}, valid recall@{self._k} {recall:.3f}")
                 if recall > best:
                     best, best_epoch, waited = recall, epoch + 1, 0
                     best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
                 else:
                     waited += 1
-                    if waited >= cfg.patience:
-                        break
+                bar.epoch_done(epoch + 1, time.perf_counter() - t0, recall, best, best_epoch, waited)
+                if waited >= cfg.patience:
+                    break
         finally:
-            bar.close()
+            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
         torch.save(best_state, out_dir / "model.pt")
         log = {
             "n_train": len(train),
