@@ -222,7 +222,7 @@ class CLADDSystem(BaseSystem):
         cfg = self.config
         graph = self.graph
         assert graph is not None
-        own = [] if cfg.self_anchor else graph.same_structure(molecule.inchikey)
+        own = [] if cfg.self_anchor else graph.same_structure(molecule.inchikey, molecule.name)
         sims = graph.similarities(molecule.smiles)
         anchor = graph.anchor(molecule.smiles, own, sims)
         trace["kg"] = {"excluded_self": own}

@@ -6,7 +6,7 @@
   for the paper's PrimeKG) and :func:`primekg_graph` (a user's PrimeKG ``kg.csv``; drug structures from
   the pinned DrugBank 4.2 table's InChI by DrugBank id; the file's sha256 is recorded).
 * :meth:`DrugGraph.anchor` — the KG drug most similar to the query by Morgan-fingerprint Tanimoto,
-  leaving out the drugs given in ``exclude`` (the query itself: same InChIKey skeleton).
+  leaving out the drugs given in ``exclude`` (the query itself: :meth:`DrugGraph.same_structure`).
 * :meth:`DrugGraph.related` — the top-k KG drugs with the most 2-hop paths
   ``anchor - relation - entity - relation - drug`` (the count is over distinct (relation, entity,
   relation) triples), ties by drug id; :meth:`DrugGraph.paths` verbalises those paths, rarest
@@ -78,10 +78,18 @@ class DrugGraph:
     def card(self) -> dict[str, Any]:
         return {**self.identity, "drugs": self.n_drugs, "drugs_with_structure": int(self.has_structure.sum()), "edges": len(self.kg)}
 
-    def same_structure(self, inchikey: str) -> list[int]:
-        """KG drugs whose InChIKey skeleton equals the query's (the query itself, when the KG holds it)."""
+    def same_structure(self, inchikey: str, name: str = "") -> list[int]:
+        """The KG drugs that are the query itself: the same InChIKey skeleton, or (Hetionet) the KG's own
+        compound match by skeleton or name (:func:`ddibench.kg.compound_index`), or (PrimeKG) the same name."""
         key = skeleton(inchikey)
-        return [i for i, s in enumerate(self.skeletons) if key and s == key]
+        found = {i for i, s in enumerate(self.skeletons) if key and s == key}
+        if self.identity.get("kg") == "hetionet":
+            from ddibench.kg import compound_index
+
+            found.update(i for i in compound_index("drugbank").match(inchikey, [name] if name else []) if i < self.n_drugs)
+        elif name:
+            found.update(i for i in range(self.n_drugs) if self.kg.name(i).lower() == name.strip().lower())
+        return sorted(found)
 
     def similarities(self, smiles: str) -> np.ndarray:
         from ddibench.chem import morgan_matrix, tanimoto_matrix
