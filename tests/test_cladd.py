@@ -134,6 +134,9 @@ def test_two_hop_counts_equal_a_brute_force_walk_of_the_kg() -> None:
         assert [(r.drug, r.paths) for r in found] == top
         assert all(kg.name(anchor) in p and any(r.name in p for r in found[:2]) for p in graph.paths(anchor, found[:2], 2))
     aspirin = "CC(=O)Oc1ccccc1C(=O)O"
+    from ddibench.chem import morgan_matrix, tanimoto_matrix
+
+    assert graph.similarities(aspirin) == pytest.approx(tanimoto_matrix(morgan_matrix([aspirin])[0], graph.fingerprints)[0], abs=1e-6)
     own = graph.same_structure("BSYNRYMUTXBXSQ-UHFFFAOYSA-N")
     assert [kg.name(i) for i in own] == ["Acetylsalicylic acid"]
     assert graph.anchor(aspirin).drug == own[0]  # type: ignore[union-attr]

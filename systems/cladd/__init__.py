@@ -154,7 +154,7 @@ class CLADDSystem(BaseSystem):
         if self.config.use_kg_team:
             ctx.progress.note("CLADD: loading the knowledge graph")
             self.graph = primekg_graph(self.config.kg) if self.config.kg else hetionet_graph()
-            _ = self.graph.fingerprints, self.graph.drug_csr
+            _ = self.graph.bit_counts, self.graph.drug_csr
         for text in (
             prompts.ANNOTATION_PLANNER_SYSTEM, prompts.KG_PLANNER_SYSTEM, prompts.DRUGREL_SYSTEM, prompts.BIOREL_SYSTEM,
             prompts.MU_SYSTEM, self._predictor_system(),
