@@ -143,14 +143,16 @@ class CLADDSystem(BaseSystem):
     # -- preparation -------------------------------------------------------------------------
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        from ddibench.systems.cladd.annotations import expert_index
+        from ddibench.systems.cladd.annotations import build_index, index_key, use_index
         from ddibench.systems.cladd.graph import hetionet_graph, primekg_graph
 
         self.family = view.task.family
         self.instruction = instruction_of(view.resources, view.task.name)
         self.labels = view.task.label_space if self.family == "drug_targets" else None
-        ctx.progress.note("CLADD: indexing the annotation sources")
-        expert_index()
+        ctx.progress.note("CLADD: the annotation index (built once, then a cached artifact)")
+        path, built = ctx.artifacts.get_or_build("cladd-annotations", index_key(), build_index)
+        use_index(path)
+        self.tally["annotation_index_built"] = int(built)
         if self.config.use_kg_team:
             ctx.progress.note("CLADD: loading the knowledge graph")
             self.graph = primekg_graph(self.config.kg) if self.config.kg else hetionet_graph()

@@ -12,6 +12,9 @@
 * ``pubchem`` — a user's own dump, by path: a TSV with a ``description`` column and an ``inchikey`` or
   ``smiles`` column.
 
+The index (and the ChEBI-20 fingerprints) is built once per set of source hashes and kept as an artifact
+(:func:`build_index`, :func:`use_index`).
+
 **Captioning tool** (the paper: MolT5 generating a caption from SMILES; no weights offline): the ChEBI-20
 description of the query's nearest Morgan-Tanimoto neighbour among the ChEBI-20 molecules, leaving out
 molecules with the query's own InChIKey skeleton (their description would be the query's own
@@ -21,9 +24,11 @@ annotation). It is labelled as a neighbour's description wherever it appears.
 from __future__ import annotations
 
 import csv
+import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,9 +79,43 @@ def _chebi_rows() -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-@cache
+INDEX_RECIPE = 1
+_loaded: dict[str, Any] = {}  # the index as read from its artifact (see use_index)
+
+
+def index_key() -> dict[str, Any]:
+    """What the annotation index is built from (its artifact key)."""
+    return {"recipe": INDEX_RECIPE, "sources": sorted((s.relpath, s.sha256) for s in annotation_sources())}
+
+
+def build_index(directory: Path) -> None:
+    """Write the expert index and the ChEBI-20 fingerprints (RDKit work of about 20 CPU seconds) to ``directory``."""
+    index = {k: [[a.source, a.text] for a in v] for k, v in expert_index().items()}
+    (directory / "expert.json").write_text(json.dumps(index), encoding="utf-8")
+    bits, skeletons = _chebi_matrix()
+    np.savez_compressed(directory / "chebi.npz", bits=np.packbits(bits, axis=1), skeletons=np.asarray(skeletons))
+
+
+def use_index(directory: Path) -> None:
+    """Answer lookups and captions from an index built by :func:`build_index` (an artifact)."""
+    if _loaded.get("path") == str(directory):
+        return
+    raw = json.loads((directory / "expert.json").read_text(encoding="utf-8"))
+    with np.load(directory / "chebi.npz") as data:
+        bits = np.unpackbits(data["bits"], axis=1)
+        skeletons = tuple(str(x) for x in data["skeletons"])
+    _loaded.update(path=str(directory), expert={k: tuple(Annotation(a, b) for a, b in v) for k, v in raw.items()}, chebi=(bits, skeletons))
+
+
 def expert_index() -> dict[str, tuple[Annotation, ...]]:
     """Annotations of the pinned sources by standard InChIKey."""
+    if "expert" in _loaded:
+        return _loaded["expert"]  # type: ignore[no-any-return]
+    return _expert_index()
+
+
+@cache
+def _expert_index() -> dict[str, tuple[Annotation, ...]]:
     from ddibench.data.repurposing import load_hub
 
     index: dict[str, list[Annotation]] = {}
@@ -125,8 +164,14 @@ def lookup(inchikey: str, exclude: tuple[str, ...] = (), pubchem: str | None = N
     return [a for a in found if a.source not in exclude]
 
 
-@cache
 def _chebi_matrix() -> tuple[np.ndarray, tuple[str, ...]]:
+    if "chebi" in _loaded:
+        return _loaded["chebi"]  # type: ignore[no-any-return]
+    return _chebi_fingerprints()
+
+
+@cache
+def _chebi_fingerprints() -> tuple[np.ndarray, tuple[str, ...]]:
     from ddibench.chem import morgan_matrix
 
     rows = _chebi_rows()
