@@ -114,6 +114,15 @@ def test_targets_never_retrieve_the_querys_hub_line_nor_anchor_on_itself(cli, st
     assert overlap >= 1
 
 
+def test_captioning_captions_every_split_through_the_full_graph(cli, stubs, tmp_path: Path) -> None:
+    preds = run_cladd(cli, tmp_path, stubs["yes"], "caption", task="caption_bace", limit="3")
+    splits = {s.id: s.meta["split"] for v in get_task("caption_bace").load().splits.values() for s in v}
+    assert sorted(splits[p["sample_id"]] for p in preds) == ["test", "train", "valid"]
+    for p in preds:
+        assert p["trace"]["calls"] == FULL and p["text"] == YES
+        assert "BACE-1" in p["trace"]["llm"][0]["messages"][-1]["content"]  # every agent is told the task
+
+
 def test_two_hop_counts_equal_a_brute_force_walk_of_the_kg() -> None:
     from collections import Counter
 
