@@ -92,6 +92,23 @@ def molecular() -> list[Entry]:
     entries += [Entry("zero-shot", task, limit=20) for task in TOX_TASKS]
     entries += [Entry("zero-shot", task, limit=10) for task in TARGET_TASKS]
     entries += [Entry("zero-shot", task, limit=40) for task in CAPTION_TASKS]
+    entries += cladd()
+    return entries
+
+
+CLADD_ABLATIONS = ("use_kg_team=false", "use_mu=false", "annotations=expert")
+
+
+def cladd() -> list[Entry]:
+    """CLADD previews on the zero-shot previews' samples (same limits and seed, so the same stratified draw),
+    and its main ablations (no KG team, no molecule-understanding agent, database annotations only) on the
+    toxicity and drug-target tasks. Up to six model calls per molecule (reports of up to 200 tokens): on 2
+    CPU cores with the embedded model about 10-30 s a molecule, so these are the longest LLM previews."""
+    limits = {**dict.fromkeys(TOX_TASKS, 20), **dict.fromkeys(TARGET_TASKS, 10), **dict.fromkeys(CAPTION_TASKS, 40)}
+    entries = [Entry("cladd", task, limit=limit) for task, limit in limits.items()]
+    for ablation in CLADD_ABLATIONS:
+        entries += [Entry("cladd", task, limit=limits[task], options=("--config", ablation), variant=ablation.replace("=", "-"))
+                    for task in (*TOX_TASKS, *TARGET_TASKS)]  # fmt: skip
     return entries
 
 
