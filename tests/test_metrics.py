@@ -222,7 +222,7 @@ def test_clustered_interval_has_the_dyadic_robust_width() -> None:
     y = effect[head] + effect[tail] + rng.normal(0, 2.0, pairs)  # pair-level noise dominates
     r = y - y.mean()
     per_drug = np.bincount(head, weights=r, minlength=drugs) + np.bincount(tail, weights=r, minlength=drugs)
-    dyadic_sd = np.sqrt((per_drug @ per_drug - r @ r)) / pairs
+    dyadic_sd = np.sqrt(per_drug @ per_drug - r @ r) / pairs
     iid_sd = np.sqrt(r @ r) / pairs
 
     def mean(weights: np.ndarray) -> dict[str, np.ndarray]:
