@@ -180,7 +180,7 @@ def _dyadic_correction(
     variance (Aronow, Samii & Assenova 2015: covariances of every two samples that share a key) plus
     ``2**keys - 2`` times its i.i.d. variance: each sample's own residual enters once per key through
     the keys' multiplicities, and once more through their product. So the interval is conservative when
-    pair-level noise dominates (benchmarks/interval_coverage.py measured 99-100% coverage for nominal
+    pair-level noise dominates (benchmarks/interval_coverage.py measured 98% coverage for nominal
     95%). Each side's half-width is scaled by sqrt((V_cluster - (2**keys - 2) V_iid) / V_cluster), with
     the variances estimated from the cluster replicates and from as many i.i.d. replicates (never below
     the i.i.d. variance), and the result is widened to contain the i.i.d. BCa interval: clustering never
