@@ -47,7 +47,6 @@ from ddibench._version import __version__
 from ddibench.errors import ConfigError, DataError, RunDirError, write_error
 from ddibench.evaluation import EvaluationResult, Evaluator
 from ddibench.hashing import config_hash, sha256_text
-from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.runner.records import (
     BUNDLE_FORMAT,
     BundleIndex,
@@ -445,10 +444,9 @@ def _recompute(verdict: Verdict, samples: list[Sample], predictions: dict[str, P
     from ddibench.evaluation import EvaluationInputError
 
     assert verdict.evaluator is not None and verdict.results is not None
-    boot = verdict.results.evaluation.bootstrap
     try:
-        spec = BootstrapSpec(replicates=int(boot.get("replicates", 1000)), seed=int(boot.get("seed", 0)), method=str(boot.get("method", "cluster")))
-        if not 100 <= spec.replicates <= 100_000 or spec.method not in ("cluster", "iid"):
+        spec = verdict.results.bootstrap_spec  # the interval method the bundle records (percentile before BCa)
+        if not 100 <= spec.replicates <= 100_000:
             raise ValueError(f"bootstrap {spec.replicates} replicates by '{spec.method}'")
         return verdict.evaluator.evaluate(samples, predictions, spec, verdict.extras)
     except EvaluationInputError as exc:

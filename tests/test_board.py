@@ -115,6 +115,26 @@ def test_valid_bundle_is_recomputed(runs) -> None:
     assert verdict.recomputed.metrics["macro_f1"].value == claimed["macro_f1"]["value"]
 
 
+def test_verify_recomputes_intervals_with_the_method_the_bundle_records(runs, tmp_path: Path) -> None:
+    """New runs record BCa intervals and verify recomputes exactly them; a bundle written before BCa
+    (no interval method recorded) still verifies, and its intervals are recomputed as percentile ones."""
+    claimed = json.loads((runs["mlp"][0] / "results.json").read_text())["evaluation"]
+    assert claimed["bootstrap"]["interval"] == "bca"
+    verdict = verify(runs["mlp"][1])
+    assert verdict.recomputed.bootstrap["interval"] == "bca"
+    assert verdict.recomputed.metrics["macro_f1"].ci_low == claimed["metrics"]["macro_f1"]["ci_low"]
+
+    def as_before_bca(results: dict) -> None:
+        for key in ("interval", "interval_description"):
+            results["evaluation"]["bootstrap"].pop(key)
+
+    old = verify(_rewrite(runs["mlp"][1], tmp_path / "old.tar.gz", _edit_json("results.json", as_before_bca)))
+    assert old.accepted and old.tier == "recomputed", old.reasons
+    assert old.recomputed.bootstrap["interval"] == "percentile"
+    assert old.recomputed.metrics["macro_f1"].value == claimed["metrics"]["macro_f1"]["value"]
+    assert old.recomputed.metrics["macro_f1"].ci_low != claimed["metrics"]["macro_f1"]["ci_low"]
+
+
 @pytest.mark.parametrize(
     ("case", "edit", "fix", "reason"),
     [

@@ -292,9 +292,12 @@ def merge(run_dir: Path, verbose: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print results.json as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
-def report(run_dir: Path, as_json: bool, verbose: bool) -> None:
+@click.option("--published", is_flag=True, help="Print every published number the project compares with, ours beside it (from the runs under RUN_DIR).")
+def report(run_dir: Path, as_json: bool, verbose: bool, published: bool) -> None:
     """Show the results of a run directory, or list the runs under a directory of runs."""
-    from ddibench.runner.report import render_report
+    from ddibench.runner.report import render_published, render_report
 
+    if published:
+        sys.exit(render_published(run_dir, make_console()))
     code = render_report(run_dir, make_console(), as_json, verbose=verbose)
     sys.exit(code)

@@ -11,6 +11,9 @@ Versions:
 * ``results.json`` — schema 2 (adds the evaluator's metric declarations, the scoring options and the
   manifest's own schema). Schema-1 files (ddibench 0.1.0 before the typed records) still read: the
   metric declarations of their evaluators and their scoring options are filled in on load.
+  ``evaluation.bootstrap.interval`` names the interval method (``"bca"`` since BCa intervals; results
+  that do not name one used ``"percentile"``): :attr:`Results.bootstrap_spec` reads it, and ``verify``
+  recomputes with the method a bundle records.
 * ``bundle.json`` — format 1.
 """
 
@@ -27,6 +30,7 @@ from ddibench.evaluation import EvaluationResult
 from ddibench.evaluation.classification import CLASSIFICATION_METRICS
 from ddibench.evaluation.text import TEXT_METRICS
 from ddibench.hashing import config_hash
+from ddibench.metrics.bootstrap import BootstrapSpec
 
 RUN_SCHEMA_VERSION = 1
 RESULTS_SCHEMA_VERSION = 2
@@ -301,6 +305,11 @@ class Results(_Record):
         if isinstance(manifest, dict):
             manifest.setdefault("schema", 1)
         return data
+
+    @property
+    def bootstrap_spec(self) -> BootstrapSpec:
+        """How the intervals were computed (replicates, seed, clustering, interval method)."""
+        return BootstrapSpec.from_record(self.evaluation.bootstrap)
 
     @property
     def primary(self) -> tuple[str, float, float | None, float | None]:

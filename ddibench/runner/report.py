@@ -56,10 +56,12 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     )
     unit = man.task.model_extra.get("cluster_unit", "drugs") if man.task.model_extra else "drugs"
     if verbose:
-        console.print(f"CI: {boot['description']}, {boot['replicates']} replicates, seed {boot['seed']}")
+        interval = boot.get("interval_description") or "percentile interval of the replicates"
+        console.print(f"CI: {boot['description']}, {boot['replicates']} replicates, seed {boot['seed']}; {interval}")
     else:
         how = f"{unit} resampled" if boot.get("method") == "cluster" else "samples resampled i.i.d."
-        console.print(f"CI: bootstrap, {how}, {boot['replicates']:,} replicates, seed {boot['seed']} (--verbose for details)")
+        kind = "BCa" if boot.get("interval") == "bca" else "percentile"
+        console.print(f"CI: {kind} bootstrap, {how}, {boot['replicates']:,} replicates, seed {boot['seed']} (--verbose for details)")
     if ev.breakdown and len(ev.breakdown) > 1:
         parts = []
         for key, values in ev.breakdown.items():
@@ -197,3 +199,62 @@ def render_report(path: Path, console: Console, as_json: bool = False, verbose: 
             table.add_row(ident.task.name, ident.system.name, ident.run_id, f"{ident.n_samples:,}", "—", "—", "incomplete")
     console.print(table)
     return 1 if unreadable else 0
+
+
+def render_published(path: Path, console: Console) -> int:
+    """Every published row the project compares with, our number beside it from the runs under ``path``
+    (a run directory or a directory of runs). For each (task, system) the run shown is a submittable one
+    when there is one, then the one with the most samples, then the newest. Returns an exit code."""
+    from ddibench.data.published import load_published
+
+    if not path.exists():
+        raise RunDirError(f"{path} does not exist", "give a run directory, or a directory of runs, to compare with the published numbers")
+    rows, papers = load_published()
+    found: dict[tuple[str, str], tuple[Results, Path]] = {}
+    for run in find_runs(path):
+        try:
+            res = read_results(run / "results.json") if (run / "results.json").exists() else None
+        except RunDirError:
+            continue
+        if res is None:
+            continue
+        key = (res.task, res.system)
+        rank = (res.manifest.submittable, res.evaluation.n, res.manifest.created)
+        if key not in found or rank > (found[key][0].manifest.submittable, found[key][0].evaluation.n, found[key][0].manifest.created):
+            found[key] = (res, run)
+    table = Table(title=f"published numbers beside ours (runs under {path})", title_justify="left")
+    for col in ("paper", "table", "setting", "dataset", "method", "metric", "published (%)", "ours [95% CI]", "ours - published", "our run", "note"):
+        table.add_column(col, overflow="fold")
+    compared = 0
+    used: dict[tuple[str, str], Path] = {}
+    for row in rows:
+        digits = 1 if abs(row.value * 10 - round(row.value * 10)) < 1e-9 else 2  # as the paper prints it
+        published = f"{row.value:.{digits}f}" + (f" ± {row.std:.1f}" if row.std is not None else "")
+        ours, delta, where = "—", "—", "—"
+        if not row.task or not row.system:
+            where = "no counterpart here"
+        elif not row.our_metric:
+            where = f"{row.task}: metric not computed"
+        elif (row.task, row.system) not in found:
+            where = f"no {row.system} run on {row.task}"
+        else:
+            res, run = found[(row.task, row.system)]
+            metric = res.evaluation.metrics.get(row.our_metric)
+            if metric is None:
+                where = f"{run.name}: no {row.our_metric}"
+            else:
+                spec = res.evaluation.spec(row.our_metric)
+                ours = f"{spec.format(metric.value)} [{spec.format(metric.ci_low)}, {spec.format(metric.ci_high)}]"
+                if spec.unit == "fraction":
+                    delta = f"{100 * metric.value - row.value:+.1f}"
+                where = f"{res.manifest.profile.name or '?'} profile" + ("" if res.manifest.submittable else ", preview (--limit)")
+                used[(row.task, row.system)] = run
+                compared += 1
+        table.add_row(row.paper, row.table, row.setting, row.dataset, row.method, row.metric, published, ours, delta, escape(where), escape(row.note))
+    console.print(table)
+    console.print(f"{compared} of {len(rows)} published rows have a number of ours under {path}")
+    for (task, system), run in sorted(used.items()):
+        console.print(f"  {system} on {task}: {escape(str(run))}")
+    for paper in papers.values():
+        console.print(f"[dim]{escape(paper.key)}: {escape(paper.cite)} — {escape(paper.where)}[/dim]")
+    return 0
