@@ -74,6 +74,41 @@ def test_top_paths_are_real_walks_in_score_order() -> None:
             assert all(a[2] == b[0] for a, b in zip(steps, steps[1:]))
 
 
+def test_missing_metaedges_cannot_enter_a_walk_between_two_drugs() -> None:
+    """AeG, GpCC and GpMF join genes to anatomy, cellular components and molecular functions, and none of those
+    three kinds has a drug neighbour: the inner nodes of a walk of at most three steps from one drug to another
+    are each a neighbour of a drug, so no such node can lie on one. Adding the missing edges (random ones of the
+    three metaedges here) leaves every walk subgraph, and so the bias-free flow, exactly as it was."""
+    from ddibench.kg import load_kg
+
+    kg = load_kg("drugbank")
+    kinds = np.array(kg.entity_kinds)
+    drug_neighbour = np.zeros(kg.n_entities, dtype=bool)
+    drug_neighbour[kg.tail[kg.head < kg.n_drugs]] = True
+    drug_neighbour[kg.head[kg.tail < kg.n_drugs]] = True
+    far = ("Anatomy", "Cellular Component", "Molecular Function")
+    assert not drug_neighbour[np.isin(kinds, far)].any()
+    relation = {name: r for r, name in kg.relation_names.items()}
+    rng = np.random.default_rng(0)
+    genes = np.flatnonzero(kinds == "Gene")
+    extra = []
+    for name, kind in [("Anatomy - expresses - Gene", "Anatomy"), ("Gene - participates - Cellular Component", "Cellular Component"),
+                       ("Gene - participates - Molecular Function", "Molecular Function")]:  # fmt: skip
+        other, gene = rng.choice(np.flatnonzero(kinds == kind), 20_000), rng.choice(genes, 20_000)
+        head, tail = (other, gene) if kind == "Anatomy" else (gene, other)
+        extra.append(np.stack([head, tail, np.full(head.size, relation[name])], 1))
+    added = np.concatenate(extra)
+    base = MessageGraph.from_triples(kg.head, kg.tail, kg.rel, kg.n_entities, kg.n_relations)
+    full = MessageGraph.from_triples(np.concatenate([kg.head, added[:, 0]]), np.concatenate([kg.tail, added[:, 1]]),
+                                     np.concatenate([kg.rel, added[:, 2]]), kg.n_entities, kg.n_relations)  # fmt: skip
+    connected = np.flatnonzero(drug_neighbour[: kg.n_drugs] | np.isin(np.arange(kg.n_drugs), kg.head))
+    sources, targets = rng.choice(connected, 48), rng.choice(connected, 48)
+    before, after = walk_batch(base, sources, targets, 3), walk_batch(full, sources, targets, 3)
+    assert before.n_edges > 1000  # real walks were compared
+    for a, b in zip([*before.states, *before.edges], [*after.states, *after.edges]):
+        assert np.array_equal(a, b)
+
+
 BUDGET = ["-C", "max_epochs=1", "-C", "train_pairs_per_epoch=96", "-C", "valid_pairs=64", "-C", "explain_paths=3"]
 
 

@@ -1,8 +1,9 @@
 """The subgraph of length-L walks between the two drugs of each pair (EmerGNN's flow, restricted).
 
 EmerGNN propagates a pair's state from drug u over the whole graph for L layers and reads it at drug v.
-Its propagation layers have no bias, so a node's state stays zero until the flow from u reaches it, and
-only nodes that can still reach v in the remaining layers influence v's final state. Computing on the
+The paper's propagation equations have no bias (its code's linear layers do: a deviation named in the
+system card), so a node's state stays zero until the flow from u reaches it, and only nodes that can
+still reach v in the remaining layers influence v's final state. Computing on the
 walk subgraph — at layer l the nodes within l hops of u and within L - l hops of v — therefore gives
 exactly the same states at v as the dense computation, at a small fraction of the cost. Identity
 (self-loop) steps let shorter paths take part, as in EmerGNN.
