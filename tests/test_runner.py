@@ -235,3 +235,34 @@ def test_corrupt_mirror_stops_the_run_with_one_line(cli, tmp_path: Path, monkeyp
         assert code == 2 and "BAD" in out
     finally:
         drugbank.read_triples.cache_clear()
+
+
+def test_finished_run_asked_again_reuses_its_results_unless_an_input_changed(cli, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = ["run", "-s", "majority", "-t", "drugbank_s2", "--limit", "300", "--run-dir", str(run_dir)]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    first = (run_dir / "results.json").read_bytes()
+    assert json.loads(first)["scored_from"]
+
+    code, out, _ = cli(*args)  # nothing changed: the results are reused as they are, not even rewritten
+    assert code == 0 and "nothing was predicted again" in out and "accuracy" in out
+    assert (run_dir / "results.json").read_bytes() == first
+
+    code, _, _ = cli(*args, "--bootstrap", "200")  # another bootstrap: scored again
+    assert code == 0
+    assert json.loads((run_dir / "results.json").read_text())["evaluation"]["bootstrap"]["replicates"] == 200
+    code, _, _ = cli(*args)  # and back: the first numbers again, from a new scoring
+    again = json.loads((run_dir / "results.json").read_text())
+    assert again["evaluation"] == json.loads(first)["evaluation"] and again["manifest"]["created"] != json.loads(first)["manifest"]["created"]
+
+    journal = run_dir / "journal.jsonl"  # a changed journal (every answer moved to the next label) is scored again
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    for record in records:
+        record["prediction"]["label"] = (record["prediction"]["label"] + 1) % 86
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, _, err = cli(*args)
+    assert code == 0, err
+    changed = json.loads((run_dir / "results.json").read_text())
+    assert changed["scored_from"] != again["scored_from"]
+    assert changed["evaluation"]["metrics"]["accuracy"]["value"] != again["evaluation"]["metrics"]["accuracy"]["value"]

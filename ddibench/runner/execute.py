@@ -33,7 +33,7 @@ from ddibench.runner.manifest import code_version
 from ddibench.runner.plan import RunPlan, RunRequest, plan_run, training_view
 from ddibench.runner.records import Results, SessionRecord
 from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
-from ddibench.runner.scoring import collect_extras, score_run
+from ddibench.runner.scoring import already_scored, collect_extras, score_run
 from ddibench.schema import Sample
 from ddibench.system import NullProgress, Progress, RunContext, System
 
@@ -135,6 +135,9 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
         raise write_error(exc, run_dir) from None
     with RunLock(run_dir):
         claim(run_dir, plan.identity)
+        finished = already_scored(plan)  # a finished run asked again: its results, unless what they came from changed
+        if finished is not None:
+            return RunOutcome(run_dir=run_dir, results=finished, predicted_now=0, resumed=len(plan.selected))
         journal = Journal(run_dir / "journal.jsonl")
         done = journal.load()
         selected_ids = {s.id for s in plan.selected}

@@ -278,6 +278,7 @@ class Results(_Record):
     system_info: dict[str, Any] = {}
     floors: dict[str, Any] = {}  # what answers without skill score on the same samples (majority, uniform random)
     manifest: Manifest
+    scored_from: str | None = None  # digest of what these results were computed from (runner/scoring.py: scoring_inputs)
 
     @model_validator(mode="before")
     @classmethod

@@ -81,7 +81,7 @@ def collect_extras(plan: RunPlan, predictions: dict[str, Prediction], progress: 
 
 
 def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[str, Any] | None = None) -> Results:
-    task, system, identity, request, pool = plan.task, plan.system, plan.identity, plan.request, plan.pool
+    task, identity, request, pool = plan.task, plan.identity, plan.request, plan.pool
     extras = extras or {}
     try:
         evaluation = plan.evaluator.evaluate(plan.selected, predictions, request.bootstrap, extras)
@@ -89,19 +89,12 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         raise DdibenchError(f"cannot score {plan.run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
     sessions = read_sessions(plan.run_dir)
     hardware = detect_hardware()
-    return make_results(
+    results = make_results(
         task=task,
         evaluator=plan.evaluator,
         evaluation=evaluation,
         identity=identity,
-        system=SystemCard(
-            name=system.name,
-            version=system.version,
-            description=getattr(system, "description", ""),
-            config=system.config.model_dump(mode="json"),
-            config_hash=identity.system.config_hash,
-            deviations=system.deviations() if hasattr(system, "deviations") else [],
-        ),
+        system=_system_card(plan),
         models={role: ModelEntry(spec=pool.specs[role].display(), identity=ident) for role, ident in identity.models.items()} if pool else {},
         profile=ProfileRecord(declared=plan.profile.as_dict(), detected=hardware, warning=profile_mismatch(plan.profile, hardware)),
         seeds=Seeds(run=request.seed, bootstrap=request.bootstrap.seed, limit_sampling=request.seed if request.limit else None),
@@ -110,6 +103,70 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         cost=cost_from_predictions([predictions[s.id] for s in plan.selected]),
         floors=cached_floors(plan),
     )
+    results.scored_from = scoring_inputs(plan)
+    return results
+
+
+def _system_card(plan: RunPlan) -> SystemCard:
+    system = plan.system
+    return SystemCard(
+        name=system.name,
+        version=system.version,
+        description=getattr(system, "description", ""),
+        config=system.config.model_dump(mode="json"),
+        config_hash=plan.identity.system.config_hash,
+        deviations=system.deviations() if hasattr(system, "deviations") else [],
+    )
+
+
+def scoring_inputs(plan: RunPlan) -> str:
+    """sha256 of everything a run's results are computed from: the journal and session log as they are on
+    disk, the run identity, the evaluator's settings, the bootstrap, every model role (a judge's too), the
+    declared profile, the task and system cards, the scoring code and the tracked package versions.
+
+    A finished run whose ``results.json`` records the same digest is not scored again when the same
+    command is run once more (:func:`already_scored`): scoring is deterministic, so it would write the
+    same numbers, and for drugbank_s0's 38,419 pairs it costs most of a resume (the journal read, the
+    BCa bootstrap). Only the creation time and the detected hardware are not in the digest: reused
+    results keep those of the invocation that scored them."""
+    import dataclasses
+    import hashlib
+
+    from ddibench.hashing import stable_json
+
+    digest = hashlib.sha256()
+    for name in ("journal.jsonl", "sessions.jsonl"):
+        path = plan.run_dir / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"-") + b"\0")
+    pool = plan.pool
+    described = {
+        "identity": plan.identity.run_id,
+        "settings": plan.evaluator.settings(),
+        "evaluator": [f"{type(plan.evaluator).__module__}.{type(plan.evaluator).__qualname__}", plan.evaluator.version],
+        "bootstrap": dataclasses.asdict(plan.request.bootstrap),
+        "models": {role: spec.display() for role, spec in sorted(pool.specs.items())} if pool else {},
+        "profile": plan.profile.as_dict(),
+        "task": plan.task.card(),
+        "system": _system_card(plan).model_dump(mode="json"),
+        "code": [code_version()["ddibench_version"], _scoring_code_digest(type(plan.evaluator))],
+        "packages": package_versions(),
+    }
+    digest.update(stable_json(described).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def already_scored(plan: RunPlan) -> Results | None:
+    """The run's results when they were computed from exactly what is there now (:func:`scoring_inputs`)."""
+    path = plan.run_dir / "results.json"
+    if not path.exists():
+        return None
+    try:
+        results = read_results(path)
+    except DdibenchError:  # damaged: scored again and rewritten
+        return None
+    if results.run_id != plan.identity.run_id or not results.scored_from:
+        return None
+    return results if results.scored_from == scoring_inputs(plan) else None
 
 
 def _scoring_code_digest(evaluator_class: type) -> str:
@@ -122,6 +179,7 @@ def _scoring_code_digest(evaluator_class: type) -> str:
     import ddibench.metrics
 
     files = {p for package in (ddibench.evaluation, ddibench.metrics) for folder in package.__path__ for p in Path(folder).glob("*.py")}
+    files |= {Path(__file__), Path(__file__).with_name("records.py")}  # how results are assembled
     try:
         files.add(Path(inspect.getfile(evaluator_class)))
     except (TypeError, OSError):
