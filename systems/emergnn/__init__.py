@@ -277,6 +277,7 @@ class EmerGNNSystem(BaseSystem):
             for epoch in range(1, cfg["max_epochs"] + 1):
                 t0 = time.perf_counter()
                 facts, data = _pseudo_emerging(setting, train, candidates, cfg["known_ratio"], rng)
+                available = len(data)
                 if cfg["train_pairs_per_epoch"] and cfg["train_pairs_per_epoch"] < len(data):
                     data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
                 if bar is None:
@@ -284,7 +285,8 @@ class EmerGNNSystem(BaseSystem):
                                            -(-len(data) // cfg["batch_size"]), "macro-F1")  # fmt: skip
                 graph = self._message_graph(kg_train, set(), facts)
                 loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, bar)
-                row: dict[str, Any] = {"epoch": epoch, "facts": int(len(facts)), "pairs": int(len(data)), "loss": round(loss, 4)}
+                row: dict[str, Any] = {"epoch": epoch, "facts": int(len(facts)), "pairs": int(len(data)), "pairs_available": int(available),
+                                       "loss": round(loss, 4)}  # fmt: skip
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
                     probs = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
                     scores = classification_scores(valid_eval[:, 2], probs.argmax(1), len(view.task.label_space))
@@ -360,6 +362,7 @@ class EmerGNNSystem(BaseSystem):
             for epoch in range(1, cfg["max_epochs"] + 1):
                 t0 = time.perf_counter()
                 known, data = _pseudo_emerging(setting, train, candidates, cfg["known_ratio"], rng)
+                available = len(data)
                 if cfg["train_pairs_per_epoch"] and cfg["train_pairs_per_epoch"] < len(data):
                     data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
                 if bar is None:
@@ -367,7 +370,8 @@ class EmerGNNSystem(BaseSystem):
                                            -(-len(data) // cfg["batch_size"]), f"recall@{self._k}")  # fmt: skip
                 graph = self._message_graph(kg_train, set(), _facts(known, y_train))
                 loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, bar, labels=y_train, negatives=negatives)
-                row: dict[str, Any] = {"epoch": epoch, "facts": int(len(known)), "pairs": int(len(data)), "loss": round(loss, 4)}
+                row: dict[str, Any] = {"epoch": epoch, "facts": int(len(known)), "pairs": int(len(data)), "pairs_available": int(available),
+                                       "loss": round(loss, 4)}  # fmt: skip
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
                     scores = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
                     recall = label_sets.recall_at_k(scores, y_valid, self._k)
