@@ -204,6 +204,10 @@ def test_retrieval_and_sampling() -> None:
         brute = lam * repo.text @ q_text + (1 - lam) * repo.pair @ q_pair
         assert list(idx) == list(np.argsort(-brute, kind="stable")[:5])
         assert np.allclose(scores, brute[idx])
+    texts, pairs = normalise(rng.normal(size=(37, 8))), normalise(rng.normal(size=(37, 6)))
+    for lam in (0.0, 0.3, 1.0):  # many queries at once (the lam search) retrieve what one query at a time does
+        batched = repo.retrieve_many(texts, pairs, 5, lam, chunk=10)
+        assert [b.tolist() for b in batched] == [repo.retrieve(t, q, 5, lam)[0].tolist() for t, q in zip(texts, pairs)]
     best = int(repo.retrieve(q_text, q_pair, 1, 0.5)[0][0])
     assert best not in repo.retrieve(q_text, q_pair, 5, 0.5, exclude=best)[0].tolist()
     medoids = k_medoids(repo.insight[:50], 7, rng)

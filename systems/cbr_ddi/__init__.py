@@ -343,16 +343,13 @@ class CBRDDISystem(BaseSystem):
         labels = np.array([c.label for c in repo.cases])
         table = {}
         for lam in grid:
+            retrieved = repo.retrieve_many(texts, pairs, self.config.k_cases, lam)  # all validation pairs in one pass
             if self.k is None:
-                hits = [
-                    float(np.mean(labels[repo.retrieve(texts[i], pairs[i], self.config.k_cases, lam)[0]] == int(s.target)))  # type: ignore[arg-type]
-                    for i, s in enumerate(valid)
-                ]
+                hits = [float(np.mean(labels[top] == int(s.target))) for top, s in zip(retrieved, valid)]  # type: ignore[arg-type]
             else:  # label sets: the share of the pair's side effects a retrieved case carries, averaged
                 hits = [
-                    float(np.mean([len(set(repo.cases[j].labels or ()) & set(s.target)) / len(s.target)  # type: ignore[arg-type]
-                                   for j in repo.retrieve(texts[i], pairs[i], self.config.k_cases, lam)[0]] or [0.0]))
-                    for i, s in enumerate(valid)
+                    float(np.mean([len(set(repo.cases[j].labels or ()) & set(s.target)) / len(s.target) for j in top] or [0.0]))  # type: ignore[arg-type]
+                    for top, s in zip(retrieved, valid)
                 ]  # fmt: skip
             table[str(lam)] = round(float(np.mean(hits)), 4)
         best = max(grid, key=lambda lam: (table[str(lam)], -abs(lam - 0.5)))
