@@ -117,7 +117,9 @@ def sql_agents(attack_stub, postgres):
         ctx = _context(task, attack_stub.base_url, tmp / backend)
         config = SQLAgentConfig(backend=backend, postgres_dsn=postgres if backend == "postgres" else None)
         agents[backend] = (_prepare(SQLAgentSystem(config), task, ctx), ctx)
-    return agents
+    yield agents
+    for _, ctx in agents.values():  # the pools' HTTP sessions end with the module, on the loop they began in
+        LOOP.run_until_complete(ctx.llm.close())
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -183,7 +185,8 @@ def drugrag(attack_stub):
 
     task = get_task("ddi_qa_s2")
     ctx = _context(task, attack_stub.base_url, Path(tempfile.mkdtemp()))
-    return _prepare(DrugRAGSystem(), task, ctx), ctx
+    yield _prepare(DrugRAGSystem(), task, ctx), ctx
+    LOOP.run_until_complete(ctx.llm.close())
 
 
 @pytest.mark.parametrize("attack", CYPHER_ATTACKS)
