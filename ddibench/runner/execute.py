@@ -19,7 +19,8 @@ import datetime as dt
 import gc
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -201,31 +202,60 @@ def _predict_pending(
         resources=plan.data.resources,
     )
     view = training_view(plan)
-    timing: dict[str, float] = {}
     concurrency = min(request.concurrency or plan.profile.llm_concurrency, getattr(system, "max_concurrency", 64))
-    counter = {"predicted": 0}
-    failures: dict[str, str] = {}
+    book = _Bookkeeping()
 
-    async def go() -> dict[str, str]:
+    async def go() -> None:
         try:
             if pool is not None:
                 t0 = time.perf_counter()
                 for spec in {pool.specs[r] for r in plan.roles if pool.specs[r].is_embedded}:
                     progress.note(f"starting the embedded model server ({spec.model}, llama.cpp on 127.0.0.1)")
                 await pool.start(plan.roles)
-                timing["model_start_s"] = round(time.perf_counter() - t0, 3)
+                book.timing["model_start_s"] = round(time.perf_counter() - t0, 3)
             t0 = time.perf_counter()
             progress.note(f"preparing {system.name} from the training split (cached artifacts are reused)")
             await system.prepare(view, ctx)
-            timing["prepare_s"] = round(time.perf_counter() - t0, 3)
+            book.timing["prepare_s"] = round(time.perf_counter() - t0, 3)
             t0 = time.perf_counter()
-            failed = await predict_samples(system, pending, ctx, journal, concurrency, progress, len(plan.selected), resumed, counter, failures)
-            timing["predict_s"] = round(time.perf_counter() - t0, 3)
-            return failed
+            await predict_samples(system, pending, ctx, journal, concurrency, progress, len(plan.selected), resumed, book.counter, book.failures)
+            book.timing["predict_s"] = round(time.perf_counter() - t0, 3)
         finally:
             if pool is not None:
                 await pool.close()
 
+    _in_session(plan, journal, session_dir, lambda: asyncio.run(go()), book, concurrency)
+    return book.counter["predicted"], book.failures
+
+
+def _predict_on_ray(plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path) -> tuple[int, dict[str, str]]:
+    """The Ray executor (runner/distributed.py) inside the same session bookkeeping as a local run."""
+    from ddibench.runner.distributed import predict_with_ray
+
+    book = _Bookkeeping()
+
+    def work() -> None:
+        book.info = predict_with_ray(plan, pending, journal, progress, resumed, book.counter, book.failures, book.timing)
+
+    _in_session(plan, journal, session_dir, work, book)
+    return book.counter["predicted"], book.failures
+
+
+@dataclass
+class _Bookkeeping:
+    """What one session's work fills in as it goes (so an interrupted session still records it)."""
+
+    counter: dict[str, int] = field(default_factory=lambda: {"predicted": 0})
+    timing: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)  # sample id -> why its model calls failed for good
+    info: dict[str, Any] = field(default_factory=dict)  # the executor's own record (Ray)
+
+
+def _in_session(plan: RunPlan, journal: Journal, session_dir: Path, work: Callable[[], None], book: _Bookkeeping, concurrency: int | None = None) -> None:
+    """Run ``work`` as one session of ``sessions.jsonl``: recorded before it starts (an invocation killed from
+    then on is still counted) and ended with its state — finished, failed (a DdibenchError, with its message)
+    or interrupted (anything else) — after the journal is closed, whatever happened."""
+    pool = plan.pool
     started, cpu_start = time.time(), time.process_time()
     session = SessionRecord(
         session_id=uuid.uuid4().hex[:16],
@@ -237,10 +267,10 @@ def _predict_pending(
         concurrency=concurrency,
         models={role: pool.specs[role].display() for role in plan.roles} if pool else {},
     )
-    append_session(session_dir, session)  # first: an invocation killed from here on is still counted
+    append_session(session_dir, session)
     state, error = "interrupted", None
     try:
-        failures = asyncio.run(go())
+        work()
         state = "finished"
     except DdibenchError as exc:
         state, error = "failed", str(exc)
@@ -252,36 +282,7 @@ def _predict_pending(
         try:
             journal.close()
         finally:
-            _end_session(plan, session, state, error, started, cpu_start, counter, timing, failures, session_dir)
-    return counter["predicted"], failures
-
-
-def _predict_on_ray(plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path) -> tuple[int, dict[str, str]]:
-    """The Ray executor (runner/distributed.py) inside the same session bookkeeping as a local run."""
-    from ddibench.runner.distributed import predict_with_ray
-
-    counter, timing, failures = {"predicted": 0}, dict[str, float](), dict[str, str]()
-    started, cpu_start = time.time(), time.process_time()
-    session = SessionRecord(session_id=uuid.uuid4().hex[:16], state="started", started=dt.datetime.fromtimestamp(started, dt.timezone.utc).isoformat(),
-                            profile=plan.profile.name, hardware=detect_hardware(), code=code_version(),
-                            models={role: plan.pool.specs[role].display() for role in plan.roles} if plan.pool else {})  # fmt: skip
-    append_session(session_dir, session)
-    state, error, info = "interrupted", None, dict[str, Any]()
-    try:
-        info = predict_with_ray(plan, pending, journal, progress, resumed, counter, failures, timing)
-        state = "finished"
-    except DdibenchError as exc:
-        state, error = "failed", str(exc)
-        raise
-    except BaseException as exc:
-        error = type(exc).__name__
-        raise
-    finally:
-        try:
-            journal.close()
-        finally:
-            _end_session(plan, session, state, error, started, cpu_start, counter, timing, failures, session_dir, extra_info=info)
-    return counter["predicted"], failures
+            _end_session(plan, session, state, error, started, cpu_start, book.counter, book.timing, book.failures, session_dir, extra_info=book.info or None)
 
 
 def _end_session(plan: RunPlan, session: SessionRecord, state: str, error: str | None, started: float, cpu_start: float,
