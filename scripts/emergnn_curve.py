@@ -2,13 +2,17 @@
 """The learning curve of an EmerGNN run: validation macro-F1 (or recall@k on TWOSIDES) by epoch, as a table
 and a text plot, with the last epochs' slope and a saturating fit.
 
-Usage: python scripts/emergnn_curve.py RUN_DIR [--paper 62.0]
+Usage: python scripts/emergnn_curve.py RUN_DIR [--paper 62.0] [--by-frequency]
 
 The run's ``results.json`` holds its training log (``system_info.epochs``: one row per epoch with the pairs
 trained on, the seconds it took and, on validation epochs, the validation score). Epochs are counted in
 passes over the training pairs, so a run with ``train_pairs_per_epoch`` (a quarter of the pairs, say) reads
 on the same axis as a run of whole epochs. The fit, ``score(e) = top - gap * exp(-e / scale)`` by least
-squares (scipy), is a reading aid for where the curve is heading, not a measurement: the note says so.
+squares (scipy), is a reading aid for where the curve is heading, not a measurement.
+
+``--by-frequency`` (single-label tasks) splits the test F1 by how many training pairs each type has: where
+a macro-F1 gap sits (rare types learnt late, or every type a little worse). It loads the run's task (set
+$DDIBENCH_MIRROR where GitHub is unreachable) and refuses a run whose task data changed since.
 """
 
 from __future__ import annotations
@@ -87,10 +91,51 @@ def plot(points: list[tuple[float, float, float]], paper: float | None, width: i
     return "\n".join(lines)
 
 
+def by_frequency(run_dir: Path, bins: tuple[int, ...] = (0, 100, 500, 2000)) -> list[str]:
+    """Per-type test F1 (scikit-learn) grouped by the type's number of training pairs."""
+    from collections import Counter
+
+    import numpy as np
+    from sklearn.metrics import f1_score
+
+    from ddibench.registry import get_task
+
+    run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    task = get_task(run["task"]["name"])
+    if task.data_sha256 != run["task"]["data_sha256"]:
+        raise SystemExit(f"{run_dir}: the task's data changed since the run")
+    data = task.load()
+    gold = {s.id: s.target for s in data.split(run["split"])}
+    if any(not isinstance(t, int) for t in gold.values()):
+        raise SystemExit(f"{run_dir}: --by-frequency needs a single-label task")
+    counts = Counter(int(s.target) for s in data.split("train"))  # type: ignore[call-overload]
+    predicted = {}
+    for line in (run_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            p = json.loads(line)["prediction"]
+            predicted[p["sample_id"]] = p.get("label")
+    ids = [i for i in gold if i in predicted]
+    y = np.array([gold[i] for i in ids])
+    yhat = np.array([-1 if predicted[i] is None else predicted[i] for i in ids])
+    types = sorted(set(y.tolist()))
+    f1 = dict(zip(types, f1_score(y, yhat, labels=types, average=None, zero_division=0)))
+    lines = [f"test F1 by the type's training pairs ({len(types)} types in {len(ids):,} test pairs; macro-F1 {100 * np.mean(list(f1.values())):.1f})"]
+    edges = [*bins, None]
+    for lo, hi in zip(edges, edges[1:]):
+        group = [t for t in types if counts[t] >= lo and (hi is None or counts[t] < hi)]
+        if group:
+            pairs = int(sum((y == t).sum() for t in group))
+            label = f">= {lo:,}" if hi is None else f"{lo:,}-{hi - 1:,}"
+            lines.append(f"  {label:>11} training pairs: {len(group):3d} types, {pairs:6,} test pairs, mean F1 {100 * np.mean([f1[t] for t in group]):5.1f}, "
+                         f"{sum(f1[t] == 0 for t in group)} never right")  # fmt: skip
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--paper", type=float, default=None, help="the published test value to draw beside the curve")
+    parser.add_argument("--by-frequency", action="store_true", help="also split the test F1 by each type's training pairs")
     args = parser.parse_args()
     points, meta = curve(args.run_dir)
     print(f"{meta['metric']} by epoch ({meta['pairs_per_full_epoch']:,.0f} training pairs a full epoch; best epoch {meta['best_epoch']})")
@@ -108,6 +153,8 @@ def main() -> None:
     elif len(points) >= 4:
         print("no saturation within the trained epochs: the fit would extrapolate, so none is shown")
     print(plot(points, args.paper))
+    if args.by_frequency:
+        print("\n".join(by_frequency(args.run_dir)))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,21 @@ def test_emergnn_trains_predicts_explains_and_reuses_its_checkpoint(cli, tmp_pat
     explained = [p for p in preds if p["trace"]["paths"]]
     assert explained, "some test pairs are connected within 3 hops"
     assert all(path["text"] for p in explained for path in p["trace"]["paths"])
+
+    # the learning-curve script reads the training log: one validated point per epoch, on the axis of whole epochs
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("emergnn_curve", Path(__file__).parents[1] / "scripts" / "emergnn_curve.py")
+    assert spec is not None and spec.loader is not None
+    curve = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(curve)
+    points, meta = curve.curve(tmp_path / "a")
+    assert meta["metric"] == "valid_macro_f1" and len(points) == 1
+    assert 0 < points[0][0] < 0.01 and points[0][1] == pytest.approx(100 * info["epochs"][0]["valid_macro_f1"])
+    lines = curve.by_frequency(tmp_path / "a")  # every test type in exactly one frequency group
+    n_types, n_pairs = (int(x.replace(",", "")) for x in re.search(r"\((\d+) types in ([\d,]+) test pairs", lines[0]).groups())  # type: ignore[union-attr]
+    assert n_pairs == 24
+    assert sum(int(re.search(r"(\d+) types", line).group(1)) for line in lines[1:]) == n_types  # type: ignore[union-attr]
 
     code, _, err = cli(*args, "--run-dir", str(tmp_path / "b"))
     assert code == 0, err
