@@ -342,7 +342,9 @@ def test_a_read_only_runs_directory_is_one_line(stub, tmp_path: Path, how: str) 
 def test_ctrl_c_says_how_to_resume_and_closes_the_session(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     env_ = {**os.environ, "DDIBENCH_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
-    with running_stub(StubConfig(delay=0.05)) as slow:
+    # 0.2 s an answer, one at a time: the 300 samples take a minute, so a starved test process (a loaded machine)
+    # still interrupts the run long before it could finish on its own
+    with running_stub(StubConfig(delay=0.2)) as slow:
         proc = subprocess.Popen(cmd(slow, run_dir, 300), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_)
         deadline = time.time() + 120
         while time.time() < deadline and len(journal_lines(run_dir)) < 5:
