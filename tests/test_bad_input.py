@@ -339,13 +339,18 @@ def test_a_read_only_runs_directory_is_one_line(stub, tmp_path: Path, how: str) 
         assert not list(runs.iterdir())
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_says_how_to_resume_and_closes_the_session(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     env_ = {**os.environ, "DDIBENCH_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
-    # 0.2 s an answer, one at a time: the 300 samples take a minute, so a starved test process (a loaded machine)
-    # still interrupts the run long before it could finish on its own
+    # 0.2 s an answer, one at a time: the 300 samples take a minute, far longer than the test waits. The runs get
+    # SIGINT's default disposition back: a suite started in the background of a script (`cmd &`) inherits SIGINT
+    # ignored, and Python keeps an inherited ignore, so a Ctrl-C would never reach the run under test.
     with running_stub(StubConfig(delay=0.2)) as slow:
-        proc = subprocess.Popen(cmd(slow, run_dir, 300), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_)
+        proc = subprocess.Popen(cmd(slow, run_dir, 300), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_, preexec_fn=_default_sigint)
         deadline = time.time() + 120
         while time.time() < deadline and len(journal_lines(run_dir)) < 5:
             time.sleep(0.05)
@@ -356,7 +361,7 @@ def test_ctrl_c_says_how_to_resume_and_closes_the_session(tmp_path: Path) -> Non
         sessions = [json.loads(x) for x in (run_dir / "sessions.jsonl").read_text().splitlines()]
         assert [s["state"] for s in sessions] == ["started", "interrupted"] and sessions[1]["predicted"] == len(journal_lines(run_dir))
 
-        proc = subprocess.Popen(cmd(slow, run_dir, 300), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_)
+        proc = subprocess.Popen(cmd(slow, run_dir, 300), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_, preexec_fn=_default_sigint)
         while time.time() < deadline and len(journal_lines(run_dir)) < 10:
             time.sleep(0.05)
         proc.terminate()  # SIGTERM ends it the same way
