@@ -5,27 +5,22 @@
   load from the artifact cache;
 * path queries over 1,000 DrugBank S1 (EmerGNN seed 1234) test pairs on the KG plus the training
   interactions: bounded shortest path, and K-Paths' 10 diverse paths (Yen's algorithm) — median, p95;
-* EmerGNN: walk-subgraph extraction per pair, a training step (batch 32, pseudo-emerging pairs) and an
-  inference batch (64 test pairs), with the process's peak memory; on CUDA too when a GPU is present.
+* EmerGNN: walk-subgraph extraction per test pair on the prediction graph (the training step and
+  inference, before and after, are benchmarks/emergnn_step.py).
 
-    python benchmarks/kg_and_emergnn.py [--pairs 1000] [--steps 10]
+    python benchmarks/kg_and_emergnn.py [--pairs 1000]
 
-Prints numbers; asserts nothing. Needs the 'ml' extra (torch, rdkit).
+Prints numbers; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def percentiles(values: list[float]) -> str:
@@ -36,7 +31,6 @@ def percentiles(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
 
     import os
@@ -61,7 +55,7 @@ def main() -> None:
 
     from ddibench.kg import shortest_path, yen_paths
     from ddibench.registry import get_task
-    from ddibench.systems.emergnn import _pseudo_emerging, _triples
+    from ddibench.systems.emergnn import _triples
 
     data = get_task("drugbank_s1_emergnn").load()
     train, test = _triples(data.split("train")), _triples(data.split("test"))
@@ -82,20 +76,8 @@ def main() -> None:
         times.append(time.perf_counter() - t)
     print(f"10 diverse paths (Yen + relation-sequence filter), {len(times)} test pairs: {percentiles(times)}")
 
-    import torch
-
-    from ddibench.chem import morgan_matrix
-    from ddibench.systems.emergnn.model import EmerGNNNet, TensorWalks
     from ddibench.systems.emergnn.walks import MessageGraph, walk_batch
-    from ddibench.tasks.drugbank import load_catalog
 
-    train_drugs = {int(d) for d in train[:, :2].ravel()}
-    facts, pairs = _pseudo_emerging("S1", train, np.array(sorted(train_drugs)), 0.8, rng)
-    kg_train = kg.without_entities(set(range(kg.n_drugs)) - train_drugs)
-    train_graph = MessageGraph.from_triples(
-        np.concatenate([kg_train.head, facts[:, 0]]), np.concatenate([kg_train.tail, facts[:, 1]]),
-        np.concatenate([kg_train.rel, facts[:, 2]]), kg.n_entities, kg.n_relations,
-    )  # fmt: skip
     test_graph = MessageGraph.from_triples(
         np.concatenate([kg.head, train[:, 0]]), np.concatenate([kg.tail, train[:, 1]]),
         np.concatenate([kg.rel, train[:, 2]]), kg.n_entities, kg.n_relations,
@@ -106,44 +88,6 @@ def main() -> None:
         edges += walk_batch(test_graph, sample[start : start + 64, 0], sample[start : start + 64, 1], 3).n_edges
     elapsed = time.perf_counter() - t
     print(f"walk subgraphs (L=3): {1000 * elapsed / len(sample):.2f} ms per test pair, {edges / len(sample):,.0f} edges per pair")
-
-    fingerprints, _ = morgan_matrix([d.smiles for d in load_catalog().drugs])
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    for name in devices:
-        device = torch.device(name)
-        net = EmerGNNNet(kg.n_drugs, 2 * kg.n_relations + 1, 86, fingerprints=fingerprints).to(device)
-        optimiser = torch.optim.Adam(net.parameters(), lr=1e-3)
-        if name == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-        step_times = []
-        for step in range(args.steps + 2):
-            batch = pairs[rng.choice(len(pairs), 32, replace=False)]
-            t = time.perf_counter()
-            walks = walk_batch(train_graph, batch[:, 0], batch[:, 1], 3)
-            logits, _, _ = net(
-                torch.from_numpy(batch[:, 0]).to(device), torch.from_numpy(batch[:, 1]).to(device),
-                TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(train_graph), device),
-            )  # fmt: skip
-            loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            if name == "cuda":
-                torch.cuda.synchronize()
-            if step >= 2:
-                step_times.append(time.perf_counter() - t)
-        net.eval()
-        t = time.perf_counter()
-        with torch.no_grad():
-            for start in range(0, 512, 64):
-                batch = sample[start : start + 64]
-                walks = walk_batch(test_graph, batch[:, 0], batch[:, 1], 3)
-                net(torch.from_numpy(batch[:, 0]).to(device), torch.from_numpy(batch[:, 1]).to(device),
-                    TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(test_graph), device))  # fmt: skip
-        inference = (time.perf_counter() - t) / 512
-        memory = f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB" if name == "cuda" else f"peak RSS {peak_rss_mb():.0f} MiB"
-        print(f"EmerGNN on {name} ({torch.get_num_threads()} threads): training step (batch 32) {percentiles(step_times)}; "
-              f"inference {1000 * inference:.1f} ms per pair; {memory}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="emergnn needs the 'ml' extra")
 
 from ddibench.systems.emergnn.model import EmerGNNNet, TensorWalks, top_paths  # noqa: E402
-from ddibench.systems.emergnn.walks import MessageGraph, walk_batch  # noqa: E402
+from ddibench.systems.emergnn.walks import MessageGraph, WalkBatch, walk_batch  # noqa: E402
 
 
 def _random_graph(rng: np.random.Generator, n: int = 40, m: int = 120, n_base: int = 5) -> MessageGraph:
@@ -57,6 +58,80 @@ def test_walk_subgraph_flow_equals_dense_propagation(length: int) -> None:
     assert torch.allclose(fast, dense, atol=1e-5)
     assert torch.allclose(back, dense_back, atol=1e-5)
     assert fast.abs().sum() > 0  # the test graph does connect some pairs
+
+
+def test_walk_flow_gradients_equal_dense_propagation() -> None:
+    """The backward pass multiplies by a precomputed transpose instead of differentiating the sparse product:
+    every parameter's gradient equals the dense formulation's."""
+    rng = np.random.default_rng(5)
+    graph = _random_graph(rng)
+    torch.manual_seed(1)
+    net = EmerGNNNet(n_drugs=40, n_relations=graph.n_relations, n_labels=4, dim=8, length=3)
+    sources, targets = rng.integers(0, 40, 12), rng.integers(0, 40, 12)
+    walks = walk_batch(graph, sources, targets, 3)
+
+    def gradients(flow: Callable[[torch.Tensor, list[torch.Tensor]], torch.Tensor]) -> list[torch.Tensor]:
+        net.zero_grad()
+        x_u = net.drugs(torch.from_numpy(sources))
+        alpha = net.attention(x_u, net.drugs(torch.from_numpy(targets)))
+        (flow(x_u, alpha) ** 2).sum().backward()
+        return [p.grad.clone() for p in net.parameters() if p.grad is not None]
+
+    fast = gradients(lambda x_u, alpha: net.flow(TensorWalks.of(walks, torch.device("cpu")), x_u, alpha))
+    dense = gradients(lambda x_u, alpha: _dense_flow(net, graph, sources, targets, x_u, alpha))
+    assert len(fast) == len(dense) >= 7
+    assert sum(float(g.abs().sum()) for g in fast) > 0
+    for a, b in zip(fast, dense):  # relative to each gradient's scale (the states of three layers are small)
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-4 * float(b.abs().max()))
+
+
+def _canonical(walks: WalkBatch) -> list[np.ndarray]:
+    """States as they are (sorted by construction); each layer's edges sorted."""
+    edges = [e[np.lexsort(e.T[::-1])] for e in walks.edges]
+    return [*walks.states, *edges]
+
+
+def test_the_middle_join_reads_either_side_to_the_same_walks() -> None:
+    """L = 3 joins u's and v's neighbourhoods through the CSR rows of one side, the side with fewer edges chosen
+    per pair: reading always u's side or always v's gives the same states and edges, with and without the
+    pair's own label edges hidden, in a batch where hubs make the smaller side differ from pair to pair."""
+    rng = np.random.default_rng(11)
+    n, hubs = 60, [0, 1]
+    head = np.concatenate([rng.integers(2, n, 150), np.repeat(hubs, 40)])
+    tail = np.concatenate([rng.integers(2, n, 150), rng.integers(2, n, 80)])
+    keep = head != tail
+    graph = MessageGraph.from_triples(head[keep], tail[keep], rng.integers(0, 4, int(keep.sum())), n, 4)
+    sources = np.array([0, 5, 1, 7, 9, 11, 0, 13])
+    targets = np.array([6, 0, 8, 1, 10, 12, 1, 14])
+    sizes = []
+    for nodes in (sources, targets):
+        hop = [np.unique(np.r_[x, graph.nbr[graph.indptr[x] : graph.indptr[x + 1]]]) for x in nodes]
+        sizes.append(np.array([np.diff(graph.indptr)[h].sum() for h in hop]))
+    assert (sizes[0] < sizes[1]).any() and (sizes[0] > sizes[1]).any()  # both sides are read in one batch
+    for hide in (0, 2):
+        walks = {join: walk_batch(graph, sources, targets, 3, hide, join=join) for join in ("smaller", "source", "target")}
+        assert walks["smaller"].n_edges > 100
+        for join in ("source", "target"):
+            for a, b in zip(_canonical(walks["smaller"]), _canonical(walks[join])):
+                assert np.array_equal(a, b)
+
+
+def test_batches_are_prepared_ahead_in_order_and_errors_surface() -> None:
+    from ddibench.systems.emergnn import _prefetched
+
+    assert list(_prefetched(lambda x: x * x, list(range(9)))) == [x * x for x in range(9)]
+    assert list(_prefetched(lambda x: x, [4])) == [4]
+
+    def fails_on_three(x: int) -> int:
+        if x == 3:
+            raise ValueError("batch 3")
+        return x
+
+    seen = []
+    with pytest.raises(ValueError, match="batch 3"):
+        for x in _prefetched(fails_on_three, list(range(6))):
+            seen.append(x)
+    assert seen == [0, 1, 2]
 
 
 def test_top_paths_are_real_walks_in_score_order() -> None:

@@ -30,9 +30,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import model_serializer
@@ -43,7 +44,9 @@ from ddibench.hashing import config_hash
 from ddibench.schema import Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
 
-TRAINING_CODE_VERSION = 1
+TRAINING_CODE_VERSION = 2  # 2: sums of messages in CSR order (scipy-built matrices), batches prepared ahead
+T = TypeVar("T")
+R = TypeVar("R")
 PAPER = {  # EmerGNN's per-setting hyperparameters (evaluate.py / the paper's supplement)
     "S0": {"feature": "embedding", "weight_decay": 1e-6, "batch_size": 128},
     "S1": {"feature": "morgan", "weight_decay": 1e-8, "batch_size": 32},
@@ -414,31 +417,28 @@ class EmerGNNSystem(BaseSystem):
         (the pairs' 0/1 side effects) and, for EmerGNN's objective, each pair's generated ``negatives``."""
         import torch
 
-        from ddibench.systems.emergnn.model import TensorWalks
-        from ddibench.systems.emergnn.walks import walk_batch
+        from ddibench.systems.emergnn.model import PairBatch
 
         net.train()
         order = rng.permutation(len(data))
-        total = 0.0
         size = cfg["batch_size"]
-        for start in range(0, len(order), size):
-            batch = data[order[start : start + size]]
-            walks = walk_batch(graph, batch[:, 0], batch[:, 1], cfg["length"])
-            heads = torch.from_numpy(batch[:, 0]).to(device)
-            tails = torch.from_numpy(batch[:, 1]).to(device)
-            logits, _, _ = net(heads, tails, TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(graph), device))
+
+        def prepare(batch: np.ndarray) -> tuple[np.ndarray, Any, Any]:
+            pairs = PairBatch.of(graph, batch[:, 0], batch[:, 1], cfg["length"], device)
+            negative = None
+            if labels is not None and negatives is not None:
+                neg = negatives[batch[:, 2]]
+                negative = PairBatch.of(graph, neg[:, 0], neg[:, 1], cfg["length"], device)
+            return batch, pairs, negative
+
+        total = 0.0
+        for batch, pairs, negative in _prefetched(prepare, [data[order[start : start + size]] for start in range(0, len(order), size)]):
+            logits, _, _ = net(pairs)
             if labels is None:
                 loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
             else:
                 target = torch.from_numpy(labels[batch[:, 2]]).to(device)
-                negative_logits = None
-                if negatives is not None:
-                    neg = negatives[batch[:, 2]]
-                    neg_walks = walk_batch(graph, neg[:, 0], neg[:, 1], cfg["length"])
-                    negative_logits, _, _ = net(
-                        torch.from_numpy(neg[:, 0]).to(device), torch.from_numpy(neg[:, 1]).to(device),
-                        TensorWalks.of(neg_walks, device), TensorWalks.of(neg_walks.reversed(graph), device),
-                    )  # fmt: skip
+                negative_logits = net(negative)[0] if negative is not None else None
                 # the batch's mean loss, scaled like the single-label sum (the epoch reports a per-pair mean)
                 loss = label_sets.loss(cfg["multilabel_loss"], logits, target, negative_logits) * len(batch)
             optimiser.zero_grad()
@@ -448,30 +448,27 @@ class EmerGNNSystem(BaseSystem):
             bar.step()
         return total / max(1, len(data))
 
-    def _forward(
-        self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any, hide_pair_below: int = 0
-    ) -> tuple[Any, Any, Any, Any]:
-        import torch
+    def _batches(
+        self, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any, hide_pair_below: int = 0
+    ) -> Iterator[Any]:
+        """``PairBatch``es of ``predict_batch`` pairs, in order, each prepared while the previous one runs."""
+        from ddibench.systems.emergnn.model import PairBatch
 
-        from ddibench.systems.emergnn.model import TensorWalks
-        from ddibench.systems.emergnn.walks import walk_batch
-
-        walks = walk_batch(graph, heads, tails, cfg["length"], hide_pair_below)
-        with torch.no_grad():
-            logits, pair, alpha = net(
-                torch.from_numpy(np.asarray(heads)).to(device),
-                torch.from_numpy(np.asarray(tails)).to(device),
-                TensorWalks.of(walks, device),
-                TensorWalks.of(walks.reversed(graph), device),
-            )
-        return logits, pair, alpha, walks
+        size = cfg["predict_batch"]
+        heads, tails = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
+        return _prefetched(
+            lambda start: PairBatch.of(graph, heads[start : start + size], tails[start : start + size], cfg["length"], device, hide_pair_below),
+            range(0, len(heads), size),
+        )
 
     def _probabilities(self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any) -> np.ndarray:
+        import torch
+
         net.eval()
         out = []
-        for start in range(0, len(heads), cfg["predict_batch"]):
-            logits, _, _, _ = self._forward(net, graph, heads[start : start + cfg["predict_batch"]], tails[start : start + cfg["predict_batch"]], cfg, device)
-            out.append(self._normalise(logits).cpu().numpy())
+        with torch.no_grad():
+            for batch in self._batches(graph, heads, tails, cfg, device):
+                out.append(self._normalise(net(batch)[0]).cpu().numpy())
         net.train()
         return np.concatenate(out) if out else np.zeros((0, 0))
 
@@ -495,26 +492,28 @@ class EmerGNNSystem(BaseSystem):
         cfg = self.resolved(setting)
         device = self._device()
         message_graph = self._graphs[graph]
+        import torch
+
         probs, reprs = [], []
-        heads_a, tails_a = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
-        for start in range(0, len(heads_a), cfg["predict_batch"]):
-            logits, pair, _, _ = self._forward(
-                self._net, message_graph, heads_a[start : start + cfg["predict_batch"]], tails_a[start : start + cfg["predict_batch"]],
-                cfg, device, self._n_labels if hide_own else 0,
-            )  # fmt: skip
-            probs.append(self._normalise(logits).cpu().numpy())
-            reprs.append(pair.cpu().numpy())
+        with torch.no_grad():
+            for batch in self._batches(message_graph, np.asarray(heads), np.asarray(tails), cfg, device, self._n_labels if hide_own else 0):
+                logits, pair, _ = self._net(batch)
+                probs.append(self._normalise(logits).cpu().numpy())
+                reprs.append(pair.cpu().numpy())
         return np.concatenate(probs), np.concatenate(reprs)
 
     def explain(self, head: int, tail: int, setting: str, top: int = 5, graph: str = "predict", hide_own: bool = False) -> list[dict[str, Any]]:
         """The ``top`` relational paths between the pair with the highest attention, verbalised."""
-        from ddibench.systems.emergnn.model import top_paths
+        import torch
+
+        from ddibench.systems.emergnn.model import PairBatch, top_paths
 
         cfg = self.resolved(setting)
         message_graph = self._graphs[graph]
-        _, _, alpha, walks = self._forward(
-            self._net, message_graph, np.array([head]), np.array([tail]), cfg, self._device(), self._n_labels if hide_own else 0
-        )
+        batch = PairBatch.of(message_graph, np.array([head]), np.array([tail]), cfg["length"], self._device(), self._n_labels if hide_own else 0)
+        with torch.no_grad():
+            _, _, alpha = self._net(batch)
+        walks = batch.walks
         weights = [a.cpu().numpy() for a in alpha]
         return [
             {"score": round(score, 4), "steps": [list(s) for s in steps], "text": "; ".join(self._kg.verbalise(a, r, b) for a, r, b in steps)}
@@ -577,3 +576,19 @@ def _pseudo_emerging(setting: str, train: np.ndarray, candidates: np.ndarray, kn
     facts = train[n_new_in_pair == 0]
     data = train[n_new_in_pair == (1 if setting == "S1" else 2)]
     return facts, data
+
+
+def _prefetched(prepare: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+    """``prepare(item)`` for each item in order, the next one computed on a worker thread while the caller
+    uses this one. A batch's walk extraction and sparse matrices (numpy and scipy, which release the GIL)
+    thus overlap the previous batch's forward and backward passes; the results do not depend on it."""
+    if len(items) < 2:
+        yield from map(prepare, items)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="emergnn-prefetch") as pool:
+        pending = pool.submit(prepare, items[0])
+        for item in items[1:]:
+            ready = pending.result()
+            pending = pool.submit(prepare, item)
+            yield ready
+        yield pending.result()

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from ddibench.systems.emergnn.walks import MessageGraph, WalkBatch
+from ddibench.systems.emergnn.walks import MessageGraph, WalkBatch, walk_batch
 
 
 @dataclass
@@ -30,10 +31,35 @@ class Layer:
     coefficient, so they are summed first (a sparse product) and scaled once per group."""
 
     gather: torch.Tensor  # sparse CSR (groups x source states), entry = number of such edges
+    scatter: torch.Tensor  # its transpose (source states x groups): the backward pass of the product
     target: torch.Tensor  # (groups,) target state of each group
     relation: torch.Tensor  # (groups,)
     pair: torch.Tensor  # (groups,)
     n_targets: int
+
+
+class _GroupSum(torch.autograd.Function):
+    """``gather @ h`` whose gradient is a product with the precomputed transpose. Autograd through a sparse
+    CSR product transposes (and sorts) the matrix on every backward pass, which cost more than the rest of
+    the step; scipy builds both orientations in linear time when the batch is prepared."""
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, gather: torch.Tensor, scatter: torch.Tensor) -> torch.Tensor:
+        ctx.scatter = scatter
+        return gather @ h
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return ctx.scatter @ grad, None, None
+
+
+def _csr(matrix: Any, device: torch.device) -> torch.Tensor:
+    with warnings.catch_warnings():  # sparse CSR support is labelled beta; its product is what we need
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(
+            torch.from_numpy(matrix.indptr.astype(np.int64)), torch.from_numpy(matrix.indices.astype(np.int64)),
+            torch.from_numpy(matrix.data), matrix.shape,
+        ).to(device)  # fmt: skip
 
 
 @dataclass
@@ -42,30 +68,56 @@ class TensorWalks:
 
     @classmethod
     def of(cls, walks: WalkBatch, device: torch.device) -> TensorWalks:
+        from scipy import sparse
+
         layers = []
         for i, edges in enumerate(walks.edges):
             n_src, n_dst = len(walks.states[i]), len(walks.states[i + 1])
-            src, dst, rel, pair = edges.T
-            key = dst * (int(rel.max(initial=0)) + 1) + rel
-            groups, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-            with warnings.catch_warnings():  # sparse CSR support is labelled beta; its matmul is what we need
-                warnings.simplefilter("ignore", UserWarning)
-                gather = torch.sparse_coo_tensor(
-                    torch.from_numpy(np.stack([inverse.reshape(-1), src])),
-                    torch.ones(len(edges)),
-                    (len(groups), n_src),
-                    check_invariants=False,
-                ).coalesce().to_sparse_csr()
+            src, dst, rel = edges[:, 0], edges[:, 1], edges[:, 2]
+            n_rel = int(rel.max(initial=0)) + 1
+            # one row per target state, columns (relation, source state): the COO -> CSR conversion sums
+            # repeated edges and sorts each row's columns, so a row's groups are its runs of one relation
+            by_target = sparse.csr_matrix((np.ones(len(edges), dtype=np.float32), (dst, rel * n_src + src)), shape=(n_dst, n_rel * n_src))
+            row = np.repeat(np.arange(n_dst), np.diff(by_target.indptr))
+            relation = by_target.indices // n_src
+            starts = np.flatnonzero(np.diff(row, prepend=-1) | np.diff(relation, prepend=-1))
+            gather = sparse.csr_matrix(
+                (by_target.data, by_target.indices % n_src, np.append(starts, len(row))), shape=(len(starts), n_src)
+            )  # fmt: skip
+            target = row[starts]
             layers.append(
                 Layer(
-                    gather.to(device),
-                    torch.from_numpy(dst[first]).to(device),
-                    torch.from_numpy(rel[first]).to(device),
-                    torch.from_numpy(pair[first]).to(device),
+                    _csr(gather, device),
+                    _csr(gather.T.tocsr(), device),
+                    torch.from_numpy(target).to(device),
+                    torch.from_numpy(relation[starts].astype(np.int64)).to(device),
+                    torch.from_numpy(walks.states[i + 1][target, 0]).to(device),
                     n_dst,
                 )
             )
         return cls(layers)
+
+
+@dataclass
+class PairBatch:
+    """A batch of pairs ready for the network: the drug ids and the walk subgraphs in both directions."""
+
+    heads: torch.Tensor
+    tails: torch.Tensor
+    uv: TensorWalks
+    vu: TensorWalks
+    walks: WalkBatch
+
+    @classmethod
+    def of(
+        cls, graph: MessageGraph, heads: np.ndarray, tails: np.ndarray, length: int, device: torch.device, hide_pair_below: int = 0
+    ) -> PairBatch:
+        heads, tails = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
+        walks = walk_batch(graph, heads, tails, length, hide_pair_below)
+        return cls(
+            torch.from_numpy(heads).to(device), torch.from_numpy(tails).to(device),
+            TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(graph), device), walks,
+        )  # fmt: skip
 
 
 class EmerGNNNet(nn.Module):
@@ -113,21 +165,19 @@ class EmerGNNNet(nn.Module):
         for layer, step in enumerate(walks.layers):
             # coefficient of (pair, relation): attention weight times the relation embedding
             table = (alpha[layer].unsqueeze(2) * self.relations[layer].weight.unsqueeze(0)).reshape(-1, self.dim)
-            grouped = step.gather @ h if h.shape[0] else h.new_zeros(step.gather.shape[0], self.dim)
+            grouped = _GroupSum.apply(h, step.gather, step.scatter) if h.shape[0] else h.new_zeros(step.gather.shape[0], self.dim)
             messages = grouped * table[step.pair * n_rel + step.relation]
             summed = torch.zeros(step.n_targets, self.dim, dtype=h.dtype, device=h.device)
             summed.index_add_(0, step.target, messages)
             h = torch.relu(self.propagate_w[layer](summed))
         return h
 
-    def forward(
-        self, heads: torch.Tensor, tails: torch.Tensor, uv: TensorWalks, vu: TensorWalks
-    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    def forward(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """Class logits, the pair representation [h_uv; h_vu], and the per-layer relation attention."""
-        x_u, x_v = self.drugs(heads), self.drugs(tails)
+        x_u, x_v = self.drugs(batch.heads), self.drugs(batch.tails)
         alpha = self.attention(x_u, x_v)
-        h_uv = self.flow(uv, x_u, alpha)
-        h_vu = self.flow(vu, x_v, alpha)
+        h_uv = self.flow(batch.uv, x_u, alpha)
+        h_vu = self.flow(batch.vu, x_v, alpha)
         pair = torch.cat([h_uv, h_vu], dim=1)
         features = pair if self.use_fingerprints else torch.cat([x_u, x_v, pair], dim=1)
         return self.classifier(features), pair, alpha

@@ -9,12 +9,16 @@ exactly the same states at v as the dense computation, at a small fraction of th
 (self-loop) steps let shorter paths take part, as in EmerGNN.
 
 For L <= 3 (EmerGNN uses 3) the middle layers are found by joining u's and v's 1-hop neighbourhoods
-through the graph's CSR, vectorised over a batch of pairs.
+through the graph's CSR, vectorised over a batch of pairs. The join of L = 3 (the edges from u's to v's
+neighbourhood) is most of a training step's extraction; it reads the CSR rows of whichever side's
+neighbourhood has fewer edges, chosen per pair (hub genes make the two sides differ by orders of magnitude),
+and fetches the columns of only the rows it keeps.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -84,18 +88,31 @@ def _rows(graph: MessageGraph, pairs: np.ndarray, nodes: np.ndarray) -> tuple[np
     return pairs[owner], nodes[owner], graph.rel[pos], graph.nbr[pos]
 
 
+def _join(graph: MessageGraph, pairs: np.ndarray, nodes: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR entries of each (pair, node) whose (pair, neighbour) key is ``allowed``, as ``_rows`` gives
+    them; only the neighbour column is read for every entry, the others for the entries kept."""
+    pos, owner = gather_rows(graph.indptr, nodes)
+    keep = allowed[(pairs * graph.n_nodes)[owner] + graph.nbr[pos]]
+    pos, owner = pos[keep], owner[keep]
+    return pairs[owner], nodes[owner], graph.rel[pos], graph.nbr[pos]
+
+
 def _mask(keys: np.ndarray, size: int) -> np.ndarray:
     mask = np.zeros(size, dtype=bool)
     mask[keys] = True
     return mask
 
 
-def walk_batch(graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, length: int, hide_pair_below: int = 0) -> WalkBatch:
+def walk_batch(
+    graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, length: int, hide_pair_below: int = 0,
+    join: Literal["smaller", "source", "target"] = "smaller",
+) -> WalkBatch:
     """Walk subgraphs of ``length`` (1..3) steps from ``sources[p]`` to ``targets[p]``.
 
     ``hide_pair_below``: edges between the pair's own two drugs with a relation id below this (their
     interaction labels) are left out, so a training pair looks like a query pair, whose label the graph
-    cannot hold.
+    cannot hold. ``join`` (L = 3): which neighbourhood's CSR rows the middle layer reads — the smaller
+    one per pair, or always the source's or the target's (the same edges; the tests compare them).
     """
     if not 1 <= length <= 3:
         raise ValueError("walk subgraphs support 1 to 3 layers")
@@ -114,14 +131,18 @@ def walk_batch(graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, le
     layer0 = np.stack([pair_ids, sources], 1)  # state index = pair id
     layer_last = np.stack([pair_ids, targets], 1)
 
-    def into(allowed: np.ndarray, pair: np.ndarray, frm: np.ndarray, rel: np.ndarray, to: np.ndarray, key_of: np.ndarray) -> np.ndarray:
-        keep = allowed[key_of]
+    def rows(pair: np.ndarray, frm: np.ndarray, rel: np.ndarray, to: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+        """(pair, from, relation, to) rows of the kept edges, without the pair's own label edges when hidden."""
+        keep = np.ones(len(pair), dtype=bool) if keep is None else keep
         if hide_pair_below:
             u, v = sources[pair], targets[pair]
             own = ((frm == u) & (to == v)) | ((frm == v) & (to == u))
             label = (rel != ident) & (rel % graph.n_base < hide_pair_below)
             keep &= ~(own & label)
         return np.stack([pair[keep], frm[keep], rel[keep], to[keep]], 1)
+
+    def into(allowed: np.ndarray, pair: np.ndarray, frm: np.ndarray, rel: np.ndarray, to: np.ndarray, key_of: np.ndarray) -> np.ndarray:
+        return rows(pair, frm, rel, to, allowed[key_of])
 
     if length == 1:  # u -> v directly
         hit = u_nbr == targets[u_pair]
@@ -148,17 +169,23 @@ def walk_batch(graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, le
     f_mask, b_mask = _mask(f_key, b * n), _mask(b_key, b * n)
     f_pair, f_node = f_key // n, f_key % n
     b_pair, b_node = b_key // n, b_key % n
-    if int(np.diff(graph.indptr)[f_node].sum()) <= int(np.diff(graph.indptr)[b_node].sum()):
-        p_, i_, r_, j_ = _rows(graph, f_pair, f_node)
-        middle = into(b_mask, p_, i_, r_, j_, p_ * n + j_)
-    else:  # gather from v's side: entries j -> i read backwards are middle edges i -> j
-        p_, j_, r_, i_ = _rows(graph, b_pair, b_node)
-        middle = into(f_mask, p_, i_, graph.reverse(r_), j_, p_ * n + i_)
+    degree = np.diff(graph.indptr)
+    if join == "smaller":
+        from_source = np.bincount(f_pair, degree[f_node], b) <= np.bincount(b_pair, degree[b_node], b)
+    else:
+        from_source = np.full(b, join == "source")
+    on_f, on_b = from_source[f_pair], ~from_source[b_pair]
+    p_, i_, r_, j_ = _join(graph, f_pair[on_f], f_node[on_f], b_mask)
+    # from v's side: entries j -> i read backwards are the middle edges i -> j
+    q_, j2, r2, i2 = _join(graph, b_pair[on_b], b_node[on_b], f_mask)
+    pair_, frm = np.concatenate([p_, q_]), np.concatenate([i_, i2])
+    rel_, to = np.concatenate([r_, graph.reverse(r2)]), np.concatenate([j_, j2])
+    middle = rows(pair_, frm, rel_, to)
     both = np.intersect1d(f_key, b_key)
     middle = np.concatenate([middle, np.stack([both // n, both % n, np.full(both.size, ident), both % n], 1)])
-    s1_key = np.unique(middle[:, 0] * n + middle[:, 1])
-    s2_key = np.unique(middle[:, 0] * n + middle[:, 3])
-    s1_mask, s2_mask = _mask(s1_key, b * n), _mask(s2_key, b * n)
+    from_key, to_key = middle[:, 0] * n + middle[:, 1], middle[:, 0] * n + middle[:, 3]
+    s1_mask, s2_mask = _mask(from_key, b * n), _mask(to_key, b * n)
+    s1_key, s2_key = np.flatnonzero(s1_mask), np.flatnonzero(s2_mask)  # sorted, as np.unique would give, without a sort
     first = into(s1_mask, u_pair, u_node, u_rel, u_nbr, u_pair * n + u_nbr)
     first = np.concatenate([first, _identity_steps(pair_ids, sources, s1_mask, n, ident)])
     last = into(s2_mask, v_pair, v_nbr, v_rel, v_node, v_pair * n + v_nbr)
@@ -166,7 +193,7 @@ def walk_batch(graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, le
     s1_index, s2_index = _index(s1_key, b * n), _index(s2_key, b * n)
     edges = [
         _layer(first, first[:, 0], s1_index[first[:, 0] * n + first[:, 3]]),
-        _layer(middle, s1_index[middle[:, 0] * n + middle[:, 1]], s2_index[middle[:, 0] * n + middle[:, 3]]),
+        _layer(middle, s1_index[from_key], s2_index[to_key]),
         _layer(last, s2_index[last[:, 0] * n + last[:, 1]], last[:, 0]),
     ]
     states = [layer0, np.stack([s1_key // n, s1_key % n], 1), np.stack([s2_key // n, s2_key % n], 1), layer_last]
