@@ -153,7 +153,9 @@ class EmerGNNSystem(BaseSystem):
 
         from ddibench.kg import load_kg
 
-        torch.set_num_threads(self.config.threads or os.cpu_count() or 1)
+        # one core stays free for the worker thread that prepares the next batch's walk subgraphs: on 2 cores
+        # torch on one thread beside it runs a step in 73 ms, on two in 106 ms (benchmarks/emergnn_step.py)
+        torch.set_num_threads(self.config.threads or max(1, (os.cpu_count() or 1) - 1))
         self._label_sets = label_sets.is_label_set_task(view.task)
         self._k = label_sets.top_k(view.task)
         self._paper = PAPER_TWOSIDES if self._label_sets else PAPER
