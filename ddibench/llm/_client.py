@@ -4,8 +4,8 @@
 embedded llama.cpp server when a role uses it, checks remote endpoints before the first sample, and
 hands out :class:`LLMClient` objects. A client call goes through the response cache, then its
 endpoint's :class:`~ddibench.llm._policy.EndpointPolicy` (how many requests in flight, how long each
-may take), then one pre-serialised JSON POST (:class:`~ddibench.llm._transport.ChatTransport`, aiohttp
-on kept-alive connections) with retries and exponential backoff on 429, 5xx, timeouts, connection
+may take), then one pre-serialised JSON POST (:class:`~ddibench.llm._transport.ChatTransport`, HTTP/1.1
+on kept-alive connections; aiohttp through a proxy) with retries and exponential backoff on 429, 5xx, timeouts, connection
 errors and answers that are not answers (honouring ``Retry-After``), and records tokens and latency for
 its role in the run's :class:`UsageLedger`.
 
