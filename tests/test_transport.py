@@ -158,3 +158,10 @@ def test_statuses_and_retry_after_pass_through_and_a_silent_server_times_out() -
             await t.post(b"{}")  # the server reads it and never answers
 
     run([throttled, lambda writer: None], body, timeout=0.3)
+
+
+def test_a_line_break_in_the_key_cannot_add_header_lines() -> None:
+    with pytest.raises(TransportError, match="line break"):
+        ChatTransport("http://127.0.0.1:1/v1", "key\r\nX-Injected: 1", 5)
+    # the URL cannot: urllib drops line breaks from it before it is split
+    assert b"\r\nX" not in ChatTransport("http://127.0.0.1:1/v1\r\nX: 1", "key", 5)._head

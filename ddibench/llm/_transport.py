@@ -95,6 +95,8 @@ class ChatTransport:
         self._ssl: ssl.SSLContext | None = None
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host = parts.netloc.rpartition("@")[2]
+        if any(c in text for text in (target, host, api_key) for c in "\r\n"):
+            raise TransportError("a line break in the endpoint URL or API key")  # it would end the header line
         self._head = (
             f"POST {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {api_key}\r\n"
             f"Content-Type: application/json\r\nAccept: application/json\r\nUser-Agent: ddibench/{__version__}\r\n"
