@@ -491,11 +491,11 @@ class EmerGNNSystem(BaseSystem):
         ``hide_own`` leaves out interaction edges between each pair's own drugs (for training pairs,
         whose label is a fact of the graph), so they are encoded as a query would be.
         """
+        import torch
+
         cfg = self.resolved(setting)
         device = self._device()
         message_graph = self._graphs[graph]
-        import torch
-
         probs, reprs = [], []
         with torch.no_grad():
             for batch in self._batches(message_graph, np.asarray(heads), np.asarray(tails), cfg, device, self._n_labels if hide_own else 0):
