@@ -25,6 +25,7 @@ nothing. Needs the 'ml' extra and git. On a CUDA machine add ``--device cuda`` (
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import subprocess
 import sys
@@ -64,20 +65,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", default="60ca4a2", help="git revision of the 'before' implementation")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own, the number of cores)")
+    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) - 1), help="torch threads (default: EmerGNN's, cores - 1)")
     args = parser.parse_args()
 
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
 
     from ddibench.chem import morgan_matrix
     from ddibench.kg import load_kg
     from ddibench.registry import get_task
-    from ddibench.systems.emergnn import _prefetched, _pseudo_emerging, _triples
+    from ddibench.systems.emergnn import EmerGNNSystem, _prefetched, _pseudo_emerging, _triples
     from ddibench.systems.emergnn.model import EmerGNNNet, PairBatch
-    from ddibench.systems.emergnn.walks import MessageGraph
     from ddibench.tasks.drugbank import load_catalog
 
     device = torch.device(args.device)
@@ -89,13 +88,8 @@ def main() -> None:
     facts, pairs = _pseudo_emerging("S1", train, np.array(sorted(train_drugs)), 0.8, rng)
     kg_train = kg.without_entities(set(range(kg.n_drugs)) - train_drugs)
 
-    def graph_of(base: object, extra: np.ndarray) -> MessageGraph:
-        return MessageGraph.from_triples(
-            np.concatenate([base.head, extra[:, 0]]), np.concatenate([base.tail, extra[:, 1]]),  # type: ignore[attr-defined]
-            np.concatenate([base.rel, extra[:, 2]]), kg.n_entities, kg.n_relations,  # type: ignore[attr-defined]
-        )  # fmt: skip
-
-    train_graph, test_graph = graph_of(kg_train, facts), graph_of(kg, train)
+    graphs = EmerGNNSystem()  # builds message graphs as training (pseudo-emerging facts) and prediction do
+    train_graph, test_graph = graphs._message_graph(kg_train, set(), facts), graphs._message_graph(kg, set(), train)
     fingerprints, _ = morgan_matrix([d.smiles for d in load_catalog().drugs])
     batches = [pairs[rng.choice(len(pairs), 32, replace=False)] for _ in range(args.steps)]
     before = load_before(args.before) if device.type == "cpu" else None

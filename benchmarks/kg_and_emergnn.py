@@ -55,7 +55,7 @@ def main() -> None:
 
     from ddibench.kg import shortest_path, yen_paths
     from ddibench.registry import get_task
-    from ddibench.systems.emergnn import _triples
+    from ddibench.systems.emergnn import EmerGNNSystem, _triples
 
     data = get_task("drugbank_s1_emergnn").load()
     train, test = _triples(data.split("train")), _triples(data.split("test"))
@@ -76,12 +76,9 @@ def main() -> None:
         times.append(time.perf_counter() - t)
     print(f"10 diverse paths (Yen + relation-sequence filter), {len(times)} test pairs: {percentiles(times)}")
 
-    from ddibench.systems.emergnn.walks import MessageGraph, walk_batch
+    from ddibench.systems.emergnn.walks import walk_batch
 
-    test_graph = MessageGraph.from_triples(
-        np.concatenate([kg.head, train[:, 0]]), np.concatenate([kg.tail, train[:, 1]]),
-        np.concatenate([kg.rel, train[:, 2]]), kg.n_entities, kg.n_relations,
-    )  # fmt: skip
+    test_graph = EmerGNNSystem()._message_graph(kg, set(), train)  # the prediction graph (training interactions as facts)
     t = time.perf_counter()
     edges = 0
     for start in range(0, len(sample), 64):

@@ -67,7 +67,7 @@ PROFILES: dict[str, Profile] = {
                 "mlp": {"max_epochs": 30, "device": "cpu"},
                 # a few minutes per molecular task on 2 cores (full test sets): at most 60 epochs, patience 10
                 "gin": {"max_epochs": 60, "patience": 10, "device": "cpu"},
-                # about 17 minutes of training on 2 cores (DrugBank S1): 10 epochs instead of 100, model selection
+                # about 15 minutes of training on 2 cores (DrugBank S1, with validation): 10 epochs instead of 100, model selection
                 # on a seeded 3,000 validation pairs after every epoch; the full test set is scored. (Until the
                 # training step was made 2.7x faster, benchmarks/emergnn_step.py, the same time bought 4 epochs.)
                 "emergnn": {"max_epochs": 10, "epoch_per_test": 1, "valid_pairs": 3000, "device": "cpu"},
