@@ -97,6 +97,73 @@ def test_cache_key_covers_identity_messages_and_every_parameter(tmp_path: Path) 
     assert cache_key(ident_a, MESSAGES, dict(reversed(base.items())), 0) == cache_key(ident_a, MESSAGES, base, 0)
 
 
+def test_parameters_are_remembered_exactly_and_encoded_as_before() -> None:
+    """The parameters' JSON (cache key and request body) is remembered between calls: what a call gets is
+    what encoding its own parameters gives, even for values that are equal but encode differently."""
+    import enum
+    import json
+
+    from ddibench.hashing import stable_json
+    from ddibench.llm._client import _encode_params, _params_memo
+
+    class Seed(enum.IntEnum):  # not a plain JSON value: encoded on every call, never remembered
+        ONE = 1
+
+    def sdk_tail(params: dict) -> str:  # the body after the messages, as the openai SDK laid it out
+        body = {k: params[k] for k in sorted(params) if k not in ("response_format", "extra_body")}
+        body.update(params.get("extra_body") or {})
+        if "response_format" in params:
+            body["response_format"] = params["response_format"]
+        return "," + json.dumps(body, ensure_ascii=False, separators=(",", ":"))[1:] if body else "}"
+
+    schema = {"type": "object", "properties": {"type": {"type": "integer", "enum": [1, 2, 3]}}, "required": ["type"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
+    variants = [
+        {},
+        {"temperature": 0.0, "max_tokens": 24},
+        {"temperature": 0.0, "max_tokens": 24, "seed": 0, "response_format": fmt},
+        {"max_tokens": 24, "temperature": 0.0, "response_format": fmt, "seed": 0},  # another order: the same JSON
+        {"temperature": 0, "max_tokens": 24, "seed": 0, "response_format": fmt},  # 0 == 0.0 == False: three JSONs
+        {"temperature": False, "max_tokens": 24, "seed": 0, "response_format": fmt},
+        {"temperature": 0.0, "max_tokens": 24, "response_format": {"type": "json_object", "schema": {**schema, "required": [True]}}},
+        {"temperature": 0.0, "max_tokens": 24, "response_format": {"type": "json_object", "schema": {**schema, "required": [1]}}},
+        {"temperature": 0.7, "max_tokens": 8, "top_p": 0.9, "stop": ["\n", "é"], "extra_body": {"min_p": 0.1, "top_k": 5}},
+        {"temperature": 0.0, "max_tokens": 24, "seed": Seed.ONE},
+    ]
+    _params_memo.clear()
+    for params in variants + variants:  # the second time round, from the memo
+        assert _encode_params(params) == (stable_json(params), sdk_tail(params))
+    assert len(_params_memo) == len(variants) - 1  # the reordered dict is an entry of its own; the enum has none
+    assert len({_encode_params(p)[0] for p in variants}) == len(variants) - 1  # only the reordered dict shares its JSON
+
+
+def test_cache_writes_many_rows_per_statement_and_each_one_reads_back(tmp_path: Path) -> None:
+    """The writer inserts hundreds of rows per statement, as many as SQLite's variable limit allows: every
+    row lands, whatever the limit, and a row written again replaces the old one."""
+    import sqlite3
+
+    from ddibench.llm._cache import FLUSH_ROWS, _insert_rows, encode_messages
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    messages = encode_messages(MESSAGES)
+    n = FLUSH_ROWS * 2 + 37  # the writer's batches, and a last partial statement
+    for i in range(n):
+        cache.put_encoded(f"key{i}", '{"model":"m"}', messages, '{"sample_index":0}', f'{{"text":"answer {i}"}}')
+    cache.put_encoded("key7", '{"model":"m"}', messages, '{"sample_index":0}', '{"text":"answer 7, again"}')
+    cache.close()
+    reopened = ResponseCache(tmp_path / "cache.sqlite")
+    assert [reopened.get(f"key{i}")["text"] for i in (0, 7, n - 1)] == ["answer 0", "answer 7, again", f"answer {n - 1}"]  # type: ignore[index]
+    assert reopened.stats() == {'{"model":"m"}': n}
+    assert reopened.text(messages.texts[0][0]) == MESSAGES[0]["content"]
+    reopened.close()
+
+    conn = sqlite3.connect(tmp_path / "small.sqlite")
+    conn.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, created REAL, model TEXT, request TEXT, response TEXT)")
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 12)  # two rows per statement
+    _insert_rows(conn, {f"k{i}": (0.0, "m", "{}", str(i)) for i in range(5)})
+    assert conn.execute("SELECT key, response FROM responses ORDER BY key").fetchall() == [(f"k{i}", str(i)) for i in range(5)]
+
+
 async def _ask(spec: ModelSpec, cache: ResponseCache | None, **kwargs) -> tuple[str, LLMPool]:
     pool = LLMPool({"generator": spec}, cache=cache, concurrency=4, max_retries=kwargs.pop("max_retries", 5))
     if kwargs.pop("skip_preflight", False):

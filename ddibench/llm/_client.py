@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import io
 import json
+import pickle
 import random
 import time
 import urllib.error
@@ -193,7 +195,7 @@ class LLMClient:
         if self.remember is not None:
             for digest, text in encoded.texts:
                 self.remember(text, digest)
-        params_json = stable_json(params)
+        params_json, tail_json = _encode_params(params)
         key = key_of(self._identity_json, encoded, params_json, sample_index)  # == cache_key(identity, messages, params, sample_index)
         cache = self._cache if use_cache else None
         if cache is not None:
@@ -212,7 +214,7 @@ class LLMClient:
                     model_reported=hit.get("model_reported"),
                     model_id=self.model_id,
                 )
-        body = self._body(messages, params)
+        body = self._body(messages, tail_json)
         result = await self._call(body)
         if cache is not None:
             cache.put_encoded(
@@ -232,17 +234,12 @@ class LLMClient:
             )
         return result
 
-    def _body(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> bytes:
+    def _body(self, messages: list[dict[str, Any]], tail_json: str) -> bytes:
         """The request body, byte for byte what the ``openai`` SDK sent before this client posted it itself
-        (model, messages as given, the SDK's parameters in its order, then response_format and the extra
-        fields): a server that answers by the request's bytes (the stub) answers as it did before."""
-        sdk = {k: params[k] for k in sorted(params) if k not in ("response_format", "extra_body")}
-        tail = {**sdk, **(params.get("extra_body") or {})}
-        if "response_format" in params:
-            tail["response_format"] = params["response_format"]
+        (model, messages as given, then the parameters as :func:`_encode_params` writes them): a server that
+        answers by the request's bytes (the stub) answers as it did before."""
         wire = ",".join(_wire_message(m) for m in messages)
-        rest = "," + _WIRE.encode(tail)[1:] if tail else "}"
-        return f'{{"model":{self._model_json},"messages":[{wire}]{rest}'.encode()
+        return f'{{"model":{self._model_json},"messages":[{wire}]{tail_json}'.encode()
 
     async def _call(self, body: bytes) -> ChatResult:
         where = f"{self.spec.display()} ({self.role})"
@@ -311,6 +308,50 @@ def _wire_message(message: dict[str, Any]) -> str:
             _wire_memo.clear()
         text = _wire_memo[key] = _WIRE.encode(message)
     return text
+
+
+class _PlainPickler(pickle.Pickler):
+    """Pickles plain JSON values only (dicts, lists, strings, numbers, booleans, None): anything else raises."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        raise TypeError(f"not a plain JSON value: {type(obj).__name__}")
+
+
+_params_memo: dict[bytes, tuple[str, str]] = {}
+
+
+def _encode_params(params: dict[str, Any]) -> tuple[str, str]:
+    """The parameters' canonical JSON (``stable_json(params)``, the cache key's part) and the request body's
+    text after the messages: the SDK's parameters in its order (sorted), the extra fields, then
+    response_format, and the closing brace.
+
+    Every call of a run sends the same parameters, and encoding them twice (mostly the response format's
+    schema: a label enum of 86 integers is 6 of the 8 microseconds of one encoding) cost the request path
+    13% of its items per second at concurrency 16 (``benchmarks/runner_throughput.py``).
+    They are remembered by their pickle, which is exact where equality is not (``1 == 1.0 == True`` encode
+    differently; pickle tells them apart, and dict order too) and costs a quarter of one encoding.
+    Parameters holding anything but plain JSON values are encoded every time."""
+    buffer = io.BytesIO()
+    fingerprint: bytes | None = None
+    try:
+        _PlainPickler(buffer, protocol=5).dump(params)
+    except Exception:  # noqa: BLE001 - an unpicklable or non-plain value: not remembered
+        pass
+    else:
+        fingerprint = buffer.getvalue()
+        hit = _params_memo.get(fingerprint)
+        if hit is not None:
+            return hit
+    sdk = {k: params[k] for k in sorted(params) if k not in ("response_format", "extra_body")}
+    tail = {**sdk, **(params.get("extra_body") or {})}
+    if "response_format" in params:
+        tail["response_format"] = params["response_format"]
+    encoded = (stable_json(params), "," + _WIRE.encode(tail)[1:] if tail else "}")
+    if fingerprint is not None:
+        if len(_params_memo) >= 64:
+            _params_memo.clear()
+        _params_memo[fingerprint] = encoded
+    return encoded
 
 
 def _error_text(raw: bytes) -> str:
