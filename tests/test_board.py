@@ -334,6 +334,22 @@ def test_reproduction_compares_every_prediction_and_reports_the_reproduced_metri
     assert all(lenient.predictions[sid].label != gold[sid] for sid in wrong)
 
 
+def test_reproduction_tells_answers_apart_but_not_float_noise() -> None:
+    """Scores within 1e-6 are the same answer, on either side of a rounding boundary; anything else differs."""
+    from ddibench.schema import Prediction
+    from ddibench.submission import same_answer
+
+    def pred(label: int = 3, **scores: float) -> Prediction:
+        return Prediction(sample_id="s", label=label, scores=scores or None)
+
+    assert same_answer(pred(a=0.12345649, b=0.5), pred(a=0.12345651, b=0.5))  # rounded to 6 decimals: 0.123456 vs 0.123457
+    assert not same_answer(pred(a=0.1234, b=0.5), pred(a=0.1236, b=0.5))
+    assert not same_answer(pred(a=0.5), pred(a=0.5, b=0.0))  # another set of labels scored
+    assert not same_answer(pred(label=3, a=0.5), pred(label=4, a=0.5))
+    assert same_answer(pred(), pred()) and same_answer(None, None)
+    assert not same_answer(pred(), None) and not same_answer(pred(a=0.5), pred())
+
+
 def test_board_add_gives_each_bundle_its_own_verdict(cli, runs, tmp_path: Path) -> None:
     """A mixed batch: hostile bundles are rejected with their reason, the valid ones are added."""
     not_json = _rewrite(runs["mlp"][1], tmp_path / "a-not-json.tar.gz", lambda m: m.update({"results.json": b"{not json"}))
