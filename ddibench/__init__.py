@@ -22,6 +22,7 @@ from ddibench._version import __version__
 
 _EXPORTS = {
     "BaseSystem": "ddibench.system",
+    "BestEpoch": "ddibench.system",
     "RunContext": "ddibench.system",
     "System": "ddibench.system",
     "SystemConfig": "ddibench.system",
@@ -44,6 +45,7 @@ _EXPORTS = {
 __all__ = [
     "__version__",
     "BaseSystem",
+    "BestEpoch",
     "DdibenchError",
     "Drug",
     "DrugPair",
@@ -66,7 +68,7 @@ __all__ = [
 if TYPE_CHECKING:
     from ddibench.errors import DdibenchError
     from ddibench.schema import Drug, DrugPair, Label, LabelSpace, Molecule, Prediction, Question, Sample
-    from ddibench.system import BaseSystem, RunContext, System, SystemConfig, TrainingProgress, TrainingView, llm_trace
+    from ddibench.system import BaseSystem, BestEpoch, RunContext, System, SystemConfig, TrainingProgress, TrainingView, llm_trace
     from ddibench.task import Task, TaskData
 
 

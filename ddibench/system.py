@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -120,6 +121,35 @@ class TrainingProgress:
         else:
             self.bar.update(description=f"training {self.name} interrupted after {epochs_run} complete epochs")
         self.bar.close()
+
+
+class BestEpoch:
+    """Early stopping's bookkeeping: the best validation value so far, its epoch (1-based), a CPU copy of
+    the model's weights at that epoch, and how many evaluations in a row have brought nothing better.
+
+    The first value is the best so far (a NaN never is); ``lower_is_better`` for losses. ``should_stop``
+    once ``patience`` evaluations in a row brought nothing better (never without a patience)."""
+
+    def __init__(self, patience: int | None = None, lower_is_better: bool = False) -> None:
+        self.patience, self.lower_is_better = patience, lower_is_better
+        self.value = math.inf if lower_is_better else -math.inf
+        self.epoch: int | None = None
+        self.state: dict[str, Any] | None = None
+        self.waited = 0
+
+    def update(self, epoch: int, value: float, model: Any) -> bool:
+        """Epoch ``epoch`` scored ``value`` on validation: keep ``model``'s weights if it is the best yet."""
+        better = value < self.value if self.lower_is_better else value > self.value
+        if better:
+            self.value, self.epoch, self.waited = value, epoch, 0
+            self.state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+        else:
+            self.waited += 1
+        return better
+
+    @property
+    def should_stop(self) -> bool:
+        return self.patience is not None and self.waited >= self.patience
 
 
 class TrainingView:

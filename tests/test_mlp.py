@@ -100,3 +100,25 @@ def test_training_progress_counts_steps_says_the_stopping_state_and_shrinks_on_a
     interrupted.step(2)
     interrupted.finish(0)  # Ctrl-C in epoch 1: neither trained nor stopped early
     assert buffer.getvalue().splitlines()[-1].startswith("training toy interrupted after 0 complete epochs: 2/40")
+
+
+def test_best_epoch_keeps_the_best_weights_and_counts_the_patience() -> None:
+    import torch
+
+    from ddibench import BestEpoch
+
+    net = torch.nn.Linear(2, 1)
+    best = BestEpoch(patience=2)
+    for epoch, value in enumerate([0.3, 0.5, float("nan"), 0.5, 0.4], 1):
+        with torch.no_grad():
+            net.weight.fill_(epoch)
+        best.update(epoch, value, net)
+        if best.should_stop:
+            break
+    # the NaN and the tie are not better; the patience of 2 ends training after epoch 4
+    assert (best.epoch, best.value, best.waited, epoch) == (2, 0.5, 2, 4)
+    assert best.state is not None and torch.equal(best.state["weight"], torch.full((1, 2), 2.0))  # a copy, not the live weights
+    loss = BestEpoch(lower_is_better=True)
+    for epoch, value in enumerate([0.9, 0.7, 0.8], 1):
+        loss.update(epoch, value, net)
+    assert (loss.epoch, loss.value, loss.waited, loss.should_stop) == (2, 0.7, 1, False)  # no patience: never stops

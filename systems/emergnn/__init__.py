@@ -42,7 +42,7 @@ from ddibench import label_sets
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Prediction, Sample
-from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
+from ddibench.system import BaseSystem, BestEpoch, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
 
 TRAINING_CODE_VERSION = 2  # 2: sums of messages in CSR order (scipy-built matrices), batches prepared ahead
 T = TypeVar("T")
@@ -275,7 +275,7 @@ class EmerGNNSystem(BaseSystem):
         if cfg["valid_pairs"] and cfg["valid_pairs"] < len(valid):
             valid_eval = valid[np.sort(rng.choice(len(valid), cfg["valid_pairs"], replace=False))]
         log: list[dict[str, Any]] = []
-        best = (-1.0, -1, None)
+        best = BestEpoch()  # no early stopping: the best evaluated epoch is kept
         started = time.perf_counter()
         bar: TrainingProgress | None = None  # sized from the first epoch's pairs (the resampling varies them a little)
         try:
@@ -297,22 +297,21 @@ class EmerGNNSystem(BaseSystem):
                     scores = classification_scores(valid_eval[:, 2], probs.argmax(1), len(view.task.label_space))
                     scheduler.step(scores.macro_f1)
                     row.update(valid_macro_f1=round(scores.macro_f1, 5), valid_accuracy=round(scores.accuracy, 5))
-                    if scores.macro_f1 > best[0]:
-                        best = (scores.macro_f1, epoch, {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+                    best.update(epoch, scores.macro_f1, net)
                 row["seconds"] = round(time.perf_counter() - t0, 1)
                 log.append(row)
-                bar.epoch_done(epoch, row["seconds"], row.get("valid_macro_f1"), best[0] if best[1] > 0 else None, best[1] if best[1] > 0 else None)
+                bar.epoch_done(epoch, row["seconds"], row.get("valid_macro_f1"), best.value if best.epoch else None, best.epoch)
         finally:
             if bar is not None:
                 bar.finish(len(log))
-        torch.save(best[2], out_dir / "model.pt")
+        torch.save(best.state, out_dir / "model.pt")
         (out_dir / "training.json").write_text(
             json.dumps(
                 {
                     "setting": setting,
                     "resolved_config": cfg,
-                    "best_epoch": best[1],
-                    "best_valid_macro_f1": best[0],
+                    "best_epoch": best.epoch,
+                    "best_valid_macro_f1": best.value,
                     "valid_pairs_used": int(len(valid_eval)),
                     "valid_pairs_available": int(len(valid)),
                     "train_seconds": round(time.perf_counter() - started, 1),
@@ -359,7 +358,7 @@ class EmerGNNSystem(BaseSystem):
         y_valid = self._labels["valid"][valid_eval[:, 2]]
         valid_graph = self._graphs["valid"]
         log: list[dict[str, Any]] = []
-        best = (-1.0, -1, None)
+        best = BestEpoch()  # no early stopping: the best evaluated epoch is kept
         metric = f"valid_recall@{self._k}"
         started = time.perf_counter()
         bar: TrainingProgress | None = None  # sized from the first epoch's pairs (the resampling varies them a little)
@@ -382,22 +381,21 @@ class EmerGNNSystem(BaseSystem):
                     recall = label_sets.recall_at_k(scores, y_valid, self._k)
                     scheduler.step(recall)
                     row[metric] = round(recall, 5)
-                    if recall > best[0]:
-                        best = (recall, epoch, {k: v.detach().cpu().clone() for k, v in net.state_dict().items()})
+                    best.update(epoch, recall, net)
                 row["seconds"] = round(time.perf_counter() - t0, 1)
                 log.append(row)
-                bar.epoch_done(epoch, row["seconds"], row.get(metric), best[0] if best[1] > 0 else None, best[1] if best[1] > 0 else None)
+                bar.epoch_done(epoch, row["seconds"], row.get(metric), best.value if best.epoch else None, best.epoch)
         finally:
             if bar is not None:
                 bar.finish(len(log))
-        torch.save(best[2], out_dir / "model.pt")
+        torch.save(best.state, out_dir / "model.pt")
         (out_dir / "training.json").write_text(
             json.dumps(
                 {
                     "setting": setting,
                     "resolved_config": cfg,
-                    "best_epoch": best[1],
-                    f"best_{metric}": best[0],
+                    "best_epoch": best.epoch,
+                    f"best_{metric}": best.value,
                     "valid_pairs_used": int(len(valid_eval)),
                     "valid_pairs_available": int(len(valid)),
                     "train_seconds": round(time.perf_counter() - started, 1),

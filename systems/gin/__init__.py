@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingProgress, TrainingView
+from ddibench import BaseSystem, BestEpoch, Prediction, RunContext, Sample, SystemConfig, Task, TrainingProgress, TrainingView
 from ddibench.errors import ConfigError
 from ddibench.system import system_config_hash
 
@@ -186,7 +186,7 @@ class GINSystem(BaseSystem):
         model = _network(cfg, self.n_out).to(device)
         optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         loss_fn = torch.nn.BCEWithLogitsLoss()
-        best_loss, best_epoch, best_state, waited = float("inf"), 0, None, 0
+        best = BestEpoch(cfg.patience, lower_is_better=True)
         epochs: list[dict[str, float]] = []
         bar = TrainingProgress(ctx.progress, f"gin ({len(view.train):,} molecules)", cfg.max_epochs, len(train), "loss", cfg.patience)
         started = time.perf_counter()
@@ -209,19 +209,15 @@ class GINSystem(BaseSystem):
                 valid_loss = self._loss(model, valid, device)
                 epochs.append({"epoch": epoch + 1, "train_loss": round(total / max(n, 1), 5), "valid_loss": round(valid_loss, 5),
                                "seconds": round(time.perf_counter() - t0, 2)})  # fmt: skip
-                if valid_loss < best_loss:
-                    best_loss, best_epoch, waited = valid_loss, epoch + 1, 0
-                    best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-                else:
-                    waited += 1
-                bar.epoch_done(epoch + 1, time.perf_counter() - t0, valid_loss, best_loss, best_epoch, waited)
-                if waited >= cfg.patience:
+                best.update(epoch + 1, valid_loss, model)
+                bar.epoch_done(epoch + 1, time.perf_counter() - t0, valid_loss, best.value, best.epoch, best.waited)
+                if best.should_stop:
                     break
         finally:
-            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
-        torch.save(best_state, out / "model.pt")
+            bar.finish(len(epochs), stopped_early=best.should_stop)
+        torch.save(best.state, out / "model.pt")
         log = {
-            "n_train": len(view.train), "n_valid": len(view.valid), "best_epoch": best_epoch, "best_valid_loss": best_loss,
+            "n_train": len(view.train), "n_valid": len(view.valid), "best_epoch": best.epoch, "best_valid_loss": best.value,
             "epochs_run": len(epochs), "train_seconds": round(time.perf_counter() - started, 1), "device": str(device),
             "torch_threads": torch.get_num_threads(), "graphs_unreadable": train_failed, "epochs": epochs,
         }  # fmt: skip

@@ -41,7 +41,7 @@ from ddibench import label_sets
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.schema import Prediction, Sample
-from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
+from ddibench.system import BaseSystem, BestEpoch, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
 
 TRAINING_CODE_VERSION = 1  # bump when training changes in a way the config does not show
 
@@ -187,7 +187,7 @@ class MLPSystem(BaseSystem):
         optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         loss_fn = torch.nn.CrossEntropyLoss()
         generator = torch.Generator().manual_seed(ctx.seed)
-        best_f1, best_epoch, best_state, waited = -1.0, -1, None, 0
+        best = BestEpoch(cfg.patience)
         epochs: list[dict[str, float]] = []
         bar = TrainingProgress(ctx.progress, f"mlp ({len(train):,} pairs)", cfg.max_epochs, -(-len(train) // cfg.batch_size), "macro-F1", cfg.patience)
         started = time.perf_counter()
@@ -219,23 +219,19 @@ class MLPSystem(BaseSystem):
                         "seconds": round(time.perf_counter() - t0, 2),
                     }
                 )
-                if scores.macro_f1 > best_f1:
-                    best_f1, best_epoch, waited = scores.macro_f1, epoch + 1, 0
-                    best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-                else:
-                    waited += 1
-                bar.epoch_done(epoch + 1, time.perf_counter() - t0, scores.macro_f1, best_f1, best_epoch, waited)
-                if waited >= cfg.patience:
+                best.update(epoch + 1, scores.macro_f1, model)
+                bar.epoch_done(epoch + 1, time.perf_counter() - t0, scores.macro_f1, best.value, best.epoch, best.waited)
+                if best.should_stop:
                     break
         finally:
-            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
-        torch.save(best_state, out_dir / "model.pt")
+            bar.finish(len(epochs), stopped_early=best.should_stop)
+        torch.save(best.state, out_dir / "model.pt")
         log = {
             "n_train": len(train),
             "n_train_available": len(view.train),
             "n_valid": len(view.valid),
-            "best_epoch": best_epoch,
-            "best_valid_macro_f1": best_f1,
+            "best_epoch": best.epoch,
+            "best_valid_macro_f1": best.value,
             "epochs_run": len(epochs),
             "stopped_early": len(epochs) < cfg.max_epochs,
             "train_seconds": round(time.perf_counter() - started, 1),
@@ -287,7 +283,7 @@ class MLPSystem(BaseSystem):
         model = _network(cfg, n_labels).to(device)
         optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         generator = torch.Generator().manual_seed(ctx.seed)
-        best, best_epoch, best_state, waited = -1.0, -1, None, 0
+        best = BestEpoch(cfg.patience)
         epochs: list[dict[str, float]] = []
         bar = TrainingProgress(ctx.progress, f"mlp ({len(train):,} pairs, {cfg.multilabel_loss})", cfg.max_epochs,
                                -(-len(train) // cfg.batch_size), f"recall@{self._k}", cfg.patience)  # fmt: skip
@@ -321,24 +317,20 @@ class MLPSystem(BaseSystem):
                         "seconds": round(time.perf_counter() - t0, 2),
                     }
                 )
-                if recall > best:
-                    best, best_epoch, waited = recall, epoch + 1, 0
-                    best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-                else:
-                    waited += 1
-                bar.epoch_done(epoch + 1, time.perf_counter() - t0, recall, best, best_epoch, waited)
-                if waited >= cfg.patience:
+                best.update(epoch + 1, recall, model)
+                bar.epoch_done(epoch + 1, time.perf_counter() - t0, recall, best.value, best.epoch, best.waited)
+                if best.should_stop:
                     break
         finally:
-            bar.finish(len(epochs), stopped_early=waited >= cfg.patience)
-        torch.save(best_state, out_dir / "model.pt")
+            bar.finish(len(epochs), stopped_early=best.should_stop)
+        torch.save(best.state, out_dir / "model.pt")
         log = {
             "n_train": len(train),
             "n_train_available": len(view.train),
             "n_valid": len(view.valid),
             "multilabel_loss": cfg.multilabel_loss,
-            "best_epoch": best_epoch,
-            f"best_valid_recall@{self._k}": best,
+            "best_epoch": best.epoch,
+            f"best_valid_recall@{self._k}": best.value,
             "epochs_run": len(epochs),
             "stopped_early": len(epochs) < cfg.max_epochs,
             "train_seconds": round(time.perf_counter() - started, 1),
