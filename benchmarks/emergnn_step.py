@@ -77,6 +77,7 @@ def main() -> None:
     from ddibench.registry import get_task
     from ddibench.systems.emergnn import EmerGNNSystem, _prefetched, _pseudo_emerging, _triples
     from ddibench.systems.emergnn.model import EmerGNNNet, PairBatch
+    from ddibench.systems.emergnn.walks import MessageGraph
     from ddibench.tasks.drugbank import load_catalog
 
     device = torch.device(args.device)
@@ -107,6 +108,17 @@ def main() -> None:
     def loss_of(logits: torch.Tensor, batch: np.ndarray) -> torch.Tensor:
         return torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
 
+    def logits_after(graph: MessageGraph, b: np.ndarray) -> torch.Tensor:
+        return net(PairBatch.of(graph, b[:, 0], b[:, 1], 3, device))[0]
+
+    def logits_before(graph: MessageGraph, b: np.ndarray) -> torch.Tensor:
+        assert before is not None and old_net is not None
+        walks = before.walk_batch(graph, b[:, 0], b[:, 1], 3)
+        return old_net(
+            torch.from_numpy(b[:, 0]), torch.from_numpy(b[:, 1]),
+            before.TensorWalks.of(walks, device), before.TensorWalks.of(walks.reversed(graph), device),
+        )[0]  # fmt: skip
+
     def train_after(prefetch: bool) -> None:
         prepare = lambda b: (b, PairBatch.of(train_graph, b[:, 0], b[:, 1], 3, device))  # noqa: E731
         for batch, prepared in _prefetched(prepare, batches) if prefetch else map(prepare, batches):
@@ -118,14 +130,9 @@ def main() -> None:
             torch.cuda.synchronize()
 
     def train_before() -> None:
-        assert before is not None and old_net is not None and old_optimiser is not None
+        assert old_optimiser is not None
         for batch in batches:
-            walks = before.walk_batch(train_graph, batch[:, 0], batch[:, 1], 3)
-            logits, _, _ = old_net(
-                torch.from_numpy(batch[:, 0]), torch.from_numpy(batch[:, 1]),
-                before.TensorWalks.of(walks, device), before.TensorWalks.of(walks.reversed(train_graph), device),
-            )  # fmt: skip
-            loss = loss_of(logits, batch)
+            loss = loss_of(logits_before(train_graph, batch), batch)
             old_optimiser.zero_grad()
             loss.backward()
             old_optimiser.step()
@@ -133,13 +140,9 @@ def main() -> None:
     if before is not None:  # the same first step in both: loss and gradients agree up to summation order
         assert old_net is not None
         b = batches[0]
-        new_loss = loss_of(net(PairBatch.of(train_graph, b[:, 0], b[:, 1], 3, device))[0], b)
+        new_loss = loss_of(logits_after(train_graph, b), b)
         new_loss.backward()
-        walks = before.walk_batch(train_graph, b[:, 0], b[:, 1], 3)
-        old_loss = loss_of(
-            old_net(torch.from_numpy(b[:, 0]), torch.from_numpy(b[:, 1]), before.TensorWalks.of(walks, device),
-                    before.TensorWalks.of(walks.reversed(train_graph), device))[0], b,
-        )  # fmt: skip
+        old_loss = loss_of(logits_before(train_graph, b), b)
         old_loss.backward()
         grad_diff = max(float((p.grad - q.grad).abs().max()) for p, q in zip(net.parameters(), old_net.parameters()) if p.grad is not None)
         print(f"first batch: loss after {new_loss.item():.6f}, before {old_loss.item():.6f}; largest gradient difference {grad_diff:.2e}")
@@ -168,17 +171,13 @@ def main() -> None:
     with torch.no_grad():
         t = time.perf_counter()
         for start in range(0, len(sample), 64):
-            b = sample[start : start + 64]
-            net(PairBatch.of(test_graph, b[:, 0], b[:, 1], 3, device))
+            logits_after(test_graph, sample[start : start + 64])
         after_ms = (time.perf_counter() - t) * 1000 / len(sample)
         line = f"inference (batches of 64, one after the other): after {after_ms:.2f} ms per pair"
         if before is not None and old_net is not None:
             t = time.perf_counter()
             for start in range(0, len(sample), 64):
-                b = sample[start : start + 64]
-                walks = before.walk_batch(test_graph, b[:, 0], b[:, 1], 3)
-                old_net(torch.from_numpy(b[:, 0]), torch.from_numpy(b[:, 1]), before.TensorWalks.of(walks, device),
-                        before.TensorWalks.of(walks.reversed(test_graph), device))  # fmt: skip
+                logits_before(test_graph, sample[start : start + 64])
             before_ms = (time.perf_counter() - t) * 1000 / len(sample)
             line += f", before {before_ms:.2f} ms per pair ({before_ms / after_ms:.2f}x)"
     print(line)

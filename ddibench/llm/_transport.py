@@ -116,8 +116,7 @@ class ChatTransport:
         except (asyncio.TimeoutError, TimeoutError):
             raise TransportTimeout(f"timeout after {self.timeout:g} s") from None
         except (OSError, ValueError, EOFError, _Stale, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-            detail = str(exc).splitlines()[0] if str(exc) else ""
-            raise TransportError(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__) from None
+            raise _failed(exc) from None
 
     async def _exchange(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
         request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
@@ -173,8 +172,7 @@ class ChatTransport:
         except asyncio.TimeoutError:  # aiohttp's own timeouts derive from it too
             raise TransportTimeout(f"timeout after {self.timeout:g} s") from None
         except self._errors as exc:
-            detail = str(exc).splitlines()[0] if str(exc) else ""
-            raise TransportError(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__) from None
+            raise _failed(exc) from None
 
     def _open(self) -> Any:
         import aiohttp
@@ -202,6 +200,12 @@ class ChatTransport:
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
+
+
+def _failed(exc: BaseException) -> TransportError:
+    """The TransportError of a failed exchange: the exception's type and the first line of its message."""
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return TransportError(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str], str]:

@@ -449,7 +449,7 @@ class EmerGNNSystem(BaseSystem):
         return total / max(1, len(data))
 
     def _batches(
-        self, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any, hide_pair_below: int = 0
+        self, graph: Any, heads: Sequence[int] | np.ndarray, tails: Sequence[int] | np.ndarray, cfg: dict[str, Any], device: Any, hide_pair_below: int = 0
     ) -> Iterator[Any]:
         """``PairBatch``es of ``predict_batch`` pairs, in order, each prepared while the previous one runs."""
         from ddibench.systems.emergnn.model import PairBatch
@@ -496,7 +496,7 @@ class EmerGNNSystem(BaseSystem):
         message_graph = self._graphs[graph]
         probs, reprs = [], []
         with torch.no_grad():
-            for batch in self._batches(message_graph, np.asarray(heads), np.asarray(tails), cfg, device, self._n_labels if hide_own else 0):
+            for batch in self._batches(message_graph, heads, tails, cfg, device, self._n_labels if hide_own else 0):
                 logits, pair, _ = self._net(batch)
                 probs.append(self._normalise(logits).cpu().numpy())
                 reprs.append(pair.cpu().numpy())
