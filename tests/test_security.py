@@ -84,6 +84,10 @@ def _context(task, stub_url: str, run_dir: Path) -> RunContext:
 LOOP = asyncio.new_event_loop()  # one loop for the module: the LLM clients belong to the loop they started in
 
 
+def teardown_module() -> None:
+    LOOP.close()
+
+
 def _prepare(system, task, ctx):
     data = task.load()
     view = TrainingView(task, data.split("train"), data.split("valid"), data.resources)

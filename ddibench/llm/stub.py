@@ -310,6 +310,8 @@ def serving(server: S) -> Iterator[S]:
         asyncio.run_coroutine_threadsafe(server.close(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+        if not thread.is_alive():  # closed here, not by the garbage collector whenever it runs (its fds long reused)
+            loop.close()
 
 
 def main() -> None:
