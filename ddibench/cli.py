@@ -9,13 +9,14 @@ it says that finished samples are kept and how to resume.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Any
 
 import click
 
-from ddibench.commands import board, data, interop, kg, listing, run
+from ddibench.commands import board, data, doctor, interop, kg, listing, run
 from ddibench.errors import DdibenchError, write_error
 
 
@@ -45,7 +46,7 @@ def cli() -> None:
 
 
 for command in (run.run, run.rescore, run.report, run.merge, listing.list_, data.data, board.submit, board.verify, board.board, kg.kg,
-                interop.export, interop.import_):
+                interop.export, interop.import_, doctor.doctor):
     cli.add_command(command)
 
 
@@ -62,6 +63,10 @@ def _interrupted(argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    if any(k.startswith("DDIBENCH_") and not os.path.isabs(v) for k, v in os.environ.items()):  # resolve.py costs ~40 ms to import
+        from ddibench.data.resolve import absolutize_env
+
+        absolutize_env()  # relative paths made absolute once, for every process this command starts
     try:
         previous = signal.signal(signal.SIGTERM, _terminate)
     except ValueError:  # not the main thread: leave signals alone

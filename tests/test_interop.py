@@ -3,7 +3,9 @@
 * ``ddibench data export`` writes typed splits that ``datasets`` loads offline, byte-identical twice;
 * ``ddibench export lm-eval`` writes task configs that lm-eval runs against a local OpenAI-compatible
   server, and ``ddibench import lm-eval`` turns its logged samples into a run whose recomputed metrics
-  equal lm-eval's own and which verifies like any other run.
+  equal lm-eval's own and which verifies like any other run;
+* neither export holds an absolute path: the folders can be moved, and relative paths in the DDIBENCH_*
+  variables work from any directory (they are made absolute once, for every process a command starts).
 """
 
 from __future__ import annotations
@@ -24,6 +26,41 @@ def _digests(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def _holding(root: Path, places: set[str]) -> list[str]:
+    """The files under ``root`` that name any of ``places``."""
+    return [str(p.relative_to(root)) for p in sorted(root.rglob("*")) if p.is_file() and any(s.encode() in p.read_bytes() for s in places)]
+
+
+def test_paths_from_the_environment_are_made_absolute(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ddibench.data.resolve import absolutize_env, cache_root, mirror_root
+
+    monkeypatch.chdir(tmp_path)
+    here = Path.cwd()
+    monkeypatch.setenv("DDIBENCH_MIRROR", "mirror/github")
+    monkeypatch.setenv("DDIBENCH_CACHE", "../cache")
+    monkeypatch.setenv("DDIBENCH_BOARD", "~/board.duckdb")
+    monkeypatch.setenv("DDIBENCH_PRICES", "/elsewhere/prices.json")
+    monkeypatch.setenv("DDIBENCH_DOWNLOAD_BASE", "http://127.0.0.1:9")  # a URL, not a path
+    assert mirror_root() == here / "mirror" / "github"
+    assert cache_root() == here / ".." / "cache"  # absolute, not resolved: symlinks are kept
+    monkeypatch.delenv("DDIBENCH_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", "xdg")
+    assert cache_root() == here / "xdg" / "ddibench"
+
+    monkeypatch.setenv("DDIBENCH_CACHE", "../cache")
+    assert absolutize_env() == {"DDIBENCH_MIRROR": str(here / "mirror/github"), "DDIBENCH_CACHE": str(here / "../cache"),
+                                "DDIBENCH_BOARD": str(Path.home() / "board.duckdb")}  # fmt: skip
+    assert os.environ["DDIBENCH_PRICES"] == "/elsewhere/prices.json" and os.environ["DDIBENCH_DOWNLOAD_BASE"] == "http://127.0.0.1:9"
+    monkeypatch.chdir(tmp_path.parent)
+    assert mirror_root() == here / "mirror" / "github" and absolutize_env() == {}  # once absolute, the same from anywhere
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DDIBENCH_MIRROR", "mirror/github")
+    code, _, err = cli("--version")  # every command rewrites them first, for the processes it starts
+    assert code == 0, err
+    assert os.environ["DDIBENCH_MIRROR"] == str(here / "mirror" / "github")
+
+
 @pytest.mark.parametrize(("task_name", "fmt"), [("drugbank_s2", "parquet"), ("ddi_qa_s2", "hf")])
 def test_data_export_loads_offline_and_is_reproducible(cli, tmp_path: Path, task_name: str, fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
     datasets = pytest.importorskip("datasets", reason="the interop extra is not installed (pip install 'ddibench[interop]')")
@@ -36,6 +73,7 @@ def test_data_export_loads_offline_and_is_reproducible(cli, tmp_path: Path, task
     code, _, err = cli("data", "export", task_name, str(second), "--format", fmt)
     assert code == 0, err
     assert _digests(first) == _digests(second)  # the same bytes, twice
+    assert not _holding(first, {str(tmp_path), str(tmp_path.resolve())})  # nothing ties the copy to this place
 
     task = get_task(task_name)
     data = task.load()
@@ -59,17 +97,30 @@ def test_data_export_loads_offline_and_is_reproducible(cli, tmp_path: Path, task
 
 @pytest.mark.parametrize(("task_name", "limit", "json_mode"), [("drugbank_s2", 12, "llamacpp"), ("ddi_qa_s2", 3, "none")])
 def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub, tmp_path: Path, task_name: str, limit: int, json_mode: str) -> None:
+    """Exported in one directory with relative DDIBENCH_* paths, moved, and run by lm-eval from a third."""
     pytest.importorskip("lm_eval", reason="the interop extra is not installed (pip install 'ddibench[interop]')")
-    tasks = tmp_path / "tasks"
-    code, out, err = cli("export", "lm-eval", str(tasks), "-t", task_name, "--limit", str(limit), "--json-mode", json_mode)
-    assert code == 0, err
-    assert f"ddibench_{task_name}" in out and (tasks / "ddibench_utils.py").exists()
-    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    mirror = Path(os.environ["DDIBENCH_MIRROR"]).absolute()
+    home, moved, elsewhere = tmp_path / "home", tmp_path / "moved", tmp_path / "elsewhere"
+    for place in (home, moved, elsewhere):
+        place.mkdir()
+
+    def relative(cwd: Path) -> dict[str, str]:
+        """The environment as a user writes it: the mirror and the cache given relative to ``cwd``."""
+        return {**os.environ, "DDIBENCH_MIRROR": os.path.relpath(mirror, cwd), "DDIBENCH_CACHE": "cache", "COLUMNS": "200",
+                "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+
+    proc = subprocess.run([sys.executable, "-m", "ddibench", "export", "lm-eval", "tasks", "-t", task_name, "--limit", str(limit),
+                           "--json-mode", json_mode], capture_output=True, text=True, env=relative(home), timeout=600, cwd=home)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"ddibench_{task_name}" in proc.stdout and (home / "tasks" / "ddibench_utils.py").exists()
+    tasks = moved / "lm_tasks"
+    (home / "tasks").rename(tasks)  # the folder is moved (or shared) after the export
+    assert not _holding(tasks, {str(tmp_path), str(tmp_path.resolve()), str(mirror), str(mirror.resolve()), os.path.relpath(mirror, home)})
     proc = subprocess.run(
-        [sys.executable, "-m", "lm_eval", "--include_path", str(tasks), "--tasks", f"ddibench_{task_name}", "--model", "local-chat-completions",
+        [sys.executable, "-m", "lm_eval", "--include_path", "../moved/lm_tasks", "--tasks", f"ddibench_{task_name}", "--model", "local-chat-completions",
          "--model_args", f"base_url={stub.base_url}/chat/completions,model=stub-model,tokenized_requests=False",
          "--apply_chat_template", "--log_samples", "--output_path", str(tmp_path / "out")],
-        capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path,
+        capture_output=True, text=True, env=relative(elsewhere), timeout=600, cwd=elsewhere,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     samples = next((tmp_path / "out").rglob(f"samples_ddibench_{task_name}_*.jsonl"))

