@@ -26,14 +26,16 @@ if ! [ -d "$parent/shared/mirror/github" ]; then
   echo "error: no mirror at $parent/shared/mirror/github; this check runs the README as it reads on a machine without GitHub access" >&2
   exit 2
 fi
-clone="$(mktemp -d "$parent/fresh-clone.XXXXXX")"
-home_cache="$(mktemp -d /tmp/ddibench-fresh-cache.XXXXXX)"
-cleanup() { if [ "$keep" = 0 ]; then rm -rf "$clone" "$home_cache"; else echo "kept: $clone $home_cache"; fi; }
+clone="$(mktemp -d "$parent/fresh-clone.XXXXXX")"  # beside shared/, as CI's clone is
+scratch="$(mktemp -d /tmp/ddibench-fresh.XXXXXX)"   # the empty caches and the logs
+home_cache="$scratch/cache"
+mkdir -p "$home_cache"
+cleanup() { if [ "$keep" = 0 ]; then rm -rf "$clone" "$scratch"; else echo "kept: $clone $scratch"; fi; }
 trap cleanup EXIT
 
-git clone -q "$repo" "$clone/ddibench" || exit 2
-commit="$(git -C "$clone/ddibench" rev-parse --short HEAD)"
-readme="$clone/ddibench/README.md"
+git clone -q "$repo" "$clone" || exit 2
+commit="$(git -C "$clone" rev-parse --short HEAD)"
+readme="$clone/README.md"
 # the two commands, exactly as the README's set-up block writes them
 cmd1="$(grep -A1 '^# 1\. ' "$readme" | tail -1)"
 cmd2="$(grep -A1 '^# 2\. ' "$readme" | tail -1)"
@@ -49,21 +51,21 @@ run_command() {  # N DIR COMMAND
   local n="$1" dir="$2" command="$3" start end rc
   rm -rf "$dir/.venv"
   start=$(date +%s)
-  (cd "$dir" && "${fresh_env[@]}" bash -c "$command") >"$clone/command$n.log" 2>&1
+  (cd "$dir" && "${fresh_env[@]}" bash -c "$command") >"$scratch/command$n.log" 2>&1
   rc=$?
   end=$(date +%s)
-  summary+=("command $n: exit $rc in $((end - start)) s (log: $clone/command$n.log)")
+  summary+=("command $n: exit $rc in $((end - start)) s (log: $scratch/command$n.log)")
   [ "$rc" = 0 ] || status=1
   return $rc
 }
 
-echo "fresh clone of $commit in $clone/ddibench; caches empty under $home_cache"
+echo "fresh clone of $commit in $clone; caches empty under $home_cache"
 if [ -z "$only" ] || [ "$only" = 1 ]; then
   echo "command 1: $cmd1"
-  run_command 1 "$clone/ddibench" "$cmd1"
-  tail -n 25 "$clone/command1.log"
+  run_command 1 "$clone" "$cmd1"
+  tail -n 25 "$scratch/command1.log"
   # every answer of command 1 must come from the model: no cache hit, at least one call per item
-  if calls="$(cd "$clone/ddibench" && "${fresh_env[@]}" .venv/bin/python - <<'EOF'
+  if calls="$(cd "$clone" && "${fresh_env[@]}" .venv/bin/python - <<'EOF'
 import json, pathlib, sys
 sessions = sorted(pathlib.Path("runs").rglob("sessions.jsonl"))
 if len(sessions) != 1:
@@ -90,9 +92,9 @@ EOF
 fi
 if [ -z "$only" ] || [ "$only" = 2 ]; then
   echo "command 2: $cmd2"
-  run_command 2 "$clone/ddibench" "$cmd2"
-  tail -n 15 "$clone/command2.log"
-  summary+=("command 2 result: $(grep -E '^=+ .*(passed|failed|error).* =+$' "$clone/command2.log" | tail -1)")
+  run_command 2 "$clone" "$cmd2"
+  tail -n 15 "$scratch/command2.log"
+  summary+=("command 2 result: $(grep -E '^=+ .*(passed|failed|error).* =+$' "$scratch/command2.log" | tail -1)")
 fi
 
 echo
