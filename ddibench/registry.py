@@ -96,3 +96,104 @@ def clear_caches() -> None:
     """Forget discovered entry points (after installing a plug-in in the same process)."""
     _tasks.cache_clear()
     _system_entry_points.cache_clear()
+
+
+def system_provenance(name: str) -> dict[str, Any]:
+    """Where a registered system's code comes from, for the manifest and the bundle: the entry point, the
+    distribution that registers it (name, version), its source, and the sha256 of the adapter's own files
+    (the package or module that holds the entry point), so two bundles made with different code never
+    look alike. The source is, first hit wins: the URL and commit pip recorded for a VCS install (PEP 610
+    ``direct_url.json``); the git checkout the code lies in (commit, dirty flag, origin URL), as for an
+    editable install; the project URLs of the distribution's metadata (an index install)."""
+    eps = _system_entry_points()
+    if name not in eps:
+        raise UnknownNameError("system", name, eps)
+    ep = eps[name]
+    out: dict[str, Any] = {"entry_point": ep.value}
+    dist = ep.dist
+    if dist is not None:
+        out["distribution"] = dist.metadata["Name"]
+        out["version"] = dist.version
+    origin = _module_origin(ep.module)
+    out.update(_vcs_install(dist) or (_git_checkout(origin) if origin else None) or _index_source(dist))
+    files = _module_files_sha256(ep.module)
+    if files is not None:
+        out["files_sha256"] = files
+    return out
+
+
+def _module_origin(module: str) -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return Path(spec.origin).parent if spec is not None and spec.origin else None
+
+
+def _vcs_install(dist: Any) -> dict[str, Any] | None:
+    import json
+
+    try:
+        direct = json.loads((dist.read_text("direct_url.json") if dist is not None else None) or "null")
+    except ValueError:
+        return None
+    if isinstance(direct, dict) and isinstance(direct.get("vcs_info"), dict) and isinstance(direct.get("url"), str):
+        return {"source": direct["url"], "commit": direct["vcs_info"].get("commit_id")}
+    return None
+
+
+def _git_checkout(where: Any) -> dict[str, Any] | None:
+    import subprocess
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    root = git("rev-parse", "--show-toplevel")
+    remote = git("remote", "get-url", "origin")
+    return {"source": remote or f"a local checkout at {root}", "commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def _index_source(dist: Any) -> dict[str, Any]:
+    if dist is None:
+        return {}
+    urls = [u.split(",", 1) for u in dist.metadata.get_all("Project-URL") or []]
+    preferred = ("source", "repository", "code", "homepage")
+    ranked = sorted((kv for kv in urls if len(kv) == 2), key=lambda kv: next((i for i, p in enumerate(preferred) if p in kv[0].lower()), len(preferred)))
+    name, version = dist.metadata["Name"], dist.version
+    return {"source": ranked[0][1].strip() if ranked else (dist.metadata.get("Home-page") or f"pip install '{name}=={version}'"), "index": True}
+
+
+def _module_files_sha256(module: str) -> str | None:
+    """sha256 over the files of the package (or single module) that holds ``module``: each file's path
+    relative to the package and its bytes, in sorted order; caches (``__pycache__``) left out."""
+    import hashlib
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        roots = [Path(p) for p in spec.submodule_search_locations]
+        files = sorted((p.relative_to(root).as_posix(), p) for root in roots for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    elif spec.origin and Path(spec.origin).is_file():
+        files = [(Path(spec.origin).name, Path(spec.origin))]
+    else:
+        return None
+    digest = hashlib.sha256()
+    for rel, path in files:
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

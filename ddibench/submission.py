@@ -357,6 +357,7 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     )
     _check_agreement(verdict, bundle, run, results)
     _check_system(verdict, run)
+    verdict.check("adapter", True, describe_provenance(results.manifest.system.provenance))
     try:
         task = get_task(run.task.name)
     except DdibenchError as exc:
@@ -505,6 +506,32 @@ def _spec_matches(spec_text: str, identity: dict[str, Any]) -> bool:
     return (spec.provider, spec.model, (spec.base_url or "").rstrip("/")) == (identity.get("provider"), identity.get("model"), identity.get("base_url"))
 
 
+def describe_provenance(provenance: dict[str, Any]) -> str:
+    """Where a bundle's adapter code comes from, in one line (what ``verify`` shows)."""
+    if not provenance:
+        return "the bundle does not say where the adapter's code comes from (made before ddibench recorded it)"
+    what = " ".join(str(provenance[k]) for k in ("distribution", "version") if provenance.get(k)) or "an unnamed distribution"
+    where = str(provenance.get("source") or "an unknown source")
+    if provenance.get("commit"):
+        where += f" at commit {str(provenance['commit'])[:12]}" + (" with uncommitted changes" if provenance.get("dirty") else "")
+    files = f"; its files hash to {str(provenance['files_sha256'])[:12]}…" if provenance.get("files_sha256") else ""
+    return f"{provenance.get('entry_point', '?')} from {what}, {where}{files}"
+
+
+def install_hint(provenance: dict[str, Any]) -> str:
+    """How to get an adapter that is not installed here, from what its bundle records."""
+    name, version, source = provenance.get("distribution"), provenance.get("version"), str(provenance.get("source") or "")
+    commit = provenance.get("commit")
+    if source.startswith(("git+", "https://", "http://", "git@")) and commit:
+        url = source if source.startswith("git+") else f"git+{source}"
+        return f"install its adapter: pip install '{url}@{commit}' ({name} {version})"
+    if provenance.get("index") and name:
+        return f"install its adapter: pip install '{name}=={version}' (source: {source})"
+    if name:
+        return f"install its adapter, {name} {version}, from {source or 'its author'}" + (f" at commit {commit}" if commit else "")
+    return "install the package that registers it (the bundle does not say which: ask its submitter)"
+
+
 def _check_system(verdict: Verdict, run: RunIdentity) -> None:
     """The configuration hash is the hash of the system's identity; a system registered here is the
     registered version, with a configuration it accepts and the LLM roles it declares."""
@@ -651,6 +678,15 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
     if not verdict.accepted or verdict.run is None or verdict.results is None:
         return verdict
     run = verdict.run
+    from ddibench.errors import UnknownNameError
+    from ddibench.registry import get_system_class
+
+    try:
+        get_system_class(run.system.name)
+    except UnknownNameError:
+        raise ConfigError(
+            f"system '{run.system.name}' is not installed here, so it cannot be re-run", install_hint(verdict.results.manifest.system.provenance)
+        ) from None
     used = {role: m.spec for role, m in verdict.results.manifest.models.items()}
     specs = parse_model_options([used["generator"]] if "generator" in used else [])
     specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})

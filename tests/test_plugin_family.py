@@ -120,6 +120,10 @@ toy-ranker = toyfam:ToyRanker
 """
 
 
+TOY_SOURCE = "https://example.org/toyfam.git"
+TOY_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
 @pytest.fixture
 def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from ddibench import registry
@@ -131,6 +135,8 @@ def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfam\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    # as 'pip install git+https://...@commit' records it (PEP 610): the adapter's provenance comes from here
+    (info / "direct_url.json").write_text(json.dumps({"url": TOY_SOURCE, "vcs_info": {"vcs": "git", "commit_id": TOY_COMMIT}}))
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
     registry.clear_caches()
@@ -197,3 +203,46 @@ def test_an_outside_family_runs_scores_and_reaches_the_board(cli, toy_package: P
 
     status_after = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True).stdout
     assert status_after == status_before  # no file of the repository was written
+
+
+def test_an_outside_adapter_is_traced_to_its_source_and_reproduced(cli, toy_package: Path, tmp_path: Path) -> None:
+    """The route of an outside author: the bundle records where the adapter's code comes from; verify shows
+    it; board add --reproduce stores the reproduced tier; without the adapter, --reproduce says where to get it."""
+    import hashlib
+
+    from ddibench import registry
+
+    run_dir = tmp_path / "run"
+    code, _, err = cli("run", "-s", "toy-ranker", "-t", "toy_molecules", "--run-dir", str(run_dir))
+    assert code == 0, err
+    provenance = json.loads((run_dir / "results.json").read_text())["manifest"]["system"]["provenance"]
+    source_file = toy_package / "toyfam" / "__init__.py"
+    files = hashlib.sha256(b"__init__.py\0" + hashlib.sha256(source_file.read_bytes()).digest()).hexdigest()
+    assert provenance == {
+        "entry_point": "toyfam:ToyRanker", "distribution": "toyfam", "version": "0.1.0",
+        "source": TOY_SOURCE, "commit": TOY_COMMIT, "files_sha256": files,
+    }  # fmt: skip
+    bundle = tmp_path / "toy.tar.gz"
+    code, _, err = cli("submit", str(run_dir), "--out", str(bundle))
+    assert code == 0, err
+
+    code, out, err = cli("verify", str(bundle))
+    assert code == 0, out + err
+    adapter = next(line for line in out.splitlines() if "adapter:" in line)
+    assert f"toyfam:ToyRanker from toyfam 0.1.0, {TOY_SOURCE} at commit {TOY_COMMIT[:12]}" in adapter and files[:12] in adapter
+
+    store = tmp_path / "board.duckdb"
+    code, out, err = cli("board", "add", "--reproduce", "--store", str(store), str(bundle))
+    assert code == 0 and "added (reproduced)" in out, out + err
+    from ddibench.leaderboard.data import runs
+
+    assert list(runs(store)["tier"]) == ["reproduced"]
+
+    # the adapter is uninstalled (its task stays): the bundle still verifies by hash, and a re-run names the source
+    (toy_package / "toyfam-0.1.0.dist-info" / "entry_points.txt").write_text("[ddibench.tasks]\ntoy = toyfam:TASKS\n")
+    registry.clear_caches()
+    code, out, err = cli("verify", "--reproduce", str(bundle))
+    assert code == 2, out + err
+    assert f"system 'toy-ranker' is not installed here, so it cannot be re-run; install its adapter: pip install 'git+{TOY_SOURCE}@{TOY_COMMIT}'" in err, err
+    code, out, err = cli("board", "add", "--reproduce", "--store", str(store), str(bundle))
+    assert code == 1 and "not reproduced: system 'toy-ranker' is not installed here" in out, out + err

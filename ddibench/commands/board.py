@@ -102,11 +102,27 @@ def board() -> None:
 @click.option(
     "--previews", is_flag=True, help="Also add runs that fail only because they are not submittable (--limit), as previews."
 )
-def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool) -> None:
+@click.option(
+    "--reproduce",
+    is_flag=True,
+    help="Also re-run each accepted bundle's system here with empty caches; a bundle whose predictions come out the same "
+    "is stored with the tier 'reproduced', one that differs is rejected.",
+)
+@click.option("--tolerance", type=float, default=0.0, show_default=True, help="With --reproduce: the share of samples that may differ.")
+def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool, reproduce: bool, tolerance: float) -> None:
     """Verify bundles and add the accepted ones to the results store; each bundle gets its own verdict,
     and one that cannot be read or verified never stops the others."""
+    import tempfile
+
+    from ddibench.errors import ConfigError, DdibenchError
     from ddibench.store import add_run, store_path
+    from ddibench.submission import reproduce as rerun
     from ddibench.submission import verify_all
+
+    if not 0 <= tolerance < 1:
+        raise ConfigError(f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01")
+    if tolerance and not reproduce:
+        raise ConfigError("--tolerance applies to --reproduce only", "add --reproduce, or drop --tolerance")
 
     path = store_path(store)
     from ddibench.store import connect
@@ -115,6 +131,12 @@ def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool) -> 
     console = _console()
     rejected = 0
     for bundle, verdict, problem in verify_all(bundles, keep_traces=True):
+        if reproduce and verdict is not None and verdict.accepted:
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    verdict = rerun(verdict, Path(tmp) / "run", tolerance=tolerance)
+            except DdibenchError as exc:  # e.g. the adapter is not installed here: this bundle only
+                verdict, problem = None, f"not reproduced: {exc}"
         if verdict is None:
             rejected += 1
             console.print(f"{bundle.name}: [red]rejected[/red]: {escape(problem or '')}")

@@ -208,6 +208,9 @@ class SystemCard(_Record):
     config: dict[str, Any] = {}
     config_hash: str
     deviations: list[str] = []
+    # where the adapter's code comes from: entry point, distribution and version, source URL or checkout,
+    # commit, and the sha256 of its files (ddibench.registry.system_provenance); empty in older results
+    provenance: dict[str, Any] = {}
 
 
 class Seeds(_Record):

@@ -116,7 +116,18 @@ def _system_card(plan: RunPlan) -> SystemCard:
         config=system.config.model_dump(mode="json"),
         config_hash=plan.identity.system.config_hash,
         deviations=system.deviations() if hasattr(system, "deviations") else [],
+        provenance=_provenance(system.name),
     )
+
+
+def _provenance(name: str) -> dict[str, Any]:
+    from ddibench.errors import UnknownNameError
+    from ddibench.registry import system_provenance
+
+    try:
+        return system_provenance(name)
+    except UnknownNameError:  # a system object handed to the runner directly, not through an entry point
+        return {}
 
 
 def scoring_inputs(plan: RunPlan) -> str:
@@ -147,7 +158,7 @@ def scoring_inputs(plan: RunPlan) -> str:
         "models": {role: spec.display() for role, spec in sorted(pool.specs.items())} if pool else {},
         "profile": plan.profile.as_dict(),
         "task": plan.task.card(),
-        "system": _system_card(plan).model_dump(mode="json"),
+        "system": _system_card(plan).model_dump(mode="json", exclude={"provenance"}),  # a commit elsewhere changes no number
         "code": [code_version()["ddibench_version"], _scoring_code_digest(type(plan.evaluator))],
         "packages": package_versions(),
     }
