@@ -114,23 +114,19 @@ def system_provenance(name: str) -> dict[str, Any]:
     if dist is not None:
         out["distribution"] = dist.metadata["Name"]
         out["version"] = dist.version
-    origin = _module_origin(ep.module)
-    out.update(_vcs_install(dist) or (_git_checkout(origin) if origin else None) or _index_source(dist))
-    files = _module_files_sha256(ep.module)
-    if files is not None:
-        out["files_sha256"] = files
-    return out
-
-
-def _module_origin(module: str) -> Any:
     import importlib.util
     from pathlib import Path
 
     try:
-        spec = importlib.util.find_spec(module)
+        spec = importlib.util.find_spec(ep.module)
     except (ImportError, ValueError):
-        return None
-    return Path(spec.origin).parent if spec is not None and spec.origin else None
+        spec = None
+    origin = Path(spec.origin).parent if spec is not None and spec.origin else None
+    out.update(_vcs_install(dist) or (_git_checkout(origin) if origin else None) or _index_source(dist))
+    files = _module_files_sha256(spec) if spec is not None else None
+    if files is not None:
+        out["files_sha256"] = files
+    return out
 
 
 def _vcs_install(dist: Any) -> dict[str, Any] | None:
@@ -173,19 +169,12 @@ def _index_source(dist: Any) -> dict[str, Any]:
     return {"source": ranked[0][1].strip() if ranked else (dist.metadata.get("Home-page") or f"pip install '{name}=={version}'"), "index": True}
 
 
-def _module_files_sha256(module: str) -> str | None:
-    """sha256 over the files of the package (or single module) that holds ``module``: each file's path
+def _module_files_sha256(spec: Any) -> str | None:
+    """sha256 over the files of the package (or single module) of a module spec: each file's path
     relative to the package and its bytes, in sorted order; caches (``__pycache__``) left out."""
     import hashlib
-    import importlib.util
     from pathlib import Path
 
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
     if spec.submodule_search_locations:
         roots = [Path(p) for p in spec.submodule_search_locations]
         files = sorted((p.relative_to(root).as_posix(), p) for root in roots for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)

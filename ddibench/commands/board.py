@@ -49,6 +49,15 @@ def _print_verdict(verdict: Any, console: Console) -> None:
         console.print(f"[red]rejected[/red]: {escape('; '.join(verdict.reasons))}")
 
 
+def _check_tolerance(tolerance: float, reproduce: bool) -> None:
+    from ddibench.errors import ConfigError
+
+    if not 0 <= tolerance < 1:
+        raise ConfigError(f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01")
+    if tolerance and not reproduce:
+        raise ConfigError("--tolerance applies to --reproduce only", "add --reproduce, or drop --tolerance")
+
+
 @click.command()
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option("--reproduce", is_flag=True, help="Also re-run the system here and compare its predictions sample by sample.")
@@ -67,14 +76,10 @@ def verify(bundle: Path, reproduce: bool, tolerance: float, store: Path | None) 
     recomputed metrics."""
     import tempfile
 
-    from ddibench.errors import ConfigError
     from ddibench.submission import reproduce as rerun
     from ddibench.submission import verify as check
 
-    if not 0 <= tolerance < 1:
-        raise ConfigError(f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01")
-    if tolerance and not reproduce:
-        raise ConfigError("--tolerance applies to --reproduce only", "add --reproduce, or drop --tolerance")
+    _check_tolerance(tolerance, reproduce)
     verdict = check(bundle, keep_traces=store is not None)
     if reproduce and verdict.accepted:
         with tempfile.TemporaryDirectory() as tmp:
@@ -114,15 +119,12 @@ def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool, rep
     and one that cannot be read or verified never stops the others."""
     import tempfile
 
-    from ddibench.errors import ConfigError, DdibenchError
+    from ddibench.errors import DdibenchError
     from ddibench.store import add_run, store_path
     from ddibench.submission import reproduce as rerun
     from ddibench.submission import verify_all
 
-    if not 0 <= tolerance < 1:
-        raise ConfigError(f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01")
-    if tolerance and not reproduce:
-        raise ConfigError("--tolerance applies to --reproduce only", "add --reproduce, or drop --tolerance")
+    _check_tolerance(tolerance, reproduce)
 
     path = store_path(store)
     from ddibench.store import connect

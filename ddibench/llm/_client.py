@@ -295,7 +295,6 @@ class LLMClient:
             await asyncio.sleep(min(delay, self.backoff_cap * 2))
         raise AssertionError("unreachable")
 
-
     async def _raise_if_gone(self) -> None:
         """A lost connection to the embedded server: if its process has ended, stop now (no retry can help)."""
         if self.liveness is not None:

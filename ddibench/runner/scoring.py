@@ -107,7 +107,8 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
     return results
 
 
-def _system_card(plan: RunPlan) -> SystemCard:
+def _system_card(plan: RunPlan, provenance: bool = True) -> SystemCard:
+    """The system's card; ``provenance=False`` leaves out where its code comes from (git calls, file hashes)."""
     system = plan.system
     return SystemCard(
         name=system.name,
@@ -116,7 +117,7 @@ def _system_card(plan: RunPlan) -> SystemCard:
         config=system.config.model_dump(mode="json"),
         config_hash=plan.identity.system.config_hash,
         deviations=system.deviations() if hasattr(system, "deviations") else [],
-        provenance=_provenance(system.name),
+        provenance=_provenance(system.name) if provenance else {},
     )
 
 
@@ -158,7 +159,7 @@ def scoring_inputs(plan: RunPlan) -> str:
         "models": {role: spec.display() for role, spec in sorted(pool.specs.items())} if pool else {},
         "profile": plan.profile.as_dict(),
         "task": plan.task.card(),
-        "system": _system_card(plan).model_dump(mode="json", exclude={"provenance"}),  # a commit elsewhere changes no number
+        "system": _system_card(plan, provenance=False).model_dump(mode="json", exclude={"provenance"}),  # a commit elsewhere changes no number
         "code": [code_version()["ddibench_version"], _scoring_code_digest(type(plan.evaluator))],
         "packages": package_versions(),
     }
