@@ -6,6 +6,11 @@
   the best run of its task and variant, and the manifest (JSON).
 * ``samples`` — per-sample input, gold, prediction, score, trace and the evaluator's *unit* record
   (what the paired comparison resamples), read only for a drill-down or a tie computation.
+* ``floors`` — what answers without skill score on each task's evaluation split (the evaluator's
+  majority or popularity floor and its uniform-random floor), one row per task, scoring variant and
+  floor, with its metrics (JSON) and a note saying what it answers. Recomputed here from the task data
+  when the first run of a task, scoring variant and task version is added: a bundle's own floors are
+  its author's claim and are never read.
 
 Ties are recomputed for a task whenever one of its runs is added: each run is compared with the best
 run of the same task and scoring variant on their shared samples, with the evaluator's own paired
@@ -20,10 +25,14 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddibench.errors import ConfigError
 from ddibench.schema import DrugPair, LabelSpace, Prediction, Sample
+
+if TYPE_CHECKING:
+    from ddibench.evaluation import Evaluator
+    from ddibench.task import Task, TaskData
 
 DEFAULT_STORE = "board.duckdb"
 SCHEMA = [
@@ -46,6 +55,12 @@ SCHEMA = [
     "ALTER TABLE samples ADD COLUMN IF NOT EXISTS units VARCHAR",
     # added with sample-by-sample reproduction (how many predictions a re-run reproduced, under which tolerance)
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS reproduction VARCHAR",
+    # added with the floors beside each task (stores written before them get them as runs are added)
+    """CREATE TABLE IF NOT EXISTS floors (
+        task VARCHAR, scoring_variant VARCHAR, task_version VARCHAR, data_sha256 VARCHAR, name VARCHAR, metrics VARCHAR, note VARCHAR)""",
+    # the sample's place in the run's selection: a run's page shows the first samples, whose whole traces
+    # a compact bundle keeps (NULL in older rows: those pages fall back to sample id order)
+    "ALTER TABLE samples ADD COLUMN IF NOT EXISTS position INTEGER",
 ]
 _LEGACY_FRACTIONS = {"accuracy", "macro_f1", "kappa", "label_recovery"}
 
@@ -69,7 +84,9 @@ def connect(path: Path, read_only: bool = False) -> Any:
         from ddibench.errors import StorageError
 
         reason = " ".join(str(exc).split())
-        raise StorageError(f"cannot open the results store {path} ({reason})", "give --store a DuckDB file this ddibench wrote, that no other process holds open") from None
+        raise StorageError(
+            f"cannot open the results store {path} ({reason})", "give --store a DuckDB file this ddibench wrote, that no other process holds open"
+        ) from None
     if not read_only:
         for statement in SCHEMA:
             conn.execute(statement)
@@ -117,15 +134,20 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
             for role, v in cost.per_item.items()
         )
     metric = evaluation.metrics[primary]
-    samples = {s.id: s for s in task.load().split(run.split)}
+    data = task.load()
+    samples = {s.id: s for s in data.split(run.split)}
     shared = [samples[sid] for sid in verdict.predictions if sid in samples]
+    position = {s.id: i for i, s in enumerate(getattr(verdict, "samples", None) or data.split(run.split))}
     units = evaluator.units(shared, verdict.predictions, evaluation) if shared else []
     traces = getattr(verdict, "traces", None) or {}  # whole traces, kept by verify(keep_traces=True)
     conn = connect(path)
     try:
         variant = scoring_variant(evaluator)
         previous = conn.execute("SELECT run_id FROM runs WHERE task = ? AND scoring_variant = ? AND best", [task.name, variant]).fetchone()
+        floors = None if _has_floors(conn, task, variant) else floor_rows(task, evaluator, data)
         conn.execute("BEGIN")
+        if floors is not None:
+            _replace_floors(conn, task, variant, floors)
         conn.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
         conn.execute("DELETE FROM samples WHERE run_id = ?", [run.run_id])
         conn.execute(
@@ -147,15 +169,18 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
         for sample, unit in zip(shared, units):
             pred = verdict.predictions[sample.id]
             gold_text, predicted, gold_label = _display(task.label_space, sample, pred)
-            score = float(pred.valid and pred.label == sample.target) if isinstance(sample.target, int) else evaluation.per_sample.get(sample.id, {}).get(primary)
+            score = (
+                float(pred.valid and pred.label == sample.target) if isinstance(sample.target, int) else evaluation.per_sample.get(sample.id, {}).get(primary)
+            )
             rows.append([
                 run.run_id, sample.id, json.dumps(sample.input.as_dict()), gold_text, predicted,
                 score, pred.label, gold_label, pred.valid, (traces.get(sample.id) or json.dumps(pred.trace))[:200_000], json.dumps(unit),
+                position.get(sample.id),
             ])  # fmt: skip
         if rows:
             conn.executemany(
-                "INSERT INTO samples (run_id, sample_id, input, gold, prediction, score, label, gold_label, valid, trace, units)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO samples (run_id, sample_id, input, gold, prediction, score, label, gold_label, valid, trace, units, position)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
         conn.execute("COMMIT")
@@ -163,6 +188,52 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
     finally:
         conn.close()
     return run.run_id
+
+
+def floor_rows(task: Task, evaluator: Evaluator, data: TaskData) -> list[tuple[str, dict[str, float], str]]:
+    """(name, metrics, note) of each of the evaluator's floors on the task's whole evaluation split, from
+    the training split's targets where the task has one (as ``ddibench run`` computes them)."""
+    train = data.split("train") if "train" in data.splits else ()
+    floors = evaluator.floors(data.split(task.eval_split), train)
+    return [
+        (name, dict(floor["metrics"]), floor_note(name, floor, task.label_space))
+        for name, floor in floors.items()
+        if isinstance(floor, Mapping) and "metrics" in floor
+    ]
+
+
+def floor_note(name: str, floor: Mapping[str, Any], labels: LabelSpace) -> str:
+    """What a floor answers, in a reader's words."""
+
+    def label_name(label_id: int) -> str:
+        return labels[label_id].name if 0 <= label_id < len(labels) else str(label_id)
+
+    source = floor.get("from", "training split")
+    if name == "majority":
+        return f"the most frequent label of the {source} for every sample ({label_name(int(floor['label']))})"
+    if name == "popularity":
+        return f"the {len(floor['labels'])} most frequent labels of the {source} for every sample ({', '.join(label_name(int(i)) for i in floor['labels'])})"
+    if name == "uniform_random":
+        return f"uniformly random answers, mean of {floor['draws']} seeded draws"
+    return ""
+
+
+def _has_floors(conn: Any, task: Task, variant: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM floors WHERE task = ? AND scoring_variant = ? AND task_version = ? AND data_sha256 = ?",
+        [task.name, variant, task.version, task.data_sha256],
+    ).fetchone()
+    return bool(row[0])
+
+
+def _replace_floors(conn: Any, task: Task, variant: str, rows: list[tuple[str, dict[str, float], str]]) -> None:
+    """The floors of a task and scoring variant, for the task's current version and data (older ones go)."""
+    conn.execute("DELETE FROM floors WHERE task = ? AND scoring_variant = ?", [task.name, variant])
+    if rows:
+        conn.executemany(
+            "INSERT INTO floors (task, scoring_variant, task_version, data_sha256, name, metrics, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [[task.name, variant, task.version, task.data_sha256, name, json.dumps(metrics), note] for name, metrics, note in rows],
+        )
 
 
 def _display(labels: LabelSpace, sample: Sample, pred: Prediction) -> tuple[str, str, int | None]:

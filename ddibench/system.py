@@ -248,6 +248,8 @@ class BaseSystem(ABC):
     name: ClassVar[str] = ""
     version: ClassVar[str] = "0"
     description: ClassVar[str] = ""
+    paper: ClassVar[str] = ""  # the paper the system follows: its citation with a URL (arXiv, DOI); "" for none
+    code: ClassVar[str] = ""  # the URL of the paper's authors' own code; "" where none is published or known
     Config: ClassVar[type[SystemConfig]] = SystemConfig
     families: ClassVar[tuple[str, ...]] = ()
     llm_roles: ClassVar[tuple[str, ...]] = ()

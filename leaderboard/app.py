@@ -25,15 +25,47 @@ def load_runs(path: str, mtime: float) -> pd.DataFrame:
     return board.runs(Path(path))
 
 
+@st.cache_data(show_spinner=False)
+def load_references(path: str, mtime: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The floors and the published numbers of the store's tasks."""
+    return board.floors(Path(path)), board.published(board.metric_specs(Path(path)))
+
+
+@st.cache_data(show_spinner=False)
+def load_system_info(name: str) -> board.SystemInfo:
+    return board.system_info(name)
+
+
 def matrix_view(runs: pd.DataFrame) -> None:
-    table = board.matrix(runs)
+    floors, published = load_references(str(STORE), STORE.stat().st_mtime)
+    table = board.matrix(runs, floors, published)
     if table.empty:
         st.info("No runs match the filters.")
         return
     st.subheader("Tasks × systems")
     st.table(table)  # a real HTML table: small, and readable by screen readers and browser tests
+    st.caption(
+        "floors: what answers without skill scores on the task's evaluation split (the training split's most frequent "
+        "label or labels, and uniformly random answers), recomputed by the board. published: the papers' own numbers "
+        "on their own splits, in the metric's unit; shown beside the runs, never ranked with them."
+    )
     best = board.cells(runs, ("task", "system"))
     st.vega_lite_chart(spec=board.heatmap_spec(best), width="stretch", height=board.heatmap_height(best))
+    shown = published[published["task"].isin(runs["task"])]
+    if not shown.empty:
+        with st.expander(f"published numbers ({len(shown)}, never ranked)"):
+            columns = {"task": "task", "method": "method", "metric_label": "metric", "shown": "published", "source": "source", "note": "note"}
+            st.dataframe(shown[list(columns)].rename(columns=columns), width="stretch", hide_index=True)
+    systems_view(sorted(runs["system"].unique()))
+
+
+def systems_view(names: list[str]) -> None:
+    st.subheader("Systems")
+    rows = []
+    for name in names:
+        info = load_system_info(name)
+        rows.append({"system": name, "paper": info.paper or "—", "code": info.code or "—", "card": info.card or "—"})
+    st.table(pd.DataFrame(rows).set_index("system"))
 
 
 def cost_view(runs: pd.DataFrame) -> None:
@@ -86,6 +118,12 @@ def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
         st.info(f"Not submittable: {reason}")
     st.markdown(f"**Task:** {task.name} {task.version} — data `{task.data_sha256[:16]}…`")
     st.markdown(f"**System:** {system.name} {system.version} — config `{system.config_hash}`")
+    info = board.system_info(system.name, manifest)
+    for label, value in (("Paper", info.paper), ("Authors' code", info.code if info.registered else ""), ("Card", info.card)):
+        if value:
+            st.markdown(f"**{label}:** {value}")
+    if info.provenance:
+        st.markdown("**Adapter source:** " + ", ".join(f"{k} `{v}`" for k, v in info.provenance.items() if k != "files_sha256"))
     st.markdown(f"**Code:** ddibench {manifest.ddibench_version} `{(manifest.git_commit or 'no git')[:12]}`")
     st.markdown(f"**Profile:** {manifest.profile.name} (detected: {manifest.profile.detected.get('cpu')})")
     for role, model in manifest.models.items():

@@ -4,7 +4,7 @@ testable and fast: one small query at start-up, per-sample rows only when a run 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +35,24 @@ def runs(path: Path) -> pd.DataFrame:
         have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
         columns = [c.strip() for c in RUN_COLUMNS.split(",")]
         select = ", ".join(c if c in have else f"{LEGACY_COLUMNS[c]} AS {c}" for c in columns)
-        return conn.execute(f"SELECT {select} FROM runs ORDER BY task, primary_value DESC").df()
+        return conn.execute(f"SELECT {select} FROM runs ORDER BY task, primary_value DESC, run_id").df()
 
 
 def fmt(unit: str, value: float | None) -> str:
     """A metric value in its declared unit (see :class:`ddibench.evaluation.MetricSpec`)."""
-    from ddibench.evaluation import MetricSpec
-
     return MetricSpec(name="", label="", unit=unit if unit in ("fraction", "score", "scale") else "score").format(value)
+
+
+def value_ci(row: pd.Series) -> str:
+    """A run's primary metric as 'value [95% CI]' in its unit, unmarked."""
+    unit = row["primary_unit"]
+    return f"{fmt(unit, row['primary_value'])} [{fmt(unit, row['ci_low'])}, {fmt(unit, row['ci_high'])}]"
 
 
 def cell(row: pd.Series) -> str:
     best = " ★" if row.get("submittable", True) else " ☆"  # ☆: the best of a task that has only --limit previews
     mark = best if row["best"] else (" ≈" if row["tied"] else "")
-    unit = row["primary_unit"]
-    return f"{fmt(unit, row['primary_value'])} [{fmt(unit, row['ci_low'])}, {fmt(unit, row['ci_high'])}]{mark}"
+    return value_ci(row) + mark
 
 
 def filtered(frame: pd.DataFrame, filters: dict[str, list[str]], previews: bool) -> pd.DataFrame:
@@ -60,18 +63,36 @@ def filtered(frame: pd.DataFrame, filters: dict[str, list[str]], previews: bool)
     return out
 
 
-def matrix(frame: pd.DataFrame) -> pd.DataFrame:
-    """Task x system: the best run of each cell, shown as 'value [CI]' with ★ best and ≈ tied with best.
+METRIC_COLUMN = "metric"
+FLOORS_COLUMN = "floors"
+PUBLISHED_COLUMN = "published (not ranked)"
+
+
+def matrix(frame: pd.DataFrame, floors: pd.DataFrame | None = None, published: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Task x system: the best run of each cell, shown as 'value [CI]' with ★ best and ≈ tied with best;
+    with ``floors`` (:func:`floors`) and ``published`` (:func:`published`), a column of each after the
+    systems, in the primary metric of the task.
 
     A full (submittable) run fills its cell before any ``--limit`` preview, whatever the preview scored.
     """
     if frame.empty:
         return pd.DataFrame()
-    best = _best_first(frame).drop_duplicates(["task", "system"])
+    best = best_first(frame).drop_duplicates(["task", "system"])
     table = best.assign(cell=best.apply(cell, axis=1)).pivot(index="task", columns="system", values="cell")
-    metric = best.drop_duplicates("task").set_index("task")["primary_metric"]
-    table.insert(0, "metric", metric.reindex(table.index))
+    # a system may be called anything (an outside adapter's name is data): one named like a column of
+    # the table's own is shown as '<name> (system)' rather than break the table
+    table = table.rename(columns={name: f"{name} (system)" for name in (METRIC_COLUMN, FLOORS_COLUMN, PUBLISHED_COLUMN) if name in table.columns})
+    table.insert(0, METRIC_COLUMN, task_heads(frame)["primary_metric"].reindex(table.index))
+    if floors is not None:
+        table[FLOORS_COLUMN] = floor_labels(frame, floors).reindex(table.index)
+    if published is not None:
+        table[PUBLISHED_COLUMN] = published_labels(frame, published).reindex(table.index)
     return table.fillna("")
+
+
+def task_heads(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per task: its ranked scoring variant, primary metric and unit (those of its best run)."""
+    return best_first(frame).drop_duplicates("task").set_index("task")[["scoring_variant", "primary_metric", "primary_unit"]]
 
 
 def pareto(frame: pd.DataFrame) -> pd.DataFrame:
@@ -86,9 +107,11 @@ def pareto(frame: pd.DataFrame) -> pd.DataFrame:
     return ordered[ordered["_q"] > before].drop(columns="_q")
 
 
-def _best_first(frame: pd.DataFrame) -> pd.DataFrame:
-    """Full runs before ``--limit`` previews, then the better primary value first (by the metric's direction)."""
-    return frame.assign(_signed=_signed(frame)).sort_values(["submittable", "_signed"], ascending=False).drop(columns="_signed")
+def best_first(frame: pd.DataFrame) -> pd.DataFrame:
+    """Full runs before ``--limit`` previews, then the better primary value first (by the metric's direction);
+    equal runs in run id order, so every view of the same store is the same."""
+    ordered = frame.assign(_signed=_signed(frame)).sort_values(["submittable", "_signed", "run_id"], ascending=[False, False, True], kind="stable")
+    return ordered.drop(columns="_signed")
 
 
 def _signed(frame: pd.DataFrame) -> pd.Series:
@@ -100,7 +123,125 @@ def _signed(frame: pd.DataFrame) -> pd.Series:
 
 def cells(frame: pd.DataFrame, by: tuple[str, ...] = ("task", "system", "model")) -> pd.DataFrame:
     """The best run of each group (full runs before ``--limit`` previews), for charts that would drown in every run."""
-    return _best_first(frame).drop_duplicates(list(by))
+    return best_first(frame).drop_duplicates(list(by))
+
+
+def floors(path: Path) -> pd.DataFrame:
+    """The floors of each task and scoring variant (task, scoring_variant, name, metrics as a dict, note),
+    recomputed by the store from the task data; none in a store written before floors were stored."""
+    columns = ["task", "scoring_variant", "name", "metrics", "note"]
+    with connect(path, read_only=True) as conn:
+        if not conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'floors'").fetchone()[0]:
+            return pd.DataFrame(columns=columns)
+        rows = conn.execute(f"SELECT {', '.join(columns)} FROM floors ORDER BY task, scoring_variant, name").fetchall()
+    return pd.DataFrame([(*row[:3], json.loads(row[3]), row[4]) for row in rows], columns=columns)
+
+
+FLOOR_TITLES = {"majority": "majority", "popularity": "popularity", "uniform_random": "random"}
+
+
+def floor_labels(frame: pd.DataFrame, floor_rows: pd.DataFrame) -> pd.Series:
+    """Per task: each floor's value of the task's primary metric, e.g. 'majority 1.0 · random 0.4'."""
+    out = {}
+    for task, head in task_heads(frame).iterrows():
+        mine = floor_rows[(floor_rows["task"] == task) & (floor_rows["scoring_variant"] == head["scoring_variant"])]
+        shown = [
+            f"{FLOOR_TITLES.get(f.name, f.name)} {fmt(head['primary_unit'], f.metrics[head['primary_metric']])}"
+            for f in mine.itertuples()
+            if head["primary_metric"] in f.metrics
+        ]
+        out[task] = " · ".join(shown)
+    return pd.Series(out, dtype=object)
+
+
+def metric_specs(path: Path) -> dict[str, dict[str, MetricSpec]]:
+    """Each task's metric declarations as its runs recorded them (for a store written before the
+    declarations: the classification and text metrics' own)."""
+    legacy = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}
+    with connect(path, read_only=True) as conn:
+        have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
+        column = "metric_specs" if "metric_specs" in have else "NULL"
+        rows = conn.execute(f"SELECT task, {column} FROM runs ORDER BY task, run_id").fetchall()
+    out: dict[str, dict[str, MetricSpec]] = {}
+    for task, declared in rows:
+        specs = out.setdefault(task, dict(legacy) if declared is None else {})
+        for raw in json.loads(declared or "[]"):
+            spec = MetricSpec.model_validate(raw)
+            specs.setdefault(spec.name, spec)
+    return out
+
+
+PUBLISHED_COLUMNS = ["task", "system", "method", "metric", "metric_label", "value", "std", "shown", "source", "note"]
+
+
+def published(specs: dict[str, dict[str, MetricSpec]]) -> pd.DataFrame:
+    """The papers' numbers (ddibench/data/published.toml) for the tasks and metrics in ``specs`` (see
+    :func:`metric_specs`), converted from percent to each metric's unit. They are the papers' claims on
+    their own splits and code: shown beside the board, marked as published, never ranked with its runs."""
+    from ddibench.data.published import load_published
+
+    rows, papers = load_published()
+    out = []
+    for row in rows:
+        spec = specs.get(row.task, {}).get(row.our_metric)
+        if spec is None or spec.unit == "scale":  # a 1-5 judge scale has no percent to convert from
+            continue
+        value, std = row.value / 100, (row.std / 100 if row.std is not None else None)
+        shown = spec.format(value) + (f" ± {spec.format(std)}" if std is not None else "")
+        source = f"{papers[row.paper].cite}; {row.table}, {row.setting}, {row.dataset}"
+        out.append([row.task, row.system, row.method, row.our_metric, spec.title(), value, std, shown, source, row.note])
+    return pd.DataFrame(out, columns=PUBLISHED_COLUMNS)
+
+
+def published_labels(frame: pd.DataFrame, numbers: pd.DataFrame) -> pd.Series:
+    """Per task: the published numbers of its primary metric, e.g. 'EmerGNN 25.0 ± 2.8'."""
+    out = {}
+    for task, head in task_heads(frame).iterrows():
+        mine = numbers[(numbers["task"] == task) & (numbers["metric"] == head["primary_metric"])]
+        out[task] = "; ".join(f"{n.method} {n.shown}" for n in mine.itertuples())
+    return pd.Series(out, dtype=object)
+
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"  # the repository's docs (absent from an installed wheel)
+
+
+@dataclass(frozen=True)
+class SystemInfo:
+    """Where a system comes from: the paper it follows, its authors' code, its documentation page."""
+
+    name: str
+    registered: bool  # registered in this installation; else an outside adapter known from its runs alone
+    paper: str = ""  # citation with a URL
+    code: str = ""  # the authors' code; for an outside adapter, its source as the run's manifest records it
+    card: str = ""  # the docs page that documents it (a path in the repository)
+    provenance: dict[str, Any] = field(default_factory=dict)  # the adapter's source, as a run's manifest records it
+
+
+def system_info(name: str, manifest: Manifest | None = None, docs: Path = DOCS) -> SystemInfo:
+    """Paper, code and card of a registered system; for a system this installation does not register,
+    what ``manifest`` (one of its runs) records of the adapter's source: distribution, version, URL, commit."""
+    from ddibench.errors import DdibenchError
+    from ddibench.registry import get_system_class, system_names
+
+    provenance = dict(manifest.system.provenance) if manifest is not None else {}
+    if name in system_names():
+        try:
+            cls = get_system_class(name)
+        except DdibenchError:  # a broken plug-in: shown as an outside system
+            cls = None
+        if cls is not None:
+            paper, code = getattr(cls, "paper", ""), getattr(cls, "code", "")
+            return SystemInfo(name, True, paper, code, system_card(name, docs), provenance)
+    return SystemInfo(name, False, code=str(provenance.get("source", "")), provenance=provenance)
+
+
+def system_card(name: str, docs: Path = DOCS) -> str:
+    """The docs page that documents ``name`` (the page that embeds its ``ddibench:system`` block), '' if none."""
+    marker = f"<!-- ddibench:system {name} -->"
+    for page in sorted((docs / "systems").glob("*.md")):
+        if marker in page.read_text(encoding="utf-8"):
+            return page.relative_to(docs.parent).as_posix()
+    return ""
 
 
 @dataclass(frozen=True)
@@ -112,6 +253,7 @@ class RunDetail:
     manifest: Manifest
     reasons: list[str]
     tier: str
+    reproduction: dict[str, Any] | None = None  # what a re-run reproduced ('ddibench board add --reproduce'), if one ran
 
     def metric_rows(self) -> list[dict[str, str]]:
         """Each metric in its own unit, the way the command line prints it."""
@@ -126,15 +268,16 @@ class RunDetail:
 def run_detail(path: Path, run_id: str) -> RunDetail | None:
     with connect(path, read_only=True) as conn:
         have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
-        specs_column = "metric_specs" if "metric_specs" in have else "NULL"
-        row = conn.execute(f"SELECT metrics, manifest, reasons, tier, {specs_column} FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        optional = ", ".join(c if c in have else "NULL" for c in ("metric_specs", "reproduction"))
+        row = conn.execute(f"SELECT metrics, manifest, reasons, tier, {optional} FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if row is None:
         return None
     declared = [MetricSpec.model_validate(m) for m in json.loads(row[4] or "[]")]
     legacy = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}  # stores written before the declarations
     metrics = {k: MetricValue.model_validate(v) for k, v in json.loads(row[0]).items()}
     specs = {m.name: m for m in declared} or {k: legacy[k] for k in metrics if k in legacy}
-    return RunDetail(metrics, specs, Manifest.model_validate(json.loads(row[1])), json.loads(row[2] or "[]"), row[3])
+    manifest = Manifest.model_validate(json.loads(row[1]))
+    return RunDetail(metrics, specs, manifest, json.loads(row[2] or "[]"), row[3], json.loads(row[5]) if row[5] else None)
 
 
 def samples(path: Path, run_id: str, wrong_only: bool = False, limit: int = 500) -> pd.DataFrame:
@@ -146,22 +289,37 @@ def samples(path: Path, run_id: str, wrong_only: bool = False, limit: int = 500)
         ).df()
 
 
+SAMPLE_COLUMNS = "sample_id, input, gold, prediction, score, valid, trace"
+
+
 def sample(path: Path, run_id: str, sample_id: str) -> dict[str, Any]:
     with connect(path, read_only=True) as conn:
-        row = conn.execute(
-            "SELECT input, gold, prediction, score, valid, trace FROM samples WHERE run_id = ? AND sample_id = ?",
-            [run_id, sample_id],
-        ).fetchone()
-    if row is None:
-        return {}
-    return {
-        "input": json.loads(row[0]),
-        "gold": row[1],
-        "prediction": row[2],
-        "score": row[3],
-        "valid": row[4],
-        "trace": json.loads(row[5]),
-    }
+        row = conn.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? AND sample_id = ?", [run_id, sample_id]).fetchone()
+    return _sample(row) if row is not None else {}
+
+
+def first_samples(path: Path, run_id: str, n: int = 5) -> list[dict[str, Any]]:
+    """The run's first ``n`` samples, in the order the run asked them (whose whole traces a compact bundle
+    keeps; by id in a store written before that order was kept), with input, gold, prediction and trace."""
+    with connect(path, read_only=True) as conn:
+        have = {row[0] for row in conn.execute("DESCRIBE samples").fetchall()}
+        order = "position NULLS LAST, sample_id" if "position" in have else "sample_id"
+        rows = conn.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? ORDER BY {order} LIMIT ?", [run_id, n]).fetchall()
+    return [_sample(row) for row in rows]
+
+
+def _sample(row: tuple[Any, ...]) -> dict[str, Any]:
+    sample_id, inputs, gold, prediction, score, valid, trace = row
+    return {"sample_id": sample_id, "input": json.loads(inputs), "gold": gold, "prediction": prediction, "score": score, "valid": valid,
+            "trace": _json_or_text(trace)}  # fmt: skip
+
+
+def _json_or_text(text: str) -> Any:
+    """A stored trace as JSON; as its text when the store cut it short (at 200,000 characters)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
@@ -198,8 +356,10 @@ def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
         value=[fmt(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
         ci=[f"[{fmt(u, lo)}, {fmt(u, hi)}]" for u, lo, hi in zip(best["primary_unit"], best["ci_low"], best["ci_high"])],
     )
-    axis = {"labelLimit": 0, "labelFontSize": 12, "titleFontSize": 12}
-    x = {"field": "system", "type": "nominal", "title": "system", "axis": {**axis, "labelAngle": -30}}
+    # Vega-Lite hides axis labels that overlap a neighbour (at 1,400 px it dropped 4 of 9 system names):
+    # every label is kept, unclipped, and the system names are slanted so that neighbours do not collide
+    axis = {"labelLimit": 0, "labelFontSize": 12, "titleFontSize": 12, "labelOverlap": False}
+    x = {"field": "system", "type": "nominal", "title": "system", "axis": {**axis, "labelAngle": -40}}
     y = {"field": "task", "type": "nominal", "title": "task", "axis": axis}
     return {
         "data": {"values": _records(frame, [*tooltip, "shown", "bright"])},

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
-"""Build the initial leaderboard from real ddibench runs on this machine.
+"""Build the leaderboard from real ddibench runs on this machine, and refresh the shipped results.
 
 Every registered system and every task gets at least one run, made with the ``ddibench`` command
-itself under the ``cpu`` profile and the default embedded model (SmolLM2-135M-Instruct): full test
-splits for the trained systems (mlp on every DrugBank task, EmerGNN on its own split; on both TWOSIDES
-tasks the popularity floor, mlp with either multi-label objective and EmerGNN; the floors,
-morgan-sklearn and gin on every toxicity and drug-target task; only-smiles on every captioning task),
-``--limit`` previews for the LLM systems, whose cost here is a model call per item on two CPU cores. Each run is
-packed with ``ddibench submit`` and added with ``ddibench board add --previews``, so every number on
-the board was recomputed from per-sample predictions by the same path a method author's submission
-takes. Nothing is typed in by hand.
+itself under the ``cpu`` profile and the default embedded model (SmolLM2-135M-Instruct) or the model
+``--model`` names (any model spec: ``vllm:NAME@URL``, ``openai:gpt-4o-mini``, a GGUF path): full test
+splits for the floors and the trained systems (majority and mlp on every DrugBank task, EmerGNN on its
+own split; on both TWOSIDES tasks the popularity floor, mlp with either multi-label objective and
+EmerGNN; the floors, morgan-sklearn and gin on every toxicity and drug-target task; only-smiles on
+every captioning task), ``--limit`` previews for the LLM systems, whose cost here is a model call per
+item on two CPU cores. Each run is packed with ``ddibench submit --compact`` and published with
+``ddibench board publish`` (full runs; previews too with ``--previews``) into ``results/``, which
+verifies it, reproduces it when its run took under 5 seconds, and regenerates ``results/index.json``
+and the results tables, so every number on the board was recomputed from per-sample predictions by
+the same path a method author's submission takes. Nothing is typed in by hand.
 
-    python scripts/build_board.py [--runs-dir board-runs] [--bundles board-bundles] [--store board.duckdb]
-                                  [--only SYSTEM_OR_TASK ...] [--dry-run]
+    python scripts/build_board.py [--runs-dir board-runs] [--bundles board-bundles] [--results results]
+                                  [--model SPEC] [--only SYSTEM_OR_TASK ...] [--previews] [--dry-run]
 
 Finished runs are kept: run it again and it resumes where it stopped (interrupted runs resume too).
 A finished run scored by an older version of its task's scorers (e.g. the free-text scorers before
@@ -54,7 +57,8 @@ class Entry:
 
 
 def plan() -> list[Entry]:
-    entries = [Entry("mlp", task) for task in DDI_TASKS]  # full test splits: about 8 minutes each here
+    entries = [Entry("majority", task) for task in DDI_TASKS]  # the floor of every DrugBank task: seconds each
+    entries += [Entry("mlp", task) for task in DDI_TASKS]  # full test splits: about 8 minutes each here
     entries.append(Entry("emergnn", "drugbank_s1_emergnn"))  # the cpu budget (10 epochs), full test split: about 16 minutes here
     # 4 epochs' worth of training pairs (the cpu budget before the training step was made 2.7x faster) validated
     # every quarter epoch: the learning curve of the EmerGNN card
@@ -128,15 +132,36 @@ def cladd() -> list[Entry]:
     return entries
 
 
-def run(entry: Entry, runs_dir: Path, bundles: Path) -> dict:
-    run_dir = runs_dir / entry.name
-    bundle = bundles / f"{entry.name}.tar.gz"
-    log = runs_dir / f"{entry.name}.log"
+def uses_model(system: str) -> bool:
+    from ddibench.registry import get_system_class
+
+    return bool(get_system_class(system).llm_roles)
+
+
+def model_tag(model: str | None) -> str:
+    """A file-name-safe tag of a --model spec, so runs with different models keep different directories."""
+    import hashlib
+    import re
+
+    if not model:
+        return ""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", model.split("@")[0])[:40].strip("-")
+    return f"__{readable}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+
+
+def run(entry: Entry, runs_dir: Path, bundles: Path, model: str | None = None) -> dict:
+    model = model if model and uses_model(entry.system) else None
+    name = entry.name + model_tag(model)
+    run_dir = runs_dir / name
+    bundle = bundles / f"{name}.tar.gz"
+    log = runs_dir / f"{name}.log"
     seconds = None
     if not bundle.exists():
         cmd = [sys.executable, "-m", "ddibench", "run", "-s", entry.system, "-t", entry.task, "--run-dir", str(run_dir), *entry.options]
         if entry.limit:
             cmd += ["--limit", str(entry.limit)]
+        if model:
+            cmd += ["-m", model]
         start = time.perf_counter()
         with log.open("a", encoding="utf-8") as fh:
             fh.write("$ " + " ".join(cmd[1:]) + "\n")
@@ -144,21 +169,21 @@ def run(entry: Entry, runs_dir: Path, bundles: Path) -> dict:
             code = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT)
         seconds = time.perf_counter() - start
         if code != 0:
-            return {"entry": entry.name, "error": f"ddibench run exited {code}; see {log}"}
-        subprocess.run([sys.executable, "-m", "ddibench", "submit", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
+            return {"entry": name, "error": f"ddibench run exited {code}; see {log}"}
+        subprocess.run([sys.executable, "-m", "ddibench", "submit", "--compact", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     rescored = False
     if _outdated(entry.task, results):
         with log.open("a", encoding="utf-8") as fh:
             subprocess.run([sys.executable, "-m", "ddibench", "rescore", str(run_dir)], check=True, stdout=fh, stderr=subprocess.STDOUT)
-        subprocess.run([sys.executable, "-m", "ddibench", "submit", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "ddibench", "submit", "--compact", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
         results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
         rescored = True
     evaluation = results["evaluation"]
     primary = evaluation["primary_metric"]
     metric = evaluation["metrics"][primary]
     return {
-        "entry": entry.name,
+        "entry": name,
         "system": entry.system,
         "task": entry.task,
         "n": evaluation["n"],
@@ -185,7 +210,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs-dir", type=Path, default=Path("board-runs"))
     parser.add_argument("--bundles", type=Path, default=Path("board-bundles"))
-    parser.add_argument("--store", type=Path, default=Path("board.duckdb"))
+    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent.parent / "results", help="the shipped results folder to refresh")
+    parser.add_argument("--model", default=None, help="model spec for the LLM systems' runs (default: the embedded SmolLM2-135M)")
+    parser.add_argument("--previews", action="store_true", help="also publish the --limit previews (shown apart, never ranked)")
+    parser.add_argument("--no-publish", action="store_true", help="run and pack only; leave results/ as it is")
     parser.add_argument("--only", nargs="*", default=[], help="systems or tasks to include (default: the whole plan)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     args = parser.parse_args()
@@ -200,7 +228,7 @@ def main() -> None:
     summary = []
     for i, entry in enumerate(entries, 1):
         print(f"[{i}/{len(entries)}] {entry.system} on {entry.task}{f' --limit {entry.limit}' if entry.limit else ''}", flush=True)
-        row = run(entry, args.runs_dir, args.bundles)
+        row = run(entry, args.runs_dir, args.bundles, args.model)
         summary.append(row)
         if "error" in row:
             print(f"  failed: {row['error']}", flush=True)
@@ -208,11 +236,13 @@ def main() -> None:
             took = f"{row['seconds_this_call']:.0f} s" if row["seconds_this_call"] is not None else "done before"
             print(f"  {row['primary']} {row['value']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] on n={row['n']} ({took})", flush=True)
     (args.runs_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    bundles = [row["bundle"] for row in summary if "bundle" in row]
-    if bundles:
-        subprocess.run([sys.executable, "-m", "ddibench", "board", "add", "--previews", "--store", str(args.store), *bundles], check=False)
+    bundles = [row["bundle"] for row in summary if "bundle" in row and (args.previews or not row["limit"])]
+    if bundles and not args.no_publish:
+        previews = ["--previews"] if args.previews else []
+        subprocess.run([sys.executable, "-m", "ddibench", "board", "publish", "--results", str(args.results), *previews, *bundles], check=False)
     failed = [row["entry"] for row in summary if "error" in row]
-    print(f"{len(bundles)} runs on the board at {args.store}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    where = "packed" if args.no_publish else f"published to {args.results}"
+    print(f"{len(bundles)} runs {where}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     sys.exit(1 if failed else 0)
 
 

@@ -10,6 +10,7 @@ Each test session gets its own ddibench cache directory, so the user's cache is 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -185,3 +186,63 @@ _CONFIG: list[pytest.Config] = []
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     _CONFIG.append(session.config)
+
+
+# -- the shipped results: every bundle's verdict in the session's summary (CI's log shows each one) ----
+
+SHIPPED_LINES: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def shipped_results_log() -> list[str]:
+    """Lines for the terminal summary: tests/test_shipped.py records each shipped bundle's verdict here."""
+    return SHIPPED_LINES
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
+    if SHIPPED_LINES:
+        terminalreporter.section("shipped results (results/, verified by ddibench board check)")
+        for line in SHIPPED_LINES:
+            terminalreporter.write_line(line)
+
+
+# -- headless Chromium (the leaderboard and static-site tests) -----------------------------------------
+
+needs_chromium = pytest.mark.skipif(
+    shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+    reason="needs Debian chromium and chromium-driver",
+)
+
+
+def chrome(profile: Path):  # noqa: ANN201 - selenium's WebDriver, imported only here
+    """Headless Chromium with a 1,400 px wide window and no network of its own, its profile in ``profile``."""
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-dev-shm-usage", "--window-size=1400,2400", f"--user-data-dir={profile}"):  # fmt: skip
+        options.add_argument(flag)
+    return webdriver.Chrome(service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options)
+
+
+def open_when_up(driver, url: str, deadline: float) -> None:  # noqa: ANN001
+    """Load ``url`` once the server answers."""
+    import time
+
+    while True:
+        try:
+            driver.get(url)
+            return
+        except Exception:  # noqa: BLE001 - the server is still starting
+            if time.time() > deadline:
+                raise
+            time.sleep(1)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

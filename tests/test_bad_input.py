@@ -144,6 +144,10 @@ CASES: list[tuple[str, Callable[[Path], None] | None, list[str], str]] = [
     ("board add into a missing directory", None, ["board", "add", "--store", "{root}/missing/board.duckdb", "{root}/bundle.tar.gz"],
      "directory {root}/missing does not exist"),
     ("data verify of an unknown task", None, ["data", "verify", "--task", "drugbank_s9"], "unknown task 'drugbank_s9'"),
+    ("board check of a folder with no index", None, ["board", "check", "--results", "{root}"], "holds no results index (index.json)"),
+    ("board serve of a missing store", None, ["board", "serve", "--store", "{root}/none.duckdb"], "no results store at {root}/none.duckdb"),
+    ("board export with nothing to write", None, ["board", "export", "--store", "{root}/none.duckdb"], "nothing to export"),
+    ("board publish into a file", None, ["board", "publish", "--results", "{root}/afile", "{root}/bundle.tar.gz"], "--results {root}/afile is not a directory"),
 ]
 
 

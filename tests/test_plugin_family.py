@@ -238,6 +238,19 @@ def test_an_outside_adapter_is_traced_to_its_source_and_reproduced(cli, toy_pack
 
     assert list(runs(store)["tier"]) == ["reproduced"]
 
+    # the documented route onto the shipped board: a compact bundle, published into a results folder, checked
+    compact, results = tmp_path / "toy-compact.tar.gz", tmp_path / "results"
+    code, _, err = cli("submit", "--compact", str(run_dir), "--out", str(compact))
+    assert code == 0, err
+    code, out, err = cli("board", "publish", "--results", str(results), str(compact))
+    assert code == 0 and "1 of 1 bundles published" in out, out + err
+    [entry] = json.loads((results / "index.json").read_text())["runs"]
+    assert entry["path"] == f"toy_molecules/toy-ranker/{entry['run_id']}.tar.gz" and entry["tier"] == "reproduced"
+    assert f"{TOY_SOURCE} at commit {TOY_COMMIT[:12]}" in entry["adapter"]
+    assert "toy-ranker" in (results / "README.md").read_text()
+    code, out, err = cli("board", "check", "--results", str(results))
+    assert code == 0 and "1 of 1 shipped bundles verified" in out, out + err
+
     # the adapter is uninstalled (its task stays): the bundle still verifies by hash, and a re-run names the source
     (toy_package / "toyfam-0.1.0.dist-info" / "entry_points.txt").write_text("[ddibench.tasks]\ntoy = toyfam:TASKS\n")
     registry.clear_caches()
@@ -246,3 +259,5 @@ def test_an_outside_adapter_is_traced_to_its_source_and_reproduced(cli, toy_pack
     assert f"system 'toy-ranker' is not installed here, so it cannot be re-run; install its adapter: pip install 'git+{TOY_SOURCE}@{TOY_COMMIT}'" in err, err
     code, out, err = cli("board", "add", "--reproduce", "--store", str(store), str(bundle))
     assert code == 1 and "not reproduced: system 'toy-ranker' is not installed here" in out, out + err
+    code, out, err = cli("board", "check", "--results", str(results))  # its reproduced tier cannot be checked here
+    assert code == 1 and f"pip install 'git+{TOY_SOURCE}@{TOY_COMMIT}'" in out, out + err

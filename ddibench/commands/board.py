@@ -17,7 +17,13 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Bundle path (default: beside the run directory).")
-def submit(run_dir: Path, out: Path | None) -> None:
+@click.option(
+    "--compact",
+    is_flag=True,
+    help="Keep of each prediction only what the task's metrics read, and the whole trace of the first 5 samples "
+    "(checked: the compact predictions must score exactly as the run did). The form of the bundles under results/.",
+)
+def submit(run_dir: Path, out: Path | None, compact: bool) -> None:
     """Pack a finished run into a submission bundle (predictions, manifest, hashes)."""
     from ddibench.runner.records import read_results
     from ddibench.submission import submit as make_bundle
@@ -28,7 +34,7 @@ def submit(run_dir: Path, out: Path | None) -> None:
         reason = results.manifest.not_submittable_reason
         kind = "a preview (metrics recomputed on its samples, shown apart, never ranked)" if reason == "--limit was used" else "not submittable"
         console.print(f"[yellow]warning: this run will be {kind}: {reason}[/yellow]")
-    path = make_bundle(run_dir, out)
+    path = make_bundle(run_dir, out, compact=compact)
     console.print(f"bundle: {path}")
 
 
@@ -68,9 +74,7 @@ def _check_tolerance(tolerance: float, reproduce: bool) -> None:
     show_default=True,
     help="With --reproduce: the share of samples whose re-run prediction may differ (recorded with the verdict).",
 )
-@click.option(
-    "--add", "store", type=click.Path(path_type=Path), default=None, help="Add an accepted bundle to this results store."
-)
+@click.option("--add", "store", type=click.Path(path_type=Path), default=None, help="Add an accepted bundle to this results store.")
 def verify(bundle: Path, reproduce: bool, tolerance: float, store: Path | None) -> None:
     """Check a bundle: hashes, identity, traces and cost, task version and data, full split, no --limit,
     recomputed metrics."""
@@ -101,12 +105,8 @@ def board() -> None:
 
 @board.command("add")
 @click.argument("bundles", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb)."
-)
-@click.option(
-    "--previews", is_flag=True, help="Also add runs that fail only because they are not submittable (--limit), as previews."
-)
+@click.option("--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb).")
+@click.option("--previews", is_flag=True, help="Also add runs that fail only because they are not submittable (--limit), as previews.")
 @click.option(
     "--reproduce",
     is_flag=True,
@@ -151,6 +151,100 @@ def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool, rep
     sys.exit(1 if rejected else 0)
 
 
+def _report(outcome: Any) -> None:
+    console = _console()
+    name = outcome.bundle.name if outcome.entry is None else outcome.entry["path"]
+    if outcome.problem is not None:
+        console.print(f"{escape(name)}: [red]FAILED[/red]: {escape(outcome.problem)}")
+        return
+    e = outcome.entry
+    interval = f"[{e['ci_low']:.4f}, {e['ci_high']:.4f}]" if e["ci_low"] is not None else ""
+    reproduced = f", {e['reproduction']['identical']:,} of {e['reproduction']['n']:,} predictions reproduced" if e.get("reproduction") else ""
+    console.print(f"{escape(name)}: [green]ok[/green] {e['tier']}{reproduced}; {e['primary_metric']} {e['value']:.4f} {interval} on n={e['n']:,}")
+
+
+@board.command("publish")
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--results", "root", type=click.Path(path_type=Path), default=None, help="Results folder (default: results/ of this checkout).")
+@click.option("--previews", is_flag=True, help="Also publish --limit previews (shown apart, never ranked).")
+@click.option(
+    "--reproduce/--no-reproduce",
+    default=None,
+    help="Re-run every bundle's system here (--reproduce) or none (--no-reproduce); by default those whose run took under 5 seconds (CI re-runs those on every commit).",
+)
+def board_publish(bundles: tuple[Path, ...], root: Path | None, previews: bool, reproduce: bool | None) -> None:
+    """Verify bundles and add the accepted ones to the shipped results (results/<task>/<system>/<run>.tar.gz),
+    regenerating results/index.json and the results tables (results/README.md and README.md)."""
+    from ddibench.shipped import publish
+
+    folder = root or _default_results()
+    outcomes = publish(folder, bundles, previews=previews, reproduce=reproduce, progress=_report)
+    _write_tables(folder)
+    failed = sum(o.problem is not None for o in outcomes)
+    _console().print(f"{len(outcomes) - failed} of {len(outcomes)} bundles published to {folder}")
+    sys.exit(1 if failed else 0)
+
+
+def _default_results() -> Path:
+    """$DDIBENCH_RESULTS, else results/ of this checkout (created on the first publish)."""
+    import os
+
+    from ddibench.shipped import RESULTS_ENV, checkout_results
+
+    value = os.environ.get(RESULTS_ENV, "").strip()
+    return Path(value) if value else checkout_results()
+
+
+RESULTS_MARKERS = ("<!-- results:start (generated by 'ddibench board publish'; do not edit) -->", "<!-- results:end -->")
+
+
+def _write_tables(folder: Path) -> None:
+    """results/README.md, and the README's results section when the folder is this checkout's results/."""
+    from ddibench.leaderboard.static import markdown_table
+    from ddibench.shipped import shipped_store
+
+    table = markdown_table(shipped_store(folder))
+    (folder / "README.md").write_text(results_readme(table), encoding="utf-8")
+    readme = folder.parent / "README.md"
+    if readme.is_file() and RESULTS_MARKERS[0] in (text := readme.read_text(encoding="utf-8")):
+        readme.write_text(replace_section(text, table), encoding="utf-8")
+
+
+def results_readme(table: str) -> str:
+    return (
+        "# Shipped results\n\n"
+        "Every run below is a bundle in this folder (`<task>/<system>/<run id>.tar.gz`), verified by recomputing its metrics "
+        "from its per-sample predictions; `index.json` lists them. Both files are generated by `ddibench board publish`; "
+        "CI verifies every bundle again (`ddibench board check`). Browse them with `ddibench board serve`, or write a "
+        "static site with `ddibench board export --html DIR`.\n\n" + table
+    )
+
+
+def replace_section(text: str, table: str) -> str:
+    start, end = RESULTS_MARKERS
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{table}{end}{tail}"
+
+
+@board.command("check")
+@click.option("--results", "root", type=click.Path(path_type=Path), default=None, help="Results folder (default: results/ of this checkout).")
+@click.option("--no-reproduce", is_flag=True, help="Recompute only; do not re-run the runs the index calls reproduced.")
+def board_check(root: Path | None, no_reproduce: bool) -> None:
+    """Verify every shipped bundle against results/index.json (recomputed numbers, hashes, reproductions, size budget)."""
+    from ddibench.shipped import check, results_root
+
+    folder = results_root(root)
+    report = check(folder, reproduce=not no_reproduce, progress=_report)
+    console = _console()
+    for problem in report.problems:
+        if not any(o.problem == problem for o in report.outcomes):
+            console.print(f"[red]FAILED[/red]: {escape(problem)}")
+    verified = sum(o.problem is None for o in report.outcomes)
+    console.print(f"{verified} of {len(report.outcomes)} shipped bundles verified; results/ holds {report.total_bytes / 2**20:.1f} MiB")
+    sys.exit(0 if report.ok else 1)
+
+
 def streamlit_command(app: Path, port: int, host: str = "127.0.0.1") -> list[str]:
     """The Streamlit server of the board: on one interface, headless, no usage stats, no Deploy button."""
     return [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port), "--server.address", host,
@@ -158,22 +252,44 @@ def streamlit_command(app: Path, port: int, host: str = "127.0.0.1") -> list[str
             "--client.toolbarMode", "viewer", "--server.showEmailPrompt", "false"]  # fmt: skip
 
 
+def board_store(store: Path | None, root: Path | None) -> Path:
+    """The store to show: --store or $DDIBENCH_BOARD when given, else one built from the shipped results
+    (once per results index, then cached)."""
+    import os
+
+    from ddibench.shipped import results_root, shipped_store
+    from ddibench.store import store_path
+
+    if store is not None or (root is None and os.environ.get("DDIBENCH_BOARD")):
+        path = store_path(store)
+        if not path.is_file():
+            from ddibench.errors import ConfigError
+
+            raise ConfigError(
+                f"no results store at {path}", "add bundles with 'ddibench board add --store PATH BUNDLE', or drop --store to show the shipped results"
+            )
+        return path
+    folder = results_root(root)
+    console = _console()
+    console.print(f"results store of the shipped results in {folder} (built once and cached)")
+    return shipped_store(folder, progress=_report)
+
+
 @board.command("serve")
-@click.option(
-    "--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb)."
-)
+@click.option("--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD, else the shipped results).")
+@click.option("--results", "root", type=click.Path(path_type=Path), default=None, help="Shipped results folder to serve (default: results/ of this checkout).")
 @click.option("--port", type=int, default=8501, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 to serve other machines).")
-def board_serve(store: Path | None, port: int, host: str) -> None:
-    """Serve the leaderboard on http://HOST:PORT (stops the whole server on Ctrl-C or SIGTERM)."""
+def board_serve(store: Path | None, root: Path | None, port: int, host: str) -> None:
+    """Serve the leaderboard on http://HOST:PORT (stops the whole server on Ctrl-C or SIGTERM); with no
+    --store, the results that ship with ddibench."""
     import os
     import signal
     import subprocess
 
     import ddibench.leaderboard
-    from ddibench.store import store_path
 
-    path = store_path(store)
+    path = board_store(store, root)
     app = Path(ddibench.leaderboard.__file__).parent / "app.py"
     env = {**os.environ, "DDIBENCH_BOARD": str(path.resolve())}
     child = subprocess.Popen(streamlit_command(app, port, host), env=env, start_new_session=True)  # its own process group: stopped as a whole
@@ -196,3 +312,40 @@ def board_serve(store: Path | None, port: int, host: str) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
     sys.exit(0 if code in (0, -signal.SIGTERM) else code)
+
+
+@board.command("export")
+@click.option(
+    "--html", "html_dir", type=click.Path(path_type=Path), default=None, help="Write a static site (opens from the file system, no server) into this directory."
+)
+@click.option(
+    "--markdown",
+    "markdown_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the results table as GitHub markdown to this file ('-': standard output).",
+)
+@click.option("--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD, else the shipped results).")
+@click.option("--results", "root", type=click.Path(path_type=Path), default=None, help="Shipped results folder (default: results/ of this checkout).")
+def board_export(html_dir: Path | None, markdown_file: Path | None, store: Path | None, root: Path | None) -> None:
+    """Export the leaderboard: a self-contained static site (--html DIR) and/or a markdown table (--markdown FILE)."""
+    from ddibench.errors import ConfigError
+
+    if html_dir is None and markdown_file is None:
+        raise ConfigError("nothing to export", "give --html DIR and/or --markdown FILE")
+    path = board_store(store, root)
+    console = _console()
+    if html_dir is not None:
+        from ddibench.leaderboard.static import write_site
+
+        summary = write_site(path, html_dir)
+        console.print(f"static site in {html_dir}: {summary}; open {html_dir / 'index.html'}")
+    if markdown_file is not None:
+        from ddibench.leaderboard.static import markdown_table
+
+        table = markdown_table(path)
+        if str(markdown_file) == "-":
+            click.echo(table, nl=False)
+        else:
+            markdown_file.write_text(table, encoding="utf-8")
+            console.print(f"results table in {markdown_file}")

@@ -133,6 +133,7 @@ class Evaluator(Protocol):
     version: ClassVar[int]
     options: ClassVar[tuple[ScoringOption, ...]]
     metrics: tuple[MetricSpec, ...]
+    answer_fields: ClassVar[tuple[str, ...]]
 
     @property
     def expected_format(self) -> str: ...
@@ -167,6 +168,8 @@ class Evaluator(Protocol):
     def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = ..., seed: int = ...) -> dict[str, Any]: ...
 
     def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic: ...
+
+    def reduce(self, prediction: Prediction) -> Prediction: ...
 
     def paired(
         self, metric: str, clusters: Sequence[Sequence[str]], a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], spec: BootstrapSpec | None = None
@@ -210,6 +213,7 @@ class BaseEvaluator:
     version: ClassVar[int] = 1  # bump when scores change for the same answers: old and new scores never mix
     options: ClassVar[tuple[ScoringOption, ...]] = ()
     metrics: tuple[MetricSpec, ...] = ()
+    answer_fields: ClassVar[tuple[str, ...]] = ("label", "scores", "ranked", "text")  # what the metrics read of an answer
 
     def __init__(self) -> None:
         self._settings: dict[str, Any] = {o.key: o.default for o in self.options}
@@ -293,6 +297,14 @@ class BaseEvaluator:
         """Per-sample unit records (aligned with ``samples``) from which :meth:`statistic` computes the
         metrics; by default the evaluation's own per-sample scores."""
         return [dict(evaluation.per_sample.get(s.id, {})) for s in samples]
+
+    def reduce(self, prediction: Prediction) -> Prediction:
+        """The prediction with only what this evaluator's metrics read (its ``answer_fields``, validity and
+        error), its trace left out: what a compact bundle keeps (``ddibench submit --compact``), and what a
+        reproduction of a compact bundle compares. ``submit`` checks that the metrics of the reduced
+        predictions equal the full ones, so an evaluator that reads more than it declares is caught there."""
+        kept = {name: getattr(prediction, name) for name in self.answer_fields}
+        return Prediction(sample_id=prediction.sample_id, valid=prediction.valid, error=prediction.error, **kept)
 
     def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic:
         """Metrics under bootstrap weights: by default the weighted mean of each per-sample metric."""

@@ -46,6 +46,7 @@ class ClassificationEvaluator(BaseEvaluator):
 
     kind = "classification"
     metrics: tuple[MetricSpec, ...] = CLASSIFICATION_METRICS
+    answer_fields = ("label",)
 
     def __init__(self, label_space: LabelSpace, breakdown_key: str | None = "n_unseen", positive_label: int | None = None) -> None:
         super().__init__()
@@ -70,6 +71,15 @@ class ClassificationEvaluator(BaseEvaluator):
             f"one Prediction per evaluated sample, keyed by sample id; label: int in 0..{n - 1} "
             f"(the label id), or valid=False (label ignored) when the system's output could not be parsed{scores}"
         )
+
+    def reduce(self, prediction: Prediction) -> Prediction:
+        """The label, and the positive label's score where AUROC reads it (never the other labels' scores:
+        an 86-label score vector is most of a DrugBank bundle and no metric here reads it)."""
+        out = super().reduce(prediction)
+        key = str(self.positive_label)
+        if self.positive_label is not None and prediction.scores is not None and key in prediction.scores:
+            out = out.model_copy(update={"scores": {key: prediction.scores[key]}})
+        return out
 
     def _positive_scores(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> list[float] | None:
         """The positive label's score of every sample (invalid answers: 0.5), or None when the system gave

@@ -91,6 +91,7 @@ class ProbeEvaluator(BaseEvaluator):
     """Captions of every molecule -> a probe trained on the training molecules -> AUROC on the evaluated ones."""
 
     kind = "probe"
+    answer_fields = ("text",)
     metrics = PROBE_METRICS
     options = (
         ScoringOption("probe", "--probe", "Captioning probe: linear (frozen encoder + fingerprint, CPU) or finetune (the paper's protocol, GPU).",

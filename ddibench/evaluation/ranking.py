@@ -56,6 +56,7 @@ class RankingEvaluator(BaseEvaluator):
     """Ranked label lists against gold label sets (see the module docstring)."""
 
     kind = "ranking"
+    answer_fields = ("ranked",)
 
     def __init__(
         self,
@@ -106,6 +107,19 @@ class RankingEvaluator(BaseEvaluator):
             f"one Prediction per evaluated sample; ranked: a list of label ids in 0..{len(self.label_space) - 1}, best first "
             f"(the first {self.k} distinct ids count), or valid=False when the system's output could not be parsed"
         )
+
+    def reduce(self, prediction: Prediction) -> Prediction:
+        """The ranking up to its k-th distinct id (the metrics read no further; a model that ranks all 200
+        side effects writes the other 195 into every prediction)."""
+        out = super().reduce(prediction)
+        if not isinstance(prediction.ranked, list):
+            return out
+        seen: set[int] = set()
+        for end, label in enumerate(prediction.ranked, 1):
+            seen.add(label)
+            if len(seen) == self.k:
+                return out.model_copy(update={"ranked": prediction.ranked[:end]})
+        return out
 
     def _ranked(self, sample: Sample, pred: Prediction) -> list[int]:
         if not pred.valid:

@@ -43,6 +43,7 @@ class TextEvaluator(BaseEvaluator):
     """Free-text answers (see the module docstring)."""
 
     kind = "text"
+    answer_fields = ("text",)
     version = 2  # 2: BERTScore from the bert-score library (1: a hand-written variant that dropped [CLS]/[SEP])
     metrics = TEXT_METRICS
     options = (

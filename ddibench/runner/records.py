@@ -328,6 +328,16 @@ class BundleSystem(_Record):
     config_hash: str
 
 
+class Compaction(_Record):
+    """How a compact bundle (``ddibench submit --compact``) was reduced from its run's journal: each
+    prediction keeps only the answer fields the task's metrics read, and only the first few samples keep
+    their whole trace; the others keep their LLM call records, which the identity and cost checks read."""
+
+    answer_fields: list[str]
+    whole_traces: int
+    note: str = ""
+
+
 class BundleIndex(_Record):
     """``bundle.json``: what a submission bundle holds and the sha256 of every member."""
 
@@ -339,6 +349,7 @@ class BundleIndex(_Record):
     system: BundleSystem
     hashes: dict[str, str]
     trust_tier: str = "self-reported"
+    compact: Compaction | None = None  # None: the predictions as the run wrote them
 
 
 # -- reading -------------------------------------------------------------------------------------

@@ -76,6 +76,7 @@ class CBRDDISystem(BaseSystem):
     name = "cbr-ddi"
     version = "1.0.0"
     description = "case-based reasoning: LLM drug descriptions, GNN paths, mechanistic insights, hybrid case retrieval"
+    paper = "Liu et al. 2025, case-based reasoning for DDI prediction (CBR-DDI), arXiv 2505.23034, https://arxiv.org/abs/2505.23034"
     Config = CBRDDIConfig
     families = ("drugbank_ddi", "twosides")
     llm_roles = ("generator", "describer")

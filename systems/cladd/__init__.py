@@ -90,6 +90,7 @@ class CLADDSystem(BaseSystem):
     name = "cladd"
     version = "1.0.0"
     description = "CLADD multi-agent RAG for molecules: planners, KG team (anchor, related drugs, 2-hop paths), molecule understanding, predictor"
+    paper = "Lee et al. 2025, CLADD: RAG-enhanced collaborative LLM agents for drug discovery"
     Config = CLADDConfig
     families = FAMILIES
     llm_roles = ROLES

@@ -41,6 +41,7 @@ class DrugRAGSystem(AnswerSystem):
     name = "drugrag"
     version = "1.0.0"
     description = "NER-built drug graph (ladybug/Neo4j); LLM writes read-only Cypher, falls back to keyword lookup; second LLM answers"
+    paper = "DrugRAG (Nile University)"
     Config = DrugRAGConfig
     llm_roles = ("generator", "query_writer")
     config: DrugRAGConfig

@@ -89,6 +89,11 @@ class EmerGNNSystem(BaseSystem):
     name = "emergnn"
     version = "1.0.0"
     description = "EmerGNN: flow-based GNN over Hetionet + known DDIs with pair-specific relation attention"
+    paper = (
+        "Zhang et al., Emerging drug interaction prediction enabled by a flow-based graph neural network with biomedical network, "
+        "Nat. Comput. Sci. 3:1023-1033 (2023), arXiv 2311.09261, https://arxiv.org/abs/2311.09261"
+    )
+    code = "https://github.com/LARS-research/EmerGNN"
     Config = EmerGNNConfig
     families = ("drugbank_ddi", "twosides")
     batch_size = 256

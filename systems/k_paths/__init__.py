@@ -28,6 +28,7 @@ class KPathsSystem(LabelChoiceSystem):
     name = "k-paths"
     version = "1.0.0"
     description = "up to 10 diverse KG paths (<= 3 hops, Yen's algorithm, distinct relation sequences) between the drugs"
+    paper = "Abdullahi et al. 2025, K-Paths"
     Config = KPathsConfig
     config: KPathsConfig
     context_heading = "Paths between the two drugs in a biomedical knowledge graph"

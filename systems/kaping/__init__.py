@@ -27,6 +27,7 @@ class KAPINGSystem(LabelChoiceSystem):
     name = "kaping"
     version = "1.0.0"
     description = "top-10 KG triples around both drugs by embedding similarity to the question, as facts"
+    paper = "Baek et al. 2023, KAPING"
     Config = KAPINGConfig
     config: KAPINGConfig
     context_heading = "Facts from a biomedical knowledge graph"

@@ -79,6 +79,7 @@ class SQLAgentSystem(AnswerSystem):
     name = "sql-agent"
     version = "1.0.0"
     description = "router + read-only text-to-SQL over a training-split DDI table + ReAct search; LLM-written answer"
+    paper = '"Hybrid LLM Agents for Clinical Support in DDI" (a GitHub project)'
     Config = SQLAgentConfig
     llm_roles = ("generator", "query_writer")
     config: SQLAgentConfig

@@ -1,0 +1,422 @@
+"""The leaderboard as a static site and as a markdown table, both generated from the results store.
+
+:func:`write_site` writes HTML pages that open from the file system (``file://``): no server, no network,
+no script; the style is inline. ``index.html`` holds the task x system matrix with the floors and the
+published numbers of each task (previews made with ``--limit`` sit in a table of their own, never
+ranked); ``tasks/``, ``runs/`` and ``systems/`` hold a page per task (its runs, every metric, the tie
+verdicts), per run (provenance, metrics, cost, the first samples with their traces) and per system
+(paper, code, card, runs). :func:`markdown_table` is the README's table: byte-stable for the same store.
+
+Everything read from the store is escaped: a bundle is hostile input until verified, and its text (a
+system name, a trace) is shown as text, never run. File names derived from stored names are sanitised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ddibench.errors import ConfigError
+from ddibench.leaderboard import data as board
+
+TRACES_SHOWN = 5  # samples with their traces on a run page
+TRACE_CHARS = 20_000  # of one trace: a page stays readable, the whole trace is in the bundle
+SITE_MARKER = ".ddibench-site"  # a directory holding it was written here and may be replaced whole
+LEGEND = (
+    "Cells: primary metric [95% CI, clustered by drug or source document]; ★ best in the task; ≈ not significantly "
+    "different from the best (paired bootstrap on shared samples). Floors: what answers without skill score on the "
+    "task's evaluation split, recomputed by the board. Published: the papers' own numbers on their own splits, in the "
+    "metric's unit, never ranked."
+)
+
+
+@dataclass(frozen=True)
+class SiteSummary:
+    runs: int
+    tasks: int
+    systems: int
+
+    def __str__(self) -> str:
+        return f"{board.plural(self.runs, 'run')}, {board.plural(self.tasks, 'task')}, {board.plural(self.systems, 'system')}"
+
+
+@dataclass(frozen=True)
+class _Board:
+    """Everything the pages show, read from the store once."""
+
+    runs: pd.DataFrame
+    floors: pd.DataFrame
+    published: pd.DataFrame
+    details: dict[str, board.RunDetail]
+
+    @classmethod
+    def read(cls, store: Path) -> _Board:
+        runs = board.runs(store).sort_values(["task", "system", "run_id"], kind="stable")
+        details = {run_id: board.run_detail(store, run_id) for run_id in runs["run_id"]}
+        return cls(runs, board.floors(store), board.published(board.metric_specs(store)), {k: v for k, v in details.items() if v is not None})
+
+    @property
+    def full(self) -> pd.DataFrame:
+        return self.runs[self.runs["submittable"]]
+
+    @property
+    def previews(self) -> pd.DataFrame:
+        return self.runs[~self.runs["submittable"]]
+
+
+def write_site(store: Path, out: Path) -> SiteSummary:
+    """Write the static site of ``store`` into the directory ``out``, whole or not at all: the pages go to
+    a temporary directory beside ``out`` that replaces it (only a directory an earlier export wrote, or an
+    empty one, is replaced)."""
+    data = _Board.read(store)
+    pages = {"index.html": _index(data)}
+    for task, runs in data.runs.groupby("task"):
+        pages[_page("tasks", task)] = _task_page(str(task), runs, data)
+    for _, run in data.runs.iterrows():
+        if run["run_id"] in data.details:
+            pages[_page("runs", run["run_id"])] = _run_page(run, data.details[run["run_id"]], store)
+    for system, runs in data.runs.groupby("system"):
+        pages[_page("systems", system)] = _system_page(str(system), runs, data)
+    _write_whole(out, pages)
+    return SiteSummary(runs=len(data.runs), tasks=data.runs["task"].nunique(), systems=data.runs["system"].nunique())
+
+
+def markdown_table(store: Path) -> str:
+    """The board as GitHub markdown: a row per task, its primary metric, each system's best full run as
+    value [95% CI] with ★ / ≈, and the task's floors; previews in a table of their own. The same store
+    content gives the same bytes (no timestamps; tasks, systems and equal runs in a fixed order)."""
+    runs = board.runs(store).sort_values(["task", "system", "run_id"], kind="stable")
+    lines = []
+    table = board.matrix(runs[runs["submittable"]], board.floors(store))
+    if not table.empty:
+        header = ["task", *table.columns]
+        lines += [_md_row(header), _md_row(["---"] * len(header))]
+        lines += [_md_row([task, *(value or "—" for value in row)]) for task, row in table.iterrows()]
+        lines += ["", "★ best in the task; ≈ not significantly different from the best (paired bootstrap on shared samples); "
+                  "95% intervals clustered by drug or source document; floors on the task's evaluation split."]  # fmt: skip
+    previews = runs[~runs["submittable"]]
+    if not previews.empty:
+        lines += ["", "Previews (`--limit`: metrics on the samples it drew; never ranked):", ""]
+        lines += [_md_row(["task", "system", "n", "metric", "value [95% CI]"]), _md_row(["---"] * 5)]
+        lines += [_md_row([r["task"], r["system"], f"{r['n']:,}", r["primary_metric"], board.value_ci(r)]) for _, r in previews.iterrows()]
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: Iterable[object]) -> str:
+    return "| " + " | ".join(_md(c) for c in cells) + " |"
+
+
+def _md(value: object) -> str:
+    """Text as one markdown table cell: one line, no cell break, no HTML, no link (a stored name may be hostile)."""
+    text = re.sub(r"([\\|<>])", r"\\\1", " ".join(str(value).split()))
+    return text.replace("](", "]\\(")
+
+
+# ---- pages -------------------------------------------------------------------------------------------
+
+
+def _index(data: _Board) -> str:
+    full = data.full
+    n_tasks, n_systems = data.runs["task"].nunique(), data.runs["system"].nunique()
+    body = [
+        "<h1>ddibench leaderboard</h1>",
+        f'<p class="summary">{board.plural(len(data.runs), "run")} · {board.plural(n_tasks, "task")} · {board.plural(n_systems, "system")}</p>',
+        f'<p class="legend">{_e(LEGEND)}</p>',
+    ]
+    if not full.empty:
+        body += ["<h2>Tasks × systems</h2>", _matrix(full, data)]
+    if not data.previews.empty:
+        body += ['<h2 id="previews">Previews <span class="tag">not ranked</span></h2>',
+                 "<p>Runs made with <code>--limit</code>: their metrics are recomputed on the samples it drew, and they are never ranked.</p>",
+                 _previews_table(data.previews)]  # fmt: skip
+    body += ["<h2>Systems</h2>", "<ul>" + "".join(f"<li>{_link(_page('systems', s), s)}</li>" for s in sorted(data.runs["system"].unique())) + "</ul>"]
+    return _html("ddibench leaderboard", "\n".join(body), root="")
+
+
+def _matrix(full: pd.DataFrame, data: _Board) -> str:
+    """Task x system, each cell the best full run (linked to its page), then the floors and the published numbers."""
+    best = board.cells(full, ("task", "system")).set_index(["task", "system"])
+    heads = board.task_heads(full)
+    floors, published = board.floor_labels(full, data.floors), board.published_labels(full, data.published)
+    systems = sorted(full["system"].unique())
+    header = ["task", "metric", *(_link(_page("systems", s), s) for s in systems), "floors", 'published <span class="tag">not ranked</span>']
+    rows = []
+    for task in sorted(heads.index):
+        cells = [_link(_page("tasks", task), task), _e(heads.loc[task, "primary_metric"])]
+        cells += [_link(_page("runs", best.loc[(task, s), "run_id"]), board.cell(best.loc[(task, s)])) if (task, s) in best.index else "" for s in systems]
+        cells += [_e(floors.get(task, "")), f'<span class="published">{_e(published.get(task, ""))}</span>']
+        rows.append(cells)
+    return _table(header, rows, "matrix", prose=(len(header) - 1,))
+
+
+def _task_page(task: str, runs: pd.DataFrame, data: _Board) -> str:
+    head = board.task_heads(runs).loc[task]
+    body = [
+        f"<h1>Task {_e(task)}</h1>",
+        f"<p>{_e(runs['family'].iloc[0])} · {_e(runs['setting'].iloc[0])} · primary metric <b>{_e(head['primary_metric'])}</b></p>",
+        "<h2>Runs</h2>",
+        _runs_table(runs[runs["submittable"]], data, root="../", by_task=True) if runs["submittable"].any() else "<p>No full run yet.</p>",
+    ]
+    previews = runs[~runs["submittable"]]
+    if not previews.empty:
+        body += ['<h2>Previews <span class="tag">not ranked</span></h2>', _runs_table(previews, data, root="../", by_task=True)]
+    body += ["<h2>Floors</h2>", _floors_table(task, head["scoring_variant"], runs, data)]
+    body += ['<h2>Published <span class="tag">not ranked</span></h2>', _published_table(task, data)]
+    return _html(f"{task} · ddibench", "\n".join(body), root="../")
+
+
+def _previews_table(previews: pd.DataFrame) -> str:
+    rows = [
+        [_link(_page("runs", r["run_id"]), r["run_id"]), _link(_page("tasks", r["task"]), r["task"]), _link(_page("systems", r["system"]), r["system"]),
+         _e(r["model"]), f"{r['n']:,}", _e(r["primary_metric"]), _e(board.value_ci(r))]
+        for _, r in previews.iterrows()
+    ]  # fmt: skip
+    return _table(["run", "task", "system", "model", "n", "metric", "value [95% CI]"], rows, "previews")
+
+
+def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> str:
+    """Runs, best first, with their verdict against the task's best and their cost: on a task's page
+    (``by_task``) every metric of the task, elsewhere the task and the primary metric."""
+    metrics: dict[str, str] = {}  # name -> column title
+    for run_id in runs["run_id"] if by_task else ():
+        detail = data.details.get(run_id)
+        for name in detail.metrics if detail else ():
+            spec = detail.specs.get(name) if detail else None
+            metrics.setdefault(name, spec.title() if spec else name)
+    header = ["run", "system", *([] if by_task else ["task", "primary metric"]), *map(_e, metrics.values()), "model", "profile", "tier", "n",
+              "against the best", "cost per item"]  # fmt: skip
+    rows = []
+    for _, row in board.best_first(runs).iterrows():
+        detail = data.details.get(row["run_id"])
+        cells = [_link(root + _page("runs", row["run_id"]), row["run_id"]), _link(root + _page("systems", row["system"]), row["system"])]
+        if not by_task:
+            cells += [_link(root + _page("tasks", row["task"]), row["task"]), _e(f"{row['primary_metric']} {board.value_ci(row)}")]
+        cells += [_e(_metric_text(detail, name)) for name in metrics]
+        cells += [_e(row["model"]), _e(row["profile"]), _e(row["tier"]), f"{row['n']:,}", _e(_verdict(row)), _e(board.cost_label(row))]
+        rows.append(cells)
+    model = header.index("model")
+    return _table(header, rows, "runs", prose=(model, len(header) - 2, len(header) - 1))
+
+
+def _metric_text(detail: board.RunDetail | None, name: str) -> str:
+    if detail is None or name not in detail.metrics:
+        return ""
+    spec = detail.specs.get(name) or board.MetricSpec(name=name, label=name, unit="score")
+    value = detail.metrics[name]
+    return f"{spec.format(value.value)} [{spec.format(value.ci_low)}, {spec.format(value.ci_high)}]"
+
+
+def _verdict(row: pd.Series) -> str:
+    """A run against the best run of its task: best, or the paired difference (best minus it) and what it says."""
+    if row["best"]:
+        return "★ best" if row["submittable"] else "☆ best preview (no full run yet)"
+    if row["diff"] is None or row["diff"] != row["diff"]:
+        return "not compared (no shared samples)"
+    what = ("≈ tied" if row["tied"] else "worse") if row["submittable"] else "a preview, never ranked"
+    return f"{what}: best − this {row['diff']:+.3f} [{row['diff_low']:+.3f}, {row['diff_high']:+.3f}]"
+
+
+def _floors_table(task: str, variant: str, runs: pd.DataFrame, data: _Board) -> str:
+    floors = data.floors[(data.floors["task"] == task) & (data.floors["scoring_variant"] == variant)]
+    if floors.empty:
+        return "<p>No floors for this kind of answer.</p>"
+    specs = {name: spec for run_id in runs["run_id"] if run_id in data.details for name, spec in data.details[run_id].specs.items()}
+    names = list(dict.fromkeys(name for metrics in floors["metrics"] for name in metrics))
+    header = ["floor", "what it answers", *(_e(specs[n].title() if n in specs else n) for n in names)]
+    rows = []
+    for floor in floors.itertuples():
+        values = [board.fmt(specs[n].unit if n in specs else "score", floor.metrics.get(n)) for n in names]
+        rows.append([_e(board.FLOOR_TITLES.get(floor.name, floor.name)), _e(floor.note), *map(_e, values)])
+    return _table(header, rows, "floors", prose=(1,))
+
+
+def _published_table(task: str, data: _Board) -> str:
+    numbers = data.published[data.published["task"] == task]
+    if numbers.empty:
+        return "<p>No published number for this task.</p>"
+    rows = [[_e(n.method), _e(n.metric_label), f'<span class="published">{_e(n.shown)}</span>', _linked(n.source), _e(n.note)] for n in numbers.itertuples()]
+    return _table(["method", "metric", "published", "source", "note"], rows, "published-table", prose=(3, 4))
+
+
+def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
+    manifest = detail.manifest
+    task, system = manifest.task, manifest.system
+    info = board.system_info(system.name, manifest)
+    code = f"ddibench {manifest.ddibench_version}, commit {manifest.git_commit or 'none (no git checkout)'}" + (" (dirty)" if manifest.git_dirty else "")
+    facts: list[tuple[str, str]] = [
+        ("task", _link("../" + _page("tasks", task.name), task.name) + _e(f" {task.version}, data sha256 {task.data_sha256}")),
+        ("system", _link("../" + _page("systems", system.name), system.name) + _e(f" {system.version}, config {system.config_hash}")),
+        ("configuration", f"<code>{_e(json.dumps(system.config, sort_keys=True))}</code>"),
+        ("adapter source", _e(", ".join(f"{k} {v}" for k, v in system.provenance.items())) or "not recorded"),
+        ("code", _e(code)),
+        ("created", _e(manifest.created)),
+        ("trust tier", _e(detail.tier)),
+        ("against the best", _e(_verdict(row))),
+        ("split", _e(f"{manifest.split}, {manifest.n_samples:,} samples, ids sha256 {manifest.sample_ids_sha256}")),
+        ("profile", _e(f"{manifest.profile.name} (detected: {json.dumps(manifest.profile.detected, sort_keys=True)})")),
+        ("seeds", _e(json.dumps(manifest.seeds.model_dump(), sort_keys=True))),
+        ("cost per item", _e(board.cost_label(row))),
+    ]
+    facts += [(f"model ({role})", _e(f"{model.spec} — {json.dumps(model.identity, sort_keys=True)}")) for role, model in manifest.models.items()]
+    facts += [(label, _linked(value)) for label, value in (("paper", info.paper), ("authors' code", info.code if info.registered else "")) if value]
+    facts += [("card", f"<code>{_e(info.card)}</code>")] if info.card else []
+    facts += [("scoring", _e(json.dumps(manifest.scoring.model_dump(), sort_keys=True)))] if manifest.scoring.model_dump() else []
+    facts += [("reproduction", _e(json.dumps(detail.reproduction, sort_keys=True)))] if detail.reproduction else []
+    facts += [("not submittable", _e(reason)) for reason in detail.reasons]
+    facts += [("deviation", _e(note)) for note in (*task.deviations, *system.deviations)]
+    body = [
+        f"<h1>Run {_e(row['run_id'])}</h1>",
+        f"<p>{_e(row['system'])} on {_e(row['task'])} · {_e(board.value_ci(row))} {_e(row['primary_metric'])}</p>",
+        "<h2>Provenance</h2>",
+        '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
+        "<h2>Metrics</h2>",
+        _table(["metric", "value", "95% CI"], [[_e(r["metric"]), _e(r["value"]), _e(r["95% CI"])] for r in detail.metric_rows()]),
+        f'<h2>Samples <span class="tag">the first {TRACES_SHOWN}</span></h2>',
+        *(_sample_block(item) for item in board.first_samples(store, str(row["run_id"]), TRACES_SHOWN)),
+        "<details><summary>full manifest</summary>" + _pre(json.dumps(manifest.dump(), indent=1, sort_keys=True)) + "</details>",
+    ]
+    return _html(f"run {row['run_id']} · ddibench", "\n".join(body), root="../")
+
+
+def _sample_block(item: dict[str, Any]) -> str:
+    trace = item["trace"] if isinstance(item["trace"], str) else json.dumps(item["trace"], indent=1, ensure_ascii=False)
+    cut = f" (the first {TRACE_CHARS:,} of {len(trace):,} characters)" if len(trace) > TRACE_CHARS else ""
+    validity = "valid" if item["valid"] else "invalid"
+    return (
+        f'<section class="sample"><h3>Sample {_e(item["sample_id"])}</h3>'
+        f"<p><b>gold:</b> {_e(item['gold'])}</p><p><b>prediction:</b> {_e(item['prediction'])} (score {_e(item['score'])}, {validity})</p>"
+        f"<p><b>input:</b></p>{_pre(json.dumps(item['input'], indent=1, ensure_ascii=False))}"
+        f"<details open><summary>trace{_e(cut)}</summary>{_pre(trace[:TRACE_CHARS])}</details></section>"
+    )
+
+
+def _system_page(system: str, runs: pd.DataFrame, data: _Board) -> str:
+    some_run = data.details.get(str(runs["run_id"].iloc[0]))
+    info = board.system_info(system, some_run.manifest if some_run else None)
+    if info.registered:
+        facts = [
+            ("paper", _linked(info.paper) or "—"),
+            ("authors' code", _linked(info.code) or "—"),
+            ("card", f"<code>{_e(info.card)}</code>" if info.card else "—"),
+        ]
+    else:
+        facts = [
+            ("registered here", "no: an outside adapter"),
+            ("adapter source", _e(", ".join(f"{k} {v}" for k, v in info.provenance.items())) or "not recorded"),
+        ]
+    body = [
+        f"<h1>System {_e(system)}</h1>",
+        '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
+        "<h2>Runs</h2>",
+        _runs_table(runs, data, root="../", by_task=False),
+    ]
+    return _html(f"{system} · ddibench", "\n".join(body), root="../")
+
+
+# ---- HTML --------------------------------------------------------------------------------------------
+
+STYLE = """
+body { font: 15px/1.45 system-ui, sans-serif; margin: 1.5rem auto; max-width: 1600px; padding: 0 1rem; color: #1b1b1b; }
+nav { margin-bottom: 1rem; } h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+table { border-collapse: collapse; margin: .5rem 0; } th, td { border: 1px solid #ccc; padding: .3rem .5rem; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; } td { white-space: nowrap; } td.prose { white-space: normal; min-width: 12rem; }
+div.scroll { overflow-x: auto; }
+.published { color: #6b4e00; font-style: italic; } .tag { font-size: .75rem; background: #eee; border-radius: 3px; padding: 0 .3rem; font-weight: normal; }
+.legend, .summary { color: #444; } dl.facts { display: grid; grid-template-columns: max-content auto; gap: .2rem 1rem; }
+dl.facts dt { font-weight: bold; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+pre { background: #f7f7f7; padding: .5rem; overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 30rem; }
+section.sample { border-top: 1px solid #ddd; margin-top: 1rem; }
+"""
+
+
+def _html(title: str, body: str, root: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # nothing on the page may load or run anything: no script, no request beyond the site's own pages
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        f"<title>{_e(title)}</title><style>{STYLE}</style></head>\n"
+        f'<body><nav><a href="{root}index.html">ddibench leaderboard</a></nav>\n{body}\n</body></html>\n'
+    )
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _link(href: str, text: object) -> str:
+    return f'<a href="{_e(href)}">{_e(text)}</a>'
+
+
+URL = re.compile(r"https?://[^\s<>\"'(),;]+")
+
+
+def _linked(text: str) -> str:
+    """Text with its http(s) URLs as links, everything escaped (no other scheme ever becomes a link)."""
+    out, end = [], 0
+    for match in URL.finditer(text):
+        out += [_e(text[end : match.start()]), _link(match.group(0), match.group(0))]
+        end = match.end()
+    return "".join(out) + _e(text[end:])
+
+
+def _pre(text: str) -> str:
+    return f"<pre>{_e(text)}</pre>"
+
+
+def _table(header: list[str], rows: list[list[str]], css: str = "", prose: tuple[int, ...] = ()) -> str:
+    """A table of cells that are HTML already (escaped where they hold stored text). Cells keep to one
+    line, but for the ``prose`` columns (notes, sources); a wide table scrolls on its own."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f'<td class="prose">{c}</td>' if i in prose else f"<td>{c}</td>" for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f'<div class="scroll"><table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _page(folder: str, name: object) -> str:
+    return f"{folder}/{safe_name(str(name))}.html"
+
+
+def safe_name(text: str) -> str:
+    """A file name for a stored name: its letters, digits, '-' and '_' (lower case); anything else, or an
+    upper-case letter, adds a hash of the whole name, so two names never share a file."""
+    safe = re.sub(r"[^a-z0-9_-]+", "_", text.lower())[:80].strip("_")
+    return safe if safe == text else f"{safe or 'x'}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
+
+
+def _write_whole(out: Path, pages: dict[str, str]) -> None:
+    if not out.parent.is_dir():
+        raise ConfigError(f"cannot write the site to {out}: {out.parent} does not exist", "create the parent directory first")
+    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / SITE_MARKER).exists())):
+        raise ConfigError(f"{out} exists and is not a site ddibench wrote", "give a new or empty directory, or remove it first")
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for name, text in pages.items():
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        (staging / SITE_MARKER).write_text("written by ddibench; the next export replaces this directory whole\n", encoding="utf-8")
+        staging.chmod(0o755)  # mkdtemp makes it private to its owner
+        old = out.with_name(staging.name + ".old") if out.exists() else None
+        if old is not None:
+            out.rename(old)
+        try:
+            staging.rename(out)
+        except OSError:
+            if old is not None:
+                old.rename(out)
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

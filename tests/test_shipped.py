@@ -1,0 +1,338 @@
+"""Compact bundles and the shipped results folder: publish, check, tampering, the size budget."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import chrome, free_port, needs_chromium, open_when_up
+
+from ddibench.errors import DataError
+from ddibench.shipped import BUDGET_BYTES, check, publish, read_index, shipped_store, write_index
+from ddibench.submission import CALL_FIELDS, read_bundle, submit, verify
+
+
+def _run(*args: str) -> None:
+    from ddibench.cli import main
+
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        assert exc.code in (0, None), exc.code
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Small real runs: the majority floor on drugbank_s2, morgan-sklearn on tox_herg (AUROC reads one score),
+    the popularity floor on twosides_s2 (a ranking) and a zero-shot preview against the stub server (traces)."""
+    from ddibench.llm.stub import StubConfig, running_stub
+
+    root = tmp_path_factory.mktemp("shipped-runs")
+    _run("run", "-s", "majority", "-t", "drugbank_s2", "--run-dir", str(root / "majority"))
+    _run("run", "-s", "morgan-sklearn", "-t", "tox_herg", "--run-dir", str(root / "morgan"))
+    _run("run", "-s", "popularity", "-t", "twosides_s2", "--run-dir", str(root / "popularity"))
+    with running_stub(StubConfig()) as stub:
+        _run("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "12", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(root / "zs"))
+    return {name: root / name for name in ("majority", "morgan", "popularity", "zs")}
+
+
+def _lines(bundle: Path) -> list[dict]:
+    return [json.loads(line) for line in read_bundle(bundle)["predictions.jsonl"].splitlines() if line.strip()]
+
+
+def test_compact_bundles_keep_what_the_metrics_read_and_verify_the_same(runs: dict[str, Path], tmp_path: Path) -> None:
+    for name in ("majority", "morgan", "popularity"):
+        full = submit(runs[name], tmp_path / f"{name}.tar.gz")
+        compact = submit(runs[name], tmp_path / f"{name}.compact.tar.gz", compact=True)
+        a, b = verify(full), verify(compact)
+        assert a.accepted and b.accepted, (a.reasons, b.reasons)
+        assert {k: v.value for k, v in a.evaluation.metrics.items()} == {k: v.value for k, v in b.evaluation.metrics.items()}
+        assert ("compact", True) in [(c[0], c[1]) for c in b.checks]
+        index = json.loads(read_bundle(compact)["bundle.json"])
+        assert index["compact"]["whole_traces"] == 5
+        lines = _lines(compact)
+        if name == "majority":  # 86 class scores a sample in the full bundle, none in the compact one
+            assert all(line["scores"] is None for line in lines) and all(line["scores"] for line in _lines(full))
+            assert compact.stat().st_size < full.stat().st_size / 2
+        if name == "morgan":  # AUROC reads the positive label's score only
+            assert all(set(line["scores"]) == {"1"} for line in lines)
+        if name == "popularity":  # a ranking cut after its k-th distinct label (k = 5)
+            assert all(len(set(line["ranked"])) == len(line["ranked"]) <= 5 for line in lines)
+
+
+def test_a_compact_bundle_keeps_whole_traces_for_five_samples_and_call_records_for_the_rest(runs: dict[str, Path], tmp_path: Path) -> None:
+    compact = submit(runs["zs"], tmp_path / "zs.tar.gz", compact=True)
+    lines = _lines(compact)
+    assert len(lines) == 12
+    whole = [line for line in lines if any("messages" in call or "response" in call for call in line["trace"].get("llm", []))]
+    assert len(whole) == 5
+    for line in lines:
+        if line not in whole:
+            assert all(set(call) <= set(CALL_FIELDS) for call in line["trace"]["llm"])
+    verdict = verify(compact)
+    assert verdict.is_preview(), verdict.reasons  # a --limit run: recomputed, its cost checked from the call records
+
+
+def test_compaction_that_would_change_a_metric_is_refused(runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ddibench.evaluation.classification import ClassificationEvaluator
+
+    monkeypatch.setattr(ClassificationEvaluator, "answer_fields", ("scores",))  # an evaluator that under-declares what it reads
+    with pytest.raises(DataError, match="would change the metrics|would change metric"):
+        submit(runs["majority"], tmp_path / "bad.tar.gz", compact=True)
+    assert not (tmp_path / "bad.tar.gz").exists()
+
+
+@pytest.fixture(scope="module")
+def shipped(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results folder with two published runs: the majority floor (reproduced: its run took seconds)
+    and morgan-sklearn (published without re-running)."""
+    root = tmp_path_factory.mktemp("results")
+    work = tmp_path_factory.mktemp("bundles")
+    outcomes = publish(root, [submit(runs["majority"], work / "m.tar.gz", compact=True)])
+    outcomes += publish(root, [submit(runs["morgan"], work / "g.tar.gz", compact=True)], reproduce=False)
+    assert [o.problem for o in outcomes] == [None, None]
+    return root
+
+
+def test_publish_places_verified_bundles_and_indexes_them(shipped: Path) -> None:
+    index = read_index(shipped)
+    by_system = {e["system"]: e for e in index["runs"]}
+    assert set(by_system) == {"majority", "morgan-sklearn"}
+    floor = by_system["majority"]
+    assert floor["path"] == f"drugbank_s2/majority/{floor['run_id']}.tar.gz" and (shipped / floor["path"]).is_file()
+    assert floor["tier"] == "reproduced" and floor["reproduction"]["differing"] == 0
+    assert by_system["morgan-sklearn"]["tier"] == "recomputed"
+    assert index["total_bytes"] == sum(e["bytes"] for e in index["runs"]) < BUDGET_BYTES
+    first = (shipped / "index.json").read_bytes()
+    write_index(shipped, reversed(index["runs"]))
+    assert (shipped / "index.json").read_bytes() == first  # generated: the same runs give the same bytes
+    report = check(shipped)
+    assert report.ok, report.problems
+    assert [o.entry["tier"] for o in report.outcomes if o.entry] == [e["tier"] for e in index["runs"]]
+
+
+def test_the_store_of_shipped_results_is_built_once_and_cached(shipped: Path, fresh_cache: Path) -> None:
+    from ddibench.leaderboard.data import runs
+
+    seen: list[str] = []
+    path = shipped_store(shipped, progress=lambda outcome: seen.append(outcome.entry["path"]))
+    assert path.is_file() and path.is_relative_to(fresh_cache) and len(seen) == 2  # every bundle verified on the way
+    frame = runs(path).set_index("system")
+    assert frame.loc["majority", "tier"] == "reproduced" and frame.loc["morgan-sklearn", "tier"] == "recomputed"  # the index's tiers
+    assert shipped_store(shipped, progress=lambda outcome: seen.append("again")) == path and len(seen) == 2  # cached by the index
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def _copy(shipped: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "results"
+    shutil.copytree(shipped, out)
+    return out
+
+
+def _edit_index(root: Path, change) -> None:
+    index = read_index(root)
+    change(index["runs"])
+    (root / "index.json").write_text(json.dumps(index), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "tamper, reason",
+    [
+        (lambda root: _edit_index(root, lambda runs: runs[0].update(value=runs[0]["value"] + 0.01)), "differs from the index (value"),
+        (lambda root: _edit_index(root, lambda runs: runs[1].update(tier="reproduced")), "differs from the index (reproduction"),
+        (lambda root: (root / read_index(root)["runs"][0]["path"]).unlink(), "listed in the index but missing"),
+        (
+            lambda root: shutil.copyfile(root / read_index(root)["runs"][0]["path"], root / "drugbank_s2" / "majority" / "stray.tar.gz"),
+            "the index does not list",
+        ),
+        (lambda root: _edit_index(root, lambda runs: runs[0].update(path="../outside.tar.gz")), "not where its task, system and run id put it"),
+    ],
+    ids=["a number", "a claimed reproduction", "a missing bundle", "an unlisted bundle", "a path outside its place"],
+)
+def test_check_fails_when_the_shipped_results_and_the_index_disagree(shipped: Path, tmp_path: Path, tamper, reason: str) -> None:
+    root = _copy(shipped, tmp_path)
+    tamper(root)
+    report = check(root)
+    assert not report.ok
+    assert any(reason in p for p in report.problems), report.problems
+
+
+def test_check_fails_when_a_bundle_changes_under_the_index(shipped: Path, tmp_path: Path) -> None:
+    root = _copy(shipped, tmp_path)
+    rel = read_index(root)["runs"][0]["path"]
+    members = read_bundle(root / rel)
+    members["bundle.json"] = members["bundle.json"].replace(b'"trust_tier": "self-reported"', b'"trust_tier": "self-reported" ')
+    with tarfile.open(root / rel, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    report = check(root, reproduce=False)
+    assert any("differs from the index (bytes" in p or "sha256" in p for p in report.problems), report.problems
+
+
+def test_publish_refuses_rejected_and_oversized_bundles_and_leaves_the_folder_as_it_was(
+    shipped: Path, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ddibench.shipped as shipped_module
+
+    root = _copy(shipped, tmp_path)
+    before = (root / "index.json").read_bytes()
+    preview = submit(runs["zs"], tmp_path / "zs.tar.gz", compact=True)
+    [outcome] = publish(root, [preview])
+    assert outcome.problem and "no --limit" in outcome.problem
+    monkeypatch.setattr(shipped_module, "MAX_BUNDLE_BYTES", 1000)
+    [outcome] = publish(root, [submit(runs["popularity"], tmp_path / "p.tar.gz", compact=True)])
+    assert outcome.problem and "ddibench submit --compact" in outcome.problem
+    monkeypatch.setattr(shipped_module, "MAX_BUNDLE_BYTES", 8 * 2**20)
+    monkeypatch.setattr(shipped_module, "BUDGET_BYTES", read_index(root)["total_bytes"] + 100)
+    [outcome] = publish(root, [submit(runs["popularity"], tmp_path / "p.tar.gz", compact=True)], reproduce=False)
+    assert outcome.problem and "budget" in outcome.problem
+    assert (root / "index.json").read_bytes() == before
+    assert not (root / "twosides_s2").exists() or not any((root / "twosides_s2").rglob("*.tar.gz"))
+
+
+# -- the results that ship in this repository ----------------------------------------------------------
+
+REPO_RESULTS = Path(__file__).resolve().parent.parent / "results"
+# the first test of the shipped results runs the whole check (every bundle recomputed, the cheap ones re-run,
+# a store built from them): minutes, not the default per-test limit's share
+CHECK_TIMEOUT = pytest.mark.timeout(3600)
+
+
+@pytest.fixture(scope="module")
+def repo_results(shipped_results_log: list[str], tmp_path_factory: pytest.TempPathFactory):
+    """``ddibench board check`` of results/ (every bundle recomputed, the reproduced ones re-run), building a
+    results store from the verified runs on the way; each bundle's verdict goes into the session's summary."""
+
+    def log(outcome) -> None:
+        e = outcome.entry
+        if outcome.problem is not None:
+            shipped_results_log.append(f"FAILED {outcome.bundle}: {outcome.problem}")
+        else:
+            reproduced = f", {e['reproduction']['identical']} of {e['reproduction']['n']} re-run identical" if e.get("reproduction") else ""
+            shipped_results_log.append(f"ok {e['path']}: {e['tier']}{reproduced}; {e['primary_metric']} {e['value']:.4f} on n={e['n']}")
+
+    store = tmp_path_factory.mktemp("shipped-store") / "board.duckdb"
+    report = check(REPO_RESULTS, progress=log, add_to=store)
+    shipped_results_log.append(f"{sum(o.problem is None for o in report.outcomes)} of {len(report.outcomes)} shipped bundles verified; "
+                               f"results/ holds {report.total_bytes / 2**20:.2f} MiB")  # fmt: skip
+    return report, store
+
+
+@CHECK_TIMEOUT
+def test_every_shipped_bundle_verifies_against_the_index(repo_results) -> None:
+    report, _ = repo_results
+    assert report.outcomes, "results/ ships no runs"
+    assert report.ok, report.problems
+
+
+@CHECK_TIMEOUT
+def test_the_results_tables_are_generated_from_the_shipped_results(repo_results) -> None:
+    """results/README.md and the README's results section hold exactly the table of the shipped runs."""
+    from ddibench.commands.board import RESULTS_MARKERS, replace_section, results_readme
+    from ddibench.leaderboard.static import markdown_table
+
+    _, store = repo_results
+    table = markdown_table(store)
+    assert (REPO_RESULTS / "README.md").read_text(encoding="utf-8") == results_readme(table), "regenerate with 'ddibench board publish'"
+    readme = (REPO_RESULTS.parent / "README.md").read_text(encoding="utf-8")
+    assert RESULTS_MARKERS[0] in readme
+    assert replace_section(readme, table) == readme, "the README's results table differs from results/: regenerate with 'ddibench board publish'"
+
+
+@CHECK_TIMEOUT
+def test_the_shipped_floors_stand_beside_every_task(repo_results) -> None:
+    """Every task on the shipped board has its floor run (majority or popularity) on the full split."""
+    index = read_index(REPO_RESULTS)
+    tasks = {e["task"] for e in index["runs"]}
+    floors = {e["task"] for e in index["runs"] if e["system"] in ("majority", "popularity", "only-smiles") and not e["preview"]}
+    assert tasks <= floors, sorted(tasks - floors)
+
+
+def _counts() -> tuple[int, set[str], set[str]]:
+    index = read_index(REPO_RESULTS)
+    return len(index["runs"]), {e["task"] for e in index["runs"]}, {e["system"] for e in index["runs"]}
+
+
+def _in_the_cache(store: Path) -> Path:
+    """Put the store the check built where ``board serve`` looks for the shipped results' store (built from
+    the same index, so the same store; :func:`test_the_store_of_shipped_results_is_built_once_and_cached`
+    tests the build itself), so the suite verifies every shipped bundle once."""
+    from ddibench.data.resolve import cache_root
+    from ddibench.shipped import index_digest
+
+    target = cache_root() / "board" / f"shipped-{index_digest(REPO_RESULTS)[:16]}.duckdb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(store, target)
+    return target
+
+
+@CHECK_TIMEOUT
+@needs_chromium
+def test_board_serve_with_no_store_shows_every_shipped_run_in_a_browser(repo_results, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from selenium.webdriver.common.by import By
+
+    _, store = repo_results
+    _in_the_cache(store)
+    n_runs, tasks, systems = _counts()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DDIBENCH_BOARD", "DDIBENCH_RESULTS")}
+    server = subprocess.Popen([sys.executable, "-m", "ddibench", "board", "serve", "--port", str(port)], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    driver = None
+    try:
+        driver = chrome(tmp_path / "chrome")
+        deadline = time.time() + 120
+        open_when_up(driver, f"http://127.0.0.1:{port}/", deadline)
+        rows: set[str] = set()
+        columns: set[str] = set()
+        while time.time() < deadline and not (tasks <= rows and systems <= columns):
+            try:
+                rows = {th.text for th in driver.find_elements(By.CSS_SELECTOR, "table tbody th")}
+                columns = {th.text for th in driver.find_elements(By.CSS_SELECTOR, "table thead th")}
+            except Exception:  # noqa: BLE001 - the page was drawn again meanwhile
+                pass
+            time.sleep(1)
+        assert tasks <= rows, f"task rows missing: {sorted(tasks - rows)}"
+        assert systems <= columns, f"system columns missing: {sorted(systems - columns)}"
+        driver.save_screenshot(str(tmp_path / "shipped-board.png"))
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.terminate()
+        server.wait(timeout=20)
+
+
+@CHECK_TIMEOUT
+@needs_chromium
+def test_the_shipped_results_export_as_a_static_site_a_browser_reads(repo_results, cli, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    from ddibench.leaderboard.data import plural
+
+    _, store = repo_results
+    _in_the_cache(store)
+    n_runs, tasks, systems = _counts()
+    site = tmp_path / "site"
+    code, out, err = cli("board", "export", "--html", str(site))
+    assert code == 0, out + err
+    driver = chrome(tmp_path / "chrome")
+    try:
+        driver.get((site / "index.html").as_uri())
+        text = driver.find_element(By.TAG_NAME, "body").text
+        assert f"{plural(n_runs, 'run')} · {plural(len(tasks), 'task')} · {plural(len(systems), 'system')}" in text
+        header = {th.text for th in driver.find_elements(By.CSS_SELECTOR, "table.matrix th")}
+        assert systems <= header, sorted(systems - header)
+        assert all(task in text for task in tasks)
+    finally:
+        driver.quit()

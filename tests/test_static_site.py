@@ -1,0 +1,234 @@
+"""The static leaderboard: pages written from a results store of real runs, opened from the file system
+in a real headless Chromium (no server, no network), and the README's markdown table."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
+pytest.importorskip("torch", reason="the runs here use the mlp system ('ml' extra)")
+
+from ddibench.leaderboard.static import markdown_table, safe_name, write_site  # noqa: E402
+from ddibench.store import add_run  # noqa: E402
+from ddibench.submission import read_bundle, submit, verify  # noqa: E402
+
+SCRIPT = "<script>alert('hostile')</script>"
+EVIL = f"evil{SCRIPT}"  # an outside system's name: this installation does not register it, so verify cannot refuse it
+TINY = ["-C", "max_epochs=1", "-C", "max_train=1500", "-C", "hidden=[32]", "-C", "patience=1"]
+
+
+def _hostile(bundle: Path, out: Path) -> Path:
+    """The bundle of a run under another system's name, with markup in its system card and its traces, every
+    hash and id redone as a competent forger would (bundles are data: text, never code)."""
+    from ddibench.hashing import config_hash
+    from ddibench.submission import _sha
+
+    members = read_bundle(bundle)
+    run, results = json.loads(members["run.json"]), json.loads(members["results.json"])
+    run["system"]["name"] = results["system"] = EVIL
+    run["system"]["config_hash"] = config_hash({"system": EVIL, "version": run["system"]["version"], "config": run["system"]["config"]})
+    results["manifest"]["system"].update(name=EVIL, config_hash=run["system"]["config_hash"], deviations=[f"card note {SCRIPT}"])
+    run["run_id"] = results["run_id"] = config_hash({k: v for k, v in run.items() if k != "run_id"}, 16)
+    lines = [json.loads(line) for line in members["predictions.jsonl"].splitlines()]
+    members["predictions.jsonl"] = "".join(json.dumps({**p, "trace": {**(p.get("trace") or {}), "note": f"trace {SCRIPT}"}}) + "\n" for p in lines).encode()
+    members["run.json"], members["results.json"] = json.dumps(run).encode(), json.dumps(results).encode()
+    index = json.loads(members["bundle.json"])
+    index["run_id"], index["system"] = run["run_id"], {k: run["system"][k] for k in ("name", "version", "config_hash")}
+    index["hashes"] = {n: _sha(d) for n, d in members.items() if n != "bundle.json"}
+    members["bundle.json"] = json.dumps(index).encode()
+    with tarfile.open(out, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> list:
+    """Real runs on drugbank_s2: the majority floor and a small MLP (full split), a zero-shot preview
+    (--limit 20, stub LLM server), and a hostile bundle of an outside system; each verified."""
+    from ddibench.cli import main
+    from ddibench.llm.stub import StubConfig, running_stub
+
+    root = tmp_path_factory.mktemp("site-runs")
+
+    def run(name: str, *args: str) -> Path:
+        try:
+            main(["run", "-t", "drugbank_s2", "--run-dir", str(root / name), *args])
+        except SystemExit as exc:
+            assert exc.code in (0, None), exc.code
+        return submit(root / name, root / f"{name}.tar.gz")
+
+    bundles = [run("majority", "-s", "majority"), run("mlp", "-s", "mlp", *TINY)]
+    with running_stub(StubConfig()) as stub:
+        bundles.append(run("preview", "-s", "zero-shot", "--limit", "20", "-m", f"vllm:stub-model@{stub.base_url}"))
+    bundles.append(_hostile(bundles[0], root / "hostile.tar.gz"))
+    return [verify(bundle, keep_traces=True) for bundle in bundles]
+
+
+def _store(path: Path, verdicts: list) -> Path:
+    for verdict in verdicts:
+        add_run(path, verdict)  # the preview too: rejected only for --limit, shown apart
+    return path
+
+
+@pytest.fixture(scope="module")
+def store(verdicts, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _store(tmp_path_factory.mktemp("site-store") / "board.duckdb", verdicts)
+
+
+@pytest.fixture(scope="module")
+def site(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site-out") / "site"
+    summary = write_site(store, out)
+    assert (summary.runs, summary.tasks, summary.systems) == (4, 1, 4)
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory):
+    if shutil.which("chromium") is None or shutil.which("chromedriver") is None:
+        pytest.skip("needs Debian chromium and chromium-driver")
+    from conftest import chrome
+
+    driver = chrome(tmp_path_factory.mktemp("chrome"))
+    yield driver
+    driver.quit()
+
+
+def _text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def _click(driver, text: str) -> None:
+    """Follow the first link whose text is ``text`` (as a reader would), and wait for the next page."""
+    from selenium.webdriver.common.by import By
+
+    before = driver.current_url
+    driver.find_element(By.LINK_TEXT, text).click()
+    assert driver.current_url != before and driver.current_url.startswith("file://"), driver.current_url
+
+
+def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get((site / "index.html").as_uri())
+    text = _text(browser)
+    assert "4 runs · 1 task · 4 systems" in text
+    header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "table.matrix th")]
+    assert header == ["task", "metric", EVIL, "majority", "mlp", "floors", "published not ranked"]  # every full run's system
+    row = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr td")]
+    assert row[0] == "drugbank_s2" and row[1] == "macro_f1"
+    assert sum("★" in cell for cell in row) == 1 and all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]( ★| ≈)?", c) for c in row[2:5])
+    assert row[5].startswith("majority ") and " · random " in row[5]  # the floors, in the primary metric's unit
+    assert row[6] == "EmerGNN 25.0 ± 2.8"  # the paper's percent as macro-F1 is shown, apart from the ranked cells
+    previews = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.previews td")]
+    assert previews[1:3] == ["drugbank_s2", "zero-shot"] and "stub-model" in previews[3] and previews[4] == "20"  # apart, unranked
+
+    _click(browser, "drugbank_s2")  # the task's page
+    text = _text(browser)
+    assert "Task drugbank_s2" in text and "Floors" in text and "Published not ranked" in text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "table.runs tbody tr")) == 4  # 3 full runs, 1 preview apart
+    assert "★ best" in text and "best − this" in text and "a preview, never ranked" in text
+    floors = [tr.text for tr in browser.find_elements(By.CSS_SELECTOR, "table.floors tbody tr")]
+    assert len(floors) == 2 and floors[0].startswith("majority the most frequent label of the training split")
+    published = [tr.text for tr in browser.find_elements(By.CSS_SELECTOR, "table.published-table tbody tr")]
+    assert len(published) == 3 and all(p.startswith("EmerGNN") for p in published) and "46.3 ± 3.6" in published[1]
+
+    mlp_run = browser.find_element(By.XPATH, "//tr[td/a[text()='mlp']]/td[1]/a").text
+    _click(browser, mlp_run)  # a run's page
+    text = _text(browser)
+    for fact in ("Provenance", "data sha256", "config", "adapter source", "entry_point ddibench.systems.mlp:MLPSystem", "code", "ddibench",
+                 "trust tier", "recomputed", "profile", "cpu", "cost per item", "free (no LLM)", "card", "docs/systems/mlp.md"):  # fmt: skip
+        assert fact in text, fact
+    assert [tr.text.split()[0] for tr in browser.find_elements(By.CSS_SELECTOR, "table tbody tr")] == ["accuracy", "macro-F1", "Cohen's"]
+    samples = browser.find_elements(By.CSS_SELECTOR, "section.sample")
+    assert len(samples) == 5 and all("gold:" in s.text and "prediction:" in s.text and "trace" in s.text for s in samples)
+
+    _click(browser, "mlp")  # the system's page
+    assert "System mlp" in _text(browser) and "docs/systems/mlp.md" in _text(browser)
+    _click(browser, "ddibench leaderboard")
+    assert browser.current_url == (site / "index.html").as_uri()
+
+
+def test_every_link_resolves_and_nothing_loads_from_elsewhere(site: Path) -> None:
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) == 1 + 1 + 4 + 4  # index, a task, 4 runs, 4 systems
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert not re.search(r"<(script|link|img|iframe|object)\b", html), page  # no script, no stylesheet or font to fetch
+        for href in re.findall(r'href="([^"]*)"', html):
+            if not href.startswith(("https://", "http://")):
+                assert (page.parent / href).resolve().is_file(), f"{page.name}: {href}"
+    assert all(re.fullmatch(r"[a-z0-9_-]+\.html", p.name) for p in pages)  # names made from stored names are safe
+
+
+def test_hostile_text_is_shown_as_text(site: Path, browser) -> None:
+    """A system name, system card and trace holding a script tag are shown as written; nothing runs."""
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    def shows_markup_as_text() -> str:
+        assert not browser.find_elements(By.TAG_NAME, "script")
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text  # noqa: B018 - reading it is the check
+        return _text(browser)
+
+    browser.get((site / "index.html").as_uri())
+    assert EVIL in shows_markup_as_text()
+    _click(browser, EVIL)
+    assert f"System {EVIL}" in shows_markup_as_text()
+    assert "no: an outside adapter" in _text(browser)
+    run_id = browser.find_element(By.CSS_SELECTOR, "table.runs tbody tr td a").text
+    _click(browser, run_id)
+    text = shows_markup_as_text()
+    assert f"card note {SCRIPT}" in text and f'"note": "trace {SCRIPT}"' in text
+    assert safe_name(EVIL) != EVIL and (site / "systems" / f"{safe_name(EVIL)}.html").is_file()
+
+
+def test_export_replaces_a_site_whole_or_leaves_it_alone(store: Path, site: Path, tmp_path: Path) -> None:
+    from ddibench.errors import ConfigError
+
+    out = tmp_path / "site"
+    write_site(store, out)
+    (out / "stale.html").write_text("from an earlier export")
+    write_site(store, out)  # replaced whole: nothing of the earlier export stays
+    assert not (out / "stale.html").exists() and (out / "index.html").is_file()
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        write_site(tmp_path / "missing.duckdb", out)  # a failed export ...
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # ... leaves the last site as it was
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]  # and no half-written directory beside it
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("a user's file")
+    with pytest.raises(ConfigError, match="is not a site ddibench wrote"):
+        write_site(store, mine)  # never deletes a directory it did not write
+    assert (mine / "notes.txt").read_text() == "a user's file"
+
+
+def test_markdown_table_is_byte_stable_and_complete(store: Path, verdicts, tmp_path: Path) -> None:
+    text = markdown_table(store)
+    assert markdown_table(store) == text
+    # the same runs added in the other order: the same store content, the same bytes
+    assert markdown_table(_store(tmp_path / "reversed.duckdb", list(reversed(verdicts)))) == text
+    lines = text.splitlines()
+    assert lines[0] == "| task | metric | evil\\<script\\>alert('hostile')\\</script\\> | majority | mlp | floors |"
+    assert lines[1] == "| --- | --- | --- | --- | --- | --- |"
+    row = lines[2].split(" | ")
+    assert row[0] == "| drugbank_s2" and row[1] == "macro_f1" and sum("★" in c for c in row) == 1
+    assert row[5].startswith("majority ") and " · random " in row[5]
+    assert "<script>" not in text  # a stored name never becomes markup
+    preview = next(line for line in lines if line.startswith("| drugbank_s2 | zero-shot |"))
+    assert preview.startswith("| drugbank_s2 | zero-shot | 20 | macro_f1 | ") and "★" not in preview and "≈" not in preview
+    assert not re.search(r"\d{4}-\d\d-\d\d", text)  # no date: regenerating it changes nothing
