@@ -36,6 +36,7 @@ from typing import Any
 
 from ddibench._version import __version__
 from ddibench.errors import ConfigError, DataError, DdibenchError
+from ddibench.hashing import sha256_file
 
 RESULTS_ENV = "DDIBENCH_RESULTS"
 INDEX = "index.json"
@@ -104,14 +105,6 @@ def write_index(root: Path, entries: Iterable[dict[str, Any]]) -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def relative_path(task: str, system: str, run_id: str) -> str:
     for what, name in (("task", task), ("system", system), ("run id", run_id)):
         if not _NAME.match(name):
@@ -128,7 +121,7 @@ def entry_of(verdict: Any, path: Path, rel: str) -> dict[str, Any]:
     manifest = results.manifest
     return {
         "path": rel,
-        "sha256": _sha256(path),
+        "sha256": sha256_file(path),
         "bytes": path.stat().st_size,
         "run_id": run.run_id,
         "task": run.task.name,

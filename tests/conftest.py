@@ -246,3 +246,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def pack_bundle(members: dict[str, bytes], out: Path) -> Path:
+    """Write bundle members as a .tar.gz (for tests that edit, forge or tamper with a bundle)."""
+    import io
+    import tarfile
+
+    with tarfile.open(out, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out

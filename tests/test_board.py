@@ -19,7 +19,7 @@ pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
 pytest.importorskip("streamlit", reason="the board needs the 'board' extra")
 pytest.importorskip("torch", reason="the runs here use the mlp system ('ml' extra)")
 
-from conftest import chrome, free_port, needs_chromium, open_when_up  # noqa: E402
+from conftest import chrome, free_port, needs_chromium, open_when_up, pack_bundle  # noqa: E402
 
 from ddibench.store import add_run  # noqa: E402
 from ddibench.submission import _sha, read_bundle, submit, verify  # noqa: E402
@@ -80,12 +80,7 @@ def _rewrite(bundle: Path, out: Path, edit, fix_hashes: bool = True, extra: dict
         meta = json.loads(members["bundle.json"])
         meta["hashes"] = {n: _sha(d) for n, d in members.items() if n != "bundle.json"}
         members["bundle.json"] = json.dumps(meta).encode()
-    with tarfile.open(out, "w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out
+    return pack_bundle(members, out)
 
 
 def _edit_first_prediction(members: dict[str, bytes]) -> None:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import chrome, free_port, needs_chromium, open_when_up
+from conftest import chrome, free_port, needs_chromium, open_when_up, pack_bundle
 
 from ddibench.errors import DataError
 from ddibench.shipped import BUDGET_BYTES, check, publish, read_index, shipped_store, write_index
@@ -166,11 +164,7 @@ def test_check_fails_when_a_bundle_changes_under_the_index(shipped: Path, tmp_pa
     rel = read_index(root)["runs"][0]["path"]
     members = read_bundle(root / rel)
     members["bundle.json"] = members["bundle.json"].replace(b'"trust_tier": "self-reported"', b'"trust_tier": "self-reported" ')
-    with tarfile.open(root / rel, "w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    pack_bundle(members, root / rel)
     report = check(root, reproduce=False)
     assert any("differs from the index (bytes" in p or "sha256" in p for p in report.problems), report.problems
 

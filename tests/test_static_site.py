@@ -3,17 +3,17 @@ in a real headless Chromium (no server, no network), and the README's markdown t
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
 pytest.importorskip("torch", reason="the runs here use the mlp system ('ml' extra)")
+
+from conftest import pack_bundle  # noqa: E402
 
 from ddibench.leaderboard.static import markdown_table, safe_name, write_site  # noqa: E402
 from ddibench.store import add_run  # noqa: E402
@@ -43,12 +43,7 @@ def _hostile(bundle: Path, out: Path) -> Path:
     index["run_id"], index["system"] = run["run_id"], {k: run["system"][k] for k in ("name", "version", "config_hash")}
     index["hashes"] = {n: _sha(d) for n, d in members.items() if n != "bundle.json"}
     members["bundle.json"] = json.dumps(index).encode()
-    with tarfile.open(out, "w:gz") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out
+    return pack_bundle(members, out)
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ddibench.data.sources import SourceFile
 from ddibench.errors import DataError
+from ddibench.hashing import sha256_file
 
 MIRROR_ENV = "DDIBENCH_MIRROR"
 CACHE_ENV = "DDIBENCH_CACHE"
@@ -103,19 +104,11 @@ def _problem(path: Path, src: SourceFile) -> str | None:
         head = fh.read(512)
     if _looks_like_html(head):
         return "is an HTML page, not the data file"
-    digest = _sha256(path)
+    digest = sha256_file(path)
     if digest != src.sha256:
         return f"has sha256 {digest[:12]}…, pinned {src.sha256[:12]}… ({stat.st_size} bytes, pinned {src.bytes})"
     _verified[key] = digest
     return None
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def verify(src: SourceFile) -> Verification:
