@@ -15,7 +15,8 @@ published number fails CI. ``ddibench board serve`` with no store serves these r
 built from them once per index and cached (:func:`shipped_store`).
 
 Bundles in a pull request are hostile input until verified: :func:`publish` and :func:`check` read
-them through :func:`ddibench.submission.verify`, which treats a bundle as data; a bundle larger than
+them through :func:`ddibench.submission.verify`, which treats a bundle as data, each in a child process
+with CPU and memory limits (:mod:`ddibench.sandbox`); a bundle larger than
 :data:`MAX_BUNDLE_BYTES` is refused before it is read, and the folder's size is held to
 :data:`BUDGET_BYTES`.
 """
@@ -162,8 +163,8 @@ def _reproduction(record: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _verify(bundle: Path, reproduce: bool, keep_traces: bool = False) -> Any:
     """The bundle's verdict, re-run here when ``reproduce`` (with empty caches, in a temporary directory)."""
+    from ddibench.sandbox import verify_isolated
     from ddibench.submission import reproduce as rerun
-    from ddibench.submission import verify
 
     size = bundle.stat().st_size
     if size > MAX_BUNDLE_BYTES:
@@ -171,7 +172,7 @@ def _verify(bundle: Path, reproduce: bool, keep_traces: bool = False) -> Any:
             f"{bundle} is {size / 2**20:.1f} MiB, over the {MAX_BUNDLE_BYTES // 2**20} MiB a shipped bundle may take",
             "pack the run with 'ddibench submit --compact'",
         )
-    verdict = verify(bundle, keep_traces=keep_traces)
+    verdict = verify_isolated(bundle, keep_traces=keep_traces)  # in a child process with CPU and memory limits
     if reproduce and verdict.accepted:
         with tempfile.TemporaryDirectory(prefix="ddibench-reproduce-") as tmp:
             verdict = rerun(verdict, Path(tmp) / "run")

@@ -3,8 +3,9 @@
 ``ddibench submit RUN_DIR`` packs a finished run into one ``.tar.gz``: the per-sample predictions, the
 run's identity and self-reported results, its sessions and LLM-judge scores, and ``bundle.json`` with
 the sha256 of every member. ``ddibench verify BUNDLE`` treats the bundle as data, never code: members
-are streamed from the archive (regular files with expected names only; predictions are parsed line by
-line and only what the checks need is kept), parsed into their record types, and checked —
+are streamed from the archive by a bounded reader of its own (:mod:`ddibench.archive`: regular files
+with expected names only, every size capped; predictions are parsed line by line and only what the
+checks need is kept), parsed into their record types, and checked —
 
 * every member's hash against ``bundle.json``;
 * the run id is the hash of ``run.json``'s identity, and ``bundle.json``, ``run.json`` and
@@ -36,7 +37,6 @@ import hashlib
 import io
 import json
 import math
-import re
 import tarfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from ddibench._version import __version__
+from ddibench.archive import SMALL_MEMBERS
+from ddibench.archive import members as bundle_members
 from ddibench.errors import ConfigError, DataError, RunDirError, write_error
 from ddibench.evaluation import EvaluationResult, Evaluator
 from ddibench.hashing import config_hash, sha256_text
@@ -60,11 +62,11 @@ from ddibench.runner.records import (
 )
 from ddibench.schema import Prediction, Sample
 
-MEMBER = re.compile(r"^(bundle\.json|run\.json|results\.json|sessions\.jsonl|predictions\.jsonl|scores/[A-Za-z0-9._-]+\.jsonl)$")
-MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 TIERS = ("self-reported", "recomputed", "reproduced")
 CALL_FIELDS = ("role", "model", "prompt_tokens", "completion_tokens", "latency_s", "cached")  # what verify keeps of a traced call
 CHUNK = 1 << 20
+MAX_LINE = 16 * 2**20  # one prediction line; a longer one is refused without being built in memory
+MAX_JSON_DEPTH = 64  # bundle.json, run.json and results.json nest a handful of levels deep
 WHOLE_TRACES = 5  # samples whose whole trace a compact bundle keeps, for a reader of the run's page
 _ALL_FIELDS = set(Prediction.model_fields)
 
@@ -116,7 +118,8 @@ def submit(run_dir: Path, out: Path | None = None, compact: bool = False, whole_
     members["bundle.json"] = json.dumps(bundle.dump(), indent=2).encode("utf-8")
     tmp = out.with_name(f".{out.name}.tmp")
     try:
-        with tarfile.open(tmp, "w:gz") as tar:
+        # plain ustar members (no PAX headers): the bounded reader (ddibench.archive) refuses tar's extensions
+        with tarfile.open(tmp, "w:gz", format=tarfile.USTAR_FORMAT) as tar:
             for name, data in sorted(members.items()):
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
@@ -198,30 +201,10 @@ def _call_trace(trace: dict[str, Any]) -> dict[str, Any]:
 # -- reading a bundle -----------------------------------------------------------------------------
 
 
-def _members(path: Path) -> Iterator[tuple[str, Any]]:
-    """(name, file object) of each member, refusing anything the bundle format does not hold."""
-    if not path.is_file():
-        raise DataError(f"bundle {path} does not exist", "give the path 'ddibench submit' printed")
-    total = 0
-    try:
-        with tarfile.open(path, "r:gz") as tar:
-            for info in tar:
-                if not info.isreg():
-                    raise DataError(f"bundle member '{info.name}' is not a regular file (links and devices are refused)")
-                if not MEMBER.match(info.name):
-                    raise DataError(f"bundle member '{info.name}' is not part of the bundle format")
-                total += info.size
-                if total > MAX_BUNDLE_BYTES:
-                    raise DataError(f"bundle is larger than {MAX_BUNDLE_BYTES // 2**20} MiB")
-                handle = tar.extractfile(info)
-                yield info.name, handle if handle is not None else io.BytesIO(b"")
-    except (tarfile.TarError, OSError, EOFError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path} is not a readable .tar.gz bundle ({exc})", "submit the run again with 'ddibench submit'") from None
-
-
 def read_bundle(path: Path) -> dict[str, bytes]:
-    """Every member of the bundle, whole, in memory (for tools and tests; :func:`verify` streams)."""
-    members = {name: handle.read() for name, handle in _members(path)}
+    """Every member of the bundle, whole, in memory (for tools and tests; :func:`verify` streams). The
+    archive is read by a bounded reader of its own (:mod:`ddibench.archive`), not by tarfile."""
+    members = {name: handle.read() for name, handle in bundle_members(path)}
     if "bundle.json" not in members:
         raise DataError(f"{path} has no bundle.json")
     return members
@@ -241,11 +224,13 @@ class _Streamed:
 
 def _stream(path: Path, keep_traces: bool) -> _Streamed:
     out = _Streamed()
-    for name, handle in _members(path):
+    for name, handle in bundle_members(path):
         digest = hashlib.sha256()
         if name != "predictions.jsonl":
             data = handle.read()
             digest.update(data)
+            if name in SMALL_MEMBERS:
+                _check_depth(name, data)
             out.members[name] = data
         else:
             for lineno, line in enumerate(_lines(handle, digest), 1):
@@ -257,15 +242,47 @@ def _stream(path: Path, keep_traces: bool) -> _Streamed:
     return out
 
 
+def _check_depth(name: str, data: bytes) -> None:
+    """Refuse a JSON member nested deeper than :data:`MAX_JSON_DEPTH` (a member that is not JSON at all
+    is left to its record check, which names what is wrong)."""
+    too_deep = DataError(f"bundle member '{name}' nests deeper than {MAX_JSON_DEPTH} levels", "submit the run again with 'ddibench submit'")
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise too_deep from None
+    except ValueError:
+        return
+    level: list[tuple[Any, int]] = [(value, 1)]
+    while level:
+        item, depth = level.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise too_deep
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        level.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
 def _lines(handle: Any, digest: Any) -> Iterator[bytes]:
+    """The lines of the predictions member; a line longer than :data:`MAX_LINE` is refused as soon as the
+    part read of it is that long (it is never built whole)."""
     rest = b""
+    lineno = 0
     while chunk := handle.read(CHUNK):
         digest.update(chunk)
         parts = (rest + chunk).split(b"\n")
         rest = parts.pop()
-        yield from parts
+        for part in parts:
+            lineno += 1
+            if len(part) > MAX_LINE:
+                raise _line_too_long(lineno)
+            yield part
+        if len(rest) > MAX_LINE:
+            raise _line_too_long(lineno + 1)
     if rest:
         yield rest
+
+
+def _line_too_long(lineno: int) -> DataError:
+    return DataError(f"predictions.jsonl line {lineno:,} is longer than {MAX_LINE // 2**20} MiB", "submit the run again with 'ddibench submit'")
 
 
 def _take_prediction(out: _Streamed, line: bytes, lineno: int, keep_traces: bool) -> None:
@@ -275,9 +292,13 @@ def _take_prediction(out: _Streamed, line: bytes, lineno: int, keep_traces: bool
             raise ValueError("not a JSON object")
         trace = record.get("trace")
         prediction = Prediction.model_validate({**record, "trace": {"llm": _calls(trace)} if trace else {}})
+        whole_trace = json.dumps(trace or {}, ensure_ascii=False) if keep_traces else None
+    except RecursionError:
+        out.problem = f"line {lineno} is not a valid prediction record (nested too deeply)"
+        return
     except (ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        out.problem = f"line {lineno} is not a valid prediction record ({first})"
+        out.problem = f"line {lineno} is not a valid prediction record ({first[:200]})"
         return
     # every field of a bundle's prediction counts as set: one shared set instead of one per prediction
     # (pydantic keeps a set of set field names on every instance, half the memory of a small prediction)
@@ -285,8 +306,8 @@ def _take_prediction(out: _Streamed, line: bytes, lineno: int, keep_traces: bool
     if prediction.sample_id in out.predictions:
         out.duplicates += 1
     out.predictions[prediction.sample_id] = prediction
-    if keep_traces:
-        out.traces[prediction.sample_id] = json.dumps(trace or {}, ensure_ascii=False)
+    if whole_trace is not None:
+        out.traces[prediction.sample_id] = whole_trace
 
 
 def _calls(trace: Any) -> list[dict[str, Any]]:
@@ -299,6 +320,8 @@ def _calls(trace: Any) -> list[dict[str, Any]]:
     out = []
     for call in calls:
         kept = {k: call[k] for k in CALL_FIELDS if k in call}
+        if not isinstance(kept.get("role", ""), str) or not isinstance(kept.get("model", ""), (str, type(None))):
+            raise ValueError("trace.llm role or model is not a name")
         for key in ("prompt_tokens", "completion_tokens"):
             value = kept.get(key, 0)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -475,7 +498,7 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     _check_cost(verdict, results, [predictions[s.id] for s in samples])
     try:
         verdict.extras = evaluator.read_extras(members)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         verdict.check("scores", False, f"the bundle's scores/ files cannot be read ({type(exc).__name__}: {_first_line(exc)})")
         return verdict
     evaluation = _recompute(verdict, samples, predictions)
@@ -795,13 +818,15 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
 
 
 def verify_all(paths: Iterable[Path], keep_traces: bool = False) -> Iterator[tuple[Path, Verdict | None, str | None]]:
-    """Verify bundles one by one: (path, verdict, None), or (path, None, why) when a bundle could not be
+    """Verify bundles one by one, each in a child process with CPU and memory limits
+    (:mod:`ddibench.sandbox`): (path, verdict, None), or (path, None, why) when a bundle could not be
     verified at all; one bundle never stops the others."""
     from ddibench.errors import DdibenchError
+    from ddibench.sandbox import verify_isolated
 
     for path in paths:
         try:
-            yield path, verify(path, keep_traces=keep_traces), None
+            yield path, verify_isolated(path, keep_traces=keep_traces), None
         except DdibenchError as exc:
             yield path, None, str(exc)
         except Exception as exc:  # noqa: BLE001 - a hostile bundle that finds a bug must not stop the batch

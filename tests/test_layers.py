@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tasks", ("ddibench.task", "ddibench.evaluation")),
     ("systems", ("ddibench.system", "ddibench.label_choice", "ddibench.label_sets", "ddibench.answering", "ddibench.molecule_answers")),
     ("runner", ("ddibench.registry", "ddibench.runner")),
-    ("results", ("ddibench.submission", "ddibench.store", "ddibench.shipped", "ddibench.interop")),
+    ("results", ("ddibench.archive", "ddibench.submission", "ddibench.sandbox", "ddibench.store", "ddibench.shipped", "ddibench.interop")),
     ("board and command line", ("ddibench.leaderboard", "ddibench.commands", "ddibench.cli", "ddibench.__main__")),
 ]
 TASK_LAYER = "tasks"

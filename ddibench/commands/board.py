@@ -39,10 +39,15 @@ def submit(run_dir: Path, out: Path | None, compact: bool) -> None:
 
 
 def escape(text: str) -> str:
-    """Text from a bundle, shown as it is (never read as console markup)."""
+    """Text from a bundle, shown as it is (never read as console markup), on one line of at most
+    :data:`SHOWN_CHARS` characters: a refusal never floods the terminal."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    text = " ".join(text.splitlines())
+    return rich_escape(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " …")
+
+
+SHOWN_CHARS = 2000
 
 
 def _print_verdict(verdict: Any, console: Console) -> None:
@@ -80,11 +85,12 @@ def verify(bundle: Path, reproduce: bool, tolerance: float, store: Path | None) 
     recomputed metrics."""
     import tempfile
 
+    from ddibench.sandbox import verify_isolated
     from ddibench.submission import reproduce as rerun
-    from ddibench.submission import verify as check
 
     _check_tolerance(tolerance, reproduce)
-    verdict = check(bundle, keep_traces=store is not None)
+    # in a child process with CPU and memory limits; the predictions come back only when they are used
+    verdict = verify_isolated(bundle, keep_traces=store is not None, predictions=store is not None or reproduce)
     if reproduce and verdict.accepted:
         with tempfile.TemporaryDirectory() as tmp:
             verdict = rerun(verdict, Path(tmp) / "run", tolerance=tolerance)
