@@ -4,10 +4,16 @@ Every number comes from the results store, where it was recomputed from submitte
 predictions; each run links to its provenance (manifest, data hashes, judge, deviations) and to a
 per-sample drill-down. URL parameters ``?run=RUN_ID&sample=SAMPLE_ID`` open a run or a sample directly;
 ``?view=`` names the open tab. Only the open tab's code runs, so the first page costs one matrix.
+
+Streamlit renders markdown (st.markdown, st.info, st.table cells) and links any URL in its text, so a
+bundle's own words reach it only in code spans (:func:`board.md_code`) or through st.text: shown as
+written, never as emphasis, a link or an image. They are marked as the submitter's own words, and an
+unregistered system's name is marked wherever it appears.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -42,6 +48,8 @@ def matrix_view(runs: pd.DataFrame) -> None:
     if table.empty:
         st.info("No runs match the filters.")
         return
+    names = set(runs["system"])  # st.table renders markdown in every cell and header: a bundle's name is escaped
+    table = table.rename(columns={c: board.system_md(c) for c in table.columns if c in names})
     st.subheader("Tasks × systems")
     st.table(table)  # a real HTML table: small, and readable by screen readers and browser tests
     st.caption(
@@ -49,7 +57,7 @@ def matrix_view(runs: pd.DataFrame) -> None:
         "label or labels, and uniformly random answers), recomputed by the board. published: the papers' own numbers "
         "on their own splits, in the metric's unit; shown beside the runs, never ranked with them."
     )
-    best = board.cells(runs, ("task", "system"))
+    best = labelled(board.cells(runs, ("task", "system")))
     st.vega_lite_chart(spec=board.heatmap_spec(best), width="stretch", height=board.heatmap_height(best))
     shown = published[published["task"].isin(runs["task"])]
     if not shown.empty:
@@ -59,12 +67,21 @@ def matrix_view(runs: pd.DataFrame) -> None:
     systems_view(sorted(runs["system"].unique()))
 
 
+def labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows for a chart or a plain-text table: an unregistered system's name marked as such."""
+    return frame.assign(system=frame["system"].map(board.system_label))
+
+
 def systems_view(names: list[str]) -> None:
     st.subheader("Systems")
     rows = []
     for name in names:
         info = load_system_info(name)
-        rows.append({"system": name, "paper": info.paper or "—", "code": info.code or "—", "card": info.card or "—"})
+        if info.registered:
+            rows.append({"system": name, "paper": info.paper or "—", "code": info.code or "—", "card": info.card or "—"})
+        else:  # an outside adapter: what its bundles say of it, escaped
+            code = f"{board.md_code(info.code)} ({board.UNCHECKED})" if info.code else "—"
+            rows.append({"system": board.system_md(name), "paper": "—", "code": code, "card": "—"})
     st.table(pd.DataFrame(rows).set_index("system"))
 
 
@@ -74,6 +91,7 @@ def cost_view(runs: pd.DataFrame) -> None:
     if best.empty:
         st.info("No runs match the filters.")
         return
+    best = labelled(best)
     st.vega_lite_chart(spec=board.cost_spec(best, board.pareto(best)), width="stretch")
     st.dataframe(board.cost_table(best), width="stretch", hide_index=True)
     st.caption(
@@ -93,12 +111,27 @@ def pick_run(all_runs: pd.DataFrame, runs: pd.DataFrame, wanted: str | None) -> 
     task = task_col.selectbox("task", tasks, index=tasks.index(start["task"]))
     in_task = all_runs[all_runs["task"] == task]
     systems = sorted(in_task["system"].unique())
-    system = system_col.selectbox("system", systems, index=systems.index(start["system"]) if start["system"] in systems else 0)
+    system = system_col.selectbox("system", systems, index=systems.index(start["system"]) if start["system"] in systems else 0,
+                                  format_func=board.system_label)  # fmt: skip
     choices = in_task[in_task["system"] == system].sort_values("primary_value", ascending=False)
     run_ids = list(choices["run_id"])
     shown = {r.run_id: f"{r.run_id} · {r.model} · {r.tier} · {board.fmt(r.primary_unit, r.primary_value)}" for r in choices.itertuples()}
     run_id = run_col.selectbox("run", run_ids, index=run_ids.index(start["run_id"]) if start["run_id"] in run_ids else 0, format_func=shown.get)
     return choices[choices["run_id"] == run_id].iloc[0]
+
+
+def fact(label: str, text: object, unchecked: bool = False) -> None:
+    """A line of the run's provenance, its value shown as written; marked when it is the submitter's word."""
+    mark = f" *({board.UNCHECKED})*" if unchecked else ""
+    st.markdown(f"**{label}:** {board.md_code(text)}{mark}")
+
+
+def prose(label: str, notes: list[str]) -> None:
+    """A submitter's paragraphs (a description, deviations) as plain text under a marked heading."""
+    if notes:
+        st.markdown(f"**{label}** *({board.UNCHECKED})*")
+        for note in notes:
+            st.text(note)  # no markdown at all
 
 
 def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
@@ -115,26 +148,29 @@ def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
             f"(best minus this run, paired bootstrap on shared samples): {verdict}"
         )
     for reason in detail.reasons:
-        st.info(f"Not submittable: {reason}")
-    st.markdown(f"**Task:** {task.name} {task.version} — data `{task.data_sha256[:16]}…`")
-    st.markdown(f"**System:** {system.name} {system.version} — config `{system.config_hash}`")
+        st.info(f"Not submittable: {board.md_code(reason)}")  # a code span: a reason may quote a bundle's text, and Streamlit links URLs
+    fact("Task", f"{task.name} {task.version} — data {task.data_sha256[:16]}…")
     info = board.system_info(system.name, manifest)
+    registered = "" if info.registered else f" ({board.UNREGISTERED}: its name and its words are the bundle's)"
+    st.markdown(f"**System:** {board.md_code(f'{system.name} {system.version} — config {system.config_hash}')}{registered}")
     for label, value in (("Paper", info.paper), ("Authors' code", info.code if info.registered else ""), ("Card", info.card)):
-        if value:
+        if value:  # this installation's own words on a system it registers
             st.markdown(f"**{label}:** {value}")
+    if not info.registered:
+        fact("Configuration", json.dumps(system.config, sort_keys=True), unchecked=True)
+    prose("Description", [system.description] if system.description else [])
     if info.provenance:
-        st.markdown("**Adapter source:** " + ", ".join(f"{k} `{v}`" for k, v in info.provenance.items() if k != "files_sha256"))
-    st.markdown(f"**Code:** ddibench {manifest.ddibench_version} `{(manifest.git_commit or 'no git')[:12]}`")
-    st.markdown(f"**Profile:** {manifest.profile.name} (detected: {manifest.profile.detected.get('cpu')})")
+        fact("Adapter source", ", ".join(f"{k} {v}" for k, v in info.provenance.items() if k != "files_sha256"), unchecked=True)
+    fact("Code", f"ddibench {manifest.ddibench_version} {(manifest.git_commit or 'no git')[:12]}", unchecked=True)
+    fact("Hardware profile", f"{manifest.profile.name} (detected: {manifest.profile.detected.get('cpu')})", unchecked=True)
     for role, model in manifest.models.items():
-        st.markdown(f"**{role}:** `{model.spec}`")
+        fact(f"Model ({role})", model.spec, unchecked=True)
     if manifest.scoring.judge:
         judge = manifest.scoring.judge
-        st.markdown(f"**Judge:** `{judge['identity'].get('model')}` rubric `{judge['rubric_sha256'][:12]}`")
+        fact("Judge", f"{judge['identity'].get('model')} rubric {judge['rubric_sha256'][:12]}")
     if manifest.scoring.options:
-        st.markdown("**Scoring:** " + ", ".join(f"{k}={v}" for k, v in manifest.scoring.options.items()))
-    for note in task.deviations + system.deviations:
-        st.warning(note)
+        fact("Scoring", ", ".join(f"{k}={v}" for k, v in manifest.scoring.options.items()))
+    prose("Deviations", task.deviations + system.deviations)
 
 
 def drilldown(run_id: str, wanted: str | None) -> None:
@@ -150,14 +186,15 @@ def drilldown(run_id: str, wanted: str | None) -> None:
     sample_id = st.selectbox("sample", ids, index=ids.index(wanted) if wanted in ids else 0)
     item = board.sample(STORE, run_id, sample_id)
     if not item:
-        st.info(f"Run {run_id} has no sample {sample_id}.")
+        st.info(f"Run {board.md_code(run_id)} has no sample {board.md_code(sample_id)}.")  # both may come from the URL
         return
-    st.markdown(f"**Sample {sample_id}**")
-    st.markdown(f"**Gold:** {item['gold']}")
-    st.markdown(f"**Prediction:** {item['prediction']}  (score {item['score']}, {'valid' if item['valid'] else 'invalid'})")
+    st.markdown(f"**Sample** {board.md_code(sample_id)}")
+    st.markdown(f"**Gold:** {board.md_text(item['gold'])}")
+    st.markdown(f"**Prediction:** (score {item['score']}, {'valid' if item['valid'] else 'invalid'})")
+    st.text(item["prediction"])  # the system's answer, as written
     st.markdown("**Input**")
     st.json(item["input"], expanded=False)
-    st.markdown("**Trace**")
+    st.markdown(f"**Trace** *({board.UNCHECKED})*")
     st.json(item["trace"], expanded=True)
 
 
@@ -169,9 +206,9 @@ def run_view(all_runs: pd.DataFrame, runs: pd.DataFrame, params) -> None:
     run_id = summary["run_id"]
     detail = board.run_detail(STORE, run_id)
     if detail is None:
-        st.info(f"Run {run_id} is not in the store.")
+        st.info(f"Run {board.md_code(run_id)} is not in the store.")
         return
-    st.subheader(f"Run {run_id}")
+    st.subheader(f"Run {board.md_text(run_id)}")
     left, right = st.columns(2)
     with left:
         provenance(summary, detail)
@@ -192,7 +229,8 @@ st.title("ddibench leaderboard")
 st.caption(
     f"{board.plural(len(all_runs), 'run')}. Cells: primary metric [95% CI, clustered by drug or source document]; "
     "★ best in the task; ☆ best preview of a task without full runs; ≈ not significantly different from the best "
-    "(paired bootstrap on shared samples)."
+    "(paired bootstrap on shared samples). Unregistered: a system this ddibench does not have, known from its bundles "
+    f"alone. Marked ({board.UNCHECKED}): a submitter's own words, which verify does not recompute."
 )
 with st.sidebar:
     st.header("Filters")

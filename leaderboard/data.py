@@ -1,9 +1,17 @@
 """What the board shows, computed from the results store (kept apart from the Streamlit code, so it is
-testable and fast: one small query at start-up, per-sample rows only when a run is opened)."""
+testable and fast: one small query at start-up, per-sample rows only when a run is opened).
+
+A bundle is written by its submitter. ``verify`` recomputes its metrics, cost and ties and checks its
+identity, but not its words: descriptions, deviations, the adapter's source, hardware, code version,
+dates, model names. Every view shows those as plain text (for a markdown renderer, :func:`md_code`),
+marked :data:`UNCHECKED`, and a system that this installation does not register as ``unregistered``
+(:func:`system_label`): its name is whatever the bundle says.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +44,49 @@ def runs(path: Path) -> pd.DataFrame:
         columns = [c.strip() for c in RUN_COLUMNS.split(",")]
         select = ", ".join(c if c in have else f"{LEGACY_COLUMNS[c]} AS {c}" for c in columns)
         return conn.execute(f"SELECT {select} FROM runs ORDER BY task, primary_value DESC, run_id").df()
+
+
+UNCHECKED = "as submitted, not checked"
+UNREGISTERED = "unregistered"
+# ASCII punctuation that makes markup inside a line (CommonMark escapes any ASCII punctuation with a
+# backslash); '-', '+', '=' and '1.' only make a list, a rule or a heading at the start of a line: escaped there
+_MD_SPECIAL = re.compile(r"([!#$&(-*:<>?\[-`{-~]|^[-+=]|(?<=^\d)[.)]|(?<=^\d\d)[.)])")
+
+
+def md_text(value: object) -> str:
+    """This board's own words (and ids) for a markdown renderer: one line, its markup characters escaped,
+    so no emphasis, link, image, HTML, heading, list, table cell break, formula or coloured directive
+    comes out of it. Not for a submitter's words: GitHub's and Streamlit's renderers turn a URL in text
+    into a link however it is escaped (use :func:`md_code`)."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def md_code(value: object) -> str:
+    """A submitter's words for a markdown renderer: one line in a code span, which every renderer shows
+    as written (no emphasis, link, autolink, image or HTML inside it); '' for none."""
+    text = " ".join(str(value).split())
+    if not text:
+        return ""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def is_registered(name: str) -> bool:
+    """Whether this installation registers a system of that name (else its runs are known from bundles alone)."""
+    from ddibench.registry import system_names
+
+    return name in system_names()
+
+
+def system_label(name: str) -> str:
+    """A system's name as plain text, marked when this installation does not register it."""
+    return name if is_registered(name) else f"{name} ({UNREGISTERED})"
+
+
+def system_md(name: str) -> str:
+    """A system's name for a markdown renderer: a registered name as it is, any other escaped and marked."""
+    return name if is_registered(name) else f"{md_code(name)} ({UNREGISTERED})"
 
 
 def fmt(unit: str, value: float | None) -> str:

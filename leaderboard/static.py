@@ -8,7 +8,10 @@ verdicts), per run (provenance, metrics, cost, the first samples with their trac
 (paper, code, card, runs). :func:`markdown_table` is the README's table: byte-stable for the same store.
 
 Everything read from the store is escaped: a bundle is hostile input until verified, and its text (a
-system name, a trace) is shown as text, never run. File names derived from stored names are sanitised.
+system name, a trace) is shown as text, never run, never a link. What verify does not check (a system
+card's description and deviations, the adapter's source, hardware, code version, model names) is
+marked as the submitter's own words, and a system this installation does not register is marked
+``unregistered`` wherever its name appears. File names derived from stored names are sanitised.
 """
 
 from __future__ import annotations
@@ -99,8 +102,9 @@ def markdown_table(store: Path) -> str:
     lines = []
     table = board.matrix(runs[runs["submittable"]], board.floors(store))
     if not table.empty:
-        header = ["task", *table.columns]
-        lines += [_md_row(header), _md_row(["---"] * len(header))]
+        systems = set(runs["system"])
+        header = [_md(c) if c not in systems else _md_system(c) for c in table.columns]
+        lines += [_md_line(["task", *header]), _md_row(["---"] * (len(header) + 1))]
         lines += [_md_row([task, *(value or "—" for value in row)]) for task, row in table.iterrows()]
         lines += ["", "★ best in the task; ≈ not significantly different from the best (paired bootstrap on shared samples); "
                   "95% intervals clustered by drug or source document; floors on the task's evaluation split."]  # fmt: skip
@@ -108,16 +112,29 @@ def markdown_table(store: Path) -> str:
     if not previews.empty:
         lines += ["", "Previews (`--limit`: metrics on the samples it drew; never ranked):", ""]
         lines += [_md_row(["task", "system", "n", "metric", "value [95% CI]"]), _md_row(["---"] * 5)]
-        lines += [_md_row([r["task"], r["system"], f"{r['n']:,}", r["primary_metric"], board.value_ci(r)]) for _, r in previews.iterrows()]
+        lines += [_md_line([_md(r["task"]), _md_system(r["system"]), _md(f"{r['n']:,}"), _md(r["primary_metric"]), _md(board.value_ci(r))])
+                  for _, r in previews.iterrows()]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def _md_row(cells: Iterable[object]) -> str:
-    return "| " + " | ".join(_md(c) for c in cells) + " |"
+    return _md_line(_md(c) for c in cells)
+
+
+def _md_line(cells: Iterable[str]) -> str:
+    """A table row of cells that are markdown already (escaped where they hold stored text)."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def _md_system(name: str) -> str:
+    """A system's name as a table cell: a registered one as :func:`_md` writes it, any other in a code
+    span (shown as written, never a link) and labelled; a '|' in it escaped, as GitHub's tables need."""
+    return _md(name) if board.is_registered(name) else board.system_md(name).replace("|", "\\|")
 
 
 def _md(value: object) -> str:
-    """Text as one markdown table cell: one line, no cell break, no HTML, no link (a stored name may be hostile)."""
+    """This board's own text as one markdown table cell: one line, no cell break, no HTML, no link (a
+    submitter's words go through :func:`_md_system`)."""
     text = re.sub(r"([\\|<>])", r"\\\1", " ".join(str(value).split()))
     return text.replace("](", "]\\(")
 
@@ -139,7 +156,7 @@ def _index(data: _Board) -> str:
         body += ['<h2 id="previews">Previews <span class="tag">not ranked</span></h2>',
                  "<p>Runs made with <code>--limit</code>: their metrics are recomputed on the samples it drew, and they are never ranked.</p>",
                  _previews_table(data.previews)]  # fmt: skip
-    body += ["<h2>Systems</h2>", "<ul>" + "".join(f"<li>{_link(_page('systems', s), s)}</li>" for s in sorted(data.runs["system"].unique())) + "</ul>"]
+    body += ["<h2>Systems</h2>", "<ul>" + "".join(f"<li>{_system_link('', s)}</li>" for s in sorted(data.runs["system"].unique())) + "</ul>"]
     return _html("ddibench leaderboard", "\n".join(body), root="")
 
 
@@ -149,7 +166,7 @@ def _matrix(full: pd.DataFrame, data: _Board) -> str:
     heads = board.task_heads(full)
     floors, published = board.floor_labels(full, data.floors), board.published_labels(full, data.published)
     systems = sorted(full["system"].unique())
-    header = ["task", "metric", *(_link(_page("systems", s), s) for s in systems), "floors", 'published <span class="tag">not ranked</span>']
+    header = ["task", "metric", *(_system_link("", s) for s in systems), "floors", 'published <span class="tag">not ranked</span>']
     rows = []
     for task in sorted(heads.index):
         cells = [_link(_page("tasks", task), task), _e(heads.loc[task, "primary_metric"])]
@@ -177,11 +194,11 @@ def _task_page(task: str, runs: pd.DataFrame, data: _Board) -> str:
 
 def _previews_table(previews: pd.DataFrame) -> str:
     rows = [
-        [_link(_page("runs", r["run_id"]), r["run_id"]), _link(_page("tasks", r["task"]), r["task"]), _link(_page("systems", r["system"]), r["system"]),
+        [_link(_page("runs", r["run_id"]), r["run_id"]), _link(_page("tasks", r["task"]), r["task"]), _system_link("", r["system"]),
          _e(r["model"]), f"{r['n']:,}", _e(r["primary_metric"]), _e(board.value_ci(r))]
         for _, r in previews.iterrows()
     ]  # fmt: skip
-    return _table(["run", "task", "system", "model", "n", "metric", "value [95% CI]"], rows, "previews")
+    return _table(["run", "task", "system", "model" + _unchecked(), "n", "metric", "value [95% CI]"], rows, "previews")
 
 
 def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> str:
@@ -193,18 +210,18 @@ def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> s
         for name in detail.metrics if detail else ():
             spec = detail.specs.get(name) if detail else None
             metrics.setdefault(name, spec.title() if spec else name)
-    header = ["run", "system", *([] if by_task else ["task", "primary metric"]), *map(_e, metrics.values()), "model", "profile", "tier", "n",
-              "against the best", "cost per item"]  # fmt: skip
+    header = ["run", "system", *([] if by_task else ["task", "primary metric"]), *map(_e, metrics.values()), "model" + _unchecked(),
+              "profile" + _unchecked(), "tier", "n", "against the best", "cost per item"]  # fmt: skip
     rows = []
     for _, row in board.best_first(runs).iterrows():
         detail = data.details.get(row["run_id"])
-        cells = [_link(root + _page("runs", row["run_id"]), row["run_id"]), _link(root + _page("systems", row["system"]), row["system"])]
+        cells = [_link(root + _page("runs", row["run_id"]), row["run_id"]), _system_link(root, row["system"])]
         if not by_task:
             cells += [_link(root + _page("tasks", row["task"]), row["task"]), _e(f"{row['primary_metric']} {board.value_ci(row)}")]
         cells += [_e(_metric_text(detail, name)) for name in metrics]
         cells += [_e(row["model"]), _e(row["profile"]), _e(row["tier"]), f"{row['n']:,}", _e(_verdict(row)), _e(board.cost_label(row))]
         rows.append(cells)
-    model = header.index("model")
+    model = header.index("model" + _unchecked())
     return _table(header, rows, "runs", prose=(model, len(header) - 2, len(header) - 1))
 
 
@@ -253,37 +270,45 @@ def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
     task, system = manifest.task, manifest.system
     info = board.system_info(system.name, manifest)
     code = f"ddibench {manifest.ddibench_version}, commit {manifest.git_commit or 'none (no git checkout)'}" + (" (dirty)" if manifest.git_dirty else "")
+    # the configuration of a registered system is one it accepts (verify checks it); of any other, only its hash
+    config = f"<code>{_e(json.dumps(system.config, sort_keys=True))}</code>" + ("" if info.registered else _unchecked())
+    profile = f"{manifest.profile.name} (detected: {json.dumps(manifest.profile.detected, sort_keys=True)})"
     facts: list[tuple[str, str]] = [
         ("task", _link("../" + _page("tasks", task.name), task.name) + _e(f" {task.version}, data sha256 {task.data_sha256}")),
-        ("system", _link("../" + _page("systems", system.name), system.name) + _e(f" {system.version}, config {system.config_hash}")),
-        ("configuration", f"<code>{_e(json.dumps(system.config, sort_keys=True))}</code>"),
-        ("adapter source", _e(", ".join(f"{k} {v}" for k, v in system.provenance.items())) or "not recorded"),
-        ("code", _e(code)),
-        ("created", _e(manifest.created)),
+        ("system", _system_link("../", system.name) + _e(f" {system.version}, config {system.config_hash}")),
+        ("configuration", config),
+        ("adapter source", (_e(", ".join(f"{k} {v}" for k, v in system.provenance.items())) or "not recorded") + _unchecked()),
+        ("code", _e(code) + _unchecked()),
+        ("created", _e(manifest.created) + _unchecked()),
         ("trust tier", _e(detail.tier)),
         ("against the best", _e(_verdict(row))),
         ("split", _e(f"{manifest.split}, {manifest.n_samples:,} samples, ids sha256 {manifest.sample_ids_sha256}")),
-        ("profile", _e(f"{manifest.profile.name} (detected: {json.dumps(manifest.profile.detected, sort_keys=True)})")),
+        ("hardware profile", _e(profile) + _unchecked()),
         ("seeds", _e(json.dumps(manifest.seeds.model_dump(), sort_keys=True))),
         ("cost per item", _e(board.cost_label(row))),
     ]
-    facts += [(f"model ({role})", _e(f"{model.spec} — {json.dumps(model.identity, sort_keys=True)}")) for role, model in manifest.models.items()]
+    facts[3:3] = [("description", _e(system.description) + _unchecked())] if system.description else []
+    facts += [(f"model ({role})", _e(f"{model.spec} — {json.dumps(model.identity, sort_keys=True)}") + _unchecked()) for role, model in manifest.models.items()]
     facts += [(label, _linked(value)) for label, value in (("paper", info.paper), ("authors' code", info.code if info.registered else "")) if value]
     facts += [("card", f"<code>{_e(info.card)}</code>")] if info.card else []
     facts += [("scoring", _e(json.dumps(manifest.scoring.model_dump(), sort_keys=True)))] if manifest.scoring.model_dump() else []
     facts += [("reproduction", _e(json.dumps(detail.reproduction, sort_keys=True)))] if detail.reproduction else []
     facts += [("not submittable", _e(reason)) for reason in detail.reasons]
-    facts += [("deviation", _e(note)) for note in (*task.deviations, *system.deviations)]
+    facts += [("deviation", _e(note) + _unchecked()) for note in (*task.deviations, *system.deviations)]
     body = [
         f"<h1>Run {_e(row['run_id'])}</h1>",
-        f"<p>{_e(row['system'])} on {_e(row['task'])} · {_e(board.value_ci(row))} {_e(row['primary_metric'])}</p>",
+        f"<p>{_e(row['system'])}{_unregistered(row['system'])} on {_e(row['task'])} · {_e(board.value_ci(row))} {_e(row['primary_metric'])}</p>",
+        f'<p class="legend">Marked <span class="tag unchecked">{board.UNCHECKED}</span>: the submitter\'s own words, shown as '
+        "written; verify recomputes the metrics, the cost and the identity of a run, not these.</p>",
         "<h2>Provenance</h2>",
         '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
         "<h2>Metrics</h2>",
         _table(["metric", "value", "95% CI"], [[_e(r["metric"]), _e(r["value"]), _e(r["95% CI"])] for r in detail.metric_rows()]),
         f'<h2>Samples <span class="tag">the first {TRACES_SHOWN}</span></h2>',
         *(_sample_block(item) for item in board.first_samples(store, str(row["run_id"]), TRACES_SHOWN)),
-        "<details><summary>full manifest</summary>" + _pre(json.dumps(manifest.dump(), indent=1, sort_keys=True)) + "</details>",
+        f"<details><summary>full manifest ({board.UNCHECKED} but for what the page shows unmarked)</summary>"
+        + _pre(json.dumps(manifest.dump(), indent=1, sort_keys=True))
+        + "</details>",
     ]
     return _html(f"run {row['run_id']} · ddibench", "\n".join(body), root="../")
 
@@ -296,7 +321,7 @@ def _sample_block(item: dict[str, Any]) -> str:
         f'<section class="sample"><h3>Sample {_e(item["sample_id"])}</h3>'
         f"<p><b>gold:</b> {_e(item['gold'])}</p><p><b>prediction:</b> {_e(item['prediction'])} (score {_e(item['score'])}, {validity})</p>"
         f"<p><b>input:</b></p>{_pre(json.dumps(item['input'], indent=1, ensure_ascii=False))}"
-        f"<details open><summary>trace{_e(cut)}</summary>{_pre(trace[:TRACE_CHARS])}</details></section>"
+        f"<details open><summary>trace{_e(cut)}, {board.UNCHECKED}</summary>{_pre(trace[:TRACE_CHARS])}</details></section>"
     )
 
 
@@ -311,11 +336,13 @@ def _system_page(system: str, runs: pd.DataFrame, data: _Board) -> str:
         ]
     else:
         facts = [
-            ("registered here", "no: an outside adapter"),
-            ("adapter source", _e(", ".join(f"{k} {v}" for k, v in info.provenance.items())) or "not recorded"),
+            ("registered here", "no: an outside adapter, its name and its words are the bundle's"),
+            ("adapter source", (_e(", ".join(f"{k} {v}" for k, v in info.provenance.items())) or "not recorded") + _unchecked()),
         ]
+        if some_run is not None and some_run.manifest.system.description:
+            facts.append(("description", _e(some_run.manifest.system.description) + _unchecked()))
     body = [
-        f"<h1>System {_e(system)}</h1>",
+        f"<h1>System {_e(system)}{_unregistered(system)}</h1>",
         '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
         "<h2>Runs</h2>",
         _runs_table(runs, data, root="../", by_task=False),
@@ -332,6 +359,7 @@ table { border-collapse: collapse; margin: .5rem 0; } th, td { border: 1px solid
 th { background: #f2f2f2; } td { white-space: nowrap; } td.prose { white-space: normal; min-width: 12rem; }
 div.scroll { overflow-x: auto; }
 .published { color: #6b4e00; font-style: italic; } .tag { font-size: .75rem; background: #eee; border-radius: 3px; padding: 0 .3rem; font-weight: normal; }
+.tag.unchecked, .tag.unregistered { background: #fde8c8; color: #6b3a00; font-style: normal; white-space: nowrap; }
 .legend, .summary { color: #444; } dl.facts { display: grid; grid-template-columns: max-content auto; gap: .2rem 1rem; }
 dl.facts dt { font-weight: bold; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 pre { background: #f7f7f7; padding: .5rem; overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 30rem; }
@@ -356,6 +384,19 @@ def _e(value: object) -> str:
 
 def _link(href: str, text: object) -> str:
     return f'<a href="{_e(href)}">{_e(text)}</a>'
+
+
+def _system_link(root: str, name: str) -> str:
+    """A link to a system's page, marked when this installation does not register the system."""
+    return _link(root + _page("systems", name), name) + _unregistered(name)
+
+
+def _unregistered(name: str) -> str:
+    return "" if board.is_registered(name) else f' <span class="tag unregistered">{board.UNREGISTERED}</span>'
+
+
+def _unchecked() -> str:
+    return f' <span class="tag unchecked">{board.UNCHECKED}</span>'
 
 
 URL = re.compile(r"https?://[^\s<>\"'(),;]+")

@@ -259,3 +259,24 @@ def pack_bundle(members: dict[str, bytes], out: Path) -> Path:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return out
+
+
+def reseal_bundle(members: dict[str, bytes], run: dict, results: dict, out: Path, trace_note: str | None = None) -> Path:
+    """Pack edited ``run`` and ``results`` records into a bundle with every id and hash redone as a competent
+    forger would (the run id from the edited identity, bundle.json's hashes), optionally with ``trace_note``
+    in every prediction's trace: verify checks such a bundle's numbers, not its words."""
+    import hashlib
+    import json
+
+    from ddibench.hashing import config_hash
+
+    run["run_id"] = results["run_id"] = config_hash({k: v for k, v in run.items() if k != "run_id"}, 16)
+    if trace_note is not None:
+        lines = [json.loads(line) for line in members["predictions.jsonl"].splitlines()]
+        members["predictions.jsonl"] = "".join(json.dumps({**p, "trace": {**(p.get("trace") or {}), "note": trace_note}}) + "\n" for p in lines).encode()
+    members["run.json"], members["results.json"] = json.dumps(run).encode(), json.dumps(results).encode()
+    index = json.loads(members["bundle.json"])
+    index["run_id"], index["system"] = run["run_id"], {k: run["system"][k] for k in ("name", "version", "config_hash")}
+    index["hashes"] = {n: hashlib.sha256(d).hexdigest() for n, d in members.items() if n != "bundle.json"}
+    members["bundle.json"] = json.dumps(index).encode()
+    return pack_bundle(members, out)

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
 pytest.importorskip("torch", reason="the runs here use the mlp system ('ml' extra)")
 
-from conftest import pack_bundle  # noqa: E402
+from conftest import reseal_bundle  # noqa: E402
 
 from ddibench.leaderboard.static import markdown_table, safe_name, write_site  # noqa: E402
 from ddibench.store import add_run  # noqa: E402
@@ -28,22 +28,13 @@ def _hostile(bundle: Path, out: Path) -> Path:
     """The bundle of a run under another system's name, with markup in its system card and its traces, every
     hash and id redone as a competent forger would (bundles are data: text, never code)."""
     from ddibench.hashing import config_hash
-    from ddibench.submission import _sha
 
     members = read_bundle(bundle)
     run, results = json.loads(members["run.json"]), json.loads(members["results.json"])
     run["system"]["name"] = results["system"] = EVIL
     run["system"]["config_hash"] = config_hash({"system": EVIL, "version": run["system"]["version"], "config": run["system"]["config"]})
     results["manifest"]["system"].update(name=EVIL, config_hash=run["system"]["config_hash"], deviations=[f"card note {SCRIPT}"])
-    run["run_id"] = results["run_id"] = config_hash({k: v for k, v in run.items() if k != "run_id"}, 16)
-    lines = [json.loads(line) for line in members["predictions.jsonl"].splitlines()]
-    members["predictions.jsonl"] = "".join(json.dumps({**p, "trace": {**(p.get("trace") or {}), "note": f"trace {SCRIPT}"}}) + "\n" for p in lines).encode()
-    members["run.json"], members["results.json"] = json.dumps(run).encode(), json.dumps(results).encode()
-    index = json.loads(members["bundle.json"])
-    index["run_id"], index["system"] = run["run_id"], {k: run["system"][k] for k in ("name", "version", "config_hash")}
-    index["hashes"] = {n: _sha(d) for n, d in members.items() if n != "bundle.json"}
-    members["bundle.json"] = json.dumps(index).encode()
-    return pack_bundle(members, out)
+    return reseal_bundle(members, run, results, out, trace_note=f"trace {SCRIPT}")
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +112,7 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     text = _text(browser)
     assert "4 runs · 1 task · 4 systems" in text
     header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "table.matrix th")]
-    assert header == ["task", "metric", EVIL, "majority", "mlp", "floors", "published not ranked"]  # every full run's system
+    assert header == ["task", "metric", f"{EVIL} unregistered", "majority", "mlp", "floors", "published not ranked"]  # every full run's system
     row = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr td")]
     assert row[0] == "drugbank_s2" and row[1] == "macro_f1"
     assert sum("★" in cell for cell in row) == 1 and all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]( ★| ≈)?", c) for c in row[2:5])
@@ -218,12 +209,12 @@ def test_markdown_table_is_byte_stable_and_complete(store: Path, verdicts, tmp_p
     # the same runs added in the other order: the same store content, the same bytes
     assert markdown_table(_store(tmp_path / "reversed.duckdb", list(reversed(verdicts)))) == text
     lines = text.splitlines()
-    assert lines[0] == "| task | metric | evil\\<script\\>alert('hostile')\\</script\\> | majority | mlp | floors |"
+    assert lines[0] == "| task | metric | `evil<script>alert('hostile')</script>` (unregistered) | majority | mlp | floors |"  # shown as written
     assert lines[1] == "| --- | --- | --- | --- | --- | --- |"
     row = lines[2].split(" | ")
     assert row[0] == "| drugbank_s2" and row[1] == "macro_f1" and sum("★" in c for c in row) == 1
     assert row[5].startswith("majority ") and " · random " in row[5]
-    assert "<script>" not in text  # a stored name never becomes markup
+    assert "<script>" not in re.sub(r"`[^`]*`", "", text)  # a stored name never becomes markup: it sits in a code span
     preview = next(line for line in lines if line.startswith("| drugbank_s2 | zero-shot |"))
     assert preview.startswith("| drugbank_s2 | zero-shot | 20 | macro_f1 | ") and "★" not in preview and "≈" not in preview
     assert not re.search(r"\d{4}-\d\d-\d\d", text)  # no date: regenerating it changes nothing

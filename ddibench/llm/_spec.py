@@ -23,8 +23,10 @@ provider, base URL, model name, and the weights' sha256 (embedded) or the declar
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -229,6 +231,22 @@ class RoleModels:
 
     def with_roles(self, specs: dict[str, ModelSpec]) -> RoleModels:
         return RoleModels(self.default, {**self.explicit, **specs})
+
+    def check_roles(self, whose: str, uses: Sequence[str], scoring: Sequence[str] = ()) -> None:
+        """Refuse a role named by ``-m ROLE=SPEC`` that neither ``whose`` (a system: ``uses``, its LLM
+        roles) nor its scorers (``scoring``) use, before any model starts: a misspelt role would
+        otherwise leave the real role on the default model. ``generator`` is always accepted: it is the
+        default of every role not given."""
+        known = list(dict.fromkeys([*uses, *scoring]))
+        unknown = [role for role in self.explicit if role not in known and role != "generator"]
+        if not unknown:
+            return
+        role = unknown[0]
+        used = ", ".join(uses) if uses else "no model roles"
+        scored = f"; its scoring uses {', '.join(r for r in scoring if r not in uses)}" if set(scoring) - set(uses) else ""
+        close = difflib.get_close_matches(role, [*known, "generator"], n=1, cutoff=0.5)
+        fix = f"did you mean '{close[0]}'?" if close else "name one of those roles, or give -m SPEC alone for every role"
+        raise ConfigError(f"unknown model role '{role}' in -m {role}=...: {whose} uses {used}{scored}", fix)
 
 
 def parse_role(value: str) -> tuple[str | None, str]:

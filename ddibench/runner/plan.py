@@ -232,6 +232,9 @@ def plan_run(request: RunRequest) -> RunPlan:
     if not system.supports(task):
         raise ConfigError(f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'")
     evaluator = task.evaluator().configure(request.scoring, subject=task.name)
+    roles = list(getattr(system, "llm_roles", ()))
+    models = request.role_models()
+    models.check_roles(f"system '{system.name}'", roles, evaluator.model_roles())  # a misspelt role, before any model starts
     split = request.split or task.eval_split
     if split == "train":
         raise ConfigError("cannot evaluate on the training split", "use --split valid or --split test")
@@ -243,8 +246,6 @@ def plan_run(request: RunRequest) -> RunPlan:
             f"give at most {total:,}, or omit --limit to run every sample",
         )
     selected = select_samples(task, data, split, request.limit, request.seed)
-    roles = list(getattr(system, "llm_roles", ()))
-    models = request.role_models()
     pool = None
     if roles:
         cache = open_cache() if request.use_cache else None
