@@ -39,7 +39,8 @@ def world(stub, tmp_path_factory: pytest.TempPathFactory) -> Path:
     old = os.environ.get("DDIBENCH_CACHE")
     os.environ["DDIBENCH_CACHE"] = str(root / "cache")
     try:
-        for args in (run_args(stub, root), ["submit", str(root / "run"), "--out", str(root / "bundle.tar.gz")]):
+        for args in (run_args(stub, root), ["submit", str(root / "run"), "--out", str(root / "bundle.tar.gz")],
+                     ["export", "lm-eval", str(root / "lm-tasks"), "-t", "drugbank_s2", "--limit", str(LIMIT)]):  # fmt: skip
             try:
                 main(args)
             except SystemExit as exc:
@@ -50,7 +51,43 @@ def world(stub, tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             os.environ["DDIBENCH_CACHE"] = old
     (root / "afile").write_text("a file, not a directory\n")
+    lm_eval_output(root)
     return root
+
+
+LM_SAMPLES = "lm/samples_ddibench_drugbank_s2_2025-01-01T00-00-00.000000.jsonl"
+LM_RESULTS = "lm/results_2025-01-01T00-00-00.000000.json"
+
+
+def lm_eval_output(root: Path) -> None:
+    """What lm-eval's --log_samples writes for the exported task (answering "1" to every document), in lm/."""
+    docs = [json.loads(line) for line in (root / "lm-tasks" / "ddibench_data" / "drugbank_s2.jsonl").read_text().splitlines()]
+    request = {"gen_args_0": {"arg_0": "the prompt", "arg_1": {"until": [], "temperature": 0.0}}}
+    records = [{"doc_id": i, "doc": doc, "target": str(doc["gold"]), "arguments": request, "resps": [["1"]], "filtered_resps": ["1"]}
+               for i, doc in enumerate(docs)]  # fmt: skip
+    (root / "lm").mkdir()
+    (root / LM_SAMPLES).write_text("".join(json.dumps(r) + "\n" for r in records))
+    results = {"config": {"model": "local-chat-completions", "model_args": "base_url=http://127.0.0.1:9/v1,model=m"},
+               "lm_eval_version": "0.4.9", "date": 1735689600.0, "total_evaluation_time_seconds": "12.5"}  # fmt: skip
+    (root / LM_RESULTS).write_text(json.dumps(results))
+
+
+def sample_lines(change: Callable[[list[dict]], None]) -> Callable[[bytes], bytes]:
+    def apply(data: bytes) -> bytes:
+        records = [json.loads(line) for line in data.splitlines()]
+        change(records)
+        return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+    return apply
+
+
+def _first_response_a_mapping(records: list[dict]) -> None:
+    records[0]["filtered_resps"] = {"text": "1"}
+
+
+def _limit_a_word(records: list[dict]) -> None:
+    for r in records:
+        r["doc"]["ddibench_limit"] = "four"
 
 
 def run_args(stub, root: Path, *extra: str) -> list[str]:
@@ -148,6 +185,34 @@ CASES: list[tuple[str, Callable[[Path], None] | None, list[str], str]] = [
     ("board serve of a missing store", None, ["board", "serve", "--store", "{root}/none.duckdb"], "no results store at {root}/none.duckdb"),
     ("board export with nothing to write", None, ["board", "export", "--store", "{root}/none.duckdb"], "nothing to export"),
     ("board publish into a file", None, ["board", "publish", "--results", "{root}/afile", "{root}/bundle.tar.gz"], "--results {root}/afile is not a directory"),
+    # issue 26: scoring options out of range (they were read as an unknown option '-3')
+    ("--probe-epochs=-3", None, ["run", "-s", "only-smiles", "-t", "caption_bace", "--probe", "finetune", "--probe-epochs=-3", "--run-dir", "{root}/fresh"],
+     "--probe-epochs must be a positive number of epochs, got -3"),
+    ("--selfcheck -3", None, ["run", "-s", "no-rag", "-t", "ddi_qa_s2", "--selfcheck", "-3", "-m", "vllm:m@http://127.0.0.1:9/v1", "--run-dir", "{root}/fresh"],
+     "--selfcheck must be 0 or more, got -3"),
+    # issue 26: lm-eval interop
+    ("export lm-eval --limit beyond the split", None, ["export", "lm-eval", "{root}/lm-more", "-t", "drugbank_s2", "--limit", "1000000000"],
+     "--limit 1,000,000,000 is more than the 1,992 samples of drugbank_s2's test split"),
+    ("import lm-eval of a binary file", edit(LM_SAMPLES, lambda b: bytes(range(256)) * 8), ["IMPORT"], "is not UTF-8 text, so not an lm-eval samples file"),
+    ("import lm-eval of a samples line of the wrong types", edit(LM_SAMPLES, sample_lines(_first_response_a_mapping)), ["IMPORT"],
+     "_2025-01-01T00-00-00.000000.jsonl:1 is not an lm-eval sample of a ddibench task"),
+    ("import lm-eval of a limit that is a word", edit(LM_SAMPLES, sample_lines(_limit_a_word)), ["IMPORT"], "the documents' ddibench_limit is \"four\""),
+    ("import lm-eval beside a results file whose config is a string", edit(LM_RESULTS, lambda b: b'{"config": "x"}'), ["IMPORT"],
+     "is not lm-eval's results file: 'config' is \"x\", not an object"),
+    ("import lm-eval beside a results file whose model_args is a number", edit(LM_RESULTS, lambda b: b'{"config": {"model_args": 5}}'), ["IMPORT"],
+     "'config.model_args' is 5"),
+    ("import lm-eval beside a results file whose date is a word", edit(LM_RESULTS, lambda b: b'{"date": "yesterday"}'), ["IMPORT"],
+     "'date' is \"yesterday\", not a number of seconds"),
+    ("import lm-eval beside a results file that is a list", edit(LM_RESULTS, lambda b: b"[]"), ["IMPORT"], "it holds a JSON list, not an object"),
+    ("import lm-eval beside a garbage results_*.json", edit(LM_RESULTS, lambda b: b"garbage"), ["IMPORT"], "is not valid JSON, so not lm-eval's results file"),
+    ("import lm-eval beside a results_*.json not UTF-8", edit(LM_RESULTS, lambda b: b"\xff\xfe" + b), ["IMPORT"], "is not UTF-8 text, so not lm-eval's results file"),
+    ("import lm-eval of a folder holding a garbage results_*.json", edit(LM_RESULTS, lambda b: b"garbage"),
+     ["import", "lm-eval", "{root}/lm", "--run-dir", "{root}/imported"], "is not valid JSON, so not lm-eval's results file"),
+    ("import lm-eval of a folder with no samples", None, ["import", "lm-eval", "{root}/cache", "--run-dir", "{root}/imported"],
+     "{root}/cache is a folder that holds no samples_*.jsonl file"),
+    # issue 26: a Ray cluster where nothing listens (ray.init retried it for minutes)
+    ("--ray-address where nothing listens", None, ["RUN", "--executor", "ray", "--ray-address", "127.0.0.1:1", "--run-dir", "{root}/fresh"],
+     "no Ray cluster answers at --ray-address 127.0.0.1:1"),
 ]
 
 
@@ -165,6 +230,7 @@ def env(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+@pytest.mark.timeout(180)  # a case that hangs (ray.init on an address where nothing listens did, for minutes) fails
 @pytest.mark.parametrize(("case", "setup", "args", "message"), CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_and_changes_nothing(cli, stub, world: Path, tmp_path: Path, case: str, setup, args: list[str], message: str) -> None:
     root = tmp_path / "w"
@@ -179,6 +245,8 @@ def test_bad_input_is_one_line_and_changes_nothing(cli, stub, world: Path, tmp_p
             argv += run_args(stub, root)
         elif arg == "RUNS":
             argv += [a for a in run_args(stub, root) if a != "--run-dir" and a != str(root / "run")] + ["--runs-dir"]
+        elif arg == "IMPORT":
+            argv += ["import", "lm-eval", str(root / LM_SAMPLES), "--run-dir", str(root / "imported")]
         elif arg.startswith("ENV:"):
             key, _, value = arg[4:].partition("=")
             variables["env"][key] = value.format(root=root)
@@ -389,3 +457,143 @@ def test_killed_sessions_are_counted(stub, tmp_path: Path) -> None:
     assert results["manifest"]["sessions"] == 3 and results["manifest"]["sessions_killed"] == 2
     assert results["timing"]["wall_s_total"] >= 0.02 * 50  # the killed sessions' time is in, up to their last sample
     assert "3 session(s), 2 killed" in done.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 26: a user's files given to CLADD, data export beside a user's file, simultaneous starts, SIGTERM
+
+
+PRIMEKG_HEADER = "relation,display_relation,x_index,x_id,x_type,x_name,x_source,y_index,y_id,y_type,y_name,y_source\n"
+PRIMEKG = (PRIMEKG_HEADER + "".join(
+    f"drug_protein,target,0,{db},drug,{name},DrugBank,1,{gene},gene/protein,{gene},NCBI\n"
+    for db, name, gene in (("DB00945", "Aspirin", "PTGS1"), ("DB01050", "Ibuprofen", "PTGS1"), ("DB00945", "Aspirin", "PTGS2"))
+)).encode()  # fmt: skip
+PUBCHEM = b"inchikey\tdescription\nBSYNRYMUTXBXSQ-UHFFFAOYSA-N\tAspirin is a drug.\nRZVAJINKPMORJF-UHFFFAOYSA-N\tParacetamol is a drug.\n"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    ("option", "data", "message"),
+    [
+        ("kg", PRIMEKG[:-40], "kg.csv:4 has 7 fields where its header has 12 (a file cut short"),
+        ("kg", PRIMEKG.replace(b"Aspirin", b"Asp\xffirin"), "kg file {file} is not UTF-8 text; save it as UTF-8"),
+        ("pubchem", PUBCHEM[:-36], "user.tsv:3 has 1 fields where its header has 2 (a file cut short"),
+        ("pubchem", b"\xff\xfe" + PUBCHEM, "pubchem file {file} is not UTF-8 text; save it as UTF-8"),
+    ],
+    ids=["kg cut short", "kg not UTF-8", "pubchem cut short", "pubchem not UTF-8"],
+)
+def test_cladd_files_of_a_user_that_are_cut_short_or_not_utf8(cli, stub, tmp_path: Path, option: str, data: bytes, message: str) -> None:
+    """They were a UnicodeDecodeError or TypeError traceback: now one line naming the file (and the line). The
+    file is read before the first sample, is left as it was, and the run directory holds no prediction."""
+    file = tmp_path / ("kg.csv" if option == "kg" else "user.tsv")
+    file.write_bytes(data)
+    run_dir = tmp_path / "run"
+    extra = ["-C", "use_kg_team=false"] if option == "pubchem" else []
+    code, _, err = cli("run", "-s", "cladd", "-t", "tox_carcinogens", "--limit", "1", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(run_dir),
+                       "--no-cache", "-C", f"{option}={file}", *extra)  # fmt: skip
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert message.format(file=file) in lines[0] and ";" in lines[0], lines[0]
+    assert file.read_bytes() == data
+    assert not (run_dir / "journal.jsonl").exists() or not (run_dir / "journal.jsonl").read_text()
+
+
+@pytest.mark.timeout(600)
+def test_data_export_never_touches_a_users_file_and_takes_the_current_directory(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It deleted an existing X/.out.part (its temporary name) without asking, and 'export TASK .' was a ValueError."""
+    pytest.importorskip("datasets", reason="the interop extra is not installed (pip install 'ddibench[interop]')")
+    mine = tmp_path / ".out.part"
+    mine.write_text("a user's own file\n")
+    code, _, err = cli("data", "export", "drugbank_s2", str(tmp_path / "out"), "--split", "test")
+    assert code == 0 and not err.strip(), err
+    assert mine.read_text() == "a user's own file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.part", "out"]  # no temporary directory left
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "test.parquet"]
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    code, _, err = cli("data", "export", "drugbank_s2", ".", "--split", "test")  # an empty current directory: filled
+    assert code == 0 and not err.strip(), err
+    assert sorted(p.name for p in here.iterdir()) == ["README.md", "test.parquet"]
+    assert (here / "test.parquet").read_bytes() == (tmp_path / "out" / "test.parquet").read_bytes()
+    before = snapshot(here)
+    code, _, err = cli("data", "export", "drugbank_s2", ".", "--split", "test")  # not empty any more: refused
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and lines == ["error: . exists and is not an empty directory; give a new or empty directory"], err
+    assert snapshot(here) == before and sorted(p.name for p in tmp_path.iterdir()) == [".out.part", "here", "out"]
+
+
+@pytest.mark.timeout(600)
+def test_simultaneous_starts_on_one_run_directory_name_the_lock(tmp_path: Path) -> None:
+    """Started at once on one fresh --run-dir, every start but the one that runs (and any that start after it
+    finished) says the directory is in use; none says it is 'not empty and holds no run.json'."""
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "ddibench", "run", "-s", "majority", "-t", "drugbank_s2", "--limit", "20", "--run-dir", str(run_dir)]
+    env_ = {**os.environ, "DDIBENCH_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_) for _ in range(6)]
+    outcomes = [(p.returncode, err) for p in procs for _, err in [p.communicate(timeout=500)]]
+    assert any(code == 0 for code, _ in outcomes), outcomes
+    for code, err in outcomes:
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert "Traceback" not in err, err
+        assert code == 0 or (code == 2 and len(lines) == 1 and f"run directory {run_dir} is in use by" in lines[0]), err
+    assert json.loads((run_dir / "results.json").read_text())["manifest"]["limit"] == 20
+
+
+def test_a_start_that_loses_the_race_names_the_lock(cli, stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race made certain: while this start checks its model endpoint, another start of the same run takes the
+    directory's lock and writes run.json. This one must say 'in use by pid N' (it said 'not empty and holds no
+    run.json', having looked at the directory before taking the lock), and leave the other's files alone."""
+    from ddibench.llm import LLMPool
+
+    run_dir = tmp_path / "run"
+    checked = LLMPool.preflight
+    held: list = []
+
+    def preflight_while_another_starts(pool: LLMPool) -> None:
+        checked(pool)
+        run_dir.mkdir()
+        fh = open(run_dir / ".lock", "a+")
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fh.write("pid 4242")
+        fh.flush()
+        (run_dir / "run.json").write_text("{}")
+        held.append(fh)
+
+    monkeypatch.setattr(LLMPool, "preflight", preflight_while_another_starts)
+    try:
+        code, _, err = cli(*run_args(stub, tmp_path))
+        before = snapshot(run_dir)
+    finally:
+        for fh in held:
+            fh.close()
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and lines == [f"error: run directory {run_dir} is in use by pid 4242; wait for it to finish, or use another --run-dir"], err
+    assert before == {".lock": b"pid 4242", "run.json": b"{}"}
+
+
+@pytest.mark.timeout(600)
+def test_sigterm_early_in_prediction_is_one_line_and_the_run_resumes(tmp_path: Path) -> None:
+    """A SIGTERM while the first answers are awaited printed the line and then asyncio's 'Task exception was
+    never retrieved' with a traceback: the loop now cancels its tasks and awaits them before the line."""
+    run_dir = tmp_path / "run"
+    env_ = {**os.environ, "DDIBENCH_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
+    with running_stub(StubConfig(delay=0.5)) as slow:
+        argv = cmd(slow, run_dir, 16, "--concurrency", "8")  # eight answers in flight at once
+        sessions = run_dir / "sessions.jsonl"
+        for n, wait in enumerate((0.0, 0.1, 0.3)):  # after the session starts: model start, preparation, the first requests
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_)
+            deadline = time.time() + 120
+            while time.time() < deadline and (sessions.read_text().count("\n") if sessions.exists() else 0) <= 2 * n:
+                time.sleep(0.01)
+            time.sleep(wait)
+            proc.terminate()
+            _, err = proc.communicate(timeout=60)
+            lines = [x for x in err.splitlines() if x.strip()]
+            assert proc.returncode == 130 and "Traceback" not in err and "never retrieved" not in err, err
+            assert lines == ["interrupted; finished samples are saved, re-run the same command to resume"], err
+        done = subprocess.run(argv, capture_output=True, text=True, env=env_, timeout=300)
+    assert done.returncode == 0, done.stderr
+    ids = [x["prediction"]["sample_id"] for x in journal_lines(run_dir)]
+    assert len(ids) == len(set(ids)) == 16

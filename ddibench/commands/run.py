@@ -49,12 +49,12 @@ class ScoringCommand(click.Command):
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         if not getattr(self, "_scoring_params", None):
+            # a value option gets no flag_value at all: click takes one (even None) to mean the value is optional,
+            # and then reads '--probe-epochs -3' as the flag alone followed by an unknown option '-3'
             self._scoring_params = [
                 click.Option(
                     [o.flag, o.key],
-                    is_flag=o.is_flag,
-                    flag_value=o.flag_value if o.is_flag else None,
-                    type=None if o.is_flag else o.type,
+                    **({"is_flag": True, "flag_value": o.flag_value} if o.is_flag else {"type": o.type}),
                     default=None,
                     help=o.help + ("" if o.is_flag or o.default is None else f"  [default: {o.default}]"),
                 )
@@ -105,8 +105,8 @@ def expand_tasks(text: str) -> list[str]:
     "-m",
     "models",
     multiple=True,
-    help="Model spec for every role, or ROLE=SPEC for one (any role a system or scorer uses: generator, describer, judge, ...; "
-    "unset roles use the generator's). E.g. openai:gpt-4o-mini, vllm:NAME@http://host:8000/v1, embedded:/path/model.gguf. "
+    help="Model spec for every role, or ROLE=SPEC for one (any role the system or its scorers use: generator, describer, judge, ...; "
+    "another role is an error; unset roles use the generator's). E.g. openai:gpt-4o-mini, vllm:NAME@http://host:8000/v1, embedded:/path/model.gguf. "
     "Default: embedded SmolLM2-135M.",
 )
 @click.option("--base-url", default=None, help="OpenAI-compatible server URL; --model then names the served model.")

@@ -130,7 +130,7 @@ class ProbeEvaluator(BaseEvaluator):
             raise ConfigError(f"--probe must be one of {', '.join(PROBES)}, got '{self.probe}'")
         epochs = self.setting("probe_epochs")
         if epochs is not None and int(epochs) <= 0:
-            raise ConfigError(f"--probe-epochs must be positive, got {epochs}")
+            raise ConfigError(f"--probe-epochs must be a positive number of epochs, got {epochs}", "omit it for 10 epochs")
         if self.probe != "finetune" and "probe_epochs" in self.settings():
             raise ConfigError("--probe-epochs applies to --probe finetune only", "drop --probe-epochs, or add --probe finetune")
         if self.encoder_spec != DEFAULT_ENCODER:

@@ -68,7 +68,7 @@ class TextEvaluator(BaseEvaluator):
         from ddibench.embeddings import encoder_path
 
         if self.setting("selfcheck") is not None and int(self.setting("selfcheck")) < 0:
-            raise ConfigError(f"--selfcheck must be 0 or more, got {self.setting('selfcheck')}")
+            raise ConfigError(f"--selfcheck must be 0 or more, got {self.setting('selfcheck')}", "0 turns SelfCheckGPT off; omit it for 3 samples")
         if self.encoder_spec != DEFAULT_ENCODER:
             encoder_path(self.encoder_spec)  # refuses a path that holds no model, before any prediction
         if self.setting("second_judge"):

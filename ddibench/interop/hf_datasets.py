@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +128,11 @@ def export(task: Task, out: Path, fmt: str = "parquet", splits: Sequence[str] | 
     """Write the task's splits to ``out``; returns what was written (paths, sizes, bytes)."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format '{fmt}'", f"use one of: {', '.join(FORMATS)}")
+    shown, out = out, Path(os.path.abspath(out))  # '.' or '..' named as given, written by its real path
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"{out} exists and is not an empty directory", "give a new or empty directory")
+        raise ConfigError(f"{shown} exists and is not an empty directory", "give a new or empty directory")
+    if not out.parent.is_dir():
+        raise ConfigError(f"the directory {out.parent} does not exist", "create it first, or give a path in an existing directory")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     try:
         import datasets
@@ -145,21 +148,42 @@ def export(task: Task, out: Path, fmt: str = "parquet", splits: Sequence[str] | 
         rows = [_row(s, kind) for s in data.split(name)]
         columns = {key: [r.get(key, "") for r in rows] for key in features}
         tables[name] = datasets.Dataset.from_dict(columns, features=features)
-    tmp = out.with_name(f".{out.name}.part")
-    if tmp.exists():
-        import shutil
-
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    if fmt == "parquet":
-        for name, table in tables.items():
-            table.to_parquet(str(tmp / f"{name}.parquet"))
-    else:
-        datasets.DatasetDict(tables).save_to_disk(str(tmp))
     sizes = {name: len(t) for name, t in tables.items()}
-    (tmp / "README.md").write_text(dataset_card(task, sizes, fmt), encoding="utf-8")
-    if out.exists():
-        out.rmdir()
-    tmp.rename(out)
+    _write(out, lambda tmp: _write_tables(datasets, tables, tmp, fmt, dataset_card(task, sizes, fmt)))
     files = sorted(p for p in out.rglob("*") if p.is_file())
     return {"out": str(out), "format": fmt, "sizes": sizes, "bytes": sum(p.stat().st_size for p in files), "files": [str(p.relative_to(out)) for p in files]}
+
+
+def _write_tables(datasets: Any, tables: Mapping[str, Any], folder: Path, fmt: str, card: str) -> None:
+    if fmt == "parquet":
+        for name, table in tables.items():
+            table.to_parquet(str(folder / f"{name}.parquet"))
+    else:
+        datasets.DatasetDict(tables).save_to_disk(str(folder))
+    (folder / "README.md").write_text(card, encoding="utf-8")
+
+
+def _write(out: Path, fill: Callable[[Path], None]) -> None:
+    """Fill a fresh temporary directory beside ``out`` (a name of its own, so no file of the user's is ever
+    touched), then move it into place: ``out`` holds the whole export or nothing of it."""
+    import shutil
+    import tempfile
+
+    from ddibench.errors import write_error
+
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent))
+    except OSError as exc:
+        raise write_error(exc, out.parent) from None
+    try:
+        fill(tmp)
+        if out.is_dir():  # an empty directory given (perhaps '.'): the files move into it, the directory stays
+            for entry in sorted(tmp.iterdir()):
+                entry.rename(out / entry.name)
+            tmp.rmdir()
+        else:
+            tmp.rename(out)
+    except OSError as exc:
+        raise write_error(exc, out) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

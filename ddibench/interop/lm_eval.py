@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -182,13 +184,20 @@ def export(tasks: Sequence[Task], out: Path, limit: int | None = None, seed: int
     if limit is not None and limit <= 0:
         raise ConfigError(f"--limit must be a positive number of samples, got {limit}", "omit it to export the whole evaluation split")
     kinds = {task.name: kind_of(task) for task in tasks}
+    chosen: dict[str, list[Sample]] = {}
+    for task in tasks:  # every task's documents are chosen (and --limit checked) before anything is written
+        samples = list(task.load().split(task.eval_split))
+        if limit is not None and limit > len(samples):  # as 'ddibench run --limit' refuses it
+            raise ConfigError(
+                f"--limit {limit:,} is more than the {len(samples):,} samples of {task.name}'s {task.eval_split} split",
+                f"give at most {len(samples):,}, or omit --limit to export every sample",
+            )
+        chosen[task.name] = stratified_subset(samples, limit, seed) if limit is not None else samples
     out.mkdir(parents=True, exist_ok=True)
     (out / "ddibench_data").mkdir(exist_ok=True)
     written: dict[str, Any] = {}
     for task in tasks:
-        samples = list(task.load().split(task.eval_split))
-        if limit is not None:
-            samples = stratified_subset(samples, limit, seed)
+        samples = chosen[task.name]
         data_file = out / "ddibench_data" / f"{task.name}.jsonl"
         data_file.write_text("".join(json.dumps(_doc(task, s, limit, seed), sort_keys=True) + "\n" for s in samples), encoding="utf-8")
         yaml = _yaml(task, data_file.relative_to(out).as_posix(), kinds[task.name], json_mode)
@@ -322,6 +331,139 @@ def _redacted(args: Mapping[str, Any]) -> dict[str, Any]:
     return {k: ("<redacted>" if SECRET_KEYS.search(k) else v) for k, v in args.items()}
 
 
+SAMPLES_FIX = "give the samples_<task>_<date>.jsonl file lm-eval wrote with --log_samples"
+
+
+def _text_of(path: Path, what: str, fix: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{path} is not UTF-8 text, so not {what}", fix) from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
+
+
+def _samples_file(path: Path) -> Path:
+    """The samples file given, or the one samples file of lm-eval's output folder given instead."""
+    if path.is_dir():
+        found = sorted(p for p in path.rglob("samples_*.jsonl") if p.is_file())
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise DataError(f"{path} is a folder that holds no samples_*.jsonl file", SAMPLES_FIX)
+        raise DataError(f"{path} is a folder that holds {len(found)} samples files (e.g. {found[0].name})", "give the one to import")
+    if not path.is_file():
+        raise DataError(f"{path} does not exist", SAMPLES_FIX)
+    return path
+
+
+def _response(record: Mapping[str, Any]) -> str | None:
+    """The answer of one logged sample (the filtered one, else the raw one); None when it has no such shape."""
+    filtered, raw = record.get("filtered_resps"), record.get("resps")
+    if filtered:
+        return str(filtered[0]) if isinstance(filtered, list) else None
+    if raw:
+        return str(raw[0][0]) if isinstance(raw, list) and isinstance(raw[0], list) and raw[0] else None
+    return ""
+
+
+def _generation(record: Mapping[str, Any]) -> Any:
+    """The generation arguments of a logged sample's first request ({} when it logged none)."""
+    arguments = record.get("arguments") or {}
+    if not isinstance(arguments, dict):
+        return None
+    first: Any = next(iter(arguments.values()), {})
+    return first.get("arg_1", {}) if isinstance(first, dict) else None
+
+
+def _read_samples(path: Path) -> list[dict[str, Any]]:
+    """lm-eval's logged samples of an exported task, each checked for the fields the import reads."""
+    records = []
+    text = _text_of(path, "an lm-eval samples file", SAMPLES_FIX)
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        doc = record.get("doc") if isinstance(record, dict) else None
+        ok = isinstance(doc, dict) and isinstance(doc.get("ddibench_task"), str) and isinstance(doc.get("id"), (str, int))
+        if ok:
+            record["_ddibench_text"], record["_ddibench_generation"] = _response(record), _generation(record)
+        if not ok or record["_ddibench_text"] is None or record["_ddibench_generation"] is None:
+            raise DataError(f"{path}:{lineno} is not an lm-eval sample of a ddibench task",
+                            "import the samples of a task written by 'ddibench export lm-eval'")  # fmt: skip
+        records.append(record)
+    if not records:
+        raise DataError(f"{path} holds no samples", "run lm-eval with --log_samples")
+    return records
+
+
+@dataclass
+class _Meta:
+    """What the import takes from lm-eval's ``results_<date>.json`` (all of it optional)."""
+
+    model: str = "unknown"
+    model_args: dict[str, Any] = field(default_factory=dict)
+    model_name: str | None = None
+    lm_version: str = "unknown"
+    chat_template: bool = False
+    started: str | None = None
+    wall_s: float = 0.0
+    env_info: str = ""
+
+
+def _read_meta(path: Path) -> _Meta:
+    fix = "move it away (the samples then import without lm-eval's run details), or put lm-eval's own file back"
+    try:
+        meta = json.loads(_text_of(path, "lm-eval's results file", fix))
+    except ValueError:
+        raise DataError(f"{path} is not valid JSON, so not lm-eval's results file", fix) from None
+
+    def wrong(key: str, value: Any, expected: str) -> DataError:
+        return DataError(f"{path} is not lm-eval's results file: '{key}' is {json.dumps(value)[:60]}, not {expected}", fix)
+
+    if not isinstance(meta, dict):
+        raise DataError(f"{path} is not lm-eval's results file: it holds a JSON {type(meta).__name__}, not an object", fix)
+    config = meta.get("config") or {}
+    if not isinstance(config, dict):
+        raise wrong("config", config, "an object")
+    model_args = config.get("model_args") or {}
+    if isinstance(model_args, str):
+        model_args = dict(part.split("=", 1) for part in model_args.split(",") if "=" in part)
+    if not isinstance(model_args, dict):
+        raise wrong("config.model_args", model_args, "an object or a 'key=value,...' string")
+
+    def number(key: str) -> float | None:
+        value = meta.get(key)
+        if value is None or value == "":
+            return None
+        try:
+            out = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            out = math.nan
+        if not math.isfinite(out) or out < 0:
+            raise wrong(key, value, "a number of seconds")
+        return out
+
+    date = number("date")
+    try:
+        started = dt.datetime.fromtimestamp(date, dt.timezone.utc).isoformat() if date else None
+    except (OverflowError, OSError, ValueError):
+        raise wrong("date", date, "a time (seconds since 1970)") from None
+    return _Meta(
+        model=str(config.get("model") or "unknown"),
+        model_args=model_args,
+        model_name=str(meta["model_name"]) if meta.get("model_name") else None,
+        lm_version=str(meta.get("lm_eval_version") or "unknown"),
+        chat_template=bool(meta.get("chat_template")),
+        started=started,
+        wall_s=number("total_evaluation_time_seconds") or 0.0,
+        env_info=str(meta.get("pretty_env_info") or ""),
+    )
+
+
 def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: Path | None = None) -> Path:
     """Write a ddibench run directory from lm-eval's logged samples of an exported task; returns it."""
     from ddibench.evaluation import EvaluationInputError
@@ -332,22 +474,8 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
     from ddibench.runner.scoring import make_results
 
-    if not samples_path.is_file():
-        raise DataError(f"{samples_path} does not exist", "give the samples_<task>_<date>.jsonl file lm-eval wrote with --log_samples")
-    records = []
-    for lineno, line in enumerate(samples_path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            doc = record["doc"]
-            doc["ddibench_task"]
-        except (ValueError, KeyError, TypeError):
-            raise DataError(f"{samples_path}:{lineno} is not an lm-eval sample of a ddibench task",
-                            "import the samples of a task written by 'ddibench export lm-eval'") from None  # fmt: skip
-        records.append(record)
-    if not records:
-        raise DataError(f"{samples_path} holds no samples", "run lm-eval with --log_samples")
+    samples_path = _samples_file(samples_path)
+    records = _read_samples(samples_path)
     names = {r["doc"]["ddibench_task"] for r in records}
     if len(names) != 1:
         raise DataError(f"{samples_path} mixes tasks ({', '.join(sorted(names))})", "import one task's samples file at a time")
@@ -356,10 +484,17 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     if first.get("ddibench_data_sha256") != task.data_sha256 or first.get("ddibench_version") != task.version:
         raise DataError(f"{samples_path} was exported from {task.name} {first.get('ddibench_version')} with other data than this ddibench's",
                         "export the task again with this ddibench and rerun lm-eval")  # fmt: skip
-    limit, seed = first.get("ddibench_limit"), int(first.get("ddibench_seed", 0))
+    limit, seed = first.get("ddibench_limit"), first.get("ddibench_seed", 0)
+    for key, value, least in (("ddibench_limit", limit, 1), ("ddibench_seed", seed, 0)):
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+            raise DataError(f"{samples_path}: the documents' {key} is {json.dumps(value)}, not a whole number of {least} or more",
+                            "import the samples of a task written by 'ddibench export lm-eval', unedited")  # fmt: skip
     samples = list(task.load().split(task.eval_split))
     if limit is not None:
-        samples = stratified_subset(samples, int(limit), seed)
+        if limit > len(samples):
+            raise DataError(f"{samples_path}: the documents' ddibench_limit {limit:,} is more than the {len(samples):,} samples of {task.name}",
+                            "export the task again with 'ddibench export lm-eval' and rerun lm-eval")  # fmt: skip
+        samples = stratified_subset(samples, limit, seed)
     by_id = {str(r["doc"]["id"]): r for r in records}
     missing = [s.id for s in samples if s.id not in by_id]
     if missing or len(by_id) != len(samples):
@@ -370,31 +505,25 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     predictions = {}
     for s in samples:
         r = by_id[s.id]
-        text = r["filtered_resps"][0] if r.get("filtered_resps") else (r["resps"][0][0] if r.get("resps") else "")
-        pred = parse_answer(r["doc"], str(text))
+        text = r["_ddibench_text"]
+        pred = parse_answer(r["doc"], text)
         trace = {**pred.trace, "lm_eval": {"doc_id": r.get("doc_id"), "prompt_hash": r.get("prompt_hash"), "response": text}}
         predictions[s.id] = pred.model_copy(update={"trace": trace})
 
     results_file = _results_file(samples_path)
-    meta = json.loads(results_file.read_text(encoding="utf-8")) if results_file else {}
-    config = meta.get("config", {})
-    model_args = config.get("model_args") or {}
-    if isinstance(model_args, str):
-        model_args = dict(part.split("=", 1) for part in model_args.split(",") if "=" in part)
-    arguments: dict[str, Any] = records[0].get("arguments") or {}
-    first_request: dict[str, Any] = next(iter(arguments.values()), {})
-    generation = first_request.get("arg_1", {})
-    lm_version = str(meta.get("lm_eval_version") or "unknown")
+    meta = _read_meta(results_file) if results_file else _Meta()
+    model_args = meta.model_args
+    lm_version = meta.lm_version
     system_config = {
-        "model": config.get("model", "unknown"),
+        "model": meta.model,
         "model_args": _redacted(model_args),
-        "generation_kwargs": generation,
-        "chat_template": bool(meta.get("chat_template")),
+        "generation_kwargs": records[0]["_ddibench_generation"],
+        "chat_template": meta.chat_template,
         "export_version": first.get("ddibench_export"),
     }
     model_identity = {
-        "provider": f"lm-eval:{config.get('model', 'unknown')}",
-        "model": str(model_args.get("model") or model_args.get("pretrained") or meta.get("model_name") or "unknown"),
+        "provider": f"lm-eval:{meta.model}",
+        "model": str(model_args.get("model") or model_args.get("pretrained") or meta.model_name or "unknown"),
         "base_url": str(model_args.get("base_url", "")),
     }
     identity = run_identity_from(task, "lm-eval", lm_version, system_config, {"generator": model_identity}, task.eval_split, seed,
@@ -414,10 +543,9 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
         journal = Journal(journal_path)
         journal.append(predictions[s.id] for s in samples)
         journal.close()
-        started = meta.get("date")
         session = SessionRecord(
-            started=dt.datetime.fromtimestamp(float(started), dt.timezone.utc).isoformat() if started else dt.datetime.now(dt.timezone.utc).isoformat(),
-            wall_s=float(meta.get("total_evaluation_time_seconds") or 0.0),
+            started=meta.started or dt.datetime.now(dt.timezone.utc).isoformat(),
+            wall_s=meta.wall_s,
             predicted=len(samples),
             profile="lm-eval",
             system_info={"lm_eval": {"version": lm_version, "samples_file": samples_path.name, "results_file": results_file.name if results_file else None}},
@@ -439,7 +567,7 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
                             "the prompt's system text and question are one user turn (lm-eval's chat path has no per-task system message)"],
             ),  # fmt: skip
             models={"generator": ModelEntry(spec=f"{model_identity['provider']}:{model_identity['model']}", identity=model_identity)},
-            profile=ProfileRecord(declared={"name": "lm-eval"}, detected={"lm_eval_env": str(meta.get("pretty_env_info", ""))[:2000]}),
+            profile=ProfileRecord(declared={"name": "lm-eval"}, detected={"lm_eval_env": meta.env_info[:2000]}),
             seeds=Seeds(run=seed, bootstrap=0, limit_sampling=seed if limit is not None else None),
             scoring_info={},
             sessions=[session],

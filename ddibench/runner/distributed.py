@@ -94,6 +94,30 @@ def _ray() -> Any:
     return ray
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray(address: str | None) -> None:
+    """Before anything is written: Ray is installed and, when ``--ray-address`` names HOST:PORT, something
+    answers there (``ray.init`` retries an address where nothing listens for minutes, printing warnings)."""
+    _ray()
+    if not address or address in ("auto", "local"):
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--ray-address '{address}' is not HOST:PORT", "write e.g. --ray-address 10.0.0.5:6379 (the head node's GCS port), or auto")
+    try:
+        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ConfigError(
+            f"no Ray cluster answers at --ray-address {address} ({reason})",
+            "start one there ('ray start --head'), correct the address, or omit --ray-address to start a local cluster",
+        ) from None
+
+
 def predict_with_ray(
     plan: RunPlan,
     pending: list[Sample],
@@ -113,7 +137,11 @@ def predict_with_ray(
         kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False, "runtime_env": {"env_vars": env}}
         if request.ray_address:
             kwargs["address"] = request.ray_address
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except ConnectionError as exc:  # something listens there, but no Ray cluster
+            raise ConfigError(f"no Ray cluster answers at --ray-address {request.ray_address} ({' '.join(str(exc).split())[:200]})",
+                              "correct the address (the head node's GCS port, 6379 by default), or omit --ray-address") from None  # fmt: skip
         started_ray = True
     env = {k: v for k, v in os.environ.items() if k.startswith(("DDIBENCH_", "HF_"))}
     n_workers = request.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))

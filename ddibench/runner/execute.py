@@ -35,6 +35,7 @@ from ddibench.runner.plan import RunPlan, RunRequest, plan_run, training_view
 from ddibench.runner.records import Results, SessionRecord
 from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
 from ddibench.runner.scoring import already_scored, collect_extras, score_run
+from ddibench.runner.signals import run_async
 from ddibench.schema import Sample
 from ddibench.system import NullProgress, Progress, RunContext, System
 
@@ -127,18 +128,22 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
     plan = plan_run(request)
     run_dir = plan.run_dir
     is_new = not (run_dir / "run.json").exists()
+    if request.executor == "ray":
+        from ddibench.runner.distributed import check_ray
+
+        check_ray(request.ray_address)  # Ray installed, and a cluster where --ray-address points
     if is_new and plan.pool is not None:
         plan.pool.preflight()  # an unreachable endpoint fails before anything is written
     if request.shard is not None:
         return _execute_shard(plan, progress)
-    if is_new and run_dir.is_dir() and any(p.name != ".lock" for p in run_dir.iterdir()):
+    if _foreign(run_dir):
         raise RunDirError(f"{run_dir} is not empty and holds no run.json", "use an empty or new --run-dir")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(exc, run_dir) from None
     with RunLock(run_dir):
-        claim(run_dir, plan.identity)
+        claim(run_dir, plan.identity)  # checked again under the lock: a run started beside this one is seen whole
         finished = already_scored(plan)  # a finished run asked again: its results, unless what they came from changed
         if finished is not None:
             return RunOutcome(run_dir=run_dir, results=finished, predicted_now=0, resumed=len(plan.selected))
@@ -166,6 +171,15 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
         results = score_run(plan, done, extras)
         write_json_atomic(run_dir / "results.json", results.dump())
     return RunOutcome(run_dir=run_dir, results=results, predicted_now=predicted, resumed=resumed)
+
+
+def _foreign(run_dir: Path) -> bool:
+    """A directory of other files (no run.json, no lock file): refused before a lock file is added to it. One that
+    has a lock file is a run directory, perhaps being started by another process this instant: what it holds is
+    judged under the lock (:func:`~ddibench.runner.rundir.claim`), so a start that loses the race says 'in use'."""
+    if not run_dir.is_dir() or (run_dir / "run.json").exists() or (run_dir / ".lock").exists():
+        return False
+    return any(True for _ in run_dir.iterdir())
 
 
 def _execute_shard(plan: RunPlan, progress: Progress) -> RunOutcome:
@@ -227,7 +241,7 @@ def _predict_pending(
             if pool is not None:
                 await pool.close()
 
-    _in_session(plan, journal, session_dir, lambda: asyncio.run(go()), book, concurrency)
+    _in_session(plan, journal, session_dir, lambda: run_async(go()), book, concurrency)
     return book.counter["predicted"], book.failures
 
 

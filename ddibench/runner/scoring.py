@@ -5,7 +5,6 @@ hardware. ``rescore`` does the same for a finished run without predicting anythi
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ from ddibench.runner.records import (
     read_results,
 )
 from ddibench.runner.rundir import RunLock, read_sessions, write_json_atomic
+from ddibench.runner.signals import run_async
 from ddibench.schema import Prediction
 from ddibench.system import NullProgress, Progress
 from ddibench.task import Task
@@ -77,7 +77,7 @@ def collect_extras(plan: RunPlan, predictions: dict[str, Prediction], progress: 
         max_retries=request.max_retries,
         progress=progress,
     )
-    return asyncio.run(plan.evaluator.collect(job))
+    return run_async(plan.evaluator.collect(job))
 
 
 def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[str, Any] | None = None) -> Results:

@@ -150,14 +150,20 @@ class CLADDSystem(BaseSystem):
         self.family = view.task.family
         self.instruction = instruction_of(view.resources, view.task.name)
         self.labels = view.task.label_space if self.family == "drug_targets" else None
-        ctx.progress.note("CLADD: the annotation index (built once, then a cached artifact)")
-        path, built = ctx.artifacts.get_or_build("cladd-annotations", index_key(), build_index)
-        use_index(path)
-        self.tally["annotation_index_built"] = int(built)
+        # the user's own files first (read whole and checked), so a damaged one fails before the index is built
+        if self.config.pubchem and self.config.annotations != "generated":
+            from ddibench.systems.cladd.annotations import user_index
+
+            ctx.progress.note("CLADD: reading the annotation dump given as pubchem")
+            user_index(self.config.pubchem)
         if self.config.use_kg_team:
             ctx.progress.note("CLADD: loading the knowledge graph")
             self.graph = primekg_graph(self.config.kg) if self.config.kg else hetionet_graph()
             _ = self.graph.bit_counts, self.graph.drug_csr
+        ctx.progress.note("CLADD: the annotation index (built once, then a cached artifact)")
+        path, built = ctx.artifacts.get_or_build("cladd-annotations", index_key(), build_index)
+        use_index(path)
+        self.tally["annotation_index_built"] = int(built)
         for text in (
             prompts.ANNOTATION_PLANNER_SYSTEM, prompts.KG_PLANNER_SYSTEM, prompts.DRUGREL_SYSTEM, prompts.BIOREL_SYSTEM,
             prompts.MU_SYSTEM, self._predictor_system(),

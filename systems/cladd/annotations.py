@@ -35,6 +35,7 @@ import numpy as np
 from ddibench.data import SourceFile, fetch, source
 from ddibench.errors import DataError
 from ddibench.kg import skeleton
+from ddibench.systems.cladd.userfiles import read_table
 
 CHEBI = ("chebi20", ("ChEBI-20_data/validation.txt", "ChEBI-20_data/test.txt"))
 SOURCES = ("drugbank", "chebi20", "repurposing-hub")
@@ -138,19 +139,15 @@ def _expert_index() -> dict[str, tuple[Annotation, ...]]:
 @cache
 def user_index(path: str) -> dict[str, tuple[Annotation, ...]]:
     """A user's PubChem-style dump: TSV with ``description`` and ``inchikey`` or ``smiles`` columns."""
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DataError(f"no annotation file at {file}", "pass pubchem=PATH to a TSV with description and inchikey (or smiles) columns")
+    file, header, rows = read_table(path, "pubchem", "a TSV with description and inchikey (or smiles) columns", delimiter="\t")
+    cols = set(header)
+    if "description" not in cols or not cols & {"inchikey", "smiles"}:
+        raise DataError(f"{file} has no description column and inchikey or smiles column", "write a TSV with those columns")
     index: dict[str, list[Annotation]] = {}
-    with open(file, encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh, delimiter="\t")
-        cols = set(reader.fieldnames or ())
-        if "description" not in cols or not cols & {"inchikey", "smiles"}:
-            raise DataError(f"{file} has no description column and inchikey or smiles column", "write a TSV with those columns")
-        for row in reader:
-            key = (row.get("inchikey") or "").strip() or _key((row.get("smiles") or "").strip())
-            if key and (row.get("description") or "").strip():
-                index.setdefault(key, []).append(Annotation("pubchem", " ".join(row["description"].split())))
+    for row in rows:
+        key = (row.get("inchikey") or "").strip() or _key((row.get("smiles") or "").strip())
+        if key and (row.get("description") or "").strip():
+            index.setdefault(key, []).append(Annotation("pubchem", " ".join(row["description"].split())))
     return {k: tuple(v) for k, v in index.items()}
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from ddibench.errors import DataError
 from ddibench.kg import KnowledgeGraph, gather_rows, skeleton
+from ddibench.systems.cladd.userfiles import read_table
 
 
 @dataclass
@@ -217,12 +218,8 @@ def primekg_graph(path: str) -> DrugGraph:
 
     from ddibench.data import fetch, source
 
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DataError(f"no PrimeKG file at {file}", "pass kg=PATH to PrimeKG's kg.csv (or leave kg unset for Hetionet)")
-    with open(file, encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    if not rows or not set(rows[0]) >= PRIMEKG_COLUMNS:
+    file, header, rows = read_table(path, "kg", "PrimeKG's kg.csv (or leave kg unset for Hetionet)")
+    if not rows or not set(header) >= PRIMEKG_COLUMNS:
         raise DataError(f"{file} is not PrimeKG's kg.csv (columns {sorted(PRIMEKG_COLUMNS)} expected)", "pass PrimeKG's kg.csv")
     nodes: dict[tuple[str, str], tuple[str, str]] = {}  # (type, id) -> (name, source)
     for row in rows:
