@@ -272,10 +272,10 @@ def system_info(name: str, manifest: Manifest | None = None, docs: Path = DOCS) 
     """Paper, code and card of a registered system; for a system this installation does not register,
     what ``manifest`` (one of its runs) records of the adapter's source: distribution, version, URL, commit."""
     from ddibench.errors import DdibenchError
-    from ddibench.registry import get_system_class, system_names
+    from ddibench.registry import get_system_class
 
     provenance = dict(manifest.system.provenance) if manifest is not None else {}
-    if name in system_names():
+    if is_registered(name):
         try:
             cls = get_system_class(name)
         except DdibenchError:  # a broken plug-in: shown as an outside system

@@ -38,6 +38,9 @@ def submit(run_dir: Path, out: Path | None, compact: bool) -> None:
     console.print(f"bundle: {path}")
 
 
+SHOWN_CHARS = 2000
+
+
 def escape(text: str) -> str:
     """Text from a bundle, shown as it is (never read as console markup), on one line of at most
     :data:`SHOWN_CHARS` characters: a refusal never floods the terminal."""
@@ -45,9 +48,6 @@ def escape(text: str) -> str:
 
     text = " ".join(text.splitlines())
     return rich_escape(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + " …")
-
-
-SHOWN_CHARS = 2000
 
 
 def _print_verdict(verdict: Any, console: Console) -> None:

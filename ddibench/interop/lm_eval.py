@@ -389,9 +389,7 @@ def _read_samples(path: Path) -> list[dict[str, Any]]:
             record = None
         doc = record.get("doc") if isinstance(record, dict) else None
         ok = isinstance(doc, dict) and isinstance(doc.get("ddibench_task"), str) and isinstance(doc.get("id"), (str, int))
-        if ok:
-            record["_ddibench_text"], record["_ddibench_generation"] = _response(record), _generation(record)
-        if not ok or record["_ddibench_text"] is None or record["_ddibench_generation"] is None:
+        if not ok or _response(record) is None or _generation(record) is None:
             raise DataError(f"{path}:{lineno} is not an lm-eval sample of a ddibench task",
                             "import the samples of a task written by 'ddibench export lm-eval'")  # fmt: skip
         records.append(record)
@@ -505,7 +503,7 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     predictions = {}
     for s in samples:
         r = by_id[s.id]
-        text = r["_ddibench_text"]
+        text = _response(r) or ""  # never None: _read_samples refused those
         pred = parse_answer(r["doc"], text)
         trace = {**pred.trace, "lm_eval": {"doc_id": r.get("doc_id"), "prompt_hash": r.get("prompt_hash"), "response": text}}
         predictions[s.id] = pred.model_copy(update={"trace": trace})
@@ -517,7 +515,7 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     system_config = {
         "model": meta.model,
         "model_args": _redacted(model_args),
-        "generation_kwargs": records[0]["_ddibench_generation"],
+        "generation_kwargs": _generation(records[0]),
         "chat_template": meta.chat_template,
         "export_version": first.get("ddibench_export"),
     }
