@@ -280,3 +280,31 @@ def reseal_bundle(members: dict[str, bytes], run: dict, results: dict, out: Path
     index["hashes"] = {n: hashlib.sha256(d).hexdigest() for n, d in members.items() if n != "bundle.json"}
     members["bundle.json"] = json.dumps(index).encode()
     return pack_bundle(members, out)
+
+
+def gguf_bytes(meta: dict[str, object], *, version: int = 3, tensors: int = 0) -> bytes:
+    """A GGUF header holding ``meta`` (str, int, float, bool, or a list of str/int), without tensors:
+    enough for the header checks, written the way llama.cpp lays it out."""
+    import struct
+
+    def string(text: str) -> bytes:
+        data = text.encode("utf-8")
+        return struct.pack("<Q", len(data)) + data
+
+    def value(v: object) -> bytes:
+        if isinstance(v, bool):
+            return struct.pack("<I?", 7, v)
+        if isinstance(v, int):
+            return struct.pack("<Iq", 11, v) if v < 0 else struct.pack("<IQ", 10, v)
+        if isinstance(v, float):
+            return struct.pack("<Id", 12, v)
+        if isinstance(v, str):
+            return struct.pack("<I", 8) + string(v)
+        if isinstance(v, list):
+            if all(isinstance(x, str) for x in v):
+                return struct.pack("<IIQ", 9, 8, len(v)) + b"".join(string(x) for x in v)  # type: ignore[arg-type]
+            return struct.pack("<IIQ", 9, 5, len(v)) + b"".join(struct.pack("<i", x) for x in v)  # type: ignore[arg-type]
+        raise TypeError(v)
+
+    body = b"".join(string(k) + value(v) for k, v in meta.items())
+    return b"GGUF" + struct.pack("<IQQ", version, tensors, len(meta)) + body

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from conftest import gguf_bytes
 
 from ddibench.errors import ConfigError, ModelEndpointError, UnknownNameError
 from ddibench.llm import LLMCallError, LLMPool, ModelSpec, ResponseCache, cache_key, parse_model_options, retry_after_seconds
@@ -51,7 +52,8 @@ def test_any_role_name_and_unset_roles_fall_back_to_the_generator() -> None:
         ("opnai:gpt-4o", UnknownNameError, "did you mean 'openai'"),
         ("vllm:some-model", ConfigError, "needs a server URL"),
         ("embedded:/nowhere/model.gguf", ConfigError, "does not exist"),
-        ("embedded:/tmp/model.bin", ConfigError, "not a .gguf file"),
+        ("embedded:/tmp/model.bin", ConfigError, "neither a pinned model nor a .gguf file"),
+        ("embedded:qwen2.5-coder", ConfigError, "did you mean 'embedded:qwen2.5-coder-1.5b'"),
         ("openai:gpt-4o#temperature=1", ConfigError, "bad model option"),
     ],
 )
@@ -75,7 +77,7 @@ def test_cache_key_covers_identity_messages_and_every_parameter(tmp_path: Path) 
     b = tmp_path / "b" / "model.gguf"
     for path, content in ((a, b"weights-one"), (b, b"weights-two")):
         path.parent.mkdir()
-        path.write_bytes(content)
+        path.write_bytes(gguf_bytes({"general.architecture": "llama"}) + content)
     ident_a = ModelSpec.parse(f"embedded:{a}").identity()
     ident_b = ModelSpec.parse(f"embedded:{b}").identity()
     assert ident_a["model"] == ident_b["model"] == "model"  # same name, different weights

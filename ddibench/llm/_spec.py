@@ -3,6 +3,7 @@
 Syntax (``--model``)::
 
     embedded                              the embedded default (SmolLM2-135M-Instruct, llama.cpp)
+    embedded:qwen2.5-coder-1.5b           a pinned model by name (see 'ddibench list models')
     embedded:/path/to/model.gguf          any GGUF file, served by the embedded llama.cpp server
     openai:gpt-4o-mini                    OpenAI (key in $OPENAI_API_KEY)
     deepseek:deepseek-chat                DeepSeek (key in $DEEPSEEK_API_KEY)
@@ -31,13 +32,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ddibench.errors import ConfigError
+from ddibench.errors import ConfigError, DataError
 from ddibench.hashing import sha256_text, stable_json
-from ddibench.llm._weights import default_gguf, weights_sha256
+from ddibench.llm._gguf import read_metadata
+from ddibench.llm._weights import PINNED_MODELS, SMOLLM2, model_path, pinned_model, weights_sha256
 
 ROLES = ("generator", "describer", "query_writer", "judge")  # the roles the reference systems and scorers use
 EMBEDDED = "embedded"
-EMBEDDED_DEFAULT_NAME = "smollm2-135m-instruct"
+EMBEDDED_DEFAULT_NAME = SMOLLM2.name
 
 # json modes: how a JSON schema is passed to the server
 #   schema   -> response_format {"type": "json_schema", "json_schema": {...}}   (OpenAI, vLLM, Ollama)
@@ -141,18 +143,26 @@ class ModelSpec:
         return spec
 
     def _embedded(self, model: str) -> ModelSpec:
-        if model and model != EMBEDDED_DEFAULT_NAME:
-            path = Path(model).expanduser()
-            if path.suffix != ".gguf":
-                raise ConfigError(f"embedded model '{model}' is not a .gguf file", "give the path of a GGUF model file")
-            if not path.is_file():
-                raise ConfigError(f"embedded model file {path} does not exist", "check the path")
-            return replace(self, model=path.stem, model_path=str(path.resolve()), base_url=None)
-        return replace(self, model=EMBEDDED_DEFAULT_NAME, model_path=None, base_url=None)
+        pinned = pinned_model(model or EMBEDDED_DEFAULT_NAME)
+        if pinned is not None:
+            return replace(self, model=pinned.name, model_path=None, base_url=None)
+        path = Path(model).expanduser()
+        if path.suffix != ".gguf":
+            names = ", ".join(n for m in PINNED_MODELS.values() for n in (m.name, *m.aliases))
+            close = difflib.get_close_matches(model, [n for m in PINNED_MODELS.values() for n in (m.name, *m.aliases)], n=1, cutoff=0.6)
+            hint = f"did you mean 'embedded:{close[0]}'?" if close else f"give a pinned model ({names}) or the path of a .gguf file"
+            raise ConfigError(f"embedded model '{model}' is neither a pinned model nor a .gguf file", hint)
+        if not path.is_file():
+            raise ConfigError(f"embedded model file {path} does not exist", "check the path")
+        try:
+            read_metadata(path, ("general.architecture",))  # a file that is not GGUF is refused before a server starts on it
+        except DataError as exc:
+            raise ConfigError(exc.problem, exc.fix) from None
+        return replace(self, model=path.stem, model_path=str(path.resolve()), base_url=None)
 
     def gguf_path(self) -> Path:
-        """The weights an embedded spec serves (the packaged default unless a path was given)."""
-        return Path(self.model_path) if self.model_path else default_gguf()
+        """The weights an embedded spec serves: the given file, or the pinned model's (fetched once)."""
+        return Path(self.model_path) if self.model_path else model_path(self.model)
 
     def api_key(self) -> str:
         key = os.environ.get(self.key_env, "") if self.key_env else ""

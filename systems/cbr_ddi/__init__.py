@@ -406,8 +406,10 @@ class CBRDDISystem(BaseSystem):
         result = await ctx.model("generator").chat(
             messages, temperature=self.config.temperature, max_tokens=self.config.answer_tokens, json_schema=schema, seed=ctx.seed,
         )  # fmt: skip
+        case_labels = [int(x) for c in retrieved for x in (c["label"] if isinstance(c["label"], (list, tuple)) else [c["label"]])]
         trace = {
             "cases": retrieved,
+            "context_labels": case_labels,  # what the cases say (the GNN's candidates are under "candidates")
             "lambda": self.lam,
             "paths": paths,
             "candidates": [[k, round(float(probs[k]), 4)] for k in labels[:20]],

@@ -40,7 +40,7 @@ class KPathsSystem(LabelChoiceSystem):
         self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges, space=space)
 
     def paths(self, head: int, tail: int) -> tuple[list[str], dict[str, Any]]:
-        from ddibench.kg import touches_pair, yen_paths
+        from ddibench.kg import interaction_label, touches_pair, yen_paths
 
         kg = self._kg
         found = yen_paths(kg, head, tail, k=self.config.k_paths + 2, max_hops=self.config.max_hops, max_candidates=self.config.max_candidates)
@@ -49,15 +49,17 @@ class KPathsSystem(LabelChoiceSystem):
         if guarded:
             self.count("paths_removed_by_label_guard", guarded)
         if kept:
-            return [p.verbalise(kg) for p in kept], {"paths": [p.as_dict(kg) for p in kept], "guarded": guarded}
+            labels = [label for p in kept for s in p.steps if (label := interaction_label(kg, s)) is not None]
+            return [p.verbalise(kg) for p in kept], {"paths": [p.as_dict(kg) for p in kept], "guarded": guarded, "context_labels": labels}
         self.count("not_connected_fallback")
-        facts = []
+        facts, labels = [], []
         for drug in (head, tail):
             triples = [t for t in kg.triples_of(drug) if not touches_pair(kg, t, head, tail)]
             other = [b if a == drug else a for a, _, b in triples]
             order = sorted(range(len(triples)), key=lambda i: (int(kg.degree[other[i]]), triples[i]))
             facts += [kg.verbalise(*triples[i]) for i in order[: self.config.fallback_neighbours]]
-        return facts, {"paths": [], "fallback_neighbours": facts, "guarded": guarded}
+            labels += [label for i in order[: self.config.fallback_neighbours] if (label := interaction_label(kg, triples[i])) is not None]
+        return facts, {"paths": [], "fallback_neighbours": facts, "guarded": guarded, "context_labels": labels}
 
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
         return self.paths(sample.input.head.node_id, sample.input.tail.node_id)

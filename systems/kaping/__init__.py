@@ -40,16 +40,21 @@ class KAPINGSystem(LabelChoiceSystem):
         self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges, space=space)
         self._encoder = shared_encoder(self.config.encoder)
 
-    def facts(self, head: int, tail: int, question: str) -> tuple[list[str], list[float]]:
-        from ddibench.kg import touches_pair
+    def facts(self, head: int, tail: int, question: str) -> tuple[list[str], list[float], list[int]]:
+        """The top facts, their similarities, and the interaction labels they state (``context_labels``)."""
+        from ddibench.kg import interaction_label, touches_pair
 
         triples = [t for t in dict.fromkeys(self._kg.triples_of(head) + self._kg.triples_of(tail)) if not touches_pair(self._kg, t, head, tail)]
         if not triples:
-            return [], []
-        texts = list(dict.fromkeys(self._kg.verbalise(*t) for t in triples))
+            return [], [], []
+        by_text: dict[str, tuple[int, int, int]] = {}
+        for t in triples:
+            by_text.setdefault(self._kg.verbalise(*t), t)  # the first triple of a sentence, as before
+        texts = list(by_text)
         sims = self._encoder.encode(texts) @ self._encoder.encode([question])[0]
         top = np.argsort(-sims, kind="stable")[: self.config.k_facts]
-        return [texts[i] for i in top], [float(sims[i]) for i in top]
+        labels = [label for i in top if (label := interaction_label(self._kg, by_text[texts[i]])) is not None]
+        return [texts[i] for i in top], [float(sims[i]) for i in top], labels
 
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
         pair = sample.input
@@ -57,7 +62,7 @@ class KAPINGSystem(LabelChoiceSystem):
             question = f"What happens when {pair.head.name} is combined with {pair.tail.name}?"
         else:
             question = f"What side effects does combining {pair.head.name} with {pair.tail.name} cause?"
-        facts, sims = self.facts(pair.head.node_id, pair.tail.node_id, question)
+        facts, sims, labels = self.facts(pair.head.node_id, pair.tail.node_id, question)
         if not facts:
             self.count("no_facts")
-        return facts, {"facts": facts, "similarities": [round(s, 4) for s in sims]}
+        return facts, {"facts": facts, "similarities": [round(s, 4) for s in sims], "context_labels": labels}

@@ -63,12 +63,14 @@ class NaiveCBRSystem(LabelChoiceSystem):
 
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
         top, scores = self.examples(sample.input.head.node_id, sample.input.tail.node_id)
-        lines = []
+        lines, labels = [], []
         for i in top.tolist():
             a, b, target = self._drugs[self._heads[i]], self._drugs[self._tails[i]], self._labels[i]
             if isinstance(target, tuple):  # a label set: the pair's side effects
                 lines.append(f"Drug A = {a.name}, Drug B = {b.name}: side effects {', '.join(self._labels_space[k].name for k in target)}")
+                labels += [int(k) for k in target]
             else:
                 label = int(target)  # type: ignore[arg-type]
                 lines.append(f"Drug A = {a.name}, Drug B = {b.name}: type {label + 1} ({self._labels_space[label].render(a.name, b.name)})")
-        return lines, {"examples": [[int(i), round(float(s), 4)] for i, s in zip(top, scores)]}
+                labels.append(label)
+        return lines, {"examples": [[int(i), round(float(s), 4)] for i, s in zip(top, scores)], "context_labels": labels}
