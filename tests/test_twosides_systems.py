@@ -96,6 +96,10 @@ def test_llm_systems_answer_five_side_effects(cli, stub, tmp_path: Path, system:
     if system != "zero-shot":
         context = preds[0]["trace"]["context"]
         assert context[{"naive-cbr": "examples", "kaping": "facts", "k-paths": "paths"}[system]] or context.get("fallback_neighbours")
+        for pred in preds:  # the labels the context states (read by 'report --ceilings') are labels the prompt shows
+            shown = pred["trace"]["llm"][0]["messages"][1]["content"].split("Drug A:")[0].lower()
+            stated = pred["trace"]["context"]["context_labels"]
+            assert all(NAMES[k].lower() in shown for k in stated), (system, stated)
     if system == "naive-cbr":
         assert "side effects" in user.split("Drug A:")[0]
     res = results(tmp_path / "r")

@@ -293,10 +293,15 @@ def merge(run_dir: Path, verbose: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print results.json as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
 @click.option("--published", is_flag=True, help="Print every published number the project compares with, ours beside it (from the runs under RUN_DIR).")
-def report(run_dir: Path, as_json: bool, verbose: bool, published: bool) -> None:
+@click.option(
+    "--ceilings", is_flag=True, help="Retrieval ceilings: what a vote over the labels each retrieval run's context states scores, and how often it states the gold."
+)
+def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceilings: bool) -> None:
     """Show the results of a run directory, or list the runs under a directory of runs."""
-    from ddibench.runner.report import render_published, render_report
+    from ddibench.runner.report import render_ceilings, render_published, render_report
 
+    if ceilings:
+        sys.exit(render_ceilings(run_dir, make_console(), as_json))
     if published:
         sys.exit(render_published(run_dir, make_console()))
     code = render_report(run_dir, make_console(), as_json, verbose=verbose)

@@ -201,6 +201,41 @@ def render_report(path: Path, console: Console, as_json: bool = False, verbose: 
     return 1 if unreadable else 0
 
 
+def render_ceilings(path: Path, console: Console, as_json: bool = False) -> int:
+    """The retrieval ceilings (:mod:`ddibench.runner.ceilings`) of one finished run, or of every finished
+    run under a directory whose system records the labels its context states."""
+    from ddibench.runner.ceilings import compute
+
+    if not path.exists():
+        raise RunDirError(f"{path} does not exist", "give a run directory printed by 'ddibench run'")
+    runs = [path] if (path / "run.json").exists() else [r for r in find_runs(path) if (r / "results.json").exists()]
+    found = [c for c in (compute(r) for r in runs) if c is not None]
+    if as_json:
+        console.print_json(json.dumps([c.as_dict() for c in found]))
+        return 0 if found else 1
+    if not found:
+        console.print(f"{path}: no finished run records context labels (only retrieval systems do: naive-cbr, kaping, k-paths, cbr-ddi)")
+        return 1
+    table = Table(title="retrieval ceilings: the reader's score beside what its context could give", title_justify="left")
+    for col in ("task", "system", "n", "metric", "reader (the run)", "vote reader", "coverage", "labels / sample"):
+        table.add_column(col, justify="left" if col in ("task", "system", "metric") else "right")
+    for c in sorted(found, key=lambda c: (c.task, c.system, str(c.run_dir))):
+        fmt = c.spec.format
+        table.add_row(
+            c.task, c.system, f"{c.n:,}", c.spec.title(),
+            f"{fmt(c.reader[0])} [{fmt(c.reader[1])}, {fmt(c.reader[2])}]",
+            f"{fmt(c.vote[0])} [{fmt(c.vote[1])}, {fmt(c.vote[2])}]",
+            f"{100 * c.coverage:.1f}%" + (f" ({c.with_context} with context)" if c.with_context < c.n else ""),
+            f"{c.mean_labels:.1f}",
+        )  # fmt: skip
+    console.print(table)
+    console.print(
+        "[dim]vote reader: answers the label its context states most often (no LLM); coverage: the share of samples whose gold "
+        "label the context states at all (label sets: of gold labels), which no reader of that context alone can beat[/dim]"
+    )
+    return 0
+
+
 def render_published(path: Path, console: Console) -> int:
     """Every published row the project compares with, our number beside it from the runs under ``path``
     (a run directory or a directory of runs). For each (task, system) the run shown is a submittable one

@@ -1,0 +1,121 @@
+"""Retrieval ceilings: what the context a retrieval system handed its reader could score, with no LLM.
+
+A system that retrieves labelled knowledge (similar solved pairs, KG facts, paths) records in each
+prediction's trace the labels its context states, in the order shown: ``context_labels`` (at the top of
+the trace or under ``context``; label ids of the task's label space). From those, on the run's own
+samples and with the task's own evaluator and bootstrap:
+
+* **vote reader** — answers the label the context states most often (ties: the one shown first); on a
+  label-set task, the k labels stated most often. A plain reader any LLM could match: a system scoring
+  below it loses information its context holds.
+* **coverage** — the share of samples whose gold label the context states at all (label sets: the share
+  of the gold labels stated, averaged). No reader that answers from the context alone can beat it.
+
+A sample whose context states no label counts as wrong for the vote reader. The ceilings say whether a
+low score comes from the retrieval (the answer is not in the context) or from the reader (it is, and
+the model did not use it); they are diagnostics read from the journal, not part of the run's results.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ddibench.errors import RunDirError
+from ddibench.schema import Prediction, Sample
+
+KEY = "context_labels"
+
+
+def context_labels(trace: dict[str, Any]) -> list[int] | None:
+    """The labels a prediction's context stated, or None when its system records none."""
+    for where in (trace, trace.get("context")):
+        if isinstance(where, dict) and isinstance(where.get(KEY), list):
+            return [int(x) for x in where[KEY]]
+    return None
+
+
+def vote(labels: Sequence[int], k: int | None) -> list[int]:
+    """The labels stated most often, ties broken by first mention; ``k`` of them (None: one)."""
+    counts = Counter(labels)
+    first = {label: i for i, label in reversed(list(enumerate(labels)))}
+    order = sorted(counts, key=lambda label: (-counts[label], first[label]))
+    return order[: k or 1]
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    run_dir: Path
+    system: str
+    task: str
+    n: int
+    with_context: int  # samples whose trace records context labels (the others: wrong for the vote reader)
+    metric: str  # the task's primary metric
+    reader: tuple[float, float | None, float | None]  # the run's own value and interval
+    vote: tuple[float, float | None, float | None]
+    coverage: float
+    mean_labels: float  # labels stated per sample, on average
+    spec: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir), "system": self.system, "task": self.task, "n": self.n, "with_context": self.with_context,
+            "metric": self.metric, "reader": list(self.reader), "vote_reader": list(self.vote), "coverage": self.coverage,
+            "mean_context_labels": self.mean_labels,
+        }  # fmt: skip
+
+
+def _gold(sample: Sample) -> set[int]:
+    target = sample.target
+    return {int(x) for x in target} if isinstance(target, (tuple, list)) else {int(target)}  # type: ignore[arg-type]
+
+
+def compute(run_dir: Path) -> Ceilings | None:
+    """The ceilings of a finished run, or None when its system records no context labels."""
+    from ddibench.registry import get_task
+    from ddibench.runner.journal import Journal
+    from ddibench.runner.plan import select_samples
+    from ddibench.runner.records import read_identity, read_results
+
+    if not (run_dir / "results.json").exists():
+        raise RunDirError(f"{run_dir} holds no finished run", "finish it with 'ddibench run' first")
+    ident = read_identity(run_dir / "run.json")
+    results = read_results(run_dir / "results.json")
+    journal = Journal(run_dir / "journal.jsonl")
+    try:
+        predictions = journal.load(repair=False)
+    finally:
+        journal.close()
+    stated = {sid: context_labels(p.trace) for sid, p in predictions.items()}
+    if not any(v is not None for v in stated.values()):
+        return None
+    task = get_task(ident.task.name)
+    evaluator = task.evaluator().configure(results.manifest.scoring.options)
+    samples = select_samples(task, task.load(), ident.split, ident.limit, int(ident.seed))
+    k = int(getattr(evaluator, "k", 5)) if evaluator.kind == "ranking" else None
+    voted: dict[str, Prediction] = {}
+    covered: list[float] = []
+    for s in samples:
+        labels = stated.get(s.id) or []
+        gold = _gold(s)
+        covered.append(len(gold & set(labels)) / len(gold) if gold else 0.0)
+        if not labels:
+            voted[s.id] = Prediction.invalid(s.id, "the context states no label")
+        elif k is None:
+            voted[s.id] = Prediction(sample_id=s.id, label=vote(labels, None)[0])
+        else:
+            voted[s.id] = Prediction(sample_id=s.id, ranked=vote(labels, k))
+    evaluation = evaluator.evaluate(samples, voted, results.bootstrap_spec, {})
+    name = results.evaluation.primary_metric
+    own, mine = results.evaluation.metrics[name], evaluation.metrics[name]
+    return Ceilings(
+        run_dir=run_dir, system=ident.system.name, task=ident.task.name, n=len(samples),
+        with_context=sum(1 for s in samples if stated.get(s.id)), metric=name,
+        reader=(own.value, own.ci_low, own.ci_high), vote=(mine.value, mine.ci_low, mine.ci_high),
+        coverage=sum(covered) / len(covered) if covered else 0.0,
+        mean_labels=sum(len(stated.get(s.id) or []) for s in samples) / max(1, len(samples)),
+        spec=results.evaluation.spec(name),
+    )  # fmt: skip
