@@ -117,7 +117,9 @@ def expand_tasks(text: str) -> list[str]:
 @click.option("--config", "-C", "config_items", multiple=True, help="System option KEY=VALUE (JSON values), repeatable.")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True, help="Root directory shared by runs.")
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Use (or resume) exactly this run directory.")
-@click.option("--concurrency", type=int, default=None, help="Concurrent model requests (default: the profile's).")
+@click.option("--concurrency", type=int, default=None, help="Concurrent model requests (default: the profile's). The embedded model answers one request at a time "
+              "unless this is given: then its server has N slots that decode together (about 2x the generated tokens per second "
+              "at 4 slots on 2 cores; nothing gained on prompt-bound work, see benchmarks/reader_throughput.py).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option("--max-retries", type=int, default=5, show_default=True, help="Retries per model call on 429/5xx/timeouts.")
 @click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, help="Bootstrap replicates for confidence intervals.")

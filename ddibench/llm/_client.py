@@ -471,6 +471,7 @@ class LLMPool:
         *,
         cache: ResponseCache | None,
         concurrency: int = 4,
+        embedded_slots: int = 1,
         log_dir: Path | None = None,
         n_threads: int | None = None,
         timeout: float = 120.0,
@@ -479,6 +480,7 @@ class LLMPool:
         self.specs = specs
         self.cache = cache
         self.concurrency = concurrency
+        self.embedded_slots = embedded_slots
         self.log_dir = log_dir
         self.n_threads = n_threads
         self.timeout = timeout
@@ -522,8 +524,9 @@ class LLMPool:
                 if spec.display() not in self.served:
                     self.served[spec.display()] = await asyncio.to_thread(preflight, spec)
             timeout = spec.timeout or self.timeout
-            # the embedded llama.cpp server answers one request at a time; queueing there only inflates latency
-            limit = 1 if spec.is_embedded else self.concurrency
+            # the embedded llama.cpp server answers as many requests at once as it has slots (one by default);
+            # queueing more there only inflates latency
+            limit = self.embedded_slots if spec.is_embedded else self.concurrency
             policy = EndpointPolicy(limit, timeout, adaptive=not spec.is_embedded)
             transport = ChatTransport(base_url, spec.api_key(), timeout)
             self._endpoints[spec] = (transport, policy)
@@ -533,7 +536,7 @@ class LLMPool:
         from ddibench.llm._embedded import EmbeddedServer
 
         log = self.log_dir / "llm-server.log" if self.log_dir else None
-        server = EmbeddedServer(spec.gguf_path(), spec.model, n_threads=self.n_threads, log_path=log)
+        server = EmbeddedServer(spec.gguf_path(), spec.model, n_threads=self.n_threads, parallel=self.embedded_slots, log_path=log)
         base_url = server.start()
         self._servers.append(server)
         self._liveness[spec] = server.died_error

@@ -60,6 +60,7 @@ class EmbeddedServer:
         *,
         n_ctx: int = 4096,
         n_threads: int | None = None,
+        parallel: int = 1,
         log_path: Path | None = None,
         startup_timeout: float = 120.0,
     ) -> None:
@@ -67,6 +68,7 @@ class EmbeddedServer:
         self.alias = alias
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.parallel = parallel  # slots: requests decoded together (continuous batching), each with n_ctx of context
         self.log_path = log_path
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -92,6 +94,7 @@ class EmbeddedServer:
                 "--port", str(self.port),
                 "--n-ctx", str(self.n_ctx),
                 "--threads", str(self.n_threads),
+                "--parallel", str(self.parallel),
             ]  # fmt: skip
             self.process = subprocess.Popen(
                 cmd,

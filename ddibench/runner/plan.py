@@ -255,6 +255,8 @@ def plan_run(request: RunRequest) -> RunPlan:
             models.for_roles(roles),
             cache=cache,
             concurrency=request.concurrency or profile.llm_concurrency,
+            # an explicit --concurrency N gives the embedded server N slots (default: one request at a time)
+            embedded_slots=request.concurrency or 1,
             n_threads=os.cpu_count(),
             max_retries=request.max_retries,
         )
