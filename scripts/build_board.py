@@ -16,6 +16,11 @@ the same path a method author's submission takes. Nothing is typed in by hand.
 
     python scripts/build_board.py [--runs-dir board-runs] [--bundles board-bundles] [--results results]
                                   [--model SPEC] [--only SYSTEM_OR_TASK ...] [--previews] [--dry-run]
+                                  [--plan board|reader]
+
+``--plan reader`` is the previews that tell the seed systems apart with a model that can read
+(``--model embedded:qwen2.5-coder-1.5b`` by default): the same stratified samples for every system of a
+task, sized where they decide something on two CPU cores (see :func:`reader_plan`).
 
 Finished runs are kept: run it again and it resumes where it stopped (interrupted runs resume too).
 A finished run scored by an older version of its task's scorers (e.g. the free-text scorers before
@@ -132,6 +137,28 @@ def cladd() -> list[Entry]:
     return entries
 
 
+READER_MODEL = "embedded:qwen2.5-coder-1.5b"
+# generation-heavy systems (descriptions, insights, mechanisms, reports) get four slots of the embedded server:
+# about 2x the generated tokens per second on 2 cores (benchmarks/reader_throughput.py); label choice stays at one
+SLOTS = ("--concurrency", "4")
+
+
+def reader_plan() -> list[Entry]:
+    """Previews with the reader model, in the order they decide something (each list shares its samples):
+    DrugBank S1 (100 pairs) for the five label-choice systems, then DrugBank S2 and TWOSIDES S2 (50 pairs),
+    CLADD beside zero-shot on hERG and DILI (50 molecules) and the two target tasks (30), and the five QA
+    systems on DDI QA S1 and MedQuAD (50 questions, model-free scorers: the judge would be the reader itself)."""
+    def ddi(system: str, task: str, limit: int) -> Entry:
+        return Entry(system, task, limit=limit, options=SLOTS if system == "cbr-ddi" else ())
+
+    entries = [ddi(system, "drugbank_s1", 100) for system in LLM_DDI_SYSTEMS]
+    entries += [ddi(system, task, 50) for task in ("drugbank_s2", "twosides_s2") for system in LLM_DDI_SYSTEMS]
+    for task, limit in (("tox_herg", 50), ("tox_dili", 50), ("targets_inhibit", 30), ("targets_activate", 30)):
+        entries += [Entry("zero-shot", task, limit=limit), Entry("cladd", task, limit=limit, options=SLOTS)]
+    entries += [Entry(system, task, limit=50, options=("--no-judge",)) for task in ("ddi_qa_s1", "medquad") for system in QA_SYSTEMS]
+    return entries
+
+
 def uses_model(system: str) -> bool:
     from ddibench.registry import get_system_class
 
@@ -216,9 +243,12 @@ def main() -> None:
     parser.add_argument("--no-publish", action="store_true", help="run and pack only; leave results/ as it is")
     parser.add_argument("--only", nargs="*", default=[], help="systems or tasks to include (default: the whole plan)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    parser.add_argument("--plan", choices=["board", "reader"], default="board", help="the whole board, or the reader model's previews")
     args = parser.parse_args()
+    if args.plan == "reader" and args.model is None:
+        args.model = READER_MODEL
 
-    entries = [e for e in plan() if not args.only or e.system in args.only or e.task in args.only]
+    entries = [e for e in (plan() if args.plan == "board" else reader_plan()) if not args.only or e.system in args.only or e.task in args.only]
     if args.dry_run:
         for e in entries:
             print(f"{e.system:12} {e.task:20} {'--limit ' + str(e.limit) if e.limit else 'full split'} {' '.join(e.options)}")
