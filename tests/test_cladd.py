@@ -185,7 +185,7 @@ def test_a_users_primekg_and_annotation_files(cli, stubs, tmp_path: Path) -> Non
 def test_leak_audit_counts_a_context_that_states_the_gold(cli, stubs, tmp_path: Path) -> None:
     import runpy
 
-    from ddibench.systems.cladd.audit import leaked
+    from ddibench.systems.cladd.audit import leaked, stated_labels
 
     task = get_task("tox_carcinogens")
     test = task.load().splits["test"]
@@ -197,6 +197,10 @@ def test_leak_audit_counts_a_context_that_states_the_gold(cli, stubs, tmp_path: 
     audit = runpy.run_path(str(Path(__file__).resolve().parent.parent / "scripts" / "cladd_leak_audit.py"))["audit"]
     found = audit(tmp_path / "leak")
     assert found["audited"] == found["leaked"] == 2 and set(found["samples"]) == {p["sample_id"] for p in preds}
+    from ddibench.runner.ceilings import compute  # the same rule over every label: what report --ceilings reads
+
+    ceilings = compute(tmp_path / "leak")
+    assert ceilings is not None and ceilings.with_context == 2 and ceilings.coverage == 1.0
     positive = next(s for s in test if s.target == 1)
     assert leaked("toxicity", labels, positive, ["It is not carcinogenic."]) == []
     assert leaked("toxicity", labels, positive, ["It Is Carcinogenic in rats."]) == ["is carcinogenic"]
@@ -206,3 +210,5 @@ def test_leak_audit_counts_a_context_that_states_the_gold(cli, stubs, tmp_path: 
     assert leaked("drug_targets", targets.label_space, sample, [f"binds {symbol}."]) == [symbol]
     assert leaked("drug_targets", targets.label_space, sample, [f"binds {symbol}X and x{symbol}"]) == []
     assert leaked("captioning", labels, positive, ["anything"]) is None
+    assert stated_labels("toxicity", labels, ["It is not carcinogenic; at high doses it is carcinogenic."]) == [0, 1]
+    assert stated_labels("drug_targets", targets.label_space, [f"binds {symbol}-like and {symbol}."]) == [sample.target[0]]

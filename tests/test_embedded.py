@@ -168,3 +168,24 @@ def test_doctor_makes_one_real_constrained_completion(tmp_path: Path, fresh_cach
     broken = _run("doctor", "--no-model", env={"DDIBENCH_MIRROR": str(tmp_path / "nowhere")})
     assert broken.returncode == 1
     assert any(line.startswith("FAIL") and "nowhere does not exist" in line for line in broken.stdout.splitlines()), broken.stdout
+
+
+def test_explicit_concurrency_gives_the_embedded_server_slots(tmp_path: Path) -> None:
+    """--concurrency N: the server has N slots (it decodes N requests together) and N requests are let through."""
+    import urllib.request
+
+    async def start(slots: int) -> tuple[int, dict]:
+        pool = LLMPool({"generator": ModelSpec.parse("embedded")}, cache=None, embedded_slots=slots, log_dir=tmp_path)
+        await pool.start(["generator"])
+        try:
+            base = pool.served["embedded:smollm2-135m-instruct"]["base_url"].rsplit("/v1", 1)[0]
+            with urllib.request.urlopen(f"{base}/props", timeout=30) as resp:
+                props = json.load(resp)
+            return props["total_slots"], pool.endpoint_stats()
+        finally:
+            await pool.close()
+
+    slots, stats = asyncio.run(start(3))
+    assert slots == 3 and stats["embedded:smollm2-135m-instruct"]["concurrency"] == 3
+    slots, stats = asyncio.run(start(1))
+    assert slots == 1 and stats["embedded:smollm2-135m-instruct"]["concurrency"] == 1

@@ -48,6 +48,7 @@ from ddibench.schema import LabelSpace, Molecule, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
 from ddibench.systems.cladd import prompts
 from ddibench.systems.cladd.annotations import Annotation, lookup, neighbour_caption
+from ddibench.systems.cladd.audit import stated_labels
 from ddibench.systems.cladd.graph import DrugGraph
 
 ROLES = ("annotation_planner", "kg_planner", "drugrel", "biorel", "molecule_understanding", "predictor")
@@ -105,7 +106,8 @@ class CLADDSystem(BaseSystem):
             raise ConfigError("annotations=generated needs the captioning tool", "drop use_captioning_tool=false or choose annotations=expert|both")
         self.family = ""
         self.instruction = ""
-        self.labels: LabelSpace | None = None
+        self.labels: LabelSpace | None = None  # the answer's label space where the answer names labels (targets)
+        self.label_space: LabelSpace | None = None
         self.graph: DrugGraph | None = None
         self.tally: dict[str, int] = {}
 
@@ -150,6 +152,7 @@ class CLADDSystem(BaseSystem):
         self.family = view.task.family
         self.instruction = instruction_of(view.resources, view.task.name)
         self.labels = view.task.label_space if self.family == "drug_targets" else None
+        self.label_space = view.task.label_space
         # the user's own files first (read whole and checked), so a damaged one fails before the index is built
         if self.config.pubchem and self.config.annotations != "generated":
             from ddibench.systems.cladd.annotations import user_index
@@ -306,6 +309,9 @@ class CLADDSystem(BaseSystem):
             self.count("calls.predictor")
             trace["predictor_system_sha256"] = sha256_text(system)
             trace["max_tokens"] = MAX_TOKENS[self.family]
+            stated = stated_labels(self.family, self.label_space, trace["retrieved"]) if self.label_space is not None else None
+            if stated is not None:  # what the retrieved texts state (report --ceilings), gold unseen
+                trace["context_labels"] = stated
             pred = to_prediction(self.family, sample, result, self.labels, trace)
             self.count("answered" if pred.valid else "invalid")
             out.append(pred)

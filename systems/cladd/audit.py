@@ -8,7 +8,9 @@ related-drug lines, KG paths). After a run, with the gold labels at hand, an ans
 * drug targets — one of its gold HGNC symbols occurs in the context as a whole word (as written);
 * captioning — not audited: its labels are property columns, with no text a context could state.
 
-``scripts/cladd_leak_audit.py RUN_DIR`` prints the count for a run.
+``scripts/cladd_leak_audit.py RUN_DIR`` prints the count for a run. The same rule over every label, not
+only the gold, gives :func:`stated_labels`: the labels a context states, which CLADD records in each trace
+(``context_labels``) so that ``ddibench report --ceilings`` can score what an ideal reader of it could.
 """
 
 from __future__ import annotations
@@ -20,17 +22,31 @@ from typing import Any
 from ddibench.schema import LabelSpace, Sample
 
 
+_WORD = re.compile(r"(?<![A-Za-z0-9-])[A-Za-z0-9][A-Za-z0-9-]*(?![A-Za-z0-9-])")
+
+
+def stated_labels(family: str, labels: LabelSpace, retrieved: Iterable[str]) -> list[int] | None:
+    """The label ids the context states, in label order, or None when the family is not audited:
+    toxicity — each label whose text ("blocks hERG", "does not block hERG") occurs, case-insensitively;
+    drug targets — each HGNC symbol that occurs as a whole word, as written."""
+    context = "\n".join(retrieved)
+    if family == "toxicity":  # a label's name is only "yes"/"no": its text is what a context can state
+        lowered = context.lower()
+        return [i for i, lb in enumerate(labels) if lb.template.lower() in lowered]
+    if family == "drug_targets":  # one pass over the context's words instead of a search per symbol
+        words = set(_WORD.findall(context))
+        return [i for i, lb in enumerate(labels) if lb.name in words]
+    return None
+
+
 def leaked(family: str, labels: LabelSpace, sample: Sample, retrieved: Iterable[str]) -> list[str] | None:
     """The gold texts the context states (empty: no leak), or None when the family is not audited."""
-    context = "\n".join(retrieved)
-    if family == "toxicity":
-        # the label's text ("blocks hERG"); its name is only "yes"/"no"
-        gold = labels[int(sample.target)].template  # type: ignore[arg-type]
-        return [gold] if gold.lower() in context.lower() else []
-    if family == "drug_targets":
-        symbols = [labels[i].name for i in sample.target]  # type: ignore[union-attr]
-        return [s for s in symbols if re.search(rf"(?<![A-Za-z0-9-]){re.escape(s)}(?![A-Za-z0-9-])", context)]
-    return None
+    stated = stated_labels(family, labels, retrieved)
+    if stated is None:
+        return None
+    gold = [int(sample.target)] if family == "toxicity" else [int(i) for i in sample.target]  # type: ignore[arg-type, union-attr]
+    hit = set(stated)
+    return [labels[i].template if family == "toxicity" else labels[i].name for i in gold if i in hit]
 
 
 def leak_audit(family: str, labels: LabelSpace, samples: Mapping[str, Sample], traces: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
