@@ -32,10 +32,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
+from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
 from ddibench.llm import ChatResult
 from ddibench.parsing import parse_choice
@@ -86,7 +87,9 @@ def answer_to_prediction(
         return Prediction.invalid(sample_id, reason, text=result.text, rationale=rationale, trace=trace)
     if result.finish_reason == "length":
         trace["parse"]["cut_off"] = True
-    return Prediction(sample_id=sample_id, label=int(option_labels[parsed.index]), text=result.text, rationale=rationale, trace=trace)
+    return Prediction(
+        sample_id=sample_id, label=int(option_labels[parsed.index]), position=parsed.index + 1, text=result.text, rationale=rationale, trace=trace
+    )
 
 
 def _mechanism(text: str) -> str | None:
@@ -107,6 +110,23 @@ class LabelChoiceConfig(SystemConfig):
     max_tokens: int = Field(24, gt=0)
     constrained: bool = True  # ask the server to constrain the answer to {"type": 1..86}
     include_smiles: bool = False  # add each drug's SMILES to the question
+    # list the options in an order drawn from this seed (None: label order); answers are mapped back to labels.
+    # One order for the whole run, so the list stays the cached prompt prefix; position bias then shows as the
+    # difference between a run with and one without (the board's paired test on the same samples).
+    shuffle_options: int | None = None
+    # generate: the model writes its answer (greedy, constrained); likelihood: every option is scored by the
+    # model's probability of answering it after the same prompt and the most likely is taken (one-label tasks,
+    # endpoints that return token log-probabilities and continue an assistant prefix: llama.cpp, vLLM)
+    answer_mode: Literal["generate", "likelihood"] = "generate"
+
+
+def option_order(n: int, seed: int | None) -> list[int]:
+    """The label shown at each position (position i shows label ``order[i]``): label order, or a seeded shuffle."""
+    if seed is None:
+        return list(range(n))
+    import numpy as np
+
+    return [int(i) for i in np.random.default_rng(seed).permutation(n)]
 
 
 class LabelChoiceSystem(BaseSystem):
@@ -121,19 +141,26 @@ class LabelChoiceSystem(BaseSystem):
 
     def __init__(self, config: LabelChoiceConfig | None = None) -> None:
         super().__init__(config)
-        self.options: list[str] = []
+        self.options: list[str] = []  # as shown: position i (from 0) shows label self.order[i]
+        self.order: list[int] = []
         self.system_prompt = ""
         self.counters: dict[str, int] = {}
         self.k: int | None = None  # the number of labels to choose; None: one label (a classification task)
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         self.k = choice_count(view.task)
+        self.order = option_order(len(view.task.label_space), self.config.shuffle_options)
         if self.k is None:
-            self.options = option_texts(view.task.label_space)
+            self.options = [option_texts(view.task.label_space)[i] for i in self.order]
             types = "\n".join(f"{i}. {text}" for i, text in enumerate(self.options, 1))
             self.system_prompt = SYSTEM_PROMPT.format(types=types)
         else:
-            self.options = [lb.name for lb in view.task.label_space]
+            if self.config.answer_mode == "likelihood":
+                raise ConfigError(
+                    f"answer_mode=likelihood chooses one label; {view.task.name} asks for {self.k}",
+                    "use answer_mode=generate on label-set tasks",
+                )
+            self.options = [view.task.label_space[i].name for i in self.order]
             self.system_prompt = topk_system_prompt(self.options, self.k)
         ctx.remember_text(self.system_prompt)
         await self.prepare_context(view, ctx)
@@ -172,6 +199,11 @@ class LabelChoiceSystem(BaseSystem):
             lines, context_trace = await self.context(sample, ctx)
             assert isinstance(sample.input, DrugPair)
             messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": self.question(sample.input, lines)}]
+            if self.config.answer_mode == "likelihood":
+                pred = await self._by_likelihood(sample, messages, context_trace, ctx)
+                self.count("invalid" if not pred.valid else "answered")
+                out.append(pred)
+                continue
             result = await ctx.model("generator").chat(
                 messages, temperature=self.config.temperature, max_tokens=max_tokens, json_schema=schema, seed=ctx.seed
             )
@@ -181,14 +213,37 @@ class LabelChoiceSystem(BaseSystem):
                 **({"context": context_trace} if context_trace else {}),
             }
             if self.k is None:
-                pred = answer_to_prediction(sample.id, result, self.options, range(len(self.options)), trace)
+                pred = answer_to_prediction(sample.id, result, self.options, self.order, trace)
             else:
-                pred = answer_to_ranking(sample.id, result, self.options, range(len(self.options)), self.k, trace)
+                pred = answer_to_ranking(sample.id, result, self.options, self.order, self.k, trace)
                 for flag in trace["parse"].get("flags", []):
                     self.count(flag)
             self.count("invalid" if not pred.valid else "answered")
             out.append(pred)
         return out
+
+
+    async def _by_likelihood(self, sample: Sample, messages: list[dict[str, Any]], context_trace: dict[str, Any], ctx: RunContext) -> Prediction:
+        """The option the model finds most likely after the answer's opening ``{"type": `` (see :mod:`ddibench.likelihood`)."""
+        from ddibench.likelihood import option_likelihoods
+
+        client = ctx.model("generator")
+        scores = await option_likelihoods(client, messages, LIKELIHOOD_PREFIX, [str(i) for i in range(1, len(self.options) + 1)], seed=ctx.seed)
+        trace: dict[str, Any] = {
+            "llm": [llm_trace("generator", [*messages, {"role": "assistant", "content": p}], r) for p, r in zip(scores.prefixes, scores.calls)],
+            "system_prompt_sha256": sha256_text(self.system_prompt),
+            "likelihood": {"prefix": LIKELIHOOD_PREFIX, "requests": len(scores.calls), "unscored": sum(lp is None for lp in scores.logprobs),
+                           "top": [[i + 1, lp] for i, lp in scores.ranked()]},  # fmt: skip
+            **({"context": context_trace} if context_trace else {}),
+        }
+        best = scores.best()
+        if best is None:
+            return Prediction.invalid(sample.id, "no option among the most likely next tokens", trace=trace)
+        text = f"{LIKELIHOOD_PREFIX}{best + 1}}}"
+        return Prediction(sample_id=sample.id, label=self.order[best], position=best + 1, text=text, trace=trace)
+
+
+LIKELIHOOD_PREFIX = '{"type": '  # how a constrained answer opens; the option's number comes next
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,4 +383,4 @@ def answer_to_ranking(
             reason = f"answer cut off at the token limit before naming an option ({reason})"
         return Prediction.invalid(sample_id, reason, text=result.text, rationale=rationale, trace=trace)
     ranked = [int(option_labels[i]) for i in parsed.indices[:k]]
-    return Prediction(sample_id=sample_id, ranked=ranked, text=result.text, rationale=rationale, trace=trace)
+    return Prediction(sample_id=sample_id, ranked=ranked, position=parsed.indices[0] + 1, text=result.text, rationale=rationale, trace=trace)

@@ -176,10 +176,13 @@ class Prediction(BaseModel):
 
     What a task's evaluator reads depends on the kind of answer: ``label`` (one label id), ``scores``
     (label id as a string -> probability or score, for AUROC), ``ranked`` (label ids, best first, for
-    top-k metrics) or ``text`` (free text). ``valid`` is False when the system's raw output could not be
-    turned into the expected format (for example an LLM answer that names no interaction type); such
-    predictions are scored as wrong and counted separately. ``trace`` holds whatever lets a reviewer see
-    why the system answered as it did (prompts, raw answers, retrieved context, scores).
+    top-k metrics) or ``text`` (free text). ``position`` is where the chosen option (the first-ranked one
+    of a ranking) stood in the list of options the system was shown, from 1, for systems that answer from
+    a listed choice: the position-bias check of :mod:`ddibench.evaluation.answers` reads it. ``valid`` is
+    False when the system's raw output could not be turned into the expected format (for example an LLM
+    answer that names no interaction type); such predictions are scored as wrong and counted separately.
+    ``trace`` holds whatever lets a reviewer see why the system answered as it did (prompts, raw answers,
+    retrieved context, scores).
     """
 
     # non-finite scores are written as NaN/Infinity, as json.dumps writes them (and json.loads reads them back)
@@ -190,6 +193,7 @@ class Prediction(BaseModel):
     scores: dict[str, float] | None = None
     ranked: list[int] | None = None
     text: str | None = None
+    position: int | None = None
     rationale: str | None = None
     valid: bool = True
     error: str | None = None

@@ -26,6 +26,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ddibench.errors import ConfigError
+from ddibench.evaluation.answers import AnswerDistribution
 from ddibench.metrics.bootstrap import BootstrapSpec, bootstrap_intervals
 from ddibench.schema import Prediction, Sample
 
@@ -84,6 +85,7 @@ class EvaluationResult(BaseModel):
     per_label: dict[str, float | None] = {}
     invalid_examples: list[dict[str, str]] = []
     per_sample: dict[str, dict[str, Any]] = {}  # scores of each sample, for drill-down
+    answers: AnswerDistribution | None = None  # how the answers spread over the labels, beside the gold (label choices)
 
     def spec(self, name: str) -> MetricSpec:
         for spec in self.metric_specs:

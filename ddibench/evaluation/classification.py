@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ddibench.evaluation.answers import answer_distribution
 from ddibench.evaluation.base import BaseEvaluator, EvaluationInputError, EvaluationResult, MetricSpec, MetricValue, Statistic, check_coverage
 from ddibench.metrics.auroc import weighted_auroc
 from ddibench.metrics.bootstrap import BootstrapSpec
@@ -46,7 +47,7 @@ class ClassificationEvaluator(BaseEvaluator):
 
     kind = "classification"
     metrics: tuple[MetricSpec, ...] = CLASSIFICATION_METRICS
-    answer_fields = ("label",)
+    answer_fields = ("label", "position")
 
     def __init__(self, label_space: LabelSpace, breakdown_key: str | None = "n_unseen", positive_label: int | None = None) -> None:
         super().__init__()
@@ -184,6 +185,11 @@ class ClassificationEvaluator(BaseEvaluator):
         }
         invalid = [s.id for s, p in zip(samples, y_pred) if p == INVALID]
         examples = [{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]]
+        valid = [s for s, p in zip(samples, y_pred) if p != INVALID]
+        answers = answer_distribution(
+            [int(p) for p in y_pred if p != INVALID], [[int(t)] for t in y_true], n_labels,
+            names=[lb.name for lb in self.label_space], positions=[predictions[s.id].position for s in valid],
+        )  # fmt: skip
         return EvaluationResult(
             n=len(samples),
             n_invalid=len(invalid),
@@ -194,6 +200,7 @@ class ClassificationEvaluator(BaseEvaluator):
             breakdown=self._breakdown(samples, y_true, y_pred),
             per_label={str(i): (None if np.isnan(v) else float(v)) for i, v in enumerate(f1)},
             invalid_examples=examples,
+            answers=answers,
         )
 
     def _breakdown(self, samples: Sequence[Sample], y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, dict]:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ddibench.evaluation.answers import answer_distribution
 from ddibench.evaluation.base import BaseEvaluator, EvaluationInputError, EvaluationResult, MetricSpec, MetricValue, check_coverage
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.schema import LabelSpace, Prediction, Sample
@@ -56,7 +57,7 @@ class RankingEvaluator(BaseEvaluator):
     """Ranked label lists against gold label sets (see the module docstring)."""
 
     kind = "ranking"
-    answer_fields = ("ranked",)
+    answer_fields = ("ranked", "position")
 
     def __init__(
         self,
@@ -186,6 +187,12 @@ class RankingEvaluator(BaseEvaluator):
             best = [p[spec.name] for p in perfect if spec.name in p]
             ceilings[spec.name] = float(np.mean(best)) if best else float("nan")
         invalid = [s.id for s in samples if not predictions[s.id].valid]
+        firsts = [(predictions[s.id].ranked or [None])[0] for s in samples if predictions[s.id].valid]
+        answers = answer_distribution(
+            [int(f) for f in firsts if f is not None], [self.gold(s) for s in samples], len(self.label_space),
+            names=[lb.name for lb in self.label_space],
+            positions=[predictions[s.id].position for s in samples if predictions[s.id].valid and predictions[s.id].ranked],
+        )  # fmt: skip
         breakdown: dict[str, dict[str, Any]] = {}
         for slice_name in self.slices:
             idx = [i for i, s in enumerate(samples) if self._slice_of(s) == slice_name]
@@ -210,4 +217,5 @@ class RankingEvaluator(BaseEvaluator):
             breakdown=breakdown,
             invalid_examples=[{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]],
             per_sample={s.id: {k: round(v, 4) for k, v in u.items()} for s, u in zip(samples, units)},
+            answers=answers,
         )

@@ -92,6 +92,8 @@ class ChatResult:
     cached: bool
     model_reported: str | None
     model_id: str | None = None  # digest of the model identity that answered (see identity_digest)
+    # when asked for (chat(top_logprobs=N)): the N most likely first tokens and their log-probabilities
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
 
     def trace(self) -> dict[str, Any]:
         return {
@@ -184,7 +186,12 @@ class LLMClient:
         sample_index: int = 0,
         use_cache: bool = True,
         extra: dict[str, Any] | None = None,
+        top_logprobs: int | None = None,
+        prefill: str | None = None,
     ) -> ChatResult:
+        """One chat completion. ``top_logprobs=N`` also returns the N most likely first tokens with their
+        log-probabilities (:attr:`ChatResult.top_logprobs`); ``prefill`` makes the answer start with that text
+        (the model continues it), where the endpoint offers it (:attr:`ModelSpec.prefill`)."""
         params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
         for name, value in (("top_p", top_p), ("seed", seed), ("stop", stop)):
             if value is not None:
@@ -192,6 +199,18 @@ class LLMClient:
         fmt = response_format(self.spec.json_mode, json_schema)
         if fmt is not None:
             params["response_format"] = fmt
+        if top_logprobs is not None:
+            params["logprobs"] = True
+            params["top_logprobs"] = top_logprobs
+        if prefill is not None:
+            if self.spec.prefill == "none":
+                raise ModelEndpointError(
+                    f"{self.spec.display()} cannot continue an answer prefix (needed by the likelihood answer mode)",
+                    "use an embedded, llamacpp: or vllm: model, or answer_mode=generate",
+                )
+            messages = [*messages, {"role": "assistant", "content": prefill}]
+            if self.spec.prefill == "vllm":
+                extra = {**(extra or {}), "continue_final_message": True, "add_generation_prompt": False}
         if extra:
             params["extra_body"] = extra
         encoded = encode_messages(messages)  # once: the cache key and the request body share it
@@ -203,7 +222,7 @@ class LLMClient:
         cache = self._cache if use_cache else None
         if cache is not None:
             hit = cache.get(key)
-            if hit is not None and _usable_cached(hit):
+            if hit is not None and _usable_cached(hit) and (top_logprobs is None or isinstance(hit.get("top_logprobs"), list)):
                 self._usage.cache_hits += 1
                 self._usage.cached_prompt_tokens += hit.get("prompt_tokens", 0)
                 self._usage.cached_completion_tokens += hit.get("completion_tokens", 0)
@@ -216,9 +235,10 @@ class LLMClient:
                     cached=True,
                     model_reported=hit.get("model_reported"),
                     model_id=self.model_id,
+                    top_logprobs=tuple((str(t), float(lp)) for t, lp in hit["top_logprobs"]) if top_logprobs is not None else None,
                 )
         body = self._body(messages, tail_json)
-        result = await self._call(body)
+        result = await self._call(body, want_logprobs=top_logprobs is not None)
         if cache is not None:
             cache.put_encoded(
                 key,
@@ -232,6 +252,7 @@ class LLMClient:
                         "prompt_tokens": result.prompt_tokens,
                         "completion_tokens": result.completion_tokens,
                         "model_reported": result.model_reported,
+                        **({"top_logprobs": [list(x) for x in result.top_logprobs]} if result.top_logprobs is not None else {}),
                     }
                 ),
             )
@@ -244,7 +265,7 @@ class LLMClient:
         wire = ",".join(_wire_message(m) for m in messages)
         return f'{{"model":{self._model_json},"messages":[{wire}]{tail_json}'.encode()
 
-    async def _call(self, body: bytes) -> ChatResult:
+    async def _call(self, body: bytes, want_logprobs: bool = False) -> ChatResult:
         where = f"{self.spec.display()} ({self.role})"
         for attempt in range(self.max_retries + 1):
             delay: float | None = None
@@ -280,7 +301,14 @@ class LLMClient:
                             reason = unusable_reason(completion)
                             if reason is None:
                                 self._policy.answered(latency)
-                                return _result(completion, latency, self._usage, self.model_id)
+                                result = _result(completion, latency, self._usage, self.model_id)
+                                if want_logprobs and result.top_logprobs is None:  # no retry can give what the server does not offer
+                                    self._usage.failures += 1
+                                    raise LLMCallError(
+                                        f"{where} returned no token log-probabilities although they were asked for",
+                                        "use an endpoint that returns them (llama.cpp, vLLM), or answer_mode=generate",
+                                    )
+                                return result
                             self._usage.unusable += 1
                             error = f"HTTP 200 without a usable completion: {reason}"
             if attempt == self.max_retries:
@@ -443,7 +471,25 @@ def _result(completion: Any, latency: float, usage: RoleUsage, model_id: str | N
         cached=False,
         model_reported=reported if isinstance(reported, str) else None,
         model_id=model_id,
+        top_logprobs=_top_logprobs(choice),
     )
+
+
+def _top_logprobs(choice: Any) -> tuple[tuple[str, float], ...] | None:
+    """The first generated token's alternatives, ``(token, logprob)`` most likely first, when the response has them."""
+    logprobs = _field(choice, "logprobs")
+    content = _field(logprobs, "content") if logprobs is not None else None
+    if not isinstance(content, list) or not content:
+        return None
+    top = _field(content[0], "top_logprobs")
+    if not isinstance(top, list):
+        return None
+    out = []
+    for item in top:
+        token, value = _field(item, "token"), _field(item, "logprob")
+        if isinstance(token, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append((token, float(value)))
+    return tuple(sorted(out, key=lambda x: -x[1]))
 
 
 def _short(text: str, limit: int = 160) -> str:

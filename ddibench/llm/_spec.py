@@ -56,16 +56,22 @@ class Provider:
     key_env: str | None
     json_mode: str
     needs_key: bool = False
+    # how the answer can start with given text (an assistant prefix the model continues), which the
+    # likelihood answer mode needs beside token log-probabilities:
+    #   native -> a final assistant message is continued (llama.cpp's server)
+    #   vllm   -> the same, with continue_final_message and add_generation_prompt=false in the body
+    #   none   -> not offered (OpenAI, DeepSeek and unknown servers)
+    prefill: str = "none"
 
 
 PROVIDERS: dict[str, Provider] = {
     "openai": Provider("https://api.openai.com/v1", "OPENAI_API_KEY", "schema", needs_key=True),
     "deepseek": Provider("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", "object", needs_key=True),
-    "vllm": Provider(None, "VLLM_API_KEY", "schema"),
+    "vllm": Provider(None, "VLLM_API_KEY", "schema", prefill="vllm"),
     "ollama": Provider("http://127.0.0.1:11434/v1", None, "schema"),
-    "llamacpp": Provider(None, None, "llamacpp"),
+    "llamacpp": Provider(None, None, "llamacpp", prefill="native"),
     "openai-compatible": Provider(None, "OPENAI_API_KEY", "none"),
-    EMBEDDED: Provider(None, None, "schema"),  # llama.cpp's native server (xllamacpp) takes the OpenAI shape
+    EMBEDDED: Provider(None, None, "schema", prefill="native"),  # llama.cpp's native server (xllamacpp) takes the OpenAI shape
 }
 
 
@@ -84,6 +90,11 @@ class ModelSpec:
     @property
     def is_embedded(self) -> bool:
         return self.provider == EMBEDDED
+
+    @property
+    def prefill(self) -> str:
+        """How this endpoint continues an assistant prefix (see :class:`Provider`)."""
+        return PROVIDERS[self.provider].prefill
 
     @classmethod
     def parse(cls, text: str, base_url: str | None = None) -> ModelSpec:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ddibench.errors import RunDirError
+from ddibench.evaluation.answers import AnswerDistribution
 from ddibench.runner.records import Results, read_identity, read_results
 
 FLOOR_TITLES = {"majority": "majority", "popularity": "popularity", "uniform_random": "random"}
@@ -54,6 +55,10 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         f"invalid (unparsable) predictions: {ev.n_invalid:,} of {ev.n:,}, scored as wrong"
         + (f"; e.g. {ev.invalid_examples[0]['error']}" if ev.invalid_examples else "")
     )
+    if ev.answers is not None and ev.answers.n_answers:
+        console.print(escape(answers_line(ev.answers)))
+        if ev.answers.collapsed:
+            console.print(f"[yellow]warning: collapsed answers: {escape(ev.answers.message)}[/yellow]")
     unit = man.task.model_extra.get("cluster_unit", "drugs") if man.task.model_extra else "drugs"
     if verbose:
         interval = boot.get("interval_description") or "percentile interval of the replicates"
@@ -113,6 +118,18 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         console.print(f"[yellow]not submittable: {man.not_submittable_reason}[/yellow]")
     if run_dir is not None:
         console.print(f"run directory: {run_dir}")
+
+
+def answers_line(answers: AnswerDistribution) -> str:
+    """One line on how the answers spread over the labels, beside the gold."""
+    a = answers
+    line = (
+        f"answers: the most frequent (label {a.top_label}) is {a.top_share:.0%} of {a.n_answers:,} valid answers, the gold's "
+        f"most frequent {a.gold_top_share:.0%}; spread (normalised entropy) {a.entropy:.2f}, gold {a.gold_entropy:.2f}"
+    )
+    if a.first_position_share is not None:
+        line += f"; first option listed: {a.first_position_share:.0%}"
+    return line
 
 
 def _floor_notes(floors: dict[str, Any]) -> str:

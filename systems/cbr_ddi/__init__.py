@@ -69,6 +69,9 @@ class CBRDDIConfig(SystemConfig):
     description_tokens: int = Field(128, gt=0)
     insight_tokens: int = Field(160, gt=0)
     answer_tokens: int = Field(160, gt=0)
+    # list each query's candidates in an order drawn from this seed and the pair (None: the GNN's order, most
+    # likely first); answers are mapped back. Candidates are per query, so the order can be too.
+    shuffle_options: int | None = None
     gnn: dict[str, Any] = Field(default_factory=dict)  # EmerGNN options on top of the profile's EmerGNN budget
 
 
@@ -288,7 +291,7 @@ class CBRDDISystem(BaseSystem):
             case = repo.cases[i]
             head, tail = self._drugs[case.head], self._drugs[case.tail]
             probs, _ = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)
-            result, labels, _ = await self._answer(ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, exclude=i)
+            result, labels, _ = await self._answer(ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, exclude=i, query=False)
             stats["checked"] += 1
             if self.k is None:
                 pred = answer_to_prediction(case.sample_id, result, self._option_subset(labels), labels, {})
@@ -369,8 +372,10 @@ class CBRDDISystem(BaseSystem):
 
     async def _answer(
         self, ctx: RunContext, head: Drug, tail: Drug, probs: np.ndarray, text_vec: np.ndarray, pair_vec: np.ndarray,
-        paths: list[str], repo: Repository | None, exclude: int | None = None,
+        paths: list[str], repo: Repository | None, exclude: int | None = None, query: bool = True,
     ) -> tuple[ChatResult, list[int], dict[str, Any]]:  # fmt: skip
+        """The answer for one pair; ``query=False`` (the refinement of cases) answers in the default order and
+        mode, so shuffled and likelihood runs share one repository and differ only in how queries are answered."""
         cases_text, retrieved = "", []
         if self.config.use_cases and repo is not None and len(repo):
             idx, scores = repo.retrieve(text_vec, pair_vec, self.config.k_cases, self.lam, exclude)
@@ -389,6 +394,9 @@ class CBRDDISystem(BaseSystem):
         if not retrieved:
             self.count("queries_without_cases")
         labels = self._candidates(probs)
+        if query and self.config.shuffle_options is not None:
+            rng = np.random.default_rng([self.config.shuffle_options, head.node_id, tail.node_id])
+            labels = [labels[i] for i in rng.permutation(len(labels))]
         options = self._option_subset(labels)
         fields = dict(
             cases=cases_text, head=head.name, tail=tail.name,

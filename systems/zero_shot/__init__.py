@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ddibench import Prediction, RunContext, Sample, TrainingView, llm_trace
+from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
 from ddibench.label_choice import LabelChoiceSystem
 from ddibench.molecule_answers import FAMILIES, MAX_TOKENS, SYSTEM_PROMPTS, answer_schema, instruction_of, messages, to_prediction
@@ -41,6 +42,11 @@ class ZeroShotSystem(LabelChoiceSystem):
             self.family = None
             await super().prepare(view, ctx)
             return
+        if self.config.shuffle_options is not None or self.config.answer_mode != "generate":
+            raise ConfigError(
+                f"shuffle_options and answer_mode apply to zero-shot's DrugBank and TWOSIDES answers, not to {view.task.name}",
+                "drop those options for this task",
+            )
         self.family = view.task.family
         self.instruction = instruction_of(view.resources, view.task.name)
         self.labels = view.task.label_space if self.family == "drug_targets" else None

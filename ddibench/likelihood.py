@@ -1,0 +1,102 @@
+"""Choosing an option by the model's likelihood instead of its greedy answer (``answer_mode=likelihood``).
+
+The options are the strings an answer can go on with after a fixed prefix (the option numbers "1" to "86"
+after ``{"type": ``); an option ends where the answer goes on with a character that extends no option
+(``}``, a space). lm-eval scores multiple-choice options from the log-probabilities of prompt tokens
+(``echo``), which llama.cpp's server does not return; what it returns, like vLLM and OpenAI, are the top
+log-probabilities of the *next* token. So the options are walked as a tree of their common prefixes: one
+request per node with more than one way on (``max_tokens=1``, ``top_logprobs=20``, the answer so far as an
+assistant prefix the model continues). At each node the moves that lead into an option or end one are
+renormalised — the distribution a decoder constrained to the options draws from — and an option's score
+is the sum of its moves' log-probabilities. With a tokenizer that writes digits one by one (Qwen2.5,
+SmolLM2), 86 numbered options take 9 requests; each continues the cached prompt, so a request costs a few
+new tokens. An option none of whose moves is among a node's top tokens is not scored (``None``).
+
+Why not the greedy answer: greedy decoding commits to the first digit before it sees the second, so "1"
+collects the mass of options 1 and 10-19 (eleven options) and "9" only its own; the likelihood compares
+whole options.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+TOP_LOGPROBS = 20  # the most OpenAI-compatible servers return (OpenAI's and vLLM's default cap)
+
+
+@dataclass
+class OptionScores:
+    logprobs: list[float | None]  # per option (None: not scored), renormalised over the valid moves
+    calls: list[Any] = field(default_factory=list)  # the ChatResults, in request order
+    prefixes: list[str] = field(default_factory=list)  # the answer so far of each request
+
+    def add(self, i: int, logprob: float) -> None:
+        """Another way to option ``i`` (a token that completes it and one that ends it both count)."""
+        old = self.logprobs[i]
+        self.logprobs[i] = logprob if old is None else _logsumexp([old, logprob])
+
+    def best(self) -> int | None:
+        """The most likely scored option (ties: the first), or None when none was scored."""
+        scored = [(lp, -i) for i, lp in enumerate(self.logprobs) if lp is not None]
+        return -max(scored)[1] if scored else None
+
+    def ranked(self, n: int = 10) -> list[list[Any]]:
+        """The ``n`` most likely options as ``[index, logprob]`` (for traces)."""
+        order = sorted((i for i, lp in enumerate(self.logprobs) if lp is not None), key=lambda i: (-self.logprobs[i], i))  # type: ignore[operator]
+        return [[i, round(float(self.logprobs[i]), 4)] for i in order[:n]]  # type: ignore[arg-type]
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+async def option_likelihoods(
+    client: Any,
+    messages: list[dict[str, Any]],
+    prefix: str,
+    options: Sequence[str],
+    *,
+    top: int = TOP_LOGPROBS,
+    seed: int | None = None,
+) -> OptionScores:
+    """Score each of ``options`` as the continuation of ``prefix`` after ``messages`` (see the module)."""
+    if len(set(options)) != len(options) or any(not o for o in options):
+        raise ValueError("options must be distinct, non-empty strings")
+    index = {o: i for i, o in enumerate(options)}
+    out = OptionScores(logprobs=[None] * len(options))
+    queue: list[tuple[str, float]] = [("", 0.0)]
+    while queue:
+        here, base = queue.pop(0)
+        if not any(len(o) > len(here) and o.startswith(here) for o in options):  # nothing goes on: it can only end
+            if here in index:
+                out.add(index[here], base)
+            continue
+        result = await client.chat(messages, prefill=prefix + here, max_tokens=1, top_logprobs=top, temperature=0.0, seed=seed)
+        out.calls.append(result)
+        out.prefixes.append(prefix + here)
+        children: dict[str, list[float]] = {}
+        endings: dict[str, list[float]] = {}
+        for token, logprob in result.top_logprobs or ():
+            text = here + token
+            if len(text) > len(here) and any(o.startswith(text) for o in options):
+                children.setdefault(text, []).append(logprob)
+                continue
+            # the token ends an option (here, or a longer one it completes) and goes on with a character no option has next
+            for option in options:
+                if len(option) >= len(here) and text.startswith(option) and len(text) > len(option):
+                    after = option + text[len(option)]
+                    if not any(o.startswith(after) for o in options):
+                        endings.setdefault(option, []).append(logprob)
+        moves = [lp for lps in (*children.values(), *endings.values()) for lp in lps]
+        if not moves:
+            continue  # no valid move among the top tokens: the options below are not scored
+        total = _logsumexp(moves)
+        for option, lps in endings.items():
+            out.add(index[option], base + _logsumexp(lps) - total)
+        for text, lps in sorted(children.items()):
+            queue.append((text, base + _logsumexp(lps) - total))
+    return out
