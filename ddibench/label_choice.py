@@ -136,6 +136,7 @@ class LabelChoiceSystem(BaseSystem):
     families = ("drugbank_ddi", "twosides")
     llm_roles = ("generator",)
     batch_size = 1
+    variant_keys = ("answer_mode", "shuffle_options")
     config: LabelChoiceConfig
     context_heading = "Relevant knowledge"
 

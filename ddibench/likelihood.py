@@ -1,8 +1,8 @@
 """Choosing an option by the model's likelihood instead of its greedy answer (``answer_mode=likelihood``).
 
 The options are the strings an answer can go on with after a fixed prefix (the option numbers "1" to "86"
-after ``{"type": ``); an option ends where the answer goes on with a character that extends no option
-(``}``, a space). lm-eval scores multiple-choice options from the log-probabilities of prompt tokens
+after ``{"type": ``); an option ends where the answer goes on with one of ``closers`` (a space, ``}``
+or ``,`` after a JSON number) that extends no option. lm-eval scores multiple-choice options from the log-probabilities of prompt tokens
 (``echo``), which llama.cpp's server does not return; what it returns, like vLLM and OpenAI, are the top
 log-probabilities of the *next* token. So the options are walked as a tree of their common prefixes: one
 request per node with more than one way on (``max_tokens=1``, ``top_logprobs=20``, the answer so far as an
@@ -62,6 +62,7 @@ async def option_likelihoods(
     *,
     top: int = TOP_LOGPROBS,
     seed: int | None = None,
+    closers: str = " \t\r\n},",
 ) -> OptionScores:
     """Score each of ``options`` as the continuation of ``prefix`` after ``messages`` (see the module)."""
     if len(set(options)) != len(options) or any(not o for o in options):
@@ -85,12 +86,11 @@ async def option_likelihoods(
             if len(text) > len(here) and any(o.startswith(text) for o in options):
                 children.setdefault(text, []).append(logprob)
                 continue
-            # the token ends an option (here, or a longer one it completes) and goes on with a character no option has next
+            # the token ends an option (here, or a longer one it completes) with a closing character
             for option in options:
-                if len(option) >= len(here) and text.startswith(option) and len(text) > len(option):
-                    after = option + text[len(option)]
-                    if not any(o.startswith(after) for o in options):
-                        endings.setdefault(option, []).append(logprob)
+                closes = len(option) >= len(here) and text.startswith(option) and len(text) > len(option) and text[len(option)] in closers
+                if closes and not any(o.startswith(text[: len(option) + 1]) for o in options):
+                    endings.setdefault(option, []).append(logprob)
         moves = [lp for lps in (*children.values(), *endings.values()) for lp in lps]
         if not moves:
             continue  # no valid move among the top tokens: the options below are not scored

@@ -186,3 +186,12 @@ def _module_files_sha256(spec: Any) -> str | None:
     for rel, path in files:
         digest.update(rel.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def answers_by_design(system: str) -> bool:
+    """Whether a registered system answers the same for every sample on purpose (a floor such as majority):
+    its collapsed answer spread is what it is for, and reports and the board do not flag it."""
+    try:
+        return bool(getattr(get_system_class(system), "constant_answer", False))
+    except UnknownNameError:
+        return False

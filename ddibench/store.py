@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ddibench.errors import ConfigError
+from ddibench.registry import answers_by_design
 from ddibench.schema import DrugPair, LabelSpace, Prediction, Sample
 
 if TYPE_CHECKING:
@@ -61,6 +62,11 @@ SCHEMA = [
     # the sample's place in the run's selection: a run's page shows the first samples, whose whole traces
     # a compact bundle keeps (NULL in older rows: those pages fall back to sample id order)
     "ALTER TABLE samples ADD COLUMN IF NOT EXISTS position INTEGER",
+    # how a run's answers spread over the labels (the evaluator's AnswerDistribution, JSON) and whether they
+    # collapsed; the run's variant (its system's variant keys that differ from the defaults, e.g. answer_mode)
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS answers VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS collapsed BOOLEAN DEFAULT FALSE",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS variant VARCHAR DEFAULT ''",
 ]
 _LEGACY_FRACTIONS = {"accuracy", "macro_f1", "kappa", "label_recovery"}
 
@@ -153,8 +159,8 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
         conn.execute(
             "INSERT INTO runs (run_id, task, family, setting, system, system_version, config_hash, model, profile, tier, submittable, n,"
             " primary_metric, primary_value, ci_low, ci_high, metrics, calls_per_item, tokens_per_item, usd_per_item, manifest, reasons,"
-            " primary_unit, higher_is_better, metric_specs, scoring_variant, reproduction)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " primary_unit, higher_is_better, metric_specs, scoring_variant, reproduction, answers, collapsed, variant)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 run.run_id, task.name, task.family, task.setting, run.system.name, run.system.version,
                 run.system.config_hash, manifest.generator_model, manifest.profile.name,
@@ -163,6 +169,9 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
                 cost.calls_per_item if cost.recorded else None, cost.tokens_per_item if cost.recorded else None, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
                 spec.unit, spec.higher_is_better, json.dumps([m.model_dump() for m in evaluation.metric_specs]), variant,
                 json.dumps(verdict.reproduction) if getattr(verdict, "reproduction", None) else None,
+                evaluation.answers.model_dump_json() if evaluation.answers else None,
+                bool(evaluation.answers and evaluation.answers.collapsed and not answers_by_design(run.system.name)),  # a floor is not flagged
+                run_variant(run.system.name, run.system.config),
             ],
         )  # fmt: skip
         rows = []
@@ -188,6 +197,23 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
     finally:
         conn.close()
     return run.run_id
+
+
+def run_variant(system: str, config: dict[str, Any]) -> str:
+    """How the run's answers were made, where the system declares it (:attr:`ddibench.system.BaseSystem.variant_keys`);
+    '' for the defaults and for systems not registered here."""
+    from ddibench.errors import UnknownNameError
+    from ddibench.registry import get_system_class
+
+    try:
+        cls = get_system_class(system)
+    except UnknownNameError:
+        return ""
+    variant = getattr(cls, "variant", None)
+    try:
+        return variant(config) if callable(variant) else ""
+    except Exception:  # noqa: BLE001 - a configuration the class does not accept is shown without a variant
+        return ""
 
 
 def floor_rows(task: Task, evaluator: Evaluator, data: TaskData) -> list[tuple[str, dict[str, float], str]]:

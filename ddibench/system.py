@@ -255,9 +255,21 @@ class BaseSystem(ABC):
     llm_roles: ClassVar[tuple[str, ...]] = ()
     batch_size: ClassVar[int] = 1
     max_concurrency: ClassVar[int] = 64
+    # configuration keys that change how answers are made rather than how well (an answer mode, an option
+    # order): a run with another value of one is shown apart on the board, named by the values that differ
+    variant_keys: ClassVar[tuple[str, ...]] = ()
+    # answers the same for every sample by design (the majority and popularity floors): its collapsed answer
+    # spread is what it is for, so reports and the board do not flag it
+    constant_answer: ClassVar[bool] = False
 
     def __init__(self, config: SystemConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()
+
+    @classmethod
+    def variant(cls, config: dict[str, Any]) -> str:
+        """The run's variant as ``key=value`` pairs of :attr:`variant_keys` that differ from the defaults ('' for none)."""
+        defaults = cls.Config().model_dump(mode="json")
+        return ", ".join(f"{k}={config[k]}" for k in cls.variant_keys if k in config and config[k] != defaults.get(k))
 
     @classmethod
     def build(cls, *layers: dict[str, Any]) -> BaseSystem:

@@ -48,8 +48,10 @@ def matrix_view(runs: pd.DataFrame) -> None:
     if table.empty:
         st.info("No runs match the filters.")
         return
-    names = set(runs["system"])  # st.table renders markdown in every cell and header: a bundle's name is escaped
-    table = table.rename(columns={c: board.system_md(c) for c in table.columns if c in names})
+    # st.table renders markdown in every cell and header: a bundle's name is escaped
+    names = {board.entry(s, v): (s, v) for s, v in zip(runs["system"], runs["variant"])}
+    table = table.rename(columns={c: board.system_md(names[c][0]) + (f" \\[{board.md_text(names[c][1])}\\]" if names[c][1] else "")
+                                  for c in table.columns if c in names})
     st.subheader("Tasks × systems")
     st.table(table)  # a real HTML table: small, and readable by screen readers and browser tests
     st.caption(

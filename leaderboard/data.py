@@ -27,7 +27,7 @@ from ddibench.store import connect
 RUN_COLUMNS = (
     "run_id, task, family, setting, system, system_version, model, profile, tier, submittable, n, primary_metric, "
     "primary_value, ci_low, ci_high, calls_per_item, tokens_per_item, usd_per_item, best, tied, diff, diff_low, diff_high, "
-    "primary_unit, higher_is_better, scoring_variant"
+    "primary_unit, higher_is_better, scoring_variant, collapsed, variant"
 )
 
 
@@ -35,6 +35,8 @@ LEGACY_COLUMNS = {  # columns a store written before the metric declarations lac
     "primary_unit": "CASE WHEN primary_metric IN ('accuracy', 'macro_f1', 'kappa', 'label_recovery') THEN 'fraction' ELSE 'score' END",
     "higher_is_better": "primary_metric <> 'selfcheck'",
     "scoring_variant": "''",
+    "collapsed": "FALSE",
+    "variant": "''",
 }
 
 
@@ -100,10 +102,18 @@ def value_ci(row: pd.Series) -> str:
     return f"{fmt(unit, row['primary_value'])} [{fmt(unit, row['ci_low'])}, {fmt(unit, row['ci_high'])}]"
 
 
+COLLAPSED = " ⚠"  # the run's answers collapsed onto one label (see ddibench.evaluation.answers)
+
+
 def cell(row: pd.Series) -> str:
     best = " ★" if row.get("submittable", True) else " ☆"  # ☆: the best of a task that has only --limit previews
     mark = best if row["best"] else (" ≈" if row["tied"] else "")
-    return value_ci(row) + mark
+    return value_ci(row) + mark + (COLLAPSED if row.get("collapsed") else "")
+
+
+def entry(system: str, variant: object) -> str:
+    """A board column: the system, and the variant its run was made in when not the default (``answer_mode=likelihood``)."""
+    return f"{system} [{variant}]" if isinstance(variant, str) and variant else system
 
 
 def filtered(frame: pd.DataFrame, filters: dict[str, list[str]], previews: bool) -> pd.DataFrame:
@@ -120,7 +130,9 @@ PUBLISHED_COLUMN = "published (not ranked)"
 
 
 def matrix(frame: pd.DataFrame, floors: pd.DataFrame | None = None, published: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Task x system: the best run of each cell, shown as 'value [CI]' with ★ best and ≈ tied with best;
+    """Task x system: the best run of each cell, shown as 'value [CI]' with ★ best, ≈ tied with best and ⚠ when
+    its answers collapsed onto one label; a system's runs in another variant (an answer mode) in a column of
+    their own, named ``system [variant]``;
     with ``floors`` (:func:`floors`) and ``published`` (:func:`published`), a column of each after the
     systems, in the primary metric of the task.
 
@@ -128,8 +140,9 @@ def matrix(frame: pd.DataFrame, floors: pd.DataFrame | None = None, published: p
     """
     if frame.empty:
         return pd.DataFrame()
-    best = best_first(frame).drop_duplicates(["task", "system"])
-    table = best.assign(cell=best.apply(cell, axis=1)).pivot(index="task", columns="system", values="cell")
+    best = best_first(frame).drop_duplicates(["task", "system", "variant"])
+    best = best.assign(cell=best.apply(cell, axis=1), entry=[entry(s, v) for s, v in zip(best["system"], best["variant"])])
+    table = best.pivot(index="task", columns="entry", values="cell")
     # a system may be called anything (an outside adapter's name is data): one named like a column of
     # the table's own is shown as '<name> (system)' rather than break the table
     table = table.rename(columns={name: f"{name} (system)" for name in (METRIC_COLUMN, FLOORS_COLUMN, PUBLISHED_COLUMN) if name in table.columns})

@@ -36,7 +36,8 @@ TRACES_SHOWN = 5  # samples with their traces on a run page
 TRACE_CHARS = 20_000  # of one trace: a page stays readable, the whole trace is in the bundle
 SITE_MARKER = ".ddibench-site"  # a directory holding it was written here and may be replaced whole
 LEGEND = (
-    "Cells: primary metric [95% CI, clustered by drug or source document]; ★ best in the task; ≈ not significantly "
+    "Cells: primary metric [95% CI, clustered by drug or source document]; ★ best in the task; ⚠ answers collapsed onto one "
+    "label (the run answers the same label for most items, far more than the gold does); ≈ not significantly "
     "different from the best (paired bootstrap on shared samples). Floors: what answers without skill score on the "
     "task's evaluation split, recomputed by the board. Published: the papers' own numbers on their own splits, in the "
     "metric's unit, never ranked."
@@ -107,13 +108,18 @@ def markdown_table(store: Path) -> str:
         lines += [_md_line(["task", *header]), _md_row(["---"] * (len(header) + 1))]
         lines += [_md_row([task, *(value or "—" for value in row)]) for task, row in table.iterrows()]
         lines += ["", "★ best in the task; ≈ not significantly different from the best (paired bootstrap on shared samples); "
-                  "95% intervals clustered by drug or source document; floors on the task's evaluation split."]  # fmt: skip
+                  "95% intervals clustered by drug or source document; floors on the task's evaluation split."
+                  + (" ⚠ answers collapsed onto one label." if runs[runs["submittable"]]["collapsed"].any() else "")]  # fmt: skip
     previews = runs[~runs["submittable"]]
     if not previews.empty:
         lines += ["", "Previews (`--limit`: metrics on the samples it drew; never ranked):", ""]
-        lines += [_md_row(["task", "system", "n", "metric", "value [95% CI]"]), _md_row(["---"] * 5)]
-        lines += [_md_line([_md(r["task"]), _md_system(r["system"]), _md(f"{r['n']:,}"), _md(r["primary_metric"]), _md(board.value_ci(r))])
+        lines += [_md_row(["task", "system", "variant", "model", "n", "metric", "value [95% CI]"]), _md_row(["---"] * 7)]
+        lines += [_md_line([_md(r["task"]), _md_system(r["system"]), _md(r["variant"] or "—"), board.md_code(r["model"]).replace("|", "\\|") or "—", _md(f"{r['n']:,}"),
+                            _md(r["primary_metric"]), _md(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else ""))])
                   for _, r in previews.iterrows()]  # fmt: skip
+        if previews["collapsed"].any():
+            lines += ["", "⚠ collapsed: the run answers one label for most items, far more often than the gold holds it "
+                      "(`ddibench report` says which and how often)."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -162,15 +168,17 @@ def _index(data: _Board) -> str:
 
 def _matrix(full: pd.DataFrame, data: _Board) -> str:
     """Task x system, each cell the best full run (linked to its page), then the floors and the published numbers."""
-    best = board.cells(full, ("task", "system")).set_index(["task", "system"])
+    best = board.cells(full, ("task", "system", "variant")).set_index(["task", "system", "variant"])
     heads = board.task_heads(full)
     floors, published = board.floor_labels(full, data.floors), board.published_labels(full, data.published)
-    systems = sorted(full["system"].unique())
-    header = ["task", "metric", *(_system_link("", s) for s in systems), "floors", 'published <span class="tag">not ranked</span>']
+    systems = sorted(set(zip(full["system"], full["variant"])))
+    header = ["task", "metric", *(_system_link("", s) + (f" [{_e(v)}]" if v else "") for s, v in systems), "floors",
+              'published <span class="tag">not ranked</span>']  # fmt: skip
     rows = []
     for task in sorted(heads.index):
         cells = [_link(_page("tasks", task), task), _e(heads.loc[task, "primary_metric"])]
-        cells += [_link(_page("runs", best.loc[(task, s), "run_id"]), board.cell(best.loc[(task, s)])) if (task, s) in best.index else "" for s in systems]
+        cells += [_link(_page("runs", best.loc[(task, *s), "run_id"]), board.cell(best.loc[(task, *s)])) if (task, *s) in best.index else ""
+                  for s in systems]  # fmt: skip
         cells += [_e(floors.get(task, "")), f'<span class="published">{_e(published.get(task, ""))}</span>']
         rows.append(cells)
     return _table(header, rows, "matrix", prose=(len(header) - 1,))
@@ -195,10 +203,11 @@ def _task_page(task: str, runs: pd.DataFrame, data: _Board) -> str:
 def _previews_table(previews: pd.DataFrame) -> str:
     rows = [
         [_link(_page("runs", r["run_id"]), r["run_id"]), _link(_page("tasks", r["task"]), r["task"]), _system_link("", r["system"]),
-         _e(r["model"]), f"{r['n']:,}", _e(r["primary_metric"]), _e(board.value_ci(r))]
+         _e(r["variant"] or "—"), _e(r["model"]), f"{r['n']:,}", _e(r["primary_metric"]),
+         _e(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else ""))]
         for _, r in previews.iterrows()
     ]  # fmt: skip
-    return _table(["run", "task", "system", "model" + _unchecked(), "n", "metric", "value [95% CI]"], rows, "previews")
+    return _table(["run", "task", "system", "variant", "model" + _unchecked(), "n", "metric", "value [95% CI]"], rows, "previews")
 
 
 def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> str:

@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("sources", ("ddibench.data", "ddibench.profiles", "ddibench.chem", "ddibench.parsing", "ddibench.artifacts")),
     ("tools", ("ddibench.llm", "ddibench.embeddings", "ddibench.kg", "ddibench.metrics", "ddibench.corpus")),
     ("tasks", ("ddibench.task", "ddibench.evaluation")),
-    ("systems", ("ddibench.system", "ddibench.label_choice", "ddibench.label_sets", "ddibench.answering", "ddibench.molecule_answers")),
+    ("systems", ("ddibench.system", "ddibench.label_choice", "ddibench.likelihood", "ddibench.label_sets", "ddibench.answering", "ddibench.molecule_answers")),
     ("runner", ("ddibench.registry", "ddibench.runner")),
     ("results", ("ddibench.archive", "ddibench.submission", "ddibench.sandbox", "ddibench.store", "ddibench.shipped", "ddibench.interop")),
     ("board and command line", ("ddibench.leaderboard", "ddibench.commands", "ddibench.cli", "ddibench.__main__")),

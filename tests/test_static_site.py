@@ -115,11 +115,14 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     assert header == ["task", "metric", f"{EVIL} unregistered", "majority", "mlp", "floors", "published not ranked"]  # every full run's system
     row = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr td")]
     assert row[0] == "drugbank_s2" and row[1] == "macro_f1"
-    assert sum("★" in cell for cell in row) == 1 and all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]( ★| ≈)?", c) for c in row[2:5])
+    assert sum("★" in cell for cell in row) == 1 and all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]( ★| ≈)?( ⚠)?", c) for c in row[2:5])
+    # the outside system answers one label for every pair (a copy of the majority run): flagged; the registered
+    # majority floor answers so by design and is not
+    assert row[2].endswith(" ⚠") and not row[3].endswith(" ⚠") and not row[4].endswith(" ⚠")
     assert row[5].startswith("majority ") and " · random " in row[5]  # the floors, in the primary metric's unit
     assert row[6] == "EmerGNN 25.0 ± 2.8"  # the paper's percent as macro-F1 is shown, apart from the ranked cells
     previews = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.previews td")]
-    assert previews[1:3] == ["drugbank_s2", "zero-shot"] and "stub-model" in previews[3] and previews[4] == "20"  # apart, unranked
+    assert previews[1:4] == ["drugbank_s2", "zero-shot", "—"] and "stub-model" in previews[4] and previews[5] == "20"  # apart, unranked; no variant
 
     _click(browser, "drugbank_s2")  # the task's page
     text = _text(browser)
@@ -216,5 +219,6 @@ def test_markdown_table_is_byte_stable_and_complete(store: Path, verdicts, tmp_p
     assert row[5].startswith("majority ") and " · random " in row[5]
     assert "<script>" not in re.sub(r"`[^`]*`", "", text)  # a stored name never becomes markup: it sits in a code span
     preview = next(line for line in lines if line.startswith("| drugbank_s2 | zero-shot |"))
-    assert preview.startswith("| drugbank_s2 | zero-shot | 20 | macro_f1 | ") and "★" not in preview and "≈" not in preview
+    assert preview.startswith("| drugbank_s2 | zero-shot | — | `vllm:stub-model@http://127.0.0.1:") and "| 20 | macro_f1 | " in preview
+    assert "★" not in preview and "≈" not in preview  # the model as submitted sits in a code span: never a link
     assert not re.search(r"\d{4}-\d\d-\d\d", text)  # no date: regenerating it changes nothing

@@ -187,11 +187,11 @@ class RankingEvaluator(BaseEvaluator):
             best = [p[spec.name] for p in perfect if spec.name in p]
             ceilings[spec.name] = float(np.mean(best)) if best else float("nan")
         invalid = [s.id for s in samples if not predictions[s.id].valid]
-        firsts = [(predictions[s.id].ranked or [None])[0] for s in samples if predictions[s.id].valid]
+        answered = [predictions[s.id] for s in samples if predictions[s.id].valid and predictions[s.id].ranked]
         answers = answer_distribution(
-            [int(f) for f in firsts if f is not None], [self.gold(s) for s in samples], len(self.label_space),
+            [int(p.ranked[0]) for p in answered if p.ranked], [self.gold(s) for s in samples], len(self.label_space),
             names=[lb.name for lb in self.label_space],
-            positions=[predictions[s.id].position for s in samples if predictions[s.id].valid and predictions[s.id].ranked],
+            positions=[p.position for p in answered],
         )  # fmt: skip
         breakdown: dict[str, dict[str, Any]] = {}
         for slice_name in self.slices:

@@ -13,7 +13,10 @@ against a real socket:
 * ``script``: what the first requests get, then normal answers: an HTTP status (``429``, ``500``; a
   ``Retry-After`` of ``retry_after`` goes with 429s) or one of the :data:`FAULTS` (a body that is not
   JSON, a 200 with an error object or no choices, a request that is never answered, ...);
-* ``delay``: seconds to wait before each answer.
+* ``delay``: seconds to wait before each answer;
+* ``next_tokens``: for requests that ask for ``logprobs``, the top next tokens ``[token, logprob]`` to
+  return, by the answer prefix the request ends with (its final assistant message; ``""`` for none): the
+  likelihood answer mode's tree walk, scripted. A prefix not in the table gets no alternatives.
 
 :class:`FaultProxy` sits in front of any OpenAI-compatible server (this stub, the embedded llama.cpp
 server) and injects faults into a given share of the chat requests, drawn reproducibly from a seed
@@ -58,6 +61,7 @@ class StubConfig:
     script: list[int | str] = field(default_factory=list)
     retry_after: float | None = 1.0
     delay: float = 0.0
+    next_tokens: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
 
 class StubServer:
@@ -134,12 +138,19 @@ class StubServer:
         if request.get("model") != self.config.model:
             return 404, json.dumps({"error": {"message": f"model {request.get('model')} not found"}}).encode(), {}
         text = self._reply_text(request, body)
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        if request.get("logprobs"):
+            messages = request.get("messages") or [{}]
+            prefix = messages[-1].get("content", "") if messages[-1].get("role") == "assistant" else ""
+            top = [{"token": t, "logprob": lp} for t, lp in self.config.next_tokens.get(prefix, [])][: int(request.get("top_logprobs") or 0)]
+            first = top[0] if top else {"token": text[:1], "logprob": 0.0}
+            choice["logprobs"] = {"content": [{**first, "top_logprobs": top}]}
         completion = {
             "id": "chatcmpl-stub",
             "object": "chat.completion",
             "created": 0,
             "model": self.config.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "choices": [choice],
             "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": max(1, len(text) // 4), "total_tokens": 0},
         }
         return 200, json.dumps(completion).encode(), {}

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ddibench.errors import RunDirError
 from ddibench.evaluation.answers import AnswerDistribution
+from ddibench.registry import answers_by_design
 from ddibench.runner.records import Results, read_identity, read_results
 
 FLOOR_TITLES = {"majority": "majority", "popularity": "popularity", "uniform_random": "random"}
@@ -57,7 +58,7 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     )
     if ev.answers is not None and ev.answers.n_answers:
         console.print(escape(answers_line(ev.answers)))
-        if ev.answers.collapsed:
+        if ev.answers.collapsed and not answers_by_design(results.system):
             console.print(f"[yellow]warning: collapsed answers: {escape(ev.answers.message)}[/yellow]")
     unit = man.task.model_extra.get("cluster_unit", "drugs") if man.task.model_extra else "drugs"
     if verbose:

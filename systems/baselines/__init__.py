@@ -37,6 +37,7 @@ class MajorityConfig(SystemConfig):
 
 class MajoritySystem(BaseSystem):
     name = "majority"
+    constant_answer = True
     version = "1.0.0"
     description = "the most frequent training label for every sample (class scores: training frequencies)"
     Config = MajorityConfig
@@ -74,6 +75,7 @@ class PopularityConfig(SystemConfig):
 
 class PopularitySystem(BaseSystem):
     name = "popularity"
+    constant_answer = True
     version = "1.0.0"
     description = "the k labels most frequent in the training targets, for every sample"
     Config = PopularityConfig

@@ -85,6 +85,7 @@ class CBRDDISystem(BaseSystem):
     llm_roles = ("generator", "describer")
     batch_size = 1
     max_concurrency = 8
+    variant_keys = ("shuffle_options",)
     config: CBRDDIConfig
 
     def __init__(self, config: CBRDDIConfig | None = None) -> None:

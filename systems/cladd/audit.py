@@ -21,7 +21,6 @@ from typing import Any
 
 from ddibench.schema import LabelSpace, Sample
 
-
 _WORD = re.compile(r"(?<![A-Za-z0-9-])[A-Za-z0-9][A-Za-z0-9-]*(?![A-Za-z0-9-])")
 
 
