@@ -152,6 +152,13 @@ def reader_plan() -> list[Entry]:
         return Entry(system, task, limit=limit, options=SLOTS if system == "cbr-ddi" else ())
 
     entries = [ddi(system, "drugbank_s1", 100) for system in LLM_DDI_SYSTEMS]
+    # position bias on the same pairs: the options in a seeded order, and chosen by likelihood (CBR-DDI's three
+    # candidates are one token each: its constrained answer is already the most likely one, so no likelihood run)
+    for system in LLM_DDI_SYSTEMS:
+        shuffled = ("-C", "shuffle_options=1")
+        entries.append(Entry(system, "drugbank_s1", 100, options=(*shuffled, *(SLOTS if system == "cbr-ddi" else ())), variant="shuffled"))
+        if system != "cbr-ddi":
+            entries.append(Entry(system, "drugbank_s1", 100, options=("-C", "answer_mode=likelihood"), variant="likelihood"))
     entries += [ddi(system, task, 50) for task in ("drugbank_s2", "twosides_s2") for system in LLM_DDI_SYSTEMS]
     for task, limit in (("tox_herg", 50), ("tox_dili", 50), ("targets_inhibit", 30), ("targets_activate", 30)):
         entries += [Entry("zero-shot", task, limit=limit), Entry("cladd", task, limit=limit, options=SLOTS)]
