@@ -52,7 +52,7 @@ def _spread(values: Sequence[int], n_labels: int) -> tuple[int | None, float, fl
     counts = Counter(values)
     top = min(counts, key=lambda k: (-counts[k], k))
     total = len(values)
-    entropy = -sum(c / total * math.log(c / total) for c in counts.values())
+    entropy = max(0.0, -sum(c / total * math.log(c / total) for c in counts.values()))  # never -0.0
     most = math.log(min(n_labels, total)) if min(n_labels, total) > 1 else 0.0
     return top, counts[top] / total, (entropy / most if most > 0 else 0.0)
 
