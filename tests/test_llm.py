@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,27 @@ def test_empty_answers_are_returned_not_retried() -> None:
     with running_stub(StubConfig(reply="")) as stub:
         text, pool = asyncio.run(_ask(ModelSpec.parse(f"vllm:stub-model@{stub.base_url}"), None))
     assert text == "" and pool.ledger.roles["generator"].calls == 1
+
+
+def test_a_generic_base_url_is_probed_and_constrained_like_vllm(cli, tmp_path: Path) -> None:
+    """--base-url URL -m NAME asks the server how it constrains JSON (a probe whose schema allows one answer),
+    then constrains every answer the same way as -m vllm:NAME@URL: no invalid answer on drugbank_s2 either way.
+    A server that ignores schemas is named as such, and its answers are counted."""
+    from ddibench.llm.stub import StubConfig, running_stub
+
+    with running_stub(StubConfig()) as server:
+        for name, model in (("generic", ["--base-url", server.base_url, "-m", "stub-model"]), ("vllm", ["-m", f"vllm:stub-model@{server.base_url}"])):
+            code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--no-cache", "--run-dir", str(tmp_path / name), *model)
+            assert code == 0, err
+            assert "invalid (unparsable) predictions: 0 of 1,992" in out
+            output = json.loads((tmp_path / name / "results.json").read_text())["manifest"]["models"]["generator"]["output"]
+            assert output.startswith("constrained to the JSON schema (response_format json_schema)")
+            assert output.endswith("(probed at the start)") == (name == "generic")
+        probes = [r for r in server.requests if r["messages"][0]["content"] == "Reply with a JSON object."]
+        assert len(probes) == 1  # the generic endpoint only
+    with running_stub(StubConfig(reply='{"type": 3}')) as server:  # answers the same whatever the schema says
+        code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "4", "--no-cache", "--run-dir", str(tmp_path / "ignores"),
+                             "--base-url", server.base_url, "-m", "stub-model")  # fmt: skip
+        assert code == 0, err
+        assert "model output (generator): not constrained: the prompt asks for JSON (probed at the start)" in out
+        assert [r.get("response_format") for r in server.requests[2:]] == [None] * 4  # after two probes, nothing is asked of it

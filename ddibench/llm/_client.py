@@ -108,7 +108,7 @@ class ChatResult:
 
 
 def response_format(json_mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    if schema is None or json_mode == "none":
+    if schema is None or json_mode in ("none", "auto"):  # 'auto' is resolved by a probe before the first call
         return None
     if json_mode == "schema":
         return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
@@ -155,8 +155,10 @@ class LLMClient:
         max_retries: int = 5,
         backoff_base: float = 1.0,
         backoff_cap: float = 60.0,
+        json_mode: str | None = None,
     ) -> None:
         self.spec = spec
+        self.json_mode = json_mode or spec.json_mode  # the spec's, or what a probe of an 'auto' endpoint found
         self.identity = identity
         self.role = role
         self._transport = transport
@@ -196,7 +198,7 @@ class LLMClient:
         for name, value in (("top_p", top_p), ("seed", seed), ("stop", stop)):
             if value is not None:
                 params[name] = value
-        fmt = response_format(self.spec.json_mode, json_schema)
+        fmt = response_format(self.json_mode, json_schema)
         if fmt is not None:
             params["response_format"] = fmt
         if top_logprobs is not None:
@@ -604,10 +606,26 @@ class LLMPool:
                 self.ledger,
                 policy,
                 max_retries=self.max_retries,
+                json_mode=self.json_mode(role),
             )
             self._clients[role].remember = self._remember_text
             self._clients[role].liveness = self._liveness.get(spec)
         return self._clients[role]
+
+    def json_mode(self, role: str) -> str:
+        """How the role's answers are constrained: its spec's json mode, or what the probe of an 'auto' endpoint found."""
+        spec = self.specs[role]
+        if spec.json_mode != "auto":
+            return spec.json_mode
+        return str((self.served.get(spec.display()) or {}).get("json_mode", "none"))
+
+    def output(self, role: str) -> str:
+        """The role's output constraint in words (what manifests and reports say)."""
+        from ddibench.llm._spec import OUTPUT
+
+        mode = self.json_mode(role)
+        probed = " (probed at the start)" if self.specs[role].json_mode == "auto" else ""
+        return OUTPUT.get(mode, mode) + probed
 
     def endpoint_stats(self) -> dict[str, dict[str, Any]]:
         """Each started endpoint's policy: its concurrency (and the lowest it fell to), timeouts, deadline."""
@@ -673,4 +691,40 @@ def preflight(spec: ModelSpec, timeout: float = 10.0) -> dict[str, Any]:
             "use one of those names",
         )
     info = next((m for m in models or [] if isinstance(m, dict) and m.get("id") == spec.model), {})
-    return {"listed": bool(info), "root": info.get("root"), "owned_by": info.get("owned_by")}
+    out = {"listed": bool(info), "root": info.get("root"), "owned_by": info.get("owned_by")}
+    if spec.json_mode == "auto":
+        out["json_mode"], out["json_probe"] = probe_json_mode(spec, timeout=max(timeout, 60.0))
+    return out
+
+
+PROBE_SCHEMA = {"type": "object", "properties": {"probe": {"type": "integer", "enum": [417]}}, "required": ["probe"]}
+
+
+def probe_json_mode(spec: ModelSpec, timeout: float = 60.0) -> tuple[str, str]:
+    """How a server constrains answers to a JSON schema, found by asking: one short request per form
+    (json_schema, then llama.cpp's json_object with a schema) under a schema whose only valid answer is
+    ``{"probe": 417}``; the first form answered so is the one used. Else ``none`` (the prompt alone asks)."""
+    url = (spec.base_url or "").rstrip("/") + "/chat/completions"
+    tried = []
+    for mode in ("schema", "llamacpp"):
+        body = {"model": spec.model, "messages": [{"role": "user", "content": "Reply with a JSON object."}], "max_tokens": 16,
+                "temperature": 0, "response_format": response_format(mode, PROBE_SCHEMA)}  # fmt: skip
+        request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json", "Authorization": f"Bearer {spec.api_key()}"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - user-given endpoint
+                completion = json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            tried.append(f"{mode}: HTTP {exc.code}")
+            continue
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError, ValueError) as exc:
+            tried.append(f"{mode}: {type(exc).__name__}")
+            continue
+        text = _result(completion, 0.0, RoleUsage(), None).text if unusable_reason(completion) is None else ""
+        try:
+            obeyed = json.loads(text) == {"probe": 417}
+        except ValueError:
+            obeyed = False
+        if obeyed:
+            return mode, f"a probe answer obeyed the schema ({mode})" + (f" after {'; '.join(tried)}" if tried else "")
+        tried.append(f"{mode}: answer {_short(text, 40)!r} ignored the schema")
+    return "none", "no form held a probe answer to its schema (" + "; ".join(tried) + ")"

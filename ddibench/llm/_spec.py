@@ -1,19 +1,24 @@
 """Model specifications: which model, behind which OpenAI-compatible endpoint, with what identity.
 
-Syntax (``--model``)::
+Syntax (``--model``), with how each constrains answers to the system's JSON schema by default::
 
-    embedded                              the embedded default (SmolLM2-135M-Instruct, llama.cpp)
-    embedded:qwen2.5-coder-1.5b           a pinned model by name (see 'ddibench list models')
-    embedded:/path/to/model.gguf          any GGUF file, served by the embedded llama.cpp server
-    openai:gpt-4o-mini                    OpenAI (key in $OPENAI_API_KEY)
-    deepseek:deepseek-chat                DeepSeek (key in $DEEPSEEK_API_KEY)
-    vllm:Qwen/Qwen2.5-7B-Instruct@http://gpu-host:8000/v1
-    ollama:llama3.1:8b                    Ollama on its default port (or @URL)
-    llamacpp:local@http://127.0.0.1:8080/v1
-    openai-compatible:NAME@URL            any other server speaking the OpenAI chat API
+    embedded                              the embedded default (SmolLM2-135M-Instruct, llama.cpp)    schema
+    embedded:qwen2.5-coder-1.5b           a pinned model by name (see 'ddibench list models')       schema
+    embedded:/path/to/model.gguf          any GGUF file, served by the embedded llama.cpp server     schema
+    openai:gpt-4o-mini                    OpenAI (key in $OPENAI_API_KEY)                            schema
+    deepseek:deepseek-chat                DeepSeek (key in $DEEPSEEK_API_KEY)                        object (JSON only)
+    vllm:Qwen/Qwen2.5-7B-Instruct@http://gpu-host:8000/v1                                            schema
+    ollama:llama3.1:8b                    Ollama on its default port (or @URL)                       schema
+    llamacpp:local@http://127.0.0.1:8080/v1                                                          llamacpp
+    openai-compatible:NAME@URL            any other OpenAI chat server (also --base-url URL -m NAME) auto
+
+``auto`` probes the server when the run starts: one short request per form (json_schema, then llama.cpp's
+json_object with a schema) whose schema allows a single answer; the first form whose answer obeys it is
+used, and when none does the prompt alone asks for JSON. The manifest and the report say which held
+(:data:`OUTPUT`), and the report counts the invalid answers.
 
 Options follow a ``#``, comma separated: ``revision=...`` (pins the weights or API snapshot in the
-model's identity), ``json=schema|object|llamacpp|none`` (how constrained JSON output is requested),
+model's identity), ``json=schema|object|llamacpp|auto|none`` (how constrained JSON output is requested),
 ``key_env=NAME`` (the environment variable holding the API key), ``timeout=SECONDS`` (the longest a
 request may take; the client also cuts requests that take far longer than the endpoint usually does,
 see :mod:`ddibench.llm._policy`). The timeout is not part of the identity: it cannot change an answer.
@@ -41,12 +46,20 @@ ROLES = ("generator", "describer", "query_writer", "judge")  # the roles the ref
 EMBEDDED = "embedded"
 EMBEDDED_DEFAULT_NAME = SMOLLM2.name
 
-# json modes: how a JSON schema is passed to the server
-#   schema   -> response_format {"type": "json_schema", "json_schema": {...}}   (OpenAI, vLLM, Ollama)
-#   object   -> response_format {"type": "json_object"}                          (DeepSeek; schema in prompt only)
+# json modes: how a JSON schema is passed to the server, so that answers are constrained to it
+#   schema   -> response_format {"type": "json_schema", "json_schema": {...}}   (OpenAI, vLLM, Ollama, the embedded server)
+#   object   -> response_format {"type": "json_object"}                          (DeepSeek: valid JSON, the schema in the prompt only)
 #   llamacpp -> response_format {"type": "json_object", "schema": {...}}         (llama.cpp servers, the python one too)
+#   auto     -> probed when the run starts (a generic --base-url server): the first of schema, llamacpp that holds
+#               a probe answer to its schema, else none; the manifest records what was used
 #   none     -> nothing; the prompt asks for JSON
-JSON_MODES = ("schema", "object", "llamacpp", "none")
+JSON_MODES = ("schema", "object", "llamacpp", "auto", "none")
+OUTPUT = {  # how each json mode constrains answers, as reports and manifests say it
+    "schema": "constrained to the JSON schema (response_format json_schema)",
+    "llamacpp": "constrained to the JSON schema (llama.cpp's response_format json_object with a schema)",
+    "object": "constrained to JSON (response_format json_object); the schema is in the prompt only",
+    "none": "not constrained: the prompt asks for JSON",
+}
 MODEL_OPTIONS = ("revision", "json", "key_env", "timeout")
 
 
@@ -70,7 +83,7 @@ PROVIDERS: dict[str, Provider] = {
     "vllm": Provider(None, "VLLM_API_KEY", "schema", prefill="vllm"),
     "ollama": Provider("http://127.0.0.1:11434/v1", None, "schema"),
     "llamacpp": Provider(None, None, "llamacpp", prefill="native"),
-    "openai-compatible": Provider(None, "OPENAI_API_KEY", "none"),
+    "openai-compatible": Provider(None, "OPENAI_API_KEY", "auto"),
     EMBEDDED: Provider(None, None, "schema", prefill="native"),  # llama.cpp's native server (xllamacpp) takes the OpenAI shape
 }
 

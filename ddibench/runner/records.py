@@ -177,6 +177,7 @@ class Timing(_Record):
 class ModelEntry(_Record):
     spec: str
     identity: dict[str, Any]
+    output: str | None = None  # how its answers were constrained (None: runs made before this was recorded)
 
 
 class ProfileRecord(_Record):

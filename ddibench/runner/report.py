@@ -81,6 +81,12 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     cost = results.cost
     if not cost.recorded:
         console.print("LLM cost: not recorded (the answers were made elsewhere and imported)")
+    outputs: dict[str, list[str]] = {}
+    for role, entry in man.models.items():
+        if entry.output:
+            outputs.setdefault(entry.output, []).append(role)
+    for output, roles in outputs.items():
+        console.print(escape(f"model output ({', '.join(roles)}): {output}"))
     for role, per in cost.per_item.items():
         totals = cost.by_role[role]
         calls = f"{per.calls:g} call{'' if per.calls == 1 else 's'} per item"

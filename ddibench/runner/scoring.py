@@ -95,7 +95,8 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         evaluation=evaluation,
         identity=identity,
         system=_system_card(plan),
-        models={role: ModelEntry(spec=pool.specs[role].display(), identity=ident) for role, ident in identity.models.items()} if pool else {},
+        models={role: ModelEntry(spec=pool.specs[role].display(), identity=ident, output=pool.output(role)) for role, ident in identity.models.items()}
+        if pool else {},
         profile=ProfileRecord(declared=plan.profile.as_dict(), detected=hardware, warning=profile_mismatch(plan.profile, hardware)),
         seeds=Seeds(run=request.seed, bootstrap=request.bootstrap.seed, limit_sampling=request.seed if request.limit else None),
         scoring_info=extras.get("info", {}),
