@@ -25,18 +25,26 @@ class DdibenchError(Exception):
         return f"{self.problem}; {self.fix}" if self.fix else self.problem
 
 
+LISTED_KINDS = ("task", "system", "profile", "model")  # the kinds 'ddibench list KIND' shows (tests/test_cli.py checks)
+
+
 class UnknownNameError(DdibenchError):
     """A task, system, profile or dataset name that is not registered."""
 
     def __init__(self, kind: str, name: str, known: Iterable[str], where: str | None = None) -> None:
-        """``where`` says how to see the known names when no close one exists (default: ``ddibench list KINDs``)."""
+        """``where`` says how to see the known names when no close one exists (default: ``ddibench list KINDs``
+        for the kinds that command lists, else the known names themselves)."""
         known = sorted(known)
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         if close:
             fix = "did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+        elif where:
+            fix = f"{where} ({len(known)} known)"
+        elif kind in LISTED_KINDS:
+            fix = f"run 'ddibench list {kind}s' to see them ({len(known)} known)"
         else:
-            listing = where or f"run 'ddibench list {kind}s' to see them"
-            fix = f"{listing} ({len(known)} known)"
+            shown = ", ".join(known[:12]) + (f", ... ({len(known)} in all)" if len(known) > 12 else "")
+            fix = f"known {kind}s: {shown}"
         super().__init__(f"unknown {kind} '{name}'", fix)
         self.kind, self.name, self.suggestions = kind, name, close
 

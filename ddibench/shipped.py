@@ -81,6 +81,10 @@ class Outcome:
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
 
 
+# the index is generated from the bundles: without it, publishing the shipped bundles again writes it anew
+_REINDEX = "move it aside and publish the bundles under the folder again ('ddibench board publish' with their paths), which writes a new one"
+
+
 def read_index(root: Path) -> dict[str, Any]:
     path = root / INDEX
     if not path.is_file():
@@ -88,9 +92,9 @@ def read_index(root: Path) -> dict[str, Any]:
     try:
         index = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise DataError(f"{path} is not a readable results index ({exc})", "regenerate it with 'ddibench board publish --reindex'") from None
+        raise DataError(f"{path} is not a readable results index ({exc})", _REINDEX) from None
     if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT or not isinstance(index.get("runs"), list):
-        raise DataError(f"{path} is not a results index of format {INDEX_FORMAT}", "regenerate it with 'ddibench board publish --reindex'")
+        raise DataError(f"{path} is not a results index of format {INDEX_FORMAT}", _REINDEX)
     return index
 
 

@@ -761,6 +761,14 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
     from ddibench.errors import UnknownNameError
     from ddibench.registry import get_system_class
 
+    if any(str(ident.get("provider", "")).startswith("lm-eval:") for ident in run.models.values()):
+        raise ConfigError(
+            f"run {run.run_id} was made by lm-evaluation-harness and imported: ddibench has no system to re-run it with "
+            "(its metrics were recomputed from its answers: that is the 'recomputed' tier)",
+            "to reproduce it, run lm-eval again on the exported task and import its samples with 'ddibench import lm-eval', "
+            "then compare the two runs' answers",
+        )
+
     try:
         get_system_class(run.system.name)
     except UnknownNameError:

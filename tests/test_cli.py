@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = ("torch", "rdkit", "openai", "llama_cpp", "numpy", "rich", "pydantic")
 
@@ -56,3 +57,46 @@ def test_data_commands(cli) -> None:
 def test_unknown_command_suggests(cli) -> None:
     code, _, err = cli("rnu")
     assert code == 2 and "Did you mean 'run'" in err
+
+
+def test_every_command_the_code_names_exists() -> None:
+    """Every 'ddibench ...' a message, hint or docstring in the code names is a real command, with real options,
+    and every kind of unknown name points to a listing that exists (or lists the names itself)."""
+    import re
+
+    import click
+
+    from ddibench.cli import cli as main
+    from ddibench.commands.listing import KINDS
+    from ddibench.errors import LISTED_KINDS, UnknownNameError
+
+    root = Path(__file__).resolve().parent.parent
+    named: dict[str, str] = {}
+    for folder in ("ddibench", "systems", "tasks", "leaderboard", "scripts"):
+        for path in (root / folder).rglob("*.py"):
+            for found in re.findall(r"'ddibench ([a-z][a-z0-9 _=-]*[a-z0-9])'", path.read_text(encoding="utf-8")):
+                named.setdefault(found, str(path.relative_to(root)))
+    assert len(named) > 15, named
+    wrong = []
+    for text, where in sorted(named.items()):
+        command: click.Command = main
+        for word in text.split():
+            if word.startswith("-"):
+                options = {o for p in command.params for o in getattr(p, "opts", [])}
+                if word.split("=")[0] not in options:
+                    wrong.append(f"{where}: 'ddibench {text}' ({word} is no option of {command.name})")
+                break
+            if isinstance(command, click.Group):
+                sub = command.get_command(click.Context(command), word)
+                if sub is None:
+                    wrong.append(f"{where}: 'ddibench {text}' ({word} is no command)")
+                    break
+                command = sub
+            else:  # an argument: 'list' takes one of its kinds, other commands a name or path
+                if command.name == "list" and word not in KINDS:
+                    wrong.append(f"{where}: 'ddibench {text}' ({word} is not something 'list' lists)")
+                break
+    assert not wrong, wrong
+    assert {f"{k}s" for k in LISTED_KINDS} <= set(KINDS)
+    assert "list providers" not in str(UnknownNameError("provider", "xyz", ["openai", "vllm"]))
+    assert "openai, vllm" in str(UnknownNameError("provider", "xyz", ["openai", "vllm"]))

@@ -149,6 +149,13 @@ def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub
     assert code == 0, err
     code, out, err = cli("board", "add", "--previews", "--store", str(tmp_path / "board.duckdb"), str(bundle))
     assert code == 0 and "added (recomputed, preview)" in out, out + err
+    from ddibench.errors import ConfigError
+    from ddibench.submission import reproduce, verify
+
+    verdict = verify(bundle)
+    verdict.accepted = True  # as a full-split import would be: a reproduction says what it can do, not a provider error
+    with pytest.raises(ConfigError, match="made by lm-evaluation-harness and imported"):
+        reproduce(verdict, tmp_path / "again")
 
     code, _, err = cli("import", "lm-eval", str(tmp_path / "nope.jsonl"))
     assert code == 2 and "does not exist" in err

@@ -10,12 +10,15 @@ from ddibench.commands.common import console as _console
 from ddibench.errors import UnknownNameError
 
 
+KINDS = ("tasks", "systems", "profiles", "models")
+
+
 @click.command("list")
 @click.argument("kind")
 @click.option("--verbose", "-v", is_flag=True, help="Show more detail (system options, task sources).")
 def list_(kind: str, verbose: bool) -> None:
     """List tasks, systems, profiles or models (the pinned embedded models)."""
-    kinds = {"tasks": _list_tasks, "systems": _list_systems, "profiles": _list_profiles, "models": _list_models}
+    kinds = dict(zip(KINDS, (_list_tasks, _list_systems, _list_profiles, _list_models)))
     if kind not in kinds:
         raise UnknownNameError("list kind", kind, kinds, "give one of " + ", ".join(sorted(kinds)))
     kinds[kind](verbose)
