@@ -118,14 +118,18 @@ def _list_profiles(verbose: bool) -> None:
     from ddibench.profiles import PROFILES, detect_hardware
 
     table = Table(title_justify="left")
-    for col in ("profile", "accelerators", "LLM concurrency", "budgets", "description"):
-        table.add_column(col, overflow="fold")
+    for col, ratio in (("profile", 2), ("accelerators", 3), ("LLM concurrency", 2), ("description", 6)):
+        table.add_column(col, ratio=ratio)
     for p in PROFILES.values():
         acc = f"{p.accelerator_count} x {p.accelerator}" if p.accelerator else "none"
-        budgets = "\n".join(f"{s}: {', '.join(f'{k}={v}' for k, v in b.items())}" for s, b in p.budgets.items())
-        table.add_row(p.name, acc, str(p.llm_concurrency), budgets, p.description)
+        table.add_row(p.name, acc, str(p.llm_concurrency), p.description)
+    # the budgets as lines of their own below the table: a column of them wrapped one word per line at 80 columns
+    budgets = [f"  {p.name} {system}: {', '.join(f'{k}={v}' for k, v in b.items())}" for p in PROFILES.values() for system, b in p.budgets.items()]
     console = _console()
     console.print(table)
+    console.print("budgets (what each profile gives the trained and retrieval systems):")
+    for line in budgets:
+        console.print(line, highlight=False)
     hw = detect_hardware()
     gpus = ", ".join(g["name"] for g in hw["gpus"]) or "no GPU"
     console.print(f"this machine: {hw['cpu']}, {hw['cpu_count']} CPUs, {hw['memory_gb']} GB RAM, {gpus}")
