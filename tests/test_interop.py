@@ -77,10 +77,11 @@ def test_data_export_loads_offline_and_is_reproducible(cli, tmp_path: Path, task
 
     task = get_task(task_name)
     data = task.load()
-    if fmt == "parquet":
-        loaded = datasets.load_dataset("parquet", data_files={s: str(first / f"{s}.parquet") for s in ("train", "valid", "test")}, cache_dir=str(tmp_path / "c"))
+    if fmt == "parquet":  # the folder as a Hub repository: the card's configs name the files of each split
+        loaded = datasets.load_dataset(str(first), cache_dir=str(tmp_path / "c"))
     else:
         loaded = datasets.load_from_disk(str(first))
+    assert sorted(loaded) == ["test", "train", "validation"] and len(loaded["validation"]) == len(data.split("valid"))
     test = loaded["test"]
     assert len(test) == len(data.split("test")) and test["id"] == [s.id for s in data.split("test")]
     label = test.features["label"]

@@ -8,9 +8,10 @@ goes a dataset card (``README.md``): source files with their URLs, sha256 and li
 ones marked), the setting, the deviations, and the task's ``data_sha256``, so an exported copy can
 always be traced back to the pinned sources.
 
-Formats: ``parquet`` (one ``<split>.parquet`` file per split; load with
-``datasets.load_dataset("parquet", data_files=...)``) or ``hf`` (``DatasetDict.save_to_disk``; load
-with ``datasets.load_from_disk``). Exporting twice gives the same bytes.
+Splits carry the Hub's standard names (``train``, ``validation``, ``test``; ddibench calls the second
+``valid``). Formats: ``parquet`` (``data/<split>.parquet``, declared in the card's ``configs:`` front
+matter, so ``datasets.load_dataset(PATH)`` reads the folder as it would a Hub repository) or ``hf``
+(``DatasetDict.save_to_disk``; load with ``datasets.load_from_disk``). Exporting twice gives the same bytes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ddibench.task import Task
 
 FORMATS = ("parquet", "hf")
 NON_COMMERCIAL = ("NC", "non-commercial")
+HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}  # ddibench's split names -> the Hub's
 
 
 def _features(task: Task, kind: str) -> Any:
@@ -98,10 +100,15 @@ def dataset_card(task: Task, sizes: Mapping[str, int], fmt: str) -> str:
     """The README.md that travels with the exported data."""
     licences = sorted({s.license for s in task.sources})
     restricted = [lic for lic in licences if any(mark in lic for mark in NON_COMMERCIAL)]
+    configs = []
+    if fmt == "parquet":  # the files of each split, so load_dataset(PATH) reads them under these split names
+        configs = ["configs:", "- config_name: default", "  data_files:"]
+        configs += [f"  - split: {name}\n    path: data/{name}.parquet" for name in sizes]
     lines = [
         "---",
         f"pretty_name: ddibench {task.name}",
         "license: other",
+        *configs,
         "---",
         f"# ddibench task `{task.name}` {task.version}",
         "",
@@ -109,7 +116,7 @@ def dataset_card(task: Task, sizes: Mapping[str, int], fmt: str) -> str:
         "",
         f"- family: `{task.family}`, setting: `{task.setting}`, input: `{task.input_kind}`, evaluation split: `{task.eval_split}`",
         f"- data sha256 (ddibench's pinned sources + recipe): `{task.data_sha256}`",
-        "- splits: " + ", ".join(f"{name} {n:,}" for name, n in sizes.items()),
+        "- splits: " + ", ".join(f"{name} {n:,}" for name, n in sizes.items()) + " (ddibench's `valid` split is `validation` here)",
         f"- format: {fmt}; exported by ddibench; score predictions with `ddibench` (`ddibench run` or `ddibench import lm-eval`)",
         "",
         "## Licences",
@@ -147,7 +154,7 @@ def export(task: Task, out: Path, fmt: str = "parquet", splits: Sequence[str] | 
     for name in chosen:
         rows = [_row(s, kind) for s in data.split(name)]
         columns = {key: [r.get(key, "") for r in rows] for key in features}
-        tables[name] = datasets.Dataset.from_dict(columns, features=features)
+        tables[HUB_SPLITS.get(name, name)] = datasets.Dataset.from_dict(columns, features=features)
     sizes = {name: len(t) for name, t in tables.items()}
     _write(out, lambda tmp: _write_tables(datasets, tables, tmp, fmt, dataset_card(task, sizes, fmt)))
     files = sorted(p for p in out.rglob("*") if p.is_file())
@@ -156,8 +163,9 @@ def export(task: Task, out: Path, fmt: str = "parquet", splits: Sequence[str] | 
 
 def _write_tables(datasets: Any, tables: Mapping[str, Any], folder: Path, fmt: str, card: str) -> None:
     if fmt == "parquet":
+        (folder / "data").mkdir()
         for name, table in tables.items():
-            table.to_parquet(str(folder / f"{name}.parquet"))
+            table.to_parquet(str(folder / "data" / f"{name}.parquet"))
     else:
         datasets.DatasetDict(tables).save_to_disk(str(folder))
     (folder / "README.md").write_text(card, encoding="utf-8")
