@@ -26,9 +26,11 @@ class ArtifactStore:
         self.root = root
 
     def path(self, kind: str, key: dict[str, Any]) -> Path:
+        """Where the artifact of ``kind`` built for ``key`` lives (whether or not it exists yet)."""
         return self.root / kind / config_hash(key, 24)
 
     def get(self, kind: str, key: dict[str, Any]) -> Path | None:
+        """The artifact's directory if it was built for exactly ``key``, else None."""
         path = self.path(kind, key)
         key_file = path / "key.json"
         if not key_file.is_file():

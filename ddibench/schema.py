@@ -31,11 +31,12 @@ class Drug:
     """A drug of a task family's id space."""
 
     node_id: int  # id in the family's id space (DrugBank DDI: EmerGNN/SumGNN node id 0..1709)
-    drugbank_id: str
-    name: str
-    smiles: str
+    drugbank_id: str  # DrugBank accession (DB00001); '' for a drug without one (TWOSIDES' PubChem compounds)
+    name: str  # the drug's name, as a model is shown it
+    smiles: str  # its structure ('' when unknown)
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as plain JSON values."""
         return dataclasses.asdict(self)
 
 
@@ -43,10 +44,11 @@ class Drug:
 class DrugPair:
     """An ordered drug pair: ``head`` is ``#Drug1`` of the interaction template, ``tail`` is ``#Drug2``."""
 
-    head: Drug
-    tail: Drug
+    head: Drug  # the interaction template's #Drug1 ("Drug A" in the prompts)
+    tail: Drug  # its #Drug2 ("Drug B"); the types are directional, so the order matters
 
     def as_dict(self) -> dict[str, Any]:
+        """The pair as plain JSON values."""
         return {"head": self.head.as_dict(), "tail": self.tail.as_dict()}
 
 
@@ -54,12 +56,13 @@ class DrugPair:
 class Molecule:
     """One molecule: its SMILES, and its InChIKey, name and source id when known."""
 
-    smiles: str
-    inchikey: str = ""
-    name: str = ""
+    smiles: str  # canonical SMILES (RDKit), as the task's sources give the structure
+    inchikey: str = ""  # standard InChIKey, the key annotation databases are looked up by
+    name: str = ""  # a name, when the source has one (a model may be shown it)
     id: str = ""  # the molecule's id in its source (e.g. a Drug Repurposing Hub broad id), when it has one
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as plain JSON values."""
         return dataclasses.asdict(self)
 
 
@@ -87,13 +90,14 @@ def interaction_question(a: str, b: str, variant: int | None = None) -> str:
 class Question:
     """A free-text question; ``pair`` names the drugs when it asks about an interaction."""
 
-    text: str
-    pair: DrugPair | None = None
+    text: str  # the question as asked
+    pair: DrugPair | None = None  # the two drugs a DDI question is about (None for other questions)
     focus: str = ""  # what the question is about (a drug, a disease)
     qtype: str = ""  # question type, e.g. "interaction", "treatment"
     source: str = ""  # the collection it comes from
 
     def as_dict(self) -> dict[str, Any]:
+        """The question as plain JSON values."""
         return {
             "text": self.text,
             "pair": self.pair.as_dict() if self.pair else None,
@@ -114,17 +118,20 @@ _NO_META: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    id: str
-    input: SampleInput
+    id: str  # stable: a hash of the sample's content (the same content always gets the same id)
+    input: SampleInput  # a DrugPair, a Molecule or a Question, by the task's input_kind
+    # the gold: a label id (DrugBank, yes/no tasks), a tuple of label ids (TWOSIDES, targets), a mapping (a
+    # question's {"answer", "label"}, a molecule's property columns); None in the samples predict() is given
     target: Target
-    clusters: tuple[str, ...]
-    meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    clusters: tuple[str, ...]  # what the bootstrap resamples: the pair's drug ids, the molecule's scaffold, the question's document
+    meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # the family's extra facts (e.g. n_unseen drugs), empty in predict()
 
     def blind(self) -> Sample:
         """The sample as a system sees it at prediction time: no target, no label-derived metadata."""
         return Sample(self.id, self.input, None, self.clusters, _NO_META)
 
     def as_dict(self) -> dict[str, Any]:
+        """The sample as plain JSON values."""
         return {
             "id": self.id,
             "input": self.input.as_dict(),
@@ -141,17 +148,18 @@ def sample_id(prefix: str, content: Any) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Label:
-    id: int
-    template: str  # with #Drug1 / #Drug2 placeholders
-    name: str = ""
+    id: int  # its place in the label space: 0..n-1 (a prediction's label, the ids of a ranking)
+    template: str  # with #Drug1 / #Drug2 placeholders; a yes/no task's text of the answer ("blocks hERG")
+    name: str = ""  # a short name: a side effect, an HGNC symbol, "yes"/"no"
 
     def render(self, drug1: str, drug2: str) -> str:
+        """The template with the two drugs' names in place of #Drug1 and #Drug2."""
         return self.template.replace("#Drug1", drug1).replace("#Drug2", drug2)
 
 
 @dataclass(frozen=True)
 class LabelSpace:
-    labels: tuple[Label, ...]
+    labels: tuple[Label, ...]  # in id order; a LabelSpace is indexed, iterated and measured like this tuple
 
     def __post_init__(self) -> None:
         ids = [label.id for label in self.labels]
@@ -168,6 +176,7 @@ class LabelSpace:
         return self.labels[label_id]
 
     def fingerprint(self) -> str:
+        """A hash of every label's id, template and name (recorded with results)."""
         return sha256_text(stable_json([[lb.id, lb.template, lb.name] for lb in self.labels]))
 
 
@@ -188,17 +197,18 @@ class Prediction(BaseModel):
     # non-finite scores are written as NaN/Infinity, as json.dumps writes them (and json.loads reads them back)
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
-    sample_id: str
-    label: int | None = None
-    scores: dict[str, float] | None = None
-    ranked: list[int] | None = None
-    text: str | None = None
-    position: int | None = None
-    rationale: str | None = None
-    valid: bool = True
-    error: str | None = None
-    trace: dict[str, Any] = Field(default_factory=dict)
+    sample_id: str  # the Sample's id
+    label: int | None = None  # one label id (classification tasks: DrugBank, yes/no tasks where 0 = no, 1 = yes)
+    scores: dict[str, float] | None = None  # str(label id) -> score; AUROC reads the positive label's, {"1": p(yes)}
+    ranked: list[int] | None = None  # label ids, most likely first (TWOSIDES, targets: the first k distinct count)
+    text: str | None = None  # the answer as text (QA, captions), or the raw model output of a label answer
+    position: int | None = None  # where the chosen option stood in the list the system was shown, from 1
+    rationale: str | None = None  # the system's stated reason, when it gives one
+    valid: bool = True  # False: the output could not be turned into an answer (scored as wrong, counted apart)
+    error: str | None = None  # why an invalid prediction is invalid
+    trace: dict[str, Any] = Field(default_factory=dict)  # how the answer came about; each LLM call under "llm" (llm_trace)
 
     @classmethod
     def invalid(cls, sample_id: str, error: str, **kwargs: Any) -> Prediction:
+        """A prediction whose output could not be used, with the reason."""
         return cls(sample_id=sample_id, valid=False, error=error, **kwargs)

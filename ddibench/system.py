@@ -159,6 +159,8 @@ class TrainingView:
     a system that trains on nothing (zero-shot) never makes the run build 100,000 training samples."""
 
     __slots__ = ("task", "_train", "_valid", "resources")
+    task: Task  # the task: name, label_space, family, evaluator() (its test split is not reachable from here)
+    resources: dict[str, Any]  # what the task hands to systems (the keys of ddibench.task.RESOURCES it declares)
 
     def __init__(self, task: Task, train: tuple[Sample, ...] | Lazy, valid: tuple[Sample, ...] | Lazy, resources: dict[str, Any] | None = None) -> None:
         self.task = task
@@ -168,6 +170,7 @@ class TrainingView:
 
     @property
     def train(self) -> tuple[Sample, ...]:
+        """The training split, with targets (built on first read)."""
         from ddibench.task import Lazy
 
         if isinstance(self._train, Lazy):
@@ -176,6 +179,7 @@ class TrainingView:
 
     @property
     def valid(self) -> tuple[Sample, ...]:
+        """The validation split, with targets (built on first read); for model selection, never for training on test."""
         from ddibench.task import Lazy
 
         if isinstance(self._valid, Lazy):
@@ -187,15 +191,15 @@ class TrainingView:
 class RunContext:
     """Everything a system may use during a run besides its own configuration."""
 
-    task: Task
-    profile: Profile
-    seed: int
-    artifacts: ArtifactStore
-    llm: LLMPool | None = None
-    progress: Progress = field(default_factory=NullProgress)
-    run_dir: Path | None = None
-    resources: dict[str, Any] = field(default_factory=dict)
-    log: logging.Logger = field(default_factory=lambda: logging.getLogger("ddibench.run"))
+    task: Task  # the task being run (name, label_space, family, evaluator)
+    profile: Profile  # the declared hardware profile; profile.budget_for(system) gives its budget
+    seed: int  # the run's seed: seed every random choice with it
+    artifacts: ArtifactStore  # where prepare() keeps what it builds, keyed by what it was built from
+    llm: LLMPool | None = None  # the models of the run (use model(role))
+    progress: Progress = field(default_factory=NullProgress)  # progress.task(description, total) for long steps
+    run_dir: Path | None = None  # the run's directory (None in tests that run a system directly)
+    resources: dict[str, Any] = field(default_factory=dict)  # the task's resources, as in the training view
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("ddibench.run"))  # a logger for the run
 
     def remember_text(self, text: str) -> str:
         """Keep a long text shared by many samples (a system prompt) once, in ``<run dir>/texts/<sha256>.txt``.
@@ -213,6 +217,7 @@ class RunContext:
         return digest
 
     def model(self, role: str = "generator") -> LLMClient:
+        """The client of a role the system declares in ``llm_roles`` (chat, cached, retried, accounted)."""
         if self.llm is None:
             raise RuntimeError("this run has no LLM; declare the role in the system's llm_roles")
         return self.llm.client(role)
@@ -245,16 +250,16 @@ class SystemConfig(BaseModel):
 class BaseSystem(ABC):
     """Convenience base: configuration handling and sensible class defaults."""
 
-    name: ClassVar[str] = ""
-    version: ClassVar[str] = "0"
-    description: ClassVar[str] = ""
+    name: ClassVar[str] = ""  # the name runs and the board know it by (``ddibench run -s NAME``)
+    version: ClassVar[str] = "0"  # bump when answers change for the same configuration: run ids and artifacts follow it
+    description: ClassVar[str] = ""  # one line for 'ddibench list systems' and the board
     paper: ClassVar[str] = ""  # the paper the system follows: its citation with a URL (arXiv, DOI); "" for none
     code: ClassVar[str] = ""  # the URL of the paper's authors' own code; "" where none is published or known
-    Config: ClassVar[type[SystemConfig]] = SystemConfig
-    families: ClassVar[tuple[str, ...]] = ()
-    llm_roles: ClassVar[tuple[str, ...]] = ()
-    batch_size: ClassVar[int] = 1
-    max_concurrency: ClassVar[int] = 64
+    Config: ClassVar[type[SystemConfig]] = SystemConfig  # its options (pydantic): defaults, then the profile's budget, then --config
+    families: ClassVar[tuple[str, ...]] = ()  # the task families it serves (empty: every family)
+    llm_roles: ClassVar[tuple[str, ...]] = ()  # the models the runner starts for it (ctx.model(role)); -m ROLE=SPEC sets one
+    batch_size: ClassVar[int] = 1  # samples per predict() call
+    max_concurrency: ClassVar[int] = 64  # predict() calls in flight at once (at most the run's --concurrency)
     # configuration keys that change how answers are made rather than how well (an answer mode, an option
     # order): a run with another value of one is shown apart on the board, named by the values that differ
     variant_keys: ClassVar[tuple[str, ...]] = ()
@@ -293,9 +298,12 @@ class BaseSystem(ABC):
             raise ConfigError(f"{cls.name} config '{where}': {err['msg']}", f"see 'ddibench list systems -v' for {cls.name}'s options") from None
 
     def supports(self, task: Task) -> bool:
+        """Whether it serves ``task`` (by default: the task's family is one of :attr:`families`)."""
         return not self.families or task.family in self.families
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        """Build what predict() needs from the training view only (train and valid splits), once per run;
+        keep what is costly in ``ctx.artifacts`` so a second run finds it. Nothing by default."""
         return None
 
     def run_info(self) -> dict[str, Any]:

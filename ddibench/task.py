@@ -109,6 +109,23 @@ class TaskData:
 _LOAD_LOCK = threading.RLock()  # loading is rare and may nest (a family built on another family's task)
 
 
+# What a task family may hand to systems in ``TrainingView.resources`` (and ``TaskData.resources``): the key,
+# what its value is, and what a system may do with it. A family declares the keys it provides
+# (:attr:`Task.resource_keys`); a test loads one task of each family and checks the two agree.
+RESOURCES: dict[str, str] = {
+    "drugs": "the family's drug catalog (``.drugs``: every :class:`~ddibench.schema.Drug` of its id space, indexed by ``node_id``)",
+    "labels": "the task's :class:`~ddibench.schema.LabelSpace` (the same as ``task.label_space``)",
+    "train_drugs": "``frozenset`` of the node ids of drugs that occur in training pairs (unseen drugs are the others)",
+    "interactions": "the training interactions, built on first use: ``(training samples, label space)``; what a knowledge "
+                    "base of a system (SQL table, graph, corpus) may hold — never a test pair",
+    "kg_space": "the id space of the family's drugs in the knowledge graph (``'drugbank'`` or ``'twosides'``), for ``ddibench.kg``",
+    "instruction": "the task's instruction to a model, one sentence (e.g. 'Predict whether the molecule blocks hERG ...')",
+    "question": "a toxicity task's yes/no question about one molecule",
+    "kg_overlap": "drug targets: ``{InChIKey: KG entity ids}`` of the molecules the knowledge graph holds (the "
+                  "'overlap' slice, as each sample's ``meta['kg']`` says)",
+}
+
+
 class Task(ABC):
     """A benchmark task. Subclasses set the class attributes and implement ``sources``,
     ``label_space``, ``build`` and ``evaluator``."""
@@ -127,6 +144,8 @@ class Task(ABC):
     predict_splits: ClassVar[tuple[str, ...]] = ()
     # False: systems see no label at all, not even in the training view (captioning: labels are the probe's)
     training_labels_visible: ClassVar[bool] = True
+    # the keys of ``TaskData.resources`` this task hands to systems (each documented in :data:`RESOURCES`)
+    resource_keys: ClassVar[tuple[str, ...]] = ()
 
     @property
     @abstractmethod

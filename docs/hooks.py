@@ -1,11 +1,14 @@
 """mkdocs hook: pages say ``<!-- ddibench:tasks FAMILY -->`` or ``<!-- ddibench:systems -->`` and get tables
-generated from the installed registry, so the documentation lists exactly what ``ddibench list`` lists."""
+generated from the installed registry, so the documentation lists exactly what ``ddibench list`` lists;
+``<!-- ddibench:types -->`` and ``<!-- ddibench:families -->`` generate the API reference of the types an
+adapter touches (every field with its type, default and meaning, read from the source) and what each task
+family asks of a prediction."""
 
 from __future__ import annotations
 
 import re
 
-PLACEHOLDER = re.compile(r"<!-- ddibench:(tasks|systems|profiles|system)(?: ([a-z_-]+))? -->")
+PLACEHOLDER = re.compile(r"<!-- ddibench:(tasks|systems|profiles|system|types|families)(?: ([a-z_-]+))? -->")
 
 
 def _tasks(family: str | None) -> str:
@@ -63,6 +66,126 @@ def _profiles() -> str:
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001 - mkdocs' hook signature
     def render(match: re.Match[str]) -> str:
         kind, arg = match.group(1), match.group(2)
-        return {"tasks": lambda: _tasks(arg), "systems": _systems, "profiles": _profiles, "system": lambda: _system(arg)}[kind]()
+        return {"tasks": lambda: _tasks(arg), "systems": _systems, "profiles": _profiles, "system": lambda: _system(arg),
+                "types": _types, "families": _families}[kind]()  # fmt: skip
 
     return PLACEHOLDER.sub(render, markdown)
+
+
+# ---- the API reference of the types an adapter touches, generated from their source ------------------------------
+
+# (module, class, what it is for): the order of the page
+TYPES = (
+    ("ddibench.schema", "Sample", "what a system is asked about (its target is None at prediction time)"),
+    ("ddibench.schema", "Drug", "a drug of a DDI family (DrugBank, TWOSIDES)"),
+    ("ddibench.schema", "DrugPair", "the input of a DDI sample"),
+    ("ddibench.schema", "Molecule", "the input of a molecular sample (toxicity, targets, captioning)"),
+    ("ddibench.schema", "Question", "the input of a question-answering sample"),
+    ("ddibench.schema", "Label", "one label of a task"),
+    ("ddibench.schema", "LabelSpace", "a task's labels, ids 0..n-1 in order"),
+    ("ddibench.schema", "Prediction", "what a system returns for one sample"),
+    ("ddibench.system", "BaseSystem", "the class an adapter subclasses (class attributes)"),
+    ("ddibench.system", "TrainingView", "what prepare() sees"),
+    ("ddibench.system", "RunContext", "what prepare() and predict() may use"),
+    ("ddibench.artifacts", "ArtifactStore", "ctx.artifacts: what a system builds once and finds again"),
+    ("ddibench.llm._client", "ChatResult", "what ctx.model(role).chat(...) returns"),
+)
+
+
+def _class_node(module: str, name: str):  # noqa: ANN202 - an ast.ClassDef
+    import ast
+    import importlib
+    import inspect
+
+    source = inspect.getsource(importlib.import_module(module))
+    tree = ast.parse(source)
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+    return node, source.splitlines()
+
+
+def _comment(lines: list[str], node) -> str:  # noqa: ANN001
+    """The comment that says what a field is: at the end of its (last) line, else the comment lines just above it."""
+    last = lines[node.end_lineno - 1]
+    if "  # " in last:
+        return last.split("  # ", 1)[1].strip()
+    above, i = [], node.lineno - 2
+    while i >= 0 and lines[i].strip().startswith("#"):
+        above.insert(0, lines[i].strip().lstrip("#").strip())
+        i -= 1
+    return " ".join(above)
+
+
+def type_members(module: str, name: str) -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str]]]:
+    """A class's public fields ``(name, type, default, meaning)`` and public methods and properties ``(signature, meaning)``."""
+    import ast
+
+    node, lines = _class_node(module, name)
+    fields, methods = [], []
+    for item in node.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and not item.target.id.startswith("_"):
+            kind = ast.unparse(item.annotation).replace("ClassVar[", "").rstrip("]") if "ClassVar" in ast.unparse(item.annotation) else ast.unparse(item.annotation)
+            default = ast.unparse(item.value) if item.value is not None else ""
+            if default.startswith("field(") or default.startswith("Field("):
+                default = "(built per instance)" if "factory" in default else default
+            fields.append((item.target.id, kind, default, _comment(lines, item)))
+        elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_"):
+            doc = (ast.get_docstring(item) or "").split("\n\n")[0].replace("\n", " ")
+            args = [a.arg for a in item.args.args if a.arg not in ("self", "cls")]
+            is_property = any(isinstance(d, ast.Name) and d.id == "property" for d in item.decorator_list)
+            prefix = "async " if isinstance(item, ast.AsyncFunctionDef) else ""
+            signature = item.name if is_property else f"{prefix}{item.name}({', '.join(args)})"
+            methods.append((signature, doc))
+    return fields, methods
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def _types() -> str:
+    import ast
+
+    from ddibench.task import RESOURCES
+
+    out = []
+    for module, name, purpose in TYPES:
+        node, _ = _class_node(module, name)
+        doc = (ast.get_docstring(node) or "").split("\n\n")[0].replace("\n", " ")
+        fields, methods = type_members(module, name)
+        public = module.replace("._client", "")
+        out += [f"### `{name}`", "", f"`{public}.{name}` — {purpose}. {_cell(doc)}", ""]
+        if fields:
+            out += ["| field | type | default | meaning |", "|---|---|---|---|"]
+            out += [f"| `{f}` | `{_cell(t)}` | {f'`{_cell(d)}`' if d else '—'} | {_cell(m) or '—'} |" for f, t, d, m in fields]
+            out.append("")
+        if methods:
+            out += ["| method or property | what it does |", "|---|---|"]
+            out += [f"| `{_cell(sig)}` | {_cell(doc) or '—'} |" for sig, doc in methods]
+            out.append("")
+    out += ["### Resources", "", "What a task hands to systems in `view.resources` (the keys each family provides are below):", "",
+            "| key | value |", "|---|---|"]
+    out += [f"| `{key}` | {_cell(text.replace('``', '`'))} |" for key, text in RESOURCES.items()]
+    out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _families() -> str:
+    """Per task family: its tasks, input, answer kind, what a prediction must hold, and its resources."""
+    from ddibench.registry import get_task, task_names
+
+    by_family: dict[str, list] = {}
+    for name in task_names():
+        task = get_task(name)
+        by_family.setdefault(task.family, []).append(task)
+    rows = ["| family | tasks | input | answer | a prediction holds | resources |", "|---|---|---|---|---|---|"]
+    for family, tasks in sorted(by_family.items()):
+        first = tasks[0]
+        try:
+            evaluator = first.evaluator()
+            kind, expected = evaluator.kind, evaluator.expected_format
+        except Exception as exc:  # noqa: BLE001 - an evaluator that needs data this machine lacks
+            kind, expected = "—", f"(needs the task's data: {type(exc).__name__})"
+        names = ", ".join(f"`{t.name}`" for t in tasks)
+        keys = ", ".join(f"`{k}`" for k in first.resource_keys) or "—"
+        rows.append(f"| `{family}` | {names} | `{first.input_kind}` | {kind} | {_cell(expected)} | {keys} |")
+    return "\n".join(rows) + "\n"

@@ -43,3 +43,26 @@ def test_docs_build_strictly_and_list_everything(tmp_path: Path) -> None:
             leftovers[str(page.relative_to(site))] = found[:3]
     assert not leftovers, f"markup shown as text: {leftovers}"
     assert "BaseEvaluator" in (site / "reference" / "evaluation" / "index.html").read_text()
+
+
+def test_the_types_reference_gives_every_field_a_meaning_and_every_resource_is_declared() -> None:
+    """The generated reference (docs/hooks.py) reads each field's meaning from the source: none may be missing.
+    Each family's declared resource keys are the keys its loaded data hands to systems, each documented."""
+    import runpy
+
+    from ddibench.registry import get_task, task_names
+    from ddibench.task import RESOURCES
+
+    hooks = runpy.run_path(str(REPO / "docs" / "hooks.py"))
+    missing = []
+    for module, name, _ in hooks["TYPES"]:
+        fields, methods = hooks["type_members"](module, name)
+        missing += [f"{name}.{f}" for f, _, _, meaning in fields if not meaning] + [f"{name}.{m}" for m, doc in methods if not doc]
+    assert not missing, f"fields and methods without a meaning in the source: {missing}"
+    first_of_family: dict[str, str] = {}
+    for task_name in task_names():
+        first_of_family.setdefault(get_task(task_name).family, task_name)
+    for family, task_name in sorted(first_of_family.items()):
+        task = get_task(task_name)
+        assert set(task.resource_keys) <= set(RESOURCES), (family, task.resource_keys)
+        assert set(task.load().resources) == set(task.resource_keys), (family, sorted(task.load().resources), task.resource_keys)

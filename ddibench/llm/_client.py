@@ -84,18 +84,19 @@ class UsageLedger:
 
 @dataclass(frozen=True)
 class ChatResult:
-    text: str
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float
-    cached: bool
-    model_reported: str | None
+    text: str  # the answer (JSON text when a schema constrained it)
+    finish_reason: str | None  # "stop", or "length" when max_tokens cut it
+    prompt_tokens: int  # as the endpoint counted them
+    completion_tokens: int  # generated tokens, as the endpoint counted them
+    latency_s: float  # 0 for an answer from the response cache
+    cached: bool  # served from the response cache (same model identity, messages and parameters)
+    model_reported: str | None  # the model name the endpoint said answered
     model_id: str | None = None  # digest of the model identity that answered (see identity_digest)
     # when asked for (chat(top_logprobs=N)): the N most likely first tokens and their log-probabilities
     top_logprobs: tuple[tuple[str, float], ...] | None = None
 
     def trace(self) -> dict[str, Any]:
+        """The call's record for a prediction's trace (use ``ddibench.llm_trace``, which adds the messages)."""
         return {
             "model": self.model_id,
             "finish_reason": self.finish_reason,

@@ -90,6 +90,7 @@ def _unseen_counts(triples: Iterable[tuple[int, int, int]], train_drugs: set[int
 
 class DrugBankTask(Task):
     family = FAMILY
+    resource_keys = ("drugs", "labels", "train_drugs", "interactions")
 
     def __init__(self, name: str, spec: dict[str, Any]) -> None:
         self.name = name

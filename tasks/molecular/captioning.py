@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 class CaptioningTask(MolecularTask):
     family = "captioning"
+    resource_keys = ("instruction",)
     predict_splits: ClassVar[tuple[str, ...]] = SPLITS
     training_labels_visible: ClassVar[bool] = False
 

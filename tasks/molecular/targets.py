@@ -50,6 +50,7 @@ def polarity(term: str, rules: dict[str, list[str]]) -> str | None:
 
 class TargetTask(MolecularTask):
     family = "drug_targets"
+    resource_keys = ("instruction", "kg_overlap")
     merge = "union"
 
     def __init__(self, name: str, spec: dict[str, Any], recipe_version: int, rules: dict[str, list[str]]) -> None:

@@ -27,6 +27,7 @@ _PLACEHOLDER = re.compile(r"^(drug[ _]?\d+|[\d.]+)$", re.IGNORECASE)  # "Drug_12
 
 class ToxicityTask(MolecularTask):
     family = "toxicity"
+    resource_keys = ("instruction", "question")
 
     @property
     def label_space(self) -> LabelSpace:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 class DDIQATask(Task):
     family = "ddi_qa"
+    resource_keys = ("drugs", "labels", "train_drugs", "interactions")
     input_kind = "question"
 
     def __init__(self, name: str, base: str, setting: str) -> None:
@@ -88,6 +89,7 @@ class DDIQATask(Task):
 
 class MedQuADTask(Task):
     family = "medical_qa"
+    resource_keys = ("interactions",)
     setting = "QA"
     version = "1.0.0"
     name = "medquad"

@@ -270,6 +270,7 @@ def setting_checks(setting: str, splits: dict[str, tuple[Pair, ...]], roles: dic
 
 class TwosidesTask(Task):
     family = FAMILY
+    resource_keys = ("drugs", "labels", "train_drugs", "kg_space", "interactions")
 
     def __init__(self, name: str, spec: dict[str, Any]) -> None:
         self.name = name
