@@ -9,7 +9,6 @@ import click
 from ddibench.commands.common import console as _console
 from ddibench.errors import UnknownNameError
 
-
 KINDS = ("tasks", "systems", "profiles", "models")
 
 
