@@ -142,6 +142,8 @@ def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub
     assert manifest["system"]["name"] == "lm-eval" and manifest["system"]["version"] == version("lm_eval")
     assert manifest["system"]["config"]["model"] == "local-chat-completions" and "stub-model" in manifest["models"]["generator"]["spec"]
     assert manifest["limit"] == limit and not manifest["submittable"] and results["cost"]["recorded"] is False
+    if task_name.startswith("drugbank"):  # floors beside the imported numbers, as for any run (text tasks have none)
+        assert {"majority", "uniform_random"} <= set(results["floors"]) and "majority floor" in out
     journal = [json.loads(line)["prediction"] for line in (run_dir / "journal.jsonl").read_text().splitlines()]
     assert len(journal) == limit and all("lm_eval" in p["trace"] for p in journal)
 

@@ -570,6 +570,8 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
             scoring_info={},
             sessions=[session],
             cost=Cost(recorded=False, n_items=len(samples)),
+            # the floors on the same samples, as every run has them (the training split's most frequent label, random)
+            floors=evaluator.floors(samples, task.load().split("train") if "train" in task.load().splits else ()),
         )
         write_json_atomic(target / "results.json", results.dump())
     return target
