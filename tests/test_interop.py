@@ -96,7 +96,8 @@ def test_data_export_loads_offline_and_is_reproducible(cli, tmp_path: Path, task
     assert code == 2 and "is not an empty directory" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("task_name", "limit", "json_mode"), [("drugbank_s2", 12, "llamacpp"), ("ddi_qa_s2", 3, "none")])
+@pytest.mark.parametrize(("task_name", "limit", "json_mode"),
+                         [("drugbank_s2", 12, "llamacpp"), ("ddi_qa_s2", 3, "none"), ("tox_herg", 10, "schema"), ("twosides_s2", 6, "schema")])
 def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub, tmp_path: Path, task_name: str, limit: int, json_mode: str) -> None:
     """Exported in one directory with relative DDIBENCH_* paths, moved, and run by lm-eval from a third."""
     pytest.importorskip("lm_eval", reason="the interop extra is not installed (pip install 'ddibench[interop]')")
@@ -127,8 +128,8 @@ def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub
     samples = next((tmp_path / "out").rglob(f"samples_ddibench_{task_name}_*.jsonl"))
     lm_results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"][f"ddibench_{task_name}"]
     assert len(stub.requests) == limit  # every document went through lm-eval to the server
-    if json_mode == "llamacpp":
-        assert all(r.get("response_format", {}).get("type") == "json_object" for r in stub.requests)
+    if json_mode != "none":  # the same constrained request ddibench would send
+        assert all(r.get("response_format", {}).get("type") == ("json_object" if json_mode == "llamacpp" else "json_schema") for r in stub.requests)
 
     run_dir = tmp_path / "imported"
     code, out, err = cli("import", "lm-eval", str(samples), "--run-dir", str(run_dir))
@@ -142,8 +143,8 @@ def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub
     assert manifest["system"]["name"] == "lm-eval" and manifest["system"]["version"] == version("lm_eval")
     assert manifest["system"]["config"]["model"] == "local-chat-completions" and "stub-model" in manifest["models"]["generator"]["spec"]
     assert manifest["limit"] == limit and not manifest["submittable"] and results["cost"]["recorded"] is False
-    if task_name.startswith("drugbank"):  # floors beside the imported numbers, as for any run (text tasks have none)
-        assert {"majority", "uniform_random"} <= set(results["floors"]) and "majority floor" in out
+    if not task_name.startswith("ddi_qa"):  # floors beside the imported numbers, as for any run (text tasks have none)
+        assert "uniform_random" in results["floors"] and ({"majority", "popularity"} & set(results["floors"])) and "random floor" in out
     journal = [json.loads(line)["prediction"] for line in (run_dir / "journal.jsonl").read_text().splitlines()]
     assert len(journal) == limit and all("lm_eval" in p["trace"] for p in journal)
 

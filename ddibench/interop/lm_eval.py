@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.errors import ConfigError, DataError
-from ddibench.schema import DrugPair, Prediction, Question, Sample
+from ddibench.schema import DrugPair, Molecule, Prediction, Question, Sample
 from ddibench.task import Task
 
 EXPORT_VERSION = 1
@@ -75,15 +75,26 @@ def dataset(**kwargs):
 
 
 def kind_of(task: Task) -> str:
-    """"classification" (pairs -> a label, the label-choice prompt) or "text" (questions -> free text)."""
+    """How a task is exported: "classification" (pairs -> one of the types, the label-choice prompt),
+    "ranking" (pairs -> k labels of a label set: TWOSIDES), "yes_no" (molecules -> yes or no: toxicity) or
+    "text" (questions -> free text). Not exported: drug targets, whose primary metric is the mean over one
+    slice of the samples (those the knowledge graph does not hold), which lm-eval's per-task aggregation
+    cannot select; and captioning, scored by a probe trained on the captions of every split, not per answer."""
     kind = task.evaluator().kind
     if kind == "classification" and task.input_kind == "drug_pair":
         return "classification"
+    if kind == "ranking" and task.input_kind == "drug_pair":
+        return "ranking"
+    if kind == "classification" and task.input_kind == "molecule" and task.family == "toxicity":
+        return "yes_no"
     if kind == "text":
         return "text"
     raise ConfigError(
-        f"task {task.name} ({task.family}, {kind} answers) has no lm-eval export yet",
-        "export a DrugBank task (classification) or a question-answering task (text)",
+        f"task {task.name} ({task.family}, {kind} answers) has no lm-eval export: "
+        + ("its primary metric is the mean over one slice of the samples, which lm-eval cannot aggregate"
+           if task.family == "drug_targets" else "it is scored by a probe over every split's captions, not answer by answer"
+           if task.family == "captioning" else "no export is written for this kind of task"),
+        "export a DrugBank, TWOSIDES, toxicity or question-answering task",
     )
 
 
@@ -98,8 +109,16 @@ def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, 
         "id": sample.id,
     }
     inp = sample.input
-    if isinstance(inp, DrugPair):
+    if isinstance(inp, DrugPair) and isinstance(sample.target, tuple):  # a label set: the gold labels, k of them asked for
+        doc.update(head=inp.head.name, head_id=inp.head.drugbank_id, tail=inp.tail.name, tail_id=inp.tail.drugbank_id,
+                   gold=[int(t) for t in sample.target], k=int(getattr(task.evaluator(), "k", 5)))  # fmt: skip
+    elif isinstance(inp, DrugPair):
         doc.update(head=inp.head.name, head_id=inp.head.drugbank_id, tail=inp.tail.name, tail_id=inp.tail.drugbank_id, gold=int(sample.target))  # type: ignore[arg-type]
+    elif isinstance(inp, Molecule):
+        from ddibench.molecule_answers import instruction_of
+
+        doc.update(smiles=inp.smiles, inchikey=inp.inchikey, name=inp.name, molecule_id=inp.id, gold=int(sample.target),  # type: ignore[arg-type]
+                   instruction=instruction_of(task.load().resources, task.name))  # fmt: skip
     elif isinstance(inp, Question):
         target = sample.target
         assert isinstance(target, Mapping)
@@ -120,6 +139,23 @@ def _yaml(task: Task, data_file: str, kind: str, json_mode: str) -> str:
         if json_mode != "none":
             generation["response_format"] = response_format(json_mode, label_schema(len(task.label_space)))
         metrics = [("accuracy", "agg_accuracy"), ("macro_f1", "agg_macro_f1"), ("kappa", "agg_kappa")]
+    elif kind == "yes_no":
+        from ddibench.llm import response_format
+        from ddibench.molecule_answers import MAX_TOKENS, answer_schema
+
+        generation["max_gen_toks"] = MAX_TOKENS[task.family]
+        if json_mode != "none":
+            generation["response_format"] = response_format(json_mode, answer_schema(task.family))
+        metrics = [("accuracy", "agg_accuracy"), ("macro_f1", "agg_macro_f1"), ("kappa", "agg_kappa")]
+    elif kind == "ranking":
+        from ddibench.label_choice import topk_schema, topk_tokens
+        from ddibench.llm import response_format
+
+        k = int(getattr(task.evaluator(), "k", 5))
+        generation["max_gen_toks"] = topk_tokens(k)
+        if json_mode != "none":
+            generation["response_format"] = response_format(json_mode, topk_schema([lb.name for lb in task.label_space], k))
+        metrics = [(spec.name, "agg_mean") for spec in task.evaluator().metrics]  # per-answer scores, averaged (recall@5, ndcg@5)
     else:
         from ddibench.answering import AnswerConfig
 
@@ -233,9 +269,30 @@ def _options(name: str) -> tuple[str, ...]:
     return tuple(option_texts(_task(name).label_space))
 
 
+def _doc_kind(doc: Mapping[str, Any]) -> str:
+    """An exported document's kind (see :func:`kind_of`), from the fields it carries."""
+    if "question" in doc:
+        return "text"
+    if "smiles" in doc:
+        return "yes_no"
+    return "ranking" if "k" in doc else "classification"
+
+
 def doc_to_text(doc: Mapping[str, Any]) -> str:
     task = _task(doc["ddibench_task"])
-    if "question" not in doc:
+    kind = _doc_kind(doc)
+    if kind == "yes_no":  # the zero-shot system's molecule prompt, its system text first
+        from ddibench.molecule_answers import SYSTEM_PROMPTS, question
+
+        molecule = Molecule(smiles=str(doc["smiles"]), inchikey=str(doc.get("inchikey", "")), name=str(doc.get("name", "")), id=str(doc.get("molecule_id", "")))
+        return SYSTEM_PROMPTS[task.family] + "\n\n" + question(task.family, molecule, str(doc["instruction"]))
+    if kind == "ranking":
+        from ddibench.label_choice import TOPK_QUESTION, topk_system_prompt
+
+        k = int(doc["k"])
+        system = topk_system_prompt([lb.name for lb in task.label_space], k)
+        return system + "\n\n" + TOPK_QUESTION.format(head=_drug(doc, "head"), tail=_drug(doc, "tail"), k=k)
+    if kind == "classification":
         from ddibench.label_choice import QUESTION, SYSTEM_PROMPT
 
         types = "\n".join(f"{i}. {text}" for i, text in enumerate(_options(task.name), 1))
@@ -246,17 +303,38 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
     return ANSWER_SYSTEM + "\n\n" + str(doc["question"])
 
 
+def _drug(doc: Mapping[str, Any], which: str) -> str:
+    """A drug as the zero-shot prompt names it: its name, and its DrugBank id where it has one."""
+    ident = doc.get(f"{which}_id")
+    return f"{doc[which]} (DrugBank {ident})" if ident else str(doc[which])
+
+
 def doc_to_target(doc: Mapping[str, Any]) -> str:
     return str(doc["answer"]) if "question" in doc else str(doc["gold"])
 
 
 def parse_answer(doc: Mapping[str, Any], text: str) -> Prediction:
     """The ddibench prediction an lm-eval response gives (the same parser as ddibench's own systems)."""
-    if "question" in doc:
+    kind = _doc_kind(doc)
+    if kind == "text":
         answer = " ".join(text.split())
         if not answer:
             return Prediction.invalid(str(doc["id"]), "empty answer", text=text)
         return Prediction(sample_id=str(doc["id"]), text=answer)
+    if kind == "yes_no":
+        from ddibench.molecule_answers import parse_yes_no
+
+        label, how = parse_yes_no(text)
+        if label is None:
+            return Prediction.invalid(str(doc["id"]), how, text=text, trace={"parse": {"method": how}})
+        return Prediction(sample_id=str(doc["id"]), label=label, text=text, trace={"parse": {"method": how}})
+    if kind == "ranking":
+        from ddibench.label_choice import answer_to_ranking
+        from ddibench.llm import ChatResult
+
+        names = [lb.name for lb in _task(doc["ddibench_task"]).label_space]
+        result = ChatResult(text=text, finish_reason=None, prompt_tokens=0, completion_tokens=0, latency_s=0.0, cached=False, model_reported=None)
+        return answer_to_ranking(str(doc["id"]), result, names, range(len(names)), int(doc["k"]), {})
     from ddibench.parsing import parse_choice
 
     parsed = parse_choice(text, _options(doc["ddibench_task"]))
@@ -269,9 +347,15 @@ def parse_answer(doc: Mapping[str, Any], text: str) -> Prediction:
 def process_results(doc: Mapping[str, Any], results: Sequence[str]) -> dict[str, Any]:
     pred = parse_answer(doc, results[0] if results else "")
     task = _task(doc["ddibench_task"])
-    if "question" not in doc:
+    kind = _doc_kind(doc)
+    if kind in ("classification", "yes_no"):
         unit = (pred.label if pred.valid and pred.label is not None else -1, int(doc["gold"]), len(task.label_space))
         return {"accuracy": unit, "macro_f1": unit, "kappa": unit}
+    if kind == "ranking":  # the task's own per-sample scores (an invalid answer ranks nothing: 0)
+        from ddibench.evaluation import ranking_scores
+
+        scores = ranking_scores({int(g) for g in doc["gold"]}, (pred.ranked or []) if pred.valid else [], int(doc["k"]))
+        return {spec.name: float(scores[spec.name.split("@")[0]]) for spec in task.evaluator().metrics}  # "recall@5" -> recall
     from ddibench.embeddings import shared_encoder
     from ddibench.evaluation.text import _bert_scorer
     from ddibench.evaluation.text_scorers import LabelRecovery, embedding_similarity
