@@ -195,3 +195,17 @@ def answers_by_design(system: str) -> bool:
         return bool(getattr(get_system_class(system), "constant_answer", False))
     except UnknownNameError:
         return False
+
+
+def run_variant(system: str, config: dict[str, Any]) -> str:
+    """How a run's answers were made, where its system declares it (``BaseSystem.variant_keys``, e.g.
+    ``answer_mode=likelihood``); '' for the defaults and for systems not registered here."""
+    try:
+        cls = get_system_class(system)
+    except UnknownNameError:
+        return ""
+    variant = getattr(cls, "variant", None)
+    try:
+        return str(variant(config)) if callable(variant) else ""
+    except Exception:  # noqa: BLE001 - a configuration the class does not accept is shown without a variant
+        return ""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ddibench.errors import ConfigError
-from ddibench.registry import answers_by_design
+from ddibench.registry import answers_by_design, run_variant
 from ddibench.schema import DrugPair, LabelSpace, Prediction, Sample
 
 if TYPE_CHECKING:
@@ -197,23 +197,6 @@ def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None
     finally:
         conn.close()
     return run.run_id
-
-
-def run_variant(system: str, config: dict[str, Any]) -> str:
-    """How the run's answers were made, where the system declares it (:attr:`ddibench.system.BaseSystem.variant_keys`);
-    '' for the defaults and for systems not registered here."""
-    from ddibench.errors import UnknownNameError
-    from ddibench.registry import get_system_class
-
-    try:
-        cls = get_system_class(system)
-    except UnknownNameError:
-        return ""
-    variant = getattr(cls, "variant", None)
-    try:
-        return variant(config) if callable(variant) else ""
-    except Exception:  # noqa: BLE001 - a configuration the class does not accept is shown without a variant
-        return ""
 
 
 def floor_rows(task: Task, evaluator: Evaluator, data: TaskData) -> list[tuple[str, dict[str, float], str]]:

@@ -298,10 +298,14 @@ def merge(run_dir: Path, verbose: bool) -> None:
 @click.option(
     "--ceilings", is_flag=True, help="Retrieval ceilings: what a vote over the labels each retrieval run's context states scores, and how often it states the gold."
 )
-def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceilings: bool) -> None:
+@click.option("--against", type=click.Path(path_type=Path), default=None,
+              help="Another run of the same task: each metric of RUN_DIR minus it, with a paired bootstrap interval on the samples both scored.")  # fmt: skip
+def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceilings: bool, against: Path | None) -> None:
     """Show the results of a run directory, or list the runs under a directory of runs."""
-    from ddibench.runner.report import render_ceilings, render_published, render_report
+    from ddibench.runner.report import render_ceilings, render_comparison, render_published, render_report
 
+    if against is not None:
+        sys.exit(render_comparison(run_dir, against, make_console(), as_json))
     if ceilings:
         sys.exit(render_ceilings(run_dir, make_console(), as_json))
     if published:

@@ -282,10 +282,11 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
     task = _task(doc["ddibench_task"])
     kind = _doc_kind(doc)
     if kind == "yes_no":  # the zero-shot system's molecule prompt, its system text first
-        from ddibench.molecule_answers import SYSTEM_PROMPTS, question
+        from ddibench.molecule_answers import SYSTEM_PROMPTS
+        from ddibench.molecule_answers import question as molecule_question
 
         molecule = Molecule(smiles=str(doc["smiles"]), inchikey=str(doc.get("inchikey", "")), name=str(doc.get("name", "")), id=str(doc.get("molecule_id", "")))
-        return SYSTEM_PROMPTS[task.family] + "\n\n" + question(task.family, molecule, str(doc["instruction"]))
+        return SYSTEM_PROMPTS[task.family] + "\n\n" + molecule_question(task.family, molecule, str(doc["instruction"]))
     if kind == "ranking":
         from ddibench.label_choice import TOPK_QUESTION, topk_system_prompt
 
@@ -296,8 +297,8 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
         from ddibench.label_choice import QUESTION, SYSTEM_PROMPT
 
         types = "\n".join(f"{i}. {text}" for i, text in enumerate(_options(task.name), 1))
-        question = QUESTION.format(head=f"{doc['head']} (DrugBank {doc['head_id']})", tail=f"{doc['tail']} (DrugBank {doc['tail_id']})")
-        return SYSTEM_PROMPT.format(types=types) + "\n\n" + question
+        asked = QUESTION.format(head=f"{doc['head']} (DrugBank {doc['head_id']})", tail=f"{doc['tail']} (DrugBank {doc['tail_id']})")
+        return SYSTEM_PROMPT.format(types=types) + "\n\n" + asked
     from ddibench.answering import ANSWER_SYSTEM
 
     return ANSWER_SYSTEM + "\n\n" + str(doc["question"])

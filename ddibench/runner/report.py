@@ -317,3 +317,28 @@ def render_published(path: Path, console: Console) -> int:
     for paper in papers.values():
         console.print(f"[dim]{escape(paper.key)}: {escape(paper.cite)} — {escape(paper.where)}[/dim]")
     return 0
+
+
+def render_comparison(run_a: Path, run_b: Path, console: Console, as_json: bool = False) -> int:
+    """``report RUN_A --against RUN_B``: each metric of A minus B, paired on the samples both scored."""
+    from ddibench.runner.compare import compare
+
+    result = compare(run_a, run_b)
+    if as_json:
+        rows = [{"metric": m.name, "a": m.a, "b": m.b, "diff": m.diff, "low": m.low, "high": m.high, "significant": m.significant}
+                for m in result.metrics]  # fmt: skip
+        console.print_json(json.dumps({"task": result.task, "a": result.a, "b": result.b, "n": result.n, "metrics": rows}))
+        return 0
+    table = Table(title=f"{result.task}: A minus B on the {result.n:,} samples both scored", title_justify="left")
+    for column in ("metric", "A", "B", "A - B", f"{int(result.level * 100)}% CI", "A ≠ B"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for m in result.metrics:
+        spec = m.spec
+        table.add_row(m.title, spec.format(m.a), spec.format(m.b), spec.format(m.diff), f"[{spec.format(m.low)}, {spec.format(m.high)}]",
+                      "yes" if m.significant else "no")  # fmt: skip
+    console.print(table)
+    console.print(escape(f"A: {result.a}"))
+    console.print(escape(f"B: {result.b}"))
+    console.print(f"[dim]paired cluster bootstrap of the difference ({result.replicates:,} replicates): both runs resampled with the "
+                  "same weights; 'yes' where the interval excludes 0[/dim]")  # fmt: skip
+    return 0

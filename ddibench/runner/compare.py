@@ -1,0 +1,113 @@
+"""Two runs on the same samples, compared pair by pair (``ddibench report RUN_A --against RUN_B``).
+
+Both runs must be of the same task, split and scoring variant; the comparison uses the samples both
+scored. For each metric the task's evaluator computes A's value, B's value, and the difference A - B
+with a paired bootstrap interval (:meth:`~ddibench.evaluation.BaseEvaluator.paired`: both runs resampled
+with the same weights, clustered by the samples' cluster keys, so sample difficulty cancels out). The
+difference is significant at the interval's level when the interval excludes 0. This is the test the
+board uses to mark runs tied with a task's best, for any two runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ddibench.errors import RunDirError
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    name: str
+    title: str
+    a: float
+    b: float
+    diff: float
+    low: float
+    high: float
+    spec: Any
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.low > 0 or self.high < 0)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    task: str
+    a: str  # "system [variant] (run dir)" of each side
+    b: str
+    n: int  # samples both runs scored
+    level: float
+    replicates: int
+    metrics: list[MetricComparison]
+
+
+def _load(run_dir: Path) -> tuple[Any, Any, dict[str, Any]]:
+    from ddibench.runner.journal import Journal
+    from ddibench.runner.records import read_identity, read_results
+
+    if not (run_dir / "results.json").exists():
+        raise RunDirError(f"{run_dir} holds no finished run", "finish it with 'ddibench run' first")
+    ident = read_identity(run_dir / "run.json")
+    results = read_results(run_dir / "results.json")
+    journal = Journal(run_dir / "journal.jsonl")
+    try:
+        predictions = journal.load(repair=False)
+    finally:
+        journal.close()
+    return ident, results, predictions
+
+
+def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> Comparison:
+    """Run A against run B on the samples both scored (see the module)."""
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.registry import get_task
+    from ddibench.runner.plan import select_samples
+
+    ident_a, results_a, preds_a = _load(run_a)
+    ident_b, results_b, preds_b = _load(run_b)
+    if ident_a.task.name != ident_b.task.name or ident_a.split != ident_b.split:
+        raise RunDirError(
+            f"{run_a} is {ident_a.task.name} ({ident_a.split}), {run_b} is {ident_b.task.name} ({ident_b.split})",
+            "compare two runs of the same task and split",
+        )
+    options_a, options_b = results_a.manifest.scoring.options, results_b.manifest.scoring.options
+    if options_a != options_b:
+        raise RunDirError(f"the two runs were scored with other options ({options_a} and {options_b})", "rescore one with the other's options")
+    task = get_task(ident_a.task.name)
+    evaluator = task.evaluator().configure(options_a)
+    data = task.load()
+    samples_a = select_samples(task, data, ident_a.split, ident_a.limit, int(ident_a.seed))
+    in_b = {s.id for s in select_samples(task, data, ident_b.split, ident_b.limit, int(ident_b.seed))}
+    shared = [s for s in samples_a if s.id in in_b and s.id in preds_a and s.id in preds_b]
+    if not shared:
+        raise RunDirError(f"{run_a} and {run_b} share no scored sample", "compare runs with the same --limit and --seed, or full runs")
+    spec = BootstrapSpec(replicates=replicates, seed=seed)
+    evaluation = evaluator.evaluate(shared, {s.id: preds_a[s.id] for s in shared}, spec)
+    units_a = evaluator.units(shared, {s.id: preds_a[s.id] for s in shared}, evaluation)
+    units_b = evaluator.units(shared, {s.id: preds_b[s.id] for s in shared}, evaluator.evaluate(shared, {s.id: preds_b[s.id] for s in shared}, spec))
+    clusters = [s.clusters for s in shared]
+    ones = np.ones((1, len(shared)))
+    stat_a, stat_b = evaluator.statistic(units_a), evaluator.statistic(units_b)
+    point_a, point_b = stat_a(ones), stat_b(ones)
+    rows = []
+    for metric in evaluation.metric_specs:
+        if metric.name not in point_a or metric.name not in point_b:
+            continue
+        diff, low, high = evaluator.paired(metric.name, clusters, units_a, units_b, spec)
+        rows.append(MetricComparison(metric.name, metric.title(), float(point_a[metric.name][0]), float(point_b[metric.name][0]),
+                                     float(diff), float(low), float(high), metric))  # fmt: skip
+    return Comparison(
+        task=task.name, a=_who(results_a, run_a), b=_who(results_b, run_b), n=len(shared), level=spec.level, replicates=replicates, metrics=rows
+    )
+
+
+def _who(results: Any, run_dir: Path) -> str:
+    from ddibench.registry import run_variant
+
+    variant = run_variant(results.system, results.manifest.system.config)
+    return f"{results.system}{f' [{variant}]' if variant else ''} ({run_dir})"
