@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""The reader-model previews as one markdown table: every finished run under RUNS_DIR, grouped by task.
+
+    python scripts/reader_table.py RUNS_DIR [--baseline zero-shot]
+
+For each run: its system and variant (answer mode, option order), n, the primary metric (and accuracy where
+the task has it) with its interval, the answer spread (the most frequent answer's share and the share of
+first-listed options; "collapsed" where the run is flagged), the retrieval ceilings of its context (the
+vote reader and the coverage, ``ddibench report --ceilings``), the task's floors, and the paired difference
+of the primary metric against the baseline system's run on the same samples and in the same variant
+(``ddibench report A --against B``). Every number is read from the runs' own records; nothing is typed in.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs_dir", type=Path)
+    parser.add_argument("--baseline", default="zero-shot", help="the system every run is compared with, pair by pair")
+    args = parser.parse_args()
+
+    from ddibench.registry import run_variant
+    from ddibench.runner.ceilings import compute as ceilings
+    from ddibench.runner.compare import compare
+    from ddibench.runner.records import read_results
+    from ddibench.runner.report import find_runs
+
+    rows = []
+    for run_dir in find_runs(args.runs_dir):
+        if not (run_dir / "results.json").exists():
+            continue
+        results = read_results(run_dir / "results.json")
+        rows.append((results.task, results.system, run_variant(results.system, results.manifest.system.config), run_dir, results))
+    by_key = {(task, system, variant): run_dir for task, system, variant, run_dir, _ in rows}
+    print("| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage | floors | vs "
+          f"{args.baseline} (paired) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for task, system, variant, run_dir, results in sorted(rows, key=lambda r: (r[0], r[2], r[1])):
+        ev = results.evaluation
+        name = ev.primary_metric
+        spec = ev.spec(name)
+        primary = f"{spec.format(ev.metrics[name].value)} [{spec.format(ev.metrics[name].ci_low)}, {spec.format(ev.metrics[name].ci_high)}]"
+        accuracy = ev.spec("accuracy").format(ev.metrics["accuracy"].value) if "accuracy" in ev.metrics and name != "accuracy" else "—"
+        spread = "—"
+        if ev.answers is not None and ev.answers.n_answers:
+            first = "—" if ev.answers.first_position_share is None else f"{ev.answers.first_position_share:.0%}"
+            spread = f"{ev.answers.top_share:.0%} / {first}" + (" collapsed" if ev.answers.collapsed else "")
+        found = ceilings(run_dir)
+        vote = f"{found.spec.format(found.vote[0])}" if found else "—"
+        coverage = f"{found.coverage:.0%}" if found else "—"
+        floors = ", ".join(f"{kind.split('_')[0]} {spec.format(f['metrics'][name])}" for kind, f in results.floors.items() if name in f.get("metrics", {}))
+        against = "—"
+        other = by_key.get((task, args.baseline, variant))
+        if other is not None and other != run_dir:
+            m = next(m for m in compare(run_dir, other).metrics if m.name == name)
+            against = f"{spec.format(m.diff)} [{spec.format(m.low)}, {spec.format(m.high)}]" + (" *" if m.significant else "")
+        print(f"| {task} | {system} | {variant or '—'} | {ev.n} | {primary} | {accuracy} | {spread} | {vote} | {coverage} | {floors} | {against} |")
+    print(f"\n* the paired 95% interval of the difference excludes 0. Floors: {', '.join(sorted({k for *_, r in rows for k in r.floors}))}.")
+
+
+if __name__ == "__main__":
+    main()
