@@ -508,15 +508,15 @@ def test_data_export_never_touches_a_users_file_and_takes_the_current_directory(
     assert code == 0 and not err.strip(), err
     assert mine.read_text() == "a user's own file\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.part", "out"]  # no temporary directory left
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["README.md", "test.parquet"]
+    assert sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*")) == ["README.md", "data", "data/test.parquet"]
 
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
     code, _, err = cli("data", "export", "drugbank_s2", ".", "--split", "test")  # an empty current directory: filled
     assert code == 0 and not err.strip(), err
-    assert sorted(p.name for p in here.iterdir()) == ["README.md", "test.parquet"]
-    assert (here / "test.parquet").read_bytes() == (tmp_path / "out" / "test.parquet").read_bytes()
+    assert sorted(str(p.relative_to(here)) for p in here.rglob("*")) == ["README.md", "data", "data/test.parquet"]
+    assert (here / "data" / "test.parquet").read_bytes() == (tmp_path / "out" / "data" / "test.parquet").read_bytes()
     before = snapshot(here)
     code, _, err = cli("data", "export", "drugbank_s2", ".", "--split", "test")  # not empty any more: refused
     lines = [x for x in err.splitlines() if x.strip()]
