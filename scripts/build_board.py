@@ -144,12 +144,19 @@ SLOTS = ("--concurrency", "4")
 
 
 def reader_plan() -> list[Entry]:
-    """Previews with the reader model, in the order they decide something (each list shares its samples):
-    DrugBank S1 (100 pairs) for the five label-choice systems, then DrugBank S2 and TWOSIDES S2 (50 pairs),
-    CLADD beside zero-shot on hERG and DILI (50 molecules) and the two target tasks (30), and the five QA
-    systems on DDI QA S1 and MedQuAD (50 questions, model-free scorers: the judge would be the reader itself)."""
+    """Previews with the reader model, in the order they decide something (each task's runs share their samples):
+    DrugBank S1 (100 pairs) for the five label-choice systems, then the same pairs with the options shuffled and
+    chosen by likelihood (position bias), CLADD beside zero-shot on hERG and DILI (50 molecules), the five QA
+    systems on MedQuAD (50 questions, model-free scorers: the judge would be the reader itself), DrugBank S2 and
+    TWOSIDES S2 (50 pairs), the two target tasks (30 molecules) and DDI QA S1 (50 questions)."""
     def ddi(system: str, task: str, limit: int) -> Entry:
         return Entry(system, task, limit=limit, options=SLOTS if system == "cbr-ddi" else ())
+
+    def molecules(task: str, limit: int) -> list[Entry]:
+        return [Entry("zero-shot", task, limit=limit), Entry("cladd", task, limit=limit, options=SLOTS)]
+
+    def questions(task: str) -> list[Entry]:
+        return [Entry(system, task, limit=50, options=("--no-judge",)) for system in QA_SYSTEMS]
 
     entries = [ddi(system, "drugbank_s1", 100) for system in LLM_DDI_SYSTEMS]
     # position bias on the same pairs: the options in a seeded order, and chosen by likelihood (CBR-DDI's three
@@ -159,10 +166,9 @@ def reader_plan() -> list[Entry]:
         entries.append(Entry(system, "drugbank_s1", 100, options=(*shuffled, *(SLOTS if system == "cbr-ddi" else ())), variant="shuffled"))
         if system != "cbr-ddi":
             entries.append(Entry(system, "drugbank_s1", 100, options=("-C", "answer_mode=likelihood"), variant="likelihood"))
+    entries += molecules("tox_herg", 50) + molecules("tox_dili", 50) + questions("medquad")
     entries += [ddi(system, task, 50) for task in ("drugbank_s2", "twosides_s2") for system in LLM_DDI_SYSTEMS]
-    for task, limit in (("tox_herg", 50), ("tox_dili", 50), ("targets_inhibit", 30), ("targets_activate", 30)):
-        entries += [Entry("zero-shot", task, limit=limit), Entry("cladd", task, limit=limit, options=SLOTS)]
-    entries += [Entry(system, task, limit=50, options=("--no-judge",)) for task in ("ddi_qa_s1", "medquad") for system in QA_SYSTEMS]
+    entries += molecules("targets_inhibit", 30) + molecules("targets_activate", 30) + questions("ddi_qa_s1")
     return entries
 
 
