@@ -30,8 +30,16 @@ def _entry_points(group: str) -> list[EntryPoint]:
 
 @cache
 def _tasks() -> dict[str, Task]:
+    return _task_registry()[0]
+
+
+@cache
+def _task_registry() -> tuple[dict[str, Task], dict[str, list[str]]]:
+    """Every registered task, and the task names of each ``ddibench.tasks`` entry point (``molecular``: the
+    toxicity, target and captioning tasks it registers)."""
     out: dict[str, Task] = {}
     origin: dict[str, str] = {}
+    packages: dict[str, list[str]] = {}
     for ep in _entry_points(TASK_GROUP):
         provided = ep.load()
         if not hasattr(provided, "items"):
@@ -41,7 +49,20 @@ def _tasks() -> dict[str, Task]:
                 raise ConfigError(f"task '{name}' is registered twice ({origin[name]} and {ep.value})", "rename one")
             out[name] = task
             origin[name] = ep.value
-    return out
+            packages.setdefault(ep.name, []).append(name)
+    return out, packages
+
+
+def task_groups() -> dict[str, list[str]]:
+    """Names that stand for several tasks in ``-t``: each task family (``task.family``: ``toxicity``) and each
+    registered group of families (the entry point's name: ``molecular``), with their tasks in name order."""
+    tasks, packages = _task_registry()
+    groups = {name: sorted(members) for name, members in packages.items()}
+    for name, task in sorted(tasks.items()):
+        groups.setdefault(task.family, [])
+        if name not in groups[task.family]:
+            groups[task.family].append(name)
+    return groups
 
 
 def load_task_families() -> None:
@@ -95,6 +116,7 @@ def get_system_class(name: str) -> type[System]:
 def clear_caches() -> None:
     """Forget discovered entry points (after installing a plug-in in the same process)."""
     _tasks.cache_clear()
+    _task_registry.cache_clear()
     _system_entry_points.cache_clear()
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HEAVY = ("torch", "rdkit", "openai", "llama_cpp", "numpy", "rich", "pydantic")
 
 
@@ -100,3 +102,17 @@ def test_every_command_the_code_names_exists() -> None:
     assert {f"{k}s" for k in LISTED_KINDS} <= set(KINDS)
     assert "list providers" not in str(UnknownNameError("provider", "xyz", ["openai", "vllm"]))
     assert "openai, vllm" in str(UnknownNameError("provider", "xyz", ["openai", "vllm"]))
+
+
+def test_a_family_or_a_group_of_families_stands_for_its_tasks() -> None:
+    """-t takes task names, family names (toxicity) and the registered groups the docs name (molecular)."""
+    from ddibench.commands.run import expand_tasks
+    from ddibench.errors import UnknownNameError
+    from ddibench.registry import get_task
+
+    molecular = expand_tasks("molecular")
+    assert {get_task(t).family for t in molecular} == {"toxicity", "drug_targets", "captioning"} and len(molecular) == 12
+    assert expand_tasks("toxicity") == [t for t in molecular if get_task(t).family == "toxicity"]
+    assert expand_tasks("drugbank_s2,toxicity,tox_herg")[0] == "drugbank_s2" and expand_tasks("tox_herg,toxicity").count("tox_herg") == 1
+    with pytest.raises(UnknownNameError, match="did you mean 'molecular'"):
+        expand_tasks("moleculer")

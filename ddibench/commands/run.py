@@ -75,14 +75,13 @@ def scoring_given(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def expand_tasks(text: str) -> list[str]:
-    """``-t`` values: task names and task family names, comma separated (a family stands for its tasks)."""
+    """``-t`` values: task names, task family names and registered groups of families (``molecular``), comma
+    separated (a family or group stands for its tasks)."""
     from ddibench.errors import UnknownNameError
-    from ddibench.registry import get_task, task_names
+    from ddibench.registry import task_groups, task_names
 
     names = task_names()
-    families: dict[str, list[str]] = {}
-    for name in names:
-        families.setdefault(get_task(name).family, []).append(name)
+    families = task_groups()
     out: list[str] = []
     for item in (x.strip() for x in text.split(",")):
         if not item:
