@@ -305,9 +305,12 @@ def _same(a: Any, b: Any) -> bool:
 
 def index_digest(root: Path) -> str:
     """What a store built from the shipped results depends on: the index (which names every bundle's
-    sha256) and this ddibench's version."""
+    sha256), this ddibench's version, and the code that computes what the store holds (the store and the
+    evaluators: a flag or a column they add must not be served from a store built before them)."""
     data = (root / INDEX).read_bytes()
-    return hashlib.sha256(data + b"\0" + __version__.encode()).hexdigest()
+    package = Path(__file__).resolve().parent
+    code = b"".join(p.read_bytes() for p in sorted([package / "store.py", package / "registry.py", *(package / "evaluation").glob("*.py")]))
+    return hashlib.sha256(data + b"\0" + __version__.encode() + b"\0" + hashlib.sha256(code).digest()).hexdigest()
 
 
 def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None) -> Path:

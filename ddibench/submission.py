@@ -506,9 +506,10 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
         return verdict
     verdict.recomputed = evaluation
     claimed = results.evaluation.metrics
+    allowed = max(tolerance, float(getattr(verdict.evaluator, "recompute_tolerance", 0.0)))
     for name, metric in evaluation.metrics.items():
         mine, theirs = metric.value, (claimed[name].value if name in claimed else None)
-        same = theirs is not None and (mine == theirs or abs(mine - theirs) <= tolerance or (mine != mine and theirs != theirs))
+        same = theirs is not None and (mine == theirs or abs(mine - theirs) <= allowed or (mine != mine and theirs != theirs))
         verdict.check(f"metric {name}", same, f"recomputed {mine:.6f}, claimed {theirs if theirs is None else f'{theirs:.6f}'}")
     verdict.accepted = not verdict.reasons
     verdict.tier = "self-reported" if verdict.blocking() else "recomputed"

@@ -34,10 +34,10 @@ def test_answer_distribution_flags_a_collapse_relative_to_the_gold() -> None:
     collapsed = answer_distribution([0] * 27 + [1, 2, 3], gold, 86, names=["first", "b", "c", "d"], positions=[1] * 27 + [2, 3, 4])
     assert collapsed.collapsed and collapsed.top_share == 0.9 and collapsed.first_position_share == 0.9
     assert "'first' for 90% of 30 valid answers" in collapsed.message and "first option listed" in collapsed.message
-    # a yes/no gold of 60% "no": 75% "no" is within reach of the gold, 85% is not
+    # a yes/no gold of 60% "no": a classifier answering "no" 85% of the time leans to the majority, 95% is collapsed
     yes_no = [[0]] * 60 + [[1]] * 40
-    assert not answer_distribution([0] * 75 + [1] * 25, yes_no, 2).collapsed
-    assert answer_distribution([0] * 85 + [1] * 15, yes_no, 2).collapsed
+    assert not answer_distribution([0] * 85 + [1] * 15, yes_no, 2).collapsed
+    assert answer_distribution([0] * 95 + [1] * 5, yes_no, 2).collapsed
     assert not answer_distribution([0] * 9, [[1]] * 9, 86).collapsed  # too few answers to say
 
 

@@ -213,6 +213,9 @@ class BaseEvaluator:
 
     kind: ClassVar[str] = ""
     version: ClassVar[int] = 1  # bump when scores change for the same answers: old and new scores never mix
+    # how far a recomputed metric may be from the claimed one and still be the same (verify): exact sums here;
+    # float32 model scores (embeddings) move by ~1e-7 with the thread count that computed them
+    recompute_tolerance: ClassVar[float] = 1e-9
     options: ClassVar[tuple[ScoringOption, ...]] = ()
     metrics: tuple[MetricSpec, ...] = ()
     answer_fields: ClassVar[tuple[str, ...]] = ("label", "scores", "ranked", "text")  # what the metrics read of an answer
