@@ -189,3 +189,22 @@ def test_explicit_concurrency_gives_the_embedded_server_slots(tmp_path: Path) ->
     assert slots == 3 and stats["embedded:smollm2-135m-instruct"]["concurrency"] == 3
     slots, stats = asyncio.run(start(1))
     assert slots == 1 and stats["embedded:smollm2-135m-instruct"]["concurrency"] == 1
+
+
+def test_the_likelihood_mode_walks_real_next_token_log_probabilities(tmp_path: Path) -> None:
+    """llama.cpp continues the answer prefix and returns its top next tokens: every option number is scored
+    (nine requests for 1..86 with SmolLM2's digit-by-digit tokenizer), the probabilities of the options sum to
+    at most 1, and the prediction is the most likely option."""
+    import math
+
+    run_dir = tmp_path / "likelihood"
+    done = _run("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "3", "-C", "answer_mode=likelihood", "--no-cache", "--run-dir", str(run_dir))
+    assert done.returncode == 0, done.stderr
+    for line in (run_dir / "journal.jsonl").read_text().splitlines():
+        pred = json.loads(line)["prediction"]
+        walk = pred["trace"]["likelihood"]
+        assert pred["valid"] and walk["requests"] == 9 and walk["unscored"] == 0
+        assert [c["messages"][-1]["content"] for c in pred["trace"]["llm"]] == ['{"type": '] + [f'{{"type": {d}' for d in range(1, 9)]
+        best_option, best_logprob = walk["top"][0]
+        assert pred["position"] == best_option and all(lp <= best_logprob for _, lp in walk["top"])
+        assert sum(math.exp(lp) for _, lp in walk["top"]) <= 1 + 1e-6
