@@ -101,12 +101,14 @@ def get_system_class(name: str) -> type[System]:
     eps = _system_entry_points()
     if name not in eps:
         raise UnknownNameError("system", name, eps)
+    from ddibench.system import SYSTEM_MEMBERS
+
     cls: Any = eps[name].load()
-    for attr in ("name", "version", "predict", "prepare", "supports"):
+    for attr in SYSTEM_MEMBERS:
         if not hasattr(cls, attr):
             raise ConfigError(
                 f"system '{name}' ({eps[name].value}) lacks '{attr}'",
-                "implement the ddibench.System protocol (see README, 'Adding a system')",
+                "implement the ddibench.System protocol, or subclass ddibench.BaseSystem, which has them all (see README, 'Adding a system')",
             )
     if cls.name != name:
         raise ConfigError(f"system class {eps[name].value} says its name is '{cls.name}', registered as '{name}'")

@@ -242,6 +242,15 @@ class System(Protocol):
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]: ...
 
+    def run_info(self) -> dict[str, Any]: ...  # what it did in this session beyond its config (kept in the results)
+
+    def deviations(self) -> list[str]: ...  # known differences from the published method (stated in every manifest)
+
+
+# every member of System: the registry refuses a class that lacks one, so the runner can use them without a default
+SYSTEM_MEMBERS = ("name", "version", "description", "llm_roles", "batch_size", "max_concurrency", "supports", "prepare", "predict",
+                  "run_info", "deviations")  # fmt: skip
+
 
 class SystemConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -78,3 +78,32 @@ def test_unknown_names_suggest_close_ones() -> None:
         registry.get_system_class("mpl")
     with pytest.raises(UnknownNameError, match="did you mean 'drugbank_s1_emergnn'"):
         registry.get_task("drugbank_s1_emergn")
+
+
+def test_a_class_that_lacks_a_protocol_member_is_refused_at_once(plugin: Path) -> None:
+    """The runner uses every member of the System protocol without a default: a class without one of them is
+    refused when it is looked up, naming the member, not mid-run."""
+    from ddibench.system import SYSTEM_MEMBERS
+
+    module = plugin.parent / "ddibench_majority" / "__init__.py"
+    module.write_text(module.read_text() + '''
+
+class Bare:
+    name, version, description = "my-bare", "0.1", "no base class"
+    llm_roles, batch_size, max_concurrency = (), 1, 1
+
+    def supports(self, task):
+        return True
+
+    async def prepare(self, view, ctx):
+        pass
+
+    async def predict(self, samples, ctx):
+        return []
+''')
+    (plugin / "entry_points.txt").write_text("[ddibench.systems]\nmy-bare = ddibench_majority:Bare\n")
+    registry.clear_caches()
+    sys.modules.pop("ddibench_majority", None)
+    assert {"run_info", "deviations"} <= set(SYSTEM_MEMBERS)
+    with pytest.raises(ConfigError, match="lacks 'run_info'"):
+        registry.get_system_class("my-bare")

@@ -145,9 +145,9 @@ def predict_with_ray(
         started_ray = True
     env = {k: v for k, v in os.environ.items() if k.startswith(("DDIBENCH_", "HF_"))}
     n_workers = request.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    per_worker = max(1, min(request.concurrency or plan.profile.llm_concurrency, getattr(plan.system, "max_concurrency", 64)))
+    per_worker = max(1, min(request.concurrency or plan.profile.llm_concurrency, plan.system.max_concurrency))
     actor_class = ray.remote(num_cpus=1, max_concurrency=per_worker)(_Worker)
-    chunk = max(1, int(getattr(plan.system, "batch_size", 1)))
+    chunk = max(1, int(plan.system.batch_size))
     queue: deque[list[str]] = deque([s.id for s in pending[i : i + chunk]] for i in range(0, len(pending), chunk))
     bar = progress.task(f"{plan.system.name} on {plan.task.name} (ray, {n_workers} workers)", len(plan.selected))
     bar.advance(resumed)

@@ -64,7 +64,7 @@ async def predict_samples(
 ) -> dict[str, str]:
     """Predict every pending sample; returns the ids whose model calls failed for good, with the reason
     (``failures``, when given, is filled as they happen, so an interrupted session still records them)."""
-    chunk = max(1, int(getattr(system, "batch_size", 1)))
+    chunk = max(1, int(system.batch_size))
     chunks = [pending[i : i + chunk] for i in range(0, len(pending), chunk)]
     queue: asyncio.Queue[list[Sample]] = asyncio.Queue()
     for c in chunks:
@@ -219,7 +219,7 @@ def _predict_pending(
         resources=plan.data.resources,
     )
     view = training_view(plan)
-    concurrency = min(request.concurrency or plan.profile.llm_concurrency, getattr(system, "max_concurrency", 64))
+    concurrency = min(request.concurrency or plan.profile.llm_concurrency, system.max_concurrency)
     book = _Bookkeeping()
 
     async def go() -> None:
@@ -317,7 +317,7 @@ def _end_session(plan: RunPlan, session: SessionRecord, state: str, error: str |
             "llm_usage": pool.ledger.as_dict() if pool else {},
             "served_models": pool.served if pool else {},
             "endpoints": pool.endpoint_stats() if pool else {},
-            "system_info": ({"executor": extra_info} if extra_info else {}) | (system.run_info() if hasattr(system, "run_info") else {}),
+            "system_info": ({"executor": extra_info} if extra_info else {}) | system.run_info(),
             "failed": failures,
         }
     )

@@ -232,7 +232,7 @@ def plan_run(request: RunRequest) -> RunPlan:
     if not system.supports(task):
         raise ConfigError(f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'")
     evaluator = task.evaluator().configure(request.scoring, subject=task.name)
-    roles = list(getattr(system, "llm_roles", ()))
+    roles = list(system.llm_roles)
     models = request.role_models()
     models.check_roles(f"system '{system.name}'", roles, evaluator.model_roles())  # a misspelt role, before any model starts
     split = request.split or task.eval_split

@@ -114,10 +114,10 @@ def _system_card(plan: RunPlan, provenance: bool = True) -> SystemCard:
     return SystemCard(
         name=system.name,
         version=system.version,
-        description=getattr(system, "description", ""),
+        description=system.description,
         config=system.config.model_dump(mode="json"),
         config_hash=plan.identity.system.config_hash,
-        deviations=system.deviations() if hasattr(system, "deviations") else [],
+        deviations=system.deviations(),
         provenance=_provenance(system.name) if provenance else {},
     )
 
