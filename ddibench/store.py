@@ -33,6 +33,7 @@ from ddibench.schema import DrugPair, LabelSpace, Prediction, Sample
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
+    from ddibench.submission import Verdict
     from ddibench.task import Task, TaskData
 
 DEFAULT_STORE = "board.duckdb"
@@ -119,11 +120,13 @@ def scoring_variant(evaluator: Any) -> str:
     return ", ".join(parts)
 
 
-def add_run(path: Path, verdict: Any, prices: dict[str, dict[str, float]] | None = None) -> str:
+def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | None = None) -> str:
     """Store a run from a :class:`ddibench.submission.Verdict` (its tier decides which metrics are shown)."""
     from ddibench.registry import get_task
 
     run, results = verdict.run, verdict.results
+    if run is None or results is None:  # a bundle whose files could not be read: nothing to show
+        raise ConfigError("a bundle that could not be read has no run to store", "check it with 'ddibench verify BUNDLE'")
     task = get_task(run.task.name)
     evaluator = verdict.evaluator or task.evaluator()
     evaluation = verdict.evaluation

@@ -1,11 +1,43 @@
-"""What every command shares: the console and the progress display."""
+"""What every command shares: the console, the progress display, and the options several commands take
+(declared and checked once here, so every command that takes ``--limit`` or ``--bootstrap`` refuses the
+same bad values with the same words)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from ddibench.errors import ConfigError
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+F = TypeVar("F", bound=Callable[..., Any])
+MIN_REPLICATES = 100  # fewer bootstrap replicates do not resolve a 95% interval's tails
+
+
+def limit_option(help_text: str, fix: str) -> Callable[[F], F]:
+    """``--limit N``: a positive number of samples (``fix`` says what omitting it does)."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ConfigError(f"--limit must be a positive number of samples, got {value}", fix)
+        return value
+
+    return click.option("--limit", type=int, default=None, callback=check, help=help_text)
+
+
+def bootstrap_option(help_text: str = "Bootstrap replicates for confidence intervals.") -> Callable[[F], F]:
+    """``--bootstrap N`` (stored as ``replicates``): at least :data:`MIN_REPLICATES`."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
+        if value < MIN_REPLICATES:
+            raise ConfigError(f"--bootstrap {value} is too few replicates for a 95% interval", f"use at least {MIN_REPLICATES} (default 1000)")
+        return value
+
+    return click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, callback=check, help=help_text)
 
 
 def console(stderr: bool = False) -> Console:

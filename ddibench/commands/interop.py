@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ddibench.commands.common import console as _console
+from ddibench.commands.common import limit_option
 
 
 @click.group("export")
@@ -17,7 +18,7 @@ def export() -> None:
 @export.command("lm-eval")
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--task", "-t", "tasks", multiple=True, required=True, help="Task to export (repeatable).")
-@click.option("--limit", type=int, default=None, help="Export the stratified, seeded subset of N samples that 'ddibench run --limit N' uses.")
+@limit_option("Export the stratified, seeded subset of N samples that 'ddibench run --limit N' uses.", "omit it to export the whole evaluation split")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --limit subset.")
 @click.option("--json-mode", type=click.Choice(["none", "schema", "object", "llamacpp"]), default="none", show_default=True,
               help="Ask the server for constrained JSON as ddibench would (schema: OpenAI/vLLM; llamacpp: llama.cpp's server).")  # fmt: skip

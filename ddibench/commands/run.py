@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ddibench.commands.common import bootstrap_option, limit_option
 from ddibench.commands.common import console as make_console
 from ddibench.commands.common import progress as make_progress
 
@@ -111,7 +112,7 @@ def expand_tasks(text: str) -> list[str]:
 @click.option("--base-url", default=None, help="OpenAI-compatible server URL; --model then names the served model.")
 @click.option("--profile", "-p", default="cpu", show_default=True, help="Declared hardware profile (see 'ddibench list profiles').")
 @click.option("--seed", default=0, show_default=True, type=int, help="Run seed (sampling, training, --limit selection).")
-@click.option("--limit", type=int, default=None, help="Evaluate a stratified, seeded subset of N samples (the run is then not submittable).")
+@limit_option("Evaluate a stratified, seeded subset of N samples (the run is then not submittable).", "omit it to run every sample")
 @click.option("--split", type=click.Choice(["test", "valid"]), default=None, help="Split to evaluate (default: the task's evaluation split).")
 @click.option("--config", "-C", "config_items", multiple=True, help="System option KEY=VALUE (JSON values), repeatable.")
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True, help="Root directory shared by runs.")
@@ -121,7 +122,7 @@ def expand_tasks(text: str) -> list[str]:
               "at 4 slots on 2 cores; nothing gained on prompt-bound work, see benchmarks/reader_throughput.py).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
 @click.option("--max-retries", type=int, default=5, show_default=True, help="Retries per model call on 429/5xx/timeouts.")
-@click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, help="Bootstrap replicates for confidence intervals.")
+@bootstrap_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 @click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
@@ -167,14 +168,10 @@ def run(
     from ddibench.runner.report import render_results
     from ddibench.system import parse_config_overrides
 
-    if limit is not None and limit <= 0:
-        raise ConfigError(f"--limit must be a positive number of samples, got {limit}", "omit it to run every sample")
     if concurrency is not None and concurrency <= 0:
         raise ConfigError(f"--concurrency must be positive, got {concurrency}", "omit it to use the profile's concurrency")
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}", "0 tries each call once")
-    if replicates < 100:
-        raise ConfigError(f"--bootstrap {replicates} is too few replicates for a 95% interval", "use at least 100 (default 1000)")
     if workers is not None and workers <= 0:
         raise ConfigError(f"--workers must be positive, got {workers}")
     if (ray_address or workers) and executor != "ray":
@@ -241,7 +238,7 @@ def run(
 @click.command(cls=ScoringCommand)
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--model", "-m", "models", multiple=True, help="ROLE=SPEC to change a scoring model, e.g. judge=openai:gpt-4o.")
-@click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True)
+@bootstrap_option()
 @click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
 @click.pass_context
 def rescore(ctx: click.Context, run_dir: Path, models: tuple[str, ...], replicates: int, verbose: bool, **scoring: Any) -> None:
@@ -259,8 +256,6 @@ def rescore(ctx: click.Context, run_dir: Path, models: tuple[str, ...], replicat
         if role is None:
             raise ConfigError(f"--model '{item}' is not ROLE=SPEC", "name the role to change, e.g. judge=openai:gpt-4o")
         overrides[role] = ModelSpec.parse(spec)
-    if replicates < 100:
-        raise ConfigError(f"--bootstrap {replicates} is too few replicates for a 95% interval", "use at least 100 (default 1000)")
     console = make_console()
     with make_progress(console) as progress:
         results = do_rescore(run_dir, overrides, scoring_given(ctx, scoring), BootstrapSpec(replicates=replicates), progress)

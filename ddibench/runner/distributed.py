@@ -28,7 +28,7 @@ from typing import Any
 
 from ddibench.errors import ConfigError, ModelEndpointError, RunDirError
 from ddibench.runner.journal import Journal
-from ddibench.runner.plan import RunPlan, RunRequest, plan_run, training_view
+from ddibench.runner.plan import RunPlan, RunRequest, plan_run, run_context, training_view
 from ddibench.schema import Prediction, Sample
 from ddibench.system import Progress
 
@@ -46,17 +46,12 @@ class _Worker:
         self.by_id: dict[str, Sample] = {}
 
     async def prepare(self) -> dict[str, Any]:
-        from ddibench.artifacts import ArtifactStore
-        from ddibench.system import RunContext
-
         plan = plan_run(self.request)
         self.plan = plan
         self.by_id = {s.id: s for s in plan.selected}
+        self.ctx = run_context(plan)
         if plan.pool is not None:
-            plan.pool.log_dir = plan.run_dir
             await plan.pool.start(plan.roles)
-        self.ctx = RunContext(task=plan.task, profile=plan.profile, seed=self.request.seed, artifacts=ArtifactStore(self.request.artifact_dir()),
-                              llm=plan.pool, run_dir=plan.run_dir, resources=plan.data.resources)  # fmt: skip
         view = training_view(plan)
         started = time.perf_counter()
         await plan.system.prepare(view, self.ctx)

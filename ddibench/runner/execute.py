@@ -24,14 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddibench.artifacts import ArtifactStore
 from ddibench.errors import DdibenchError, EndpointGone, ModelEndpointError, RunDirError, write_error
 from ddibench.evaluation import EvaluationInputError
 from ddibench.llm import LLMCallError
 from ddibench.profiles import detect_hardware
 from ddibench.runner.journal import Journal
 from ddibench.runner.manifest import code_version
-from ddibench.runner.plan import RunPlan, RunRequest, plan_run, training_view
+from ddibench.runner.plan import RunPlan, RunRequest, plan_run, run_context, training_view
 from ddibench.runner.records import Results, SessionRecord
 from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
 from ddibench.runner.scoring import already_scored, collect_extras, score_run
@@ -206,18 +205,7 @@ def _predict_pending(
     session_dir = session_dir or plan.run_dir
     if request.executor == "ray":
         return _predict_on_ray(plan, pending, journal, progress, resumed, session_dir)
-    if pool is not None:
-        pool.log_dir = plan.run_dir
-    ctx = RunContext(
-        task=plan.task,
-        profile=plan.profile,
-        seed=request.seed,
-        artifacts=ArtifactStore(request.artifact_dir()),
-        llm=pool,
-        progress=progress,
-        run_dir=plan.run_dir,
-        resources=plan.data.resources,
-    )
+    ctx = run_context(plan, progress)
     view = training_view(plan)
     concurrency = min(request.concurrency or plan.profile.llm_concurrency, system.max_concurrency)
     book = _Bookkeeping()

@@ -26,7 +26,7 @@ from ddibench.profiles import Profile, get_profile
 from ddibench.registry import get_system_class, get_task
 from ddibench.runner.records import RunIdentity, SystemRef, TaskRef
 from ddibench.schema import Sample
-from ddibench.system import BaseSystem, System, TrainingView, system_config_hash
+from ddibench.system import BaseSystem, NullProgress, Progress, RunContext, System, TrainingView, system_config_hash
 from ddibench.task import Lazy, Task, TaskData
 
 
@@ -164,6 +164,25 @@ def training_view(plan: RunPlan) -> TrainingView:
         return Lazy(lambda: tuple(s.blind() for s in plan.data.split(name)) if blind else plan.data.split(name))
 
     return TrainingView(task=plan.task, train=split("train"), valid=split("valid") if plan.split != "valid" else (), resources=plan.data.resources)
+
+
+def run_context(plan: RunPlan, progress: Progress | None = None) -> RunContext:
+    """The context a system prepares and predicts in, the same for the local executor and each Ray worker; the
+    run's models write their logs into the run directory."""
+    from ddibench.artifacts import ArtifactStore
+
+    if plan.pool is not None:
+        plan.pool.log_dir = plan.run_dir
+    return RunContext(
+        task=plan.task,
+        profile=plan.profile,
+        seed=plan.request.seed,
+        artifacts=ArtifactStore(plan.request.artifact_dir()),
+        llm=plan.pool,
+        progress=progress if progress is not None else NullProgress(),
+        run_dir=plan.run_dir,
+        resources=plan.data.resources,
+    )
 
 
 def build_system(name: str, profile: Profile, overrides: dict[str, Any]) -> System:

@@ -127,6 +127,7 @@ class SessionRecord(_Record):
     concurrency: int | None = None
     llm_usage: dict[str, dict[str, Any]] = {}
     served_models: dict[str, Any] = {}
+    models: dict[str, str] = {}  # role -> the model spec the session ran with (what a merge of shards is scored with)
     system_info: dict[str, Any] = {}
     endpoints: dict[str, dict[str, Any]] = {}  # each model endpoint's policy: concurrency, timeouts, deadline
     failed: dict[str, str] = {}  # sample id -> why its model calls failed for good (the sample was not journalled)
@@ -200,6 +201,8 @@ class TaskCard(_Record):
     recipe_version: int = 1
     sources: list[dict[str, Any]] = []
     deviations: list[str] = []
+    input_kind: str = ""  # drug_pair, molecule or question (empty in results of early builds)
+    cluster_unit: str = "drugs"  # what the bootstrap resampled (drugs, scaffolds, documents)
 
 
 class SystemCard(_Record):

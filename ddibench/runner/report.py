@@ -60,7 +60,7 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         console.print(escape(answers_line(ev.answers)))
         if ev.answers.collapsed and not answers_by_design(results.system):
             console.print(f"[yellow]warning: collapsed answers: {escape(ev.answers.message)}[/yellow]")
-    unit = man.task.model_extra.get("cluster_unit", "drugs") if man.task.model_extra else "drugs"
+    unit = man.task.cluster_unit
     if verbose:
         interval = boot.get("interval_description") or "percentile interval of the replicates"
         console.print(f"CI: {boot['description']}, {boot['replicates']} replicates, seed {boot['seed']}; {interval}")

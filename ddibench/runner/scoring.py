@@ -319,7 +319,7 @@ def rescore(
             used = {role: m.spec for role, m in previous.manifest.models.items()}
         else:  # never scored (shards merged): the models and profile the sessions recorded
             sessions = read_sessions(run_dir)
-            used = next((dict(s.model_extra.get("models") or {}) for s in sessions if s.model_extra and s.model_extra.get("models")), {})
+            used = next((dict(s.models) for s in sessions if s.models), {})
             profile = profile or next((s.profile for s in sessions if s.profile), "cpu")
         specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
         specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
