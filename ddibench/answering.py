@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
+from ddibench import families
 from ddibench.schema import DrugPair, Prediction, Question, Sample, interaction_question
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
 
@@ -48,8 +49,8 @@ class AnswerConfig(SystemConfig):
 
 class AnswerSystem(BaseSystem):
     Config = AnswerConfig
-    families = ("ddi_qa", "medical_qa", "drugbank_ddi")
-    llm_roles = ("generator",)
+    families: ClassVar[tuple[str, ...]] = (families.DDI_QA, families.MEDICAL_QA, families.DRUGBANK_DDI)
+    llm_roles: ClassVar[tuple[str, ...]] = ("generator",)
     batch_size = 1
     max_concurrency = 4
     config: AnswerConfig
@@ -66,7 +67,7 @@ class AnswerSystem(BaseSystem):
         return {"counters": dict(self.counters)}
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        if view.task.family == "drugbank_ddi":
+        if view.task.family == families.DRUGBANK_DDI:
             from ddibench.embeddings import shared_encoder
             from ddibench.evaluation.text_scorers import LabelRecovery
 
@@ -102,7 +103,7 @@ class AnswerSystem(BaseSystem):
                 self.count("empty_answers")
                 out.append(Prediction.invalid(sample.id, "empty answer", text=text, trace=trace))
             elif isinstance(sample.input, DrugPair):
-                label, how = self._recovery.recover(text, sample.input.head.name, sample.input.tail.name)
+                label, how = self._recovery.recover(text, sample.pair.head.name, sample.pair.tail.name)
                 trace["label_recovery"] = how
                 out.append(Prediction(sample_id=sample.id, label=label, text=text, trace=trace))
             else:

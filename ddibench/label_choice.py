@@ -32,10 +32,11 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
+from ddibench import families
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
 from ddibench.llm import ChatResult
@@ -133,8 +134,8 @@ class LabelChoiceSystem(BaseSystem):
     """Zero-shot label choice; subclasses add context with :meth:`context`."""
 
     Config = LabelChoiceConfig
-    families = ("drugbank_ddi", "twosides")
-    llm_roles = ("generator",)
+    families: ClassVar[tuple[str, ...]] = (families.DRUGBANK_DDI, families.TWOSIDES)
+    llm_roles: ClassVar[tuple[str, ...]] = ("generator",)
     batch_size = 1
     variant_keys = ("answer_mode", "shuffle_options")
     config: LabelChoiceConfig

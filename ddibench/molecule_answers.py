@@ -23,20 +23,21 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ddibench import families
 from ddibench.llm import ChatResult
 from ddibench.schema import LabelSpace, Molecule, Prediction, Sample
 
-FAMILIES = ("toxicity", "drug_targets", "captioning")
-MAX_TOKENS = {"toxicity": 24, "drug_targets": 96, "captioning": 256}
+FAMILIES = families.MOLECULAR
+MAX_TOKENS = {families.TOXICITY: 24, families.DRUG_TARGETS: 96, families.CAPTIONING: 256}
 N_TARGETS = 5
 
 SYSTEM_PROMPTS = {
-    "toxicity": "You are an expert medicinal chemist and toxicologist. Answer with JSON only, in the form {\"answer\": \"yes\"} or {\"answer\": \"no\"}.",
-    "drug_targets": (
+    families.TOXICITY: "You are an expert medicinal chemist and toxicologist. Answer with JSON only, in the form {\"answer\": \"yes\"} or {\"answer\": \"no\"}.",
+    families.DRUG_TARGETS: (
         "You are an expert pharmacologist. Answer with JSON only, in the form {\"targets\": [\"SYMBOL1\", \"SYMBOL2\", \"SYMBOL3\", \"SYMBOL4\", \"SYMBOL5\"]}, "
         "using official HGNC gene symbols of human proteins, most likely first."
     ),
-    "captioning": "You are an expert medicinal chemist. Write a short, factual paragraph about the molecule, as the request asks.",
+    families.CAPTIONING: "You are an expert medicinal chemist. Write a short, factual paragraph about the molecule, as the request asks.",
 }
 
 _YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
@@ -57,7 +58,7 @@ def question(family: str, molecule: Molecule, instruction: str, context: Sequenc
         parts.append("Relevant knowledge:\n" + "\n".join(f"- {line}" for line in context))
     parts.append(describe_molecule(molecule))
     parts.append(instruction)
-    if family == "captioning":
+    if family == families.CAPTIONING:
         parts.append("Write the description as one paragraph of at most 120 words.")
     return "\n\n".join(parts)
 
@@ -68,9 +69,9 @@ def messages(family: str, molecule: Molecule, instruction: str, context: Sequenc
 
 def answer_schema(family: str, labels: LabelSpace | None = None, constrain_symbols: bool = True) -> dict[str, Any] | None:
     """The JSON schema the answer is constrained to (None for free text)."""
-    if family == "toxicity":
+    if family == families.TOXICITY:
         return {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}}, "required": ["answer"]}
-    if family == "drug_targets":
+    if family == families.DRUG_TARGETS:
         item: dict[str, Any] = {"type": "string"}
         if constrain_symbols and labels is not None:
             item["enum"] = [label.name for label in labels]
@@ -135,20 +136,20 @@ def to_prediction(family: str, sample: Sample, result: ChatResult, labels: Label
     """A prediction from the model's raw answer (invalid, with the reason, when it cannot be used)."""
     text = result.text
     cut = result.finish_reason == "length"
-    if family == "toxicity":
+    if family == families.TOXICITY:
         label, how = parse_yes_no(text)
         trace["parse"] = {"method": how}
         if label is None:
             return Prediction.invalid(sample.id, ("answer cut off: " if cut else "") + how, text=text, trace=trace)
         return Prediction(sample_id=sample.id, label=label, text=text, trace=trace)
-    if family == "drug_targets":
+    if family == families.DRUG_TARGETS:
         assert labels is not None
         ranked, unknown, how = parse_targets(text, labels)
         trace["parse"] = {"method": how, "unknown_symbols": unknown}
         if not ranked:
             return Prediction.invalid(sample.id, ("answer cut off: " if cut else "") + "no known HGNC symbol of the task in the answer", text=text, trace=trace)
         return Prediction(sample_id=sample.id, ranked=ranked, text=text, trace=trace)
-    if family == "captioning":
+    if family == families.CAPTIONING:
         caption = text.strip()
         trace["parse"] = {"cut_off": cut, "chars": len(caption)}
         if not caption:

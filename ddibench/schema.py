@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -126,6 +126,23 @@ class Sample:
     clusters: tuple[str, ...]  # what the bootstrap resamples: the pair's drug ids, the molecule's scaffold, the question's document
     meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # the family's extra facts (e.g. n_unseen drugs), empty in predict()
 
+    # typed access to the input, by the task's input_kind: a drug-pair system reads ``sample.pair.head``, and a
+    # sample of another kind raises TypeError naming what it holds instead of failing later on a missing attribute
+    @property
+    def pair(self) -> DrugPair:
+        """The input of a drug-pair task (DrugBank, TWOSIDES)."""
+        return _input_of(self, DrugPair)
+
+    @property
+    def molecule(self) -> Molecule:
+        """The input of a molecular task (toxicity, targets, captioning)."""
+        return _input_of(self, Molecule)
+
+    @property
+    def question(self) -> Question:
+        """The input of a question-answering task."""
+        return _input_of(self, Question)
+
     def blind(self) -> Sample:
         """The sample as a system sees it at prediction time: no target, no label-derived metadata."""
         return Sample(self.id, self.input, None, self.clusters, _NO_META)
@@ -139,6 +156,15 @@ class Sample:
             "clusters": list(self.clusters),
             "meta": dict(self.meta),
         }
+
+
+InputT = TypeVar("InputT", DrugPair, Molecule, Question)
+
+
+def _input_of(sample: Sample, kind: type[InputT]) -> InputT:
+    if not isinstance(sample.input, kind):
+        raise TypeError(f"sample {sample.id} holds a {type(sample.input).__name__}, not a {kind.__name__}: this system does not serve its task")
+    return sample.input
 
 
 def sample_id(prefix: str, content: Any) -> str:

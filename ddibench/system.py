@@ -234,7 +234,8 @@ class System(Protocol):
     batch_size: ClassVar[int]  # samples per predict() call
     max_concurrency: ClassVar[int]  # predict() calls in flight at once
 
-    config: BaseModel
+    @property
+    def config(self) -> BaseModel: ...  # its validated configuration (read-only: a subclass narrows the type)
 
     def supports(self, task: Task) -> bool: ...
 

@@ -21,10 +21,12 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
 
 from ddibench.data.sources import SourceFile
-from ddibench.errors import ConfigError, UnknownNameError
+from ddibench.errors import ConfigError, DataError, UnknownNameError
 from ddibench.hashing import sha256_text, stable_json
 from ddibench.schema import LabelSpace, Sample
 
@@ -124,6 +126,72 @@ RESOURCES: dict[str, str] = {
     "kg_overlap": "drug targets: ``{InChIKey: KG entity ids}`` of the molecules the knowledge graph holds (the "
                   "'overlap' slice, as each sample's ``meta['kg']`` says)",
 }
+
+
+
+def require(task: str, checks: list[Check], definitions: str) -> None:
+    """Raise DataError naming every failed check of ``task`` (``definitions``: the file that declares what they
+    expect), so a load never returns data that differs from its definition."""
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        detail = "; ".join(f"{c.name}: {c.detail}" for c in failed)
+        raise DataError(
+            f"task {task}: data does not match its definition ({detail})",
+            f"the sources or the recipe changed; run 'ddibench data stats' and update {definitions} with a new version",
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Task definitions: a family's tasks.toml, validated
+
+
+class TaskSpec(BaseModel):
+    """One ``[tasks.NAME]`` table of a family's ``tasks.toml``: the keys every task declares. A family
+    subclasses it with its own keys (files, the sizes its loads check, ...); a key no model declares (a
+    typo, a renamed field) fails the load instead of being ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str  # the task's version: any change to its samples or scoring bumps it
+    setting: str  # what the split tests (S0/S1/S2, scaffold, ...)
+    title: str  # one line, as 'ddibench list tasks' prints it
+
+
+class FamilySpec(BaseModel):
+    """The ``[family]`` table of a ``tasks.toml``: what all its tasks share."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recipe_version: int = 1  # the version of the code that turns the sources into samples (in ``data_sha256``)
+
+
+FamilySpecT = TypeVar("FamilySpecT", bound=FamilySpec)
+
+
+def load_task_specs(package: str, family_spec: type[FamilySpecT], task_spec: Any) -> tuple[FamilySpecT, dict[str, Any]]:
+    """Read and validate the ``tasks.toml`` of ``package``: its ``[family]`` table as ``family_spec`` and each
+    ``[tasks.NAME]`` table as ``task_spec`` (a model, or a discriminated union of models). Raises DataError
+    naming the task and the key when a table does not match."""
+    from importlib import resources
+
+    import tomllib
+    from pydantic import TypeAdapter, ValidationError
+
+    where = f"{package.replace('.', '/')}/tasks.toml"
+    raw = tomllib.loads(resources.files(package).joinpath("tasks.toml").read_text(encoding="utf-8"))
+    adapter: TypeAdapter[Any] = TypeAdapter(task_spec)
+    table = "[family]"
+    try:
+        family = family_spec.model_validate(raw.get("family", {}))
+        tasks = {}
+        for name, spec in raw.get("tasks", {}).items():
+            table = f"[tasks.{name}]"
+            tasks[name] = adapter.validate_python(spec)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(k) for k in err["loc"])
+        raise DataError(f"{where}: {table}{' ' + key if key else ''}: {err['msg']}", "fix the table: its keys are the fields of the family's spec") from None
+    return family, tasks
 
 
 class Task(ABC):

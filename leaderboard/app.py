@@ -118,7 +118,7 @@ def pick_run(all_runs: pd.DataFrame, runs: pd.DataFrame, wanted: str | None) -> 
     choices = in_task[in_task["system"] == system].sort_values("primary_value", ascending=False)
     run_ids = list(choices["run_id"])
     shown = {r.run_id: f"{r.run_id} · {r.model} · {r.tier} · {board.fmt(r.primary_unit, r.primary_value)}" for r in choices.itertuples()}
-    run_id = run_col.selectbox("run", run_ids, index=run_ids.index(start["run_id"]) if start["run_id"] in run_ids else 0, format_func=shown.get)
+    run_id = run_col.selectbox("run", run_ids, index=run_ids.index(start["run_id"]) if start["run_id"] in run_ids else 0, format_func=lambda run: shown.get(run, run))
     return choices[choices["run_id"] == run_id].iloc[0]
 
 

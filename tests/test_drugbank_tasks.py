@@ -46,7 +46,7 @@ def test_setting_is_verified_over_both_drug_columns(name: str) -> None:
         assert counts == Counter(s.meta["n_unseen"] for s in samples)
         # the setting holds for all but the declared upstream exceptions, which are stated as deviations
         off = sum(n for k, n in counts.items() if k != expected)
-        assert off == sum(task.spec["unseen"][split]) - task.spec["unseen"][split][expected]
+        assert off == sum(task.spec.unseen[split]) - task.spec.unseen[split][expected]
         assert off < 0.002 * len(samples)
         if off:
             assert any(f"{split} pairs contain" in d for d in task.deviations)

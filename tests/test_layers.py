@@ -29,7 +29,7 @@ ROOTS = {"ddibench": "ddibench", "tasks": "ddibench.tasks", "systems": "ddibench
 
 # Core layers, lowest first. A core module may import modules of its own layer or any layer below.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("ddibench._version", "ddibench.errors", "ddibench.hashing", "ddibench.schema")),
+    ("foundation", ("ddibench._version", "ddibench.errors", "ddibench.hashing", "ddibench.schema", "ddibench.families")),
     ("sources", ("ddibench.data", "ddibench.profiles", "ddibench.chem", "ddibench.parsing", "ddibench.artifacts")),
     ("tools", ("ddibench.llm", "ddibench.embeddings", "ddibench.kg", "ddibench.metrics", "ddibench.corpus")),
     ("tasks", ("ddibench.task", "ddibench.evaluation")),
@@ -295,8 +295,9 @@ def test_the_checker_finds_each_kind_of_violation(tmp_path: Path, planted: dict[
     assert problems and any(expected in p for p in problems), problems
 
 
-def test_the_core_type_checks() -> None:
-    """mypy over ddibench/ (configured in pyproject.toml), so a shape change that breaks a reader fails here."""
+def test_the_code_type_checks() -> None:
+    """mypy over the core, the task families, the reference systems and the board (configured in pyproject.toml),
+    so a shape change that breaks a reader, or a system that reads a sample's input as the wrong kind, fails here."""
     import shutil
     import subprocess
     import sys

@@ -156,7 +156,7 @@ def test_clintox_notation_shortcut_stated_in_the_card() -> None:
     from sklearn.metrics import roc_auc_score
 
     task = get_task("caption_clintox")
-    with open(task.path(task.spec["file"]), encoding="utf-8", newline="") as fh:
+    with open(task.path(str(task.spec.file)), encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
     aromatic = np.array([bool(re.search(r"[bcnops]", re.sub(r"\[[^\]]*\]|Cl|Br", "", r["smiles"]))) for r in rows], dtype=float)
     tox = np.array([int(r["CT_TOX"]) for r in rows])

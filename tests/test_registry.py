@@ -107,3 +107,52 @@ class Bare:
     assert {"run_info", "deviations"} <= set(SYSTEM_MEMBERS)
     with pytest.raises(ConfigError, match="lacks 'run_info'"):
         registry.get_system_class("my-bare")
+
+
+def test_built_in_tasks_and_systems_name_families_from_one_place() -> None:
+    """Every shipped task's family and every family a shipped system serves is one of ddibench.families,
+    and no module compares with a family's name as a literal string."""
+    import re
+
+    from ddibench import families
+
+    assert {registry.get_task(t).family for t in registry.task_names()} == set(families.ALL)
+    for name in registry.system_names():
+        assert set(registry.get_system_class(name).families) <= set(families.ALL), name
+    root = Path(__file__).resolve().parent.parent
+    names = "|".join(families.ALL)
+    literal = re.compile(r"""\bfamil(y|ies)\b[^#\n]*?(==|!=|\bin\b|=)\s*\(?\s*["'](""" + names + r""")["']""")
+    found = [f"{p.relative_to(root)}:{i}" for folder in ("ddibench", "systems", "tasks", "leaderboard") for p in (root / folder).rglob("*.py")
+             if p.name != "families.py" for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if literal.search(line)]  # fmt: skip
+    assert found == [], found
+
+
+def test_a_tasks_toml_table_with_an_unknown_or_missing_key_fails_the_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each family's tasks.toml is validated against its spec: a misspelt key is an error naming the table and the
+    key, not a silently ignored setting."""
+    from ddibench.errors import DataError
+    from ddibench.task import FamilySpec, load_task_specs
+    from ddibench.tasks import drugbank
+    from ddibench.tasks.drugbank import SPECS, DrugBankSpec
+    from ddibench.tasks.molecular import FAMILY_SPEC, AnySpec, MolecularFamilySpec
+    from ddibench.tasks.molecular.targets import TargetSpec
+
+    assert SPECS["drugbank_s2"].unseen["test"] == (0, 0, 1992)
+    assert isinstance(registry.get_task("targets_inhibit").spec, TargetSpec) and FAMILY_SPEC.target_polarity["neither"] == ("inverse agonist",)
+    good = (Path(drugbank.__file__).parent / "tasks.toml").read_text(encoding="utf-8")
+    package = tmp_path / "planted_family"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cases = [
+        (good.replace("sizes = { train = 99283, valid = 1606", "size = { train = 99283, valid = 1606", 1), r"\[tasks.drugbank_s2\] (size: Extra inputs|sizes: Field required)"),
+        (good.replace('setting = "S2"', 'setting = "S3"', 1), r"\[tasks.drugbank_s2\] setting: Input should be 'S0', 'S1' or 'S2'"),
+        (good.replace("recipe_version = 1", "recipe_version = 'one'", 1), r"\[family\] recipe_version"),
+    ]
+    for text, message in cases:
+        (package / "tasks.toml").write_text(text, encoding="utf-8")
+        with pytest.raises(DataError, match=message):
+            load_task_specs("planted_family", FamilySpec, DrugBankSpec)
+    (package / "tasks.toml").write_text('[family]\ntarget_polarity = {}\n[tasks.x]\nkind = "toxcity"\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"\[tasks.x\]: Input tag 'toxcity' found using 'kind'"):
+        load_task_specs("planted_family", MolecularFamilySpec, AnySpec)

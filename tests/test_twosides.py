@@ -127,7 +127,7 @@ def test_setting_checks_catch_a_planted_leak(s2) -> None:
 def test_a_task_whose_training_pairs_leak_does_not_load() -> None:
     """The S1 evaluation files of seed 1234 with the drug roles of seed 1: the recovered training pairs then hold
     seed-1234 test drugs, and loading refuses."""
-    spec = {**TASKS["twosides_s1"].spec, "seed": 1}
+    spec = TASKS["twosides_s1"].spec.model_copy(update={"seed": 1})
     with pytest.raises(DataError, match="training pairs use training drugs only|holds over both drug columns"):
         TwosidesTask("twosides_s1_planted", spec).build()
 

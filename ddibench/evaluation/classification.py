@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class ClassificationEvaluator(BaseEvaluator):
 
     kind = "classification"
     metrics: tuple[MetricSpec, ...] = CLASSIFICATION_METRICS
-    answer_fields = ("label", "position")
+    answer_fields: ClassVar[tuple[str, ...]] = ("label", "position")
 
     def __init__(self, label_space: LabelSpace, breakdown_key: str | None = "n_unseen", positive_label: int | None = None) -> None:
         super().__init__()

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -91,9 +91,9 @@ class ProbeEvaluator(BaseEvaluator):
     """Captions of every molecule -> a probe trained on the training molecules -> AUROC on the evaluated ones."""
 
     kind = "probe"
-    answer_fields = ("text",)
-    metrics = PROBE_METRICS
-    options = (
+    answer_fields: ClassVar[tuple[str, ...]] = ("text",)
+    metrics: tuple[MetricSpec, ...] = PROBE_METRICS
+    options: ClassVar[tuple[ScoringOption, ...]] = (
         ScoringOption("probe", "--probe", "Captioning probe: linear (frozen encoder + fingerprint, CPU) or finetune (the paper's protocol, GPU).",
                       default="linear"),
         ScoringOption("probe_encoder", "--probe-encoder", "Text encoder of the captioning probe: 'minilm' or a local model directory (e.g. SciBERT).",
@@ -175,7 +175,7 @@ class ProbeEvaluator(BaseEvaluator):
                 value = target.get(col)
                 if value is not None:
                     labels[i, j] = float(value)
-        return ProbeData([s.input.smiles for s in samples], [_caption(predictions[s.id]) for s in samples], labels)  # type: ignore[union-attr]
+        return ProbeData([s.molecule.smiles for s in samples], [_caption(predictions[s.id]) for s in samples], labels)
 
     def probe_scores(self, train: ProbeData, valid: ProbeData | None, test: ProbeData) -> np.ndarray:
         """The probe's scores of the evaluated molecules: shape (seeds, molecules, columns)."""

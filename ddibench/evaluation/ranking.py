@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class RankingEvaluator(BaseEvaluator):
     """Ranked label lists against gold label sets (see the module docstring)."""
 
     kind = "ranking"
-    answer_fields = ("ranked", "position")
+    answer_fields: ClassVar[tuple[str, ...]] = ("ranked", "position")
 
     def __init__(
         self,

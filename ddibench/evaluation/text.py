@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -43,11 +43,11 @@ class TextEvaluator(BaseEvaluator):
     """Free-text answers (see the module docstring)."""
 
     kind = "text"
-    answer_fields = ("text",)
+    answer_fields: ClassVar[tuple[str, ...]] = ("text",)
     recompute_tolerance = 1e-6  # MiniLM similarities and BERTScore are float32: the thread count moves them by ~1e-7
     version = 2  # 2: BERTScore from the bert-score library (1: a hand-written variant that dropped [CLS]/[SEP])
-    metrics = TEXT_METRICS
-    options = (
+    metrics: tuple[MetricSpec, ...] = TEXT_METRICS
+    options: ClassVar[tuple[ScoringOption, ...]] = (
         ScoringOption("judge", "--no-judge", "Do not grade answers with the judge model.", type=bool, default=True, is_flag=True, flag_value=False),
         ScoringOption("selfcheck", "--selfcheck", "SelfCheckGPT samples per answer (0: none).", type=int, default=3),
         ScoringOption("scorer_encoder", "--scorer-encoder", "Text encoder of the similarity scorers: a local sentence-transformers path (default: MiniLM).",
@@ -163,7 +163,7 @@ class TextEvaluator(BaseEvaluator):
         if self.label_space is not None and any(lb is not None for lb in labels):
             recovery = LabelRecovery(self.label_space, encoder)
             for s, answer in zip(samples, answers):
-                pair = s.input.pair  # type: ignore[union-attr]
+                pair = s.question.pair
                 recovered.append(recovery.recover(answer, pair.head.name, pair.tail.name)[0] if pair else None)
             per["label_recovery"] = np.array([float(r is not None and r == lb) for r, lb in zip(recovered, labels)])
         judge: Mapping[str, Any] = extras.get("judge") or {}  # type: ignore[assignment]

@@ -40,6 +40,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ddibench import families
 from ddibench.errors import ConfigError, DataError
 from ddibench.schema import DrugPair, Molecule, Prediction, Question, Sample
 from ddibench.task import Task
@@ -85,15 +86,15 @@ def kind_of(task: Task) -> str:
         return "classification"
     if kind == "ranking" and task.input_kind == "drug_pair":
         return "ranking"
-    if kind == "classification" and task.input_kind == "molecule" and task.family == "toxicity":
+    if kind == "classification" and task.input_kind == "molecule" and task.family == families.TOXICITY:
         return "yes_no"
     if kind == "text":
         return "text"
     raise ConfigError(
         f"task {task.name} ({task.family}, {kind} answers) has no lm-eval export: "
         + ("its primary metric is the mean over one slice of the samples, which lm-eval cannot aggregate"
-           if task.family == "drug_targets" else "it is scored by a probe over every split's captions, not answer by answer"
-           if task.family == "captioning" else "no export is written for this kind of task"),
+           if task.family == families.DRUG_TARGETS else "it is scored by a probe over every split's captions, not answer by answer"
+           if task.family == families.CAPTIONING else "no export is written for this kind of task"),
         "export a DrugBank, TWOSIDES, toxicity or question-answering task",
     )
 

@@ -88,7 +88,7 @@ def interaction_triples(samples: Sequence[Any]) -> list[tuple[int, int, int]]:
     """(head, tail, label) of each sample; a sample whose target is a label set gives one triple per label."""
     out: list[tuple[int, int, int]] = []
     for s in samples:
-        h, t = s.input.head.node_id, s.input.tail.node_id
+        h, t = s.pair.head.node_id, s.pair.tail.node_id
         labels = s.target if isinstance(s.target, (tuple, list)) else (s.target,)
         out.extend((h, t, int(label)) for label in labels)
     return out

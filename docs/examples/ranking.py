@@ -27,7 +27,7 @@ class DrugCooccurrence(BaseSystem):
         self.by_drug = defaultdict(Counter)
         overall = Counter()
         for s in view.train:  # a label-set task: each target is a tuple of label ids
-            for drug in (s.input.head.node_id, s.input.tail.node_id):
+            for drug in (s.pair.head.node_id, s.pair.tail.node_id):
                 self.by_drug[drug].update(s.target)
             overall.update(s.target)
         self.popular = [label for label, _ in overall.most_common()]
@@ -35,7 +35,7 @@ class DrugCooccurrence(BaseSystem):
     async def predict(self, samples, ctx):
         out = []
         for s in samples:
-            counts = self.by_drug[s.input.head.node_id] + self.by_drug[s.input.tail.node_id]
+            counts = self.by_drug[s.pair.head.node_id] + self.by_drug[s.pair.tail.node_id]
             known = [label for label, _ in counts.most_common()]
             ranked = list(dict.fromkeys(known + self.popular))[: self.config.depth]
             out.append(Prediction(sample_id=s.id, ranked=ranked, trace={"from_the_drugs": len(known)}))

@@ -27,11 +27,11 @@ class NeighbourVote(BaseSystem):
 
     async def prepare(self, view, ctx):
         train = list(view.train)
-        self.bits, _ = morgan_matrix([s.input.smiles for s in train])
+        self.bits, _ = morgan_matrix([s.molecule.smiles for s in train])
         self.yes = np.array([s.target == 1 for s in train], dtype=float)  # targets: 0 = no, 1 = yes
 
     async def predict(self, samples, ctx):
-        query, failed = morgan_matrix([s.input.smiles for s in samples])
+        query, failed = morgan_matrix([s.molecule.smiles for s in samples])
         sims = tanimoto_matrix(query, self.bits).astype(np.float64)
         out = []
         for i, s in enumerate(samples):

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView
+from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView, families
 from ddibench.errors import ConfigError
 
 
@@ -118,7 +118,7 @@ class OnlySmilesSystem(BaseSystem):
     version = "1.0.0"
     description = "an empty caption for every molecule: the captioning probe learns from the structure alone (the paper's 'Only SMILES')"
     Config = OnlySmilesConfig
-    families = ("captioning",)
+    families = (families.CAPTIONING,)
     batch_size = 4096
     max_concurrency = 1
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from ddibench import families
 from ddibench.label_choice import answer_to_prediction, answer_to_ranking, choice_count, label_schema, option_texts, topk_schema
 from ddibench.llm import ChatResult
 from ddibench.schema import Drug, Prediction, Sample
@@ -81,7 +82,7 @@ class CBRDDISystem(BaseSystem):
     description = "case-based reasoning: LLM drug descriptions, GNN paths, mechanistic insights, hybrid case retrieval"
     paper = "Liu et al. 2025, case-based reasoning for DDI prediction (CBR-DDI), arXiv 2505.23034, https://arxiv.org/abs/2505.23034"
     Config = CBRDDIConfig
-    families = ("drugbank_ddi", "twosides")
+    families = (families.DRUGBANK_DDI, families.TWOSIDES)
     llm_roles = ("generator", "describer")
     batch_size = 1
     max_concurrency = 8
@@ -228,15 +229,15 @@ class CBRDDISystem(BaseSystem):
         if cfg.repository_size < len(chosen):
             idx = np.sort(rng.choice(len(chosen), cfg.repository_size, replace=False))
             chosen = [chosen[i] for i in idx]
-        await self._describe_all([d for s in chosen for d in (s.input.head, s.input.tail)], ctx, "describing case drugs")
-        heads = [s.input.head.node_id for s in chosen]
-        tails = [s.input.tail.node_id for s in chosen]
+        await self._describe_all([d for s in chosen for d in (s.pair.head, s.pair.tail)], ctx, "describing case drugs")
+        heads = [s.pair.head.node_id for s in chosen]
+        tails = [s.pair.tail.node_id for s in chosen]
         _, reprs = self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
         cases: list[Case] = []
         bar = ctx.progress.task("writing case insights", len(chosen))
 
         async def make(sample: Sample) -> Case:
-            pair = sample.input
+            pair = sample.pair
             labels = list(sample.target) if isinstance(sample.target, tuple) else None
             label = labels[0] if labels else int(sample.target)  # type: ignore[arg-type]
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True)
@@ -339,10 +340,10 @@ class CBRDDISystem(BaseSystem):
         valid = list(view.valid)
         if self.config.lambda_valid_pairs < len(valid):
             valid = [valid[i] for i in np.sort(rng.choice(len(valid), self.config.lambda_valid_pairs, replace=False))]
-        await self._describe_all([d for s in valid for d in (s.input.head, s.input.tail)], ctx, "describing validation drugs")
-        _, reprs = self.gnn.encode([s.input.head.node_id for s in valid], [s.input.tail.node_id for s in valid], self._setting, graph="valid")
+        await self._describe_all([d for s in valid for d in (s.pair.head, s.pair.tail)], ctx, "describing validation drugs")
+        _, reprs = self.gnn.encode([s.pair.head.node_id for s in valid], [s.pair.tail.node_id for s in valid], self._setting, graph="valid")
         texts = normalise(self._encoder.encode([
-            self._pair_text(s.input.head, s.input.tail, self._description(s.input.head), self._description(s.input.tail)) for s in valid
+            self._pair_text(s.pair.head, s.pair.tail, self._description(s.pair.head), self._description(s.pair.tail)) for s in valid
         ]))  # fmt: skip
         pairs = normalise(reprs)
         labels = np.array([c.label for c in repo.cases])
@@ -429,7 +430,7 @@ class CBRDDISystem(BaseSystem):
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         out = []
         for sample in samples:
-            pair = sample.input
+            pair = sample.pair
             llm: list[dict[str, Any]] = []
             for drug in (pair.head, pair.tail):
                 await self.describe(drug, ctx, llm)

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from ddibench import families
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
 from ddibench.molecule_answers import FAMILIES, MAX_TOKENS, SYSTEM_PROMPTS, answer_schema, describe_molecule, instruction_of, to_prediction
@@ -151,7 +152,7 @@ class CLADDSystem(BaseSystem):
 
         self.family = view.task.family
         self.instruction = instruction_of(view.resources, view.task.name)
-        self.labels = view.task.label_space if self.family == "drug_targets" else None
+        self.labels = view.task.label_space if self.family == families.DRUG_TARGETS else None
         self.label_space = view.task.label_space
         # the user's own files first (read whole and checked), so a damaged one fails before the index is built
         if self.config.pubchem and self.config.annotations != "generated":
@@ -203,7 +204,7 @@ class CLADDSystem(BaseSystem):
     async def _annotate(self, ctx: RunContext, molecule: Molecule, trace: dict[str, Any]) -> list[str]:
         """The annotation lines the molecule-understanding agent (or the predictor) reads."""
         cfg = self.config
-        exclude = ("repurposing-hub",) if self.family == "drug_targets" else ()  # the query's own Hub line is its gold
+        exclude = ("repurposing-hub",) if self.family == families.DRUG_TARGETS else ()  # the query's own Hub line is its gold
         found: list[Annotation] = lookup(molecule.inchikey, exclude, cfg.pubchem) if cfg.annotations != "generated" else []
         lines = [f"[{a.source}] {a.text}" for a in found]
         trace["annotations"] = [{"source": a.source, "text": a.text} for a in found]

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ddibench import families
 from ddibench.schema import LabelSpace, Sample
 
 _WORD = re.compile(r"(?<![A-Za-z0-9-])[A-Za-z0-9][A-Za-z0-9-]*(?![A-Za-z0-9-])")
@@ -29,10 +30,10 @@ def stated_labels(family: str, labels: LabelSpace, retrieved: Iterable[str]) -> 
     toxicity — each label whose text ("blocks hERG", "does not block hERG") occurs, case-insensitively;
     drug targets — each HGNC symbol that occurs as a whole word, as written."""
     context = "\n".join(retrieved)
-    if family == "toxicity":  # a label's name is only "yes"/"no": its text is what a context can state
+    if family == families.TOXICITY:  # a label's name is only "yes"/"no": its text is what a context can state
         lowered = context.lower()
         return [i for i, lb in enumerate(labels) if lb.template.lower() in lowered]
-    if family == "drug_targets":  # one pass over the context's words instead of a search per symbol
+    if family == families.DRUG_TARGETS:  # one pass over the context's words instead of a search per symbol
         words = set(_WORD.findall(context))
         return [i for i, lb in enumerate(labels) if lb.name in words]
     return None
@@ -43,9 +44,9 @@ def leaked(family: str, labels: LabelSpace, sample: Sample, retrieved: Iterable[
     stated = stated_labels(family, labels, retrieved)
     if stated is None:
         return None
-    gold = [int(sample.target)] if family == "toxicity" else [int(i) for i in sample.target]  # type: ignore[arg-type, union-attr]
+    gold = [int(sample.target)] if family == families.TOXICITY else [int(i) for i in sample.target]  # type: ignore[arg-type, union-attr]
     hit = set(stated)
-    return [labels[i].template if family == "toxicity" else labels[i].name for i in gold if i in hit]
+    return [labels[i].template if family == families.TOXICITY else labels[i].name for i in gold if i in hit]
 
 
 def leak_audit(family: str, labels: LabelSpace, samples: Mapping[str, Sample], traces: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

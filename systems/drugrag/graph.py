@@ -130,7 +130,7 @@ class LadybugGraph:
     def query(self, cypher: str, params: dict[str, Any] | None = None, max_rows: int = 50) -> tuple[list[str], list[list[Any]]]:
         result = self.connection().execute(cypher, params or {})
         names = result.get_column_names()
-        rows = []
+        rows: list[list[Any]] = []
         while result.has_next() and len(rows) < max_rows:
             rows.append(result.get_next())
         return names, rows

@@ -38,7 +38,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pydantic import model_serializer
 
-from ddibench import label_sets
+from ddibench import families, label_sets
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Prediction, Sample
@@ -95,7 +95,7 @@ class EmerGNNSystem(BaseSystem):
     )
     code = "https://github.com/LARS-research/EmerGNN"
     Config = EmerGNNConfig
-    families = ("drugbank_ddi", "twosides")
+    families = (families.DRUGBANK_DDI, families.TWOSIDES)
     batch_size = 256
     max_concurrency = 1
     config: EmerGNNConfig
@@ -197,8 +197,7 @@ class EmerGNNSystem(BaseSystem):
             "seed": ctx.seed,
             "training_code": TRAINING_CODE_VERSION,
         }
-        trainer = self._train_label_sets if self._label_sets else self._train
-        path, built = ctx.artifacts.get_or_build("emergnn", key, lambda tmp: trainer(view, ctx, tmp, kg, train, valid, cfg))
+        path, built = ctx.artifacts.get_or_build("emergnn", key, lambda tmp: self._train(view, ctx, tmp, kg, train, valid, cfg))
         self.training_log = json.loads((path / "training.json").read_text(encoding="utf-8"))
         self.training_log["loaded_from_cache"] = not built
         self.training_log["artifact"] = str(path)
@@ -254,6 +253,10 @@ class EmerGNNSystem(BaseSystem):
     def _train(
         self, view: TrainingView, ctx: RunContext, out_dir: Path, kg: Any, train: np.ndarray, valid: np.ndarray, cfg: dict[str, Any]
     ) -> None:
+        """Train with pseudo-emerging resampling, keep the best evaluated epoch, and write ``model.pt`` and
+        ``training.json`` into ``out_dir``. One loop for both kinds of task: ``train``/``valid`` are (head, tail,
+        label) rows (cross-entropy, validation macro-F1), or for label sets (head, tail, pair index) rows (the side
+        effects of the pairs that stay known are the graph's facts; ``multilabel_loss``; validation recall@k)."""
         import torch
 
         from ddibench.metrics.classification import classification_scores
@@ -267,6 +270,7 @@ class EmerGNNSystem(BaseSystem):
         net = self._new_net(cfg, kg, view).to(device)
         optimiser = torch.optim.Adam(net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
         scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimiser, mode="max")
+        y_train = self._labels["train"] if self._label_sets else None
         train_drugs = {int(d) for d in train[:, :2].ravel()}
         hidden = set(range(kg.n_drugs)) - train_drugs
         kg_train = kg.without_entities(hidden) if hidden else kg
@@ -275,96 +279,25 @@ class EmerGNNSystem(BaseSystem):
         in_kg[kg_train.head] = True
         in_kg[kg_train.tail] = True
         candidates = np.array(sorted(d for d in train_drugs if in_kg[d]), dtype=np.int64)
-        valid_graph = self._graphs["valid"]
-        valid_eval = valid
-        if cfg["valid_pairs"] and cfg["valid_pairs"] < len(valid):
-            valid_eval = valid[np.sort(rng.choice(len(valid), cfg["valid_pairs"], replace=False))]
-        log: list[dict[str, Any]] = []
-        best = BestEpoch()  # no early stopping: the best evaluated epoch is kept
-        started = time.perf_counter()
-        bar: TrainingProgress | None = None  # sized from the first epoch's pairs (the resampling varies them a little)
-        try:
-            for epoch in range(1, cfg["max_epochs"] + 1):
-                t0 = time.perf_counter()
-                facts, data = _pseudo_emerging(setting, train, candidates, cfg["known_ratio"], rng)
-                available = len(data)
-                if cfg["train_pairs_per_epoch"] and cfg["train_pairs_per_epoch"] < len(data):
-                    data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
-                if bar is None:
-                    bar = TrainingProgress(ctx.progress, f"emergnn ({len(data):,} pairs an epoch)", cfg["max_epochs"],
-                                           -(-len(data) // cfg["batch_size"]), "macro-F1")  # fmt: skip
-                graph = self._message_graph(kg_train, set(), facts)
-                loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, bar)
-                row: dict[str, Any] = {"epoch": epoch, "facts": int(len(facts)), "pairs": int(len(data)), "pairs_available": int(available),
-                                       "loss": round(loss, 4)}  # fmt: skip
-                if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
-                    probs = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
-                    scores = classification_scores(valid_eval[:, 2], probs.argmax(1), len(view.task.label_space))
-                    scheduler.step(scores.macro_f1)
-                    row.update(valid_macro_f1=round(scores.macro_f1, 5), valid_accuracy=round(scores.accuracy, 5))
-                    best.update(epoch, scores.macro_f1, net)
-                row["seconds"] = round(time.perf_counter() - t0, 1)
-                log.append(row)
-                bar.epoch_done(epoch, row["seconds"], row.get("valid_macro_f1"), best.value if best.epoch else None, best.epoch)
-        finally:
-            if bar is not None:
-                bar.finish(len(log))
-        torch.save(best.state, out_dir / "model.pt")
-        (out_dir / "training.json").write_text(
-            json.dumps(
-                {
-                    "setting": setting,
-                    "resolved_config": cfg,
-                    "best_epoch": best.epoch,
-                    "best_valid_macro_f1": best.value,
-                    "valid_pairs_used": int(len(valid_eval)),
-                    "valid_pairs_available": int(len(valid)),
-                    "train_seconds": round(time.perf_counter() - started, 1),
-                    "device": str(device),
-                    "torch_threads": torch.get_num_threads(),
-                    "pseudo_new_candidates": int(len(candidates)),
-                    "epochs": log,
-                },
-                indent=2,
-            ),
-            encoding="utf-8",
-        )
-
-    def _train_label_sets(
-        self, view: TrainingView, ctx: RunContext, out_dir: Path, kg: Any, train: np.ndarray, valid: np.ndarray, cfg: dict[str, Any]
-    ) -> None:
-        """Label sets: ``train``/``valid`` are (head, tail, pair index) rows; pseudo-emerging resampling as for
-        single labels, the side effects of the pairs that stay known as graph facts."""
-        import torch
-
-        if len(valid) == 0:
-            raise ConfigError("emergnn needs a validation split for model selection", "evaluate on the test split")
-        setting = view.task.setting
-        rng = np.random.default_rng(ctx.seed)
-        torch.manual_seed(ctx.seed)
-        device = self._device()
-        net = self._new_net(cfg, kg, view).to(device)
-        optimiser = torch.optim.Adam(net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimiser, mode="max")
-        y_train = self._labels["train"]
-        train_drugs = {int(d) for d in train[:, :2].ravel()}
-        hidden = set(range(kg.n_drugs)) - train_drugs
-        kg_train = kg.without_entities(hidden) if hidden else kg
-        in_kg = np.zeros(kg.n_entities, dtype=bool)
-        in_kg[kg_train.head] = True
-        in_kg[kg_train.tail] = True
-        candidates = np.array(sorted(d for d in train_drugs if in_kg[d]), dtype=np.int64)
         negatives = None
-        if cfg["multilabel_loss"] == "negatives":  # one fixed negative per training pair, as in EmerGNN's files
+        if self._label_sets and cfg["multilabel_loss"] == "negatives":  # one fixed negative per training pair, as in EmerGNN's files
             negatives = label_sets.corrupt_pairs(train[:, :2], np.array(sorted(train_drugs), dtype=np.int64), rng)
         valid_eval = valid
         if cfg["valid_pairs"] and cfg["valid_pairs"] < len(valid):
             valid_eval = valid[np.sort(rng.choice(len(valid), cfg["valid_pairs"], replace=False))]
-        y_valid = self._labels["valid"][valid_eval[:, 2]]
         valid_graph = self._graphs["valid"]
+        metric = f"valid_recall@{self._k}" if self._label_sets else "valid_macro_f1"
+
+        def validate() -> tuple[float, dict[str, float]]:
+            probs = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
+            if self._label_sets:
+                recall = label_sets.recall_at_k(probs, self._labels["valid"][valid_eval[:, 2]], self._k)
+                return recall, {metric: round(recall, 5)}
+            scores = classification_scores(valid_eval[:, 2], probs.argmax(1), len(view.task.label_space))
+            return scores.macro_f1, {"valid_macro_f1": round(scores.macro_f1, 5), "valid_accuracy": round(scores.accuracy, 5)}
+
         log: list[dict[str, Any]] = []
         best = BestEpoch()  # no early stopping: the best evaluated epoch is kept
-        metric = f"valid_recall@{self._k}"
         started = time.perf_counter()
         bar: TrainingProgress | None = None  # sized from the first epoch's pairs (the resampling varies them a little)
         try:
@@ -376,17 +309,16 @@ class EmerGNNSystem(BaseSystem):
                     data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
                 if bar is None:
                     bar = TrainingProgress(ctx.progress, f"emergnn ({len(data):,} pairs an epoch)", cfg["max_epochs"],
-                                           -(-len(data) // cfg["batch_size"]), f"recall@{self._k}")  # fmt: skip
-                graph = self._message_graph(kg_train, set(), _facts(known, y_train))
+                                           -(-len(data) // cfg["batch_size"]), f"recall@{self._k}" if self._label_sets else "macro-F1")  # fmt: skip
+                graph = self._message_graph(kg_train, set(), known if y_train is None else _facts(known, y_train))
                 loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, bar, labels=y_train, negatives=negatives)
                 row: dict[str, Any] = {"epoch": epoch, "facts": int(len(known)), "pairs": int(len(data)), "pairs_available": int(available),
                                        "loss": round(loss, 4)}  # fmt: skip
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
-                    scores = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
-                    recall = label_sets.recall_at_k(scores, y_valid, self._k)
-                    scheduler.step(recall)
-                    row[metric] = round(recall, 5)
-                    best.update(epoch, recall, net)
+                    value, shown = validate()
+                    scheduler.step(value)
+                    row.update(shown)
+                    best.update(epoch, value, net)
                 row["seconds"] = round(time.perf_counter() - t0, 1)
                 log.append(row)
                 bar.epoch_done(epoch, row["seconds"], row.get(metric), best.value if best.epoch else None, best.epoch)
@@ -527,8 +459,8 @@ class EmerGNNSystem(BaseSystem):
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         setting = ctx.task.setting
-        heads = [s.input.head.node_id for s in samples]
-        tails = [s.input.tail.node_id for s in samples]
+        heads = [s.pair.head.node_id for s in samples]
+        tails = [s.pair.tail.node_id for s in samples]
         probs, _ = self.encode(heads, tails, setting)
         if self._label_sets:
             top = np.argsort(-probs, axis=1, kind="stable")[:, :10]
@@ -554,12 +486,12 @@ class EmerGNNSystem(BaseSystem):
 
 
 def _triples(samples: Sequence[Sample]) -> np.ndarray:
-    return np.array([(s.input.head.node_id, s.input.tail.node_id, int(s.target)) for s in samples], dtype=np.int64).reshape(-1, 3)  # type: ignore[arg-type]
+    return np.array([(s.pair.head.node_id, s.pair.tail.node_id, int(s.target)) for s in samples], dtype=np.int64).reshape(-1, 3)  # type: ignore[arg-type]
 
 
 def _pair_rows(samples: Sequence[Sample]) -> np.ndarray:
     """(head, tail, pair index) rows of label-set samples."""
-    return np.array([(s.input.head.node_id, s.input.tail.node_id, i) for i, s in enumerate(samples)], dtype=np.int64).reshape(-1, 3)
+    return np.array([(s.pair.head.node_id, s.pair.tail.node_id, i) for i, s in enumerate(samples)], dtype=np.int64).reshape(-1, 3)
 
 
 def _facts(rows: np.ndarray, labels: np.ndarray) -> np.ndarray:

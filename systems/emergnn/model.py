@@ -121,6 +121,8 @@ class PairBatch:
 
 
 class EmerGNNNet(nn.Module):
+    fingerprints: torch.Tensor  # a buffer (Morgan features), present when use_fingerprints
+
     def __init__(
         self,
         n_drugs: int,
@@ -164,7 +166,8 @@ class EmerGNNNet(nn.Module):
         n_rel = alpha[0].shape[1]
         for layer, step in enumerate(walks.layers):
             # coefficient of (pair, relation): attention weight times the relation embedding
-            table = (alpha[layer].unsqueeze(2) * self.relations[layer].weight.unsqueeze(0)).reshape(-1, self.dim)
+            relation: torch.Tensor = self.relations[layer].weight  # type: ignore[assignment]  # an nn.Embedding's weight
+            table = (alpha[layer].unsqueeze(2) * relation.unsqueeze(0)).reshape(-1, self.dim)
             grouped = _GroupSum.apply(h, step.gather, step.scatter) if h.shape[0] else h.new_zeros(step.gather.shape[0], self.dim)
             messages = grouped * table[step.pair * n_rel + step.relation]
             summed = torch.zeros(step.n_targets, self.dim, dtype=h.dtype, device=h.device)

@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView
+from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView, families
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.system import system_config_hash
 
 TRAINING_CODE_VERSION = 1
-FAMILIES = ("toxicity", "drug_targets")
+FAMILIES = (families.TOXICITY, families.DRUG_TARGETS)
 
 
 class MorganSklearnConfig(SystemConfig):
@@ -67,11 +67,11 @@ class MorganSklearnSystem(BaseSystem):
         return "logreg" if self.multilabel else "rf"
 
     def _features(self, samples: Sequence[Sample]) -> Any:
-        bits, _ = morgan_matrix([s.input.smiles for s in samples], self.config.radius, self.config.n_bits)  # type: ignore[union-attr]
+        bits, _ = morgan_matrix([s.molecule.smiles for s in samples], self.config.radius, self.config.n_bits)
         return bits
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        self.multilabel = view.task.family == "drug_targets"
+        self.multilabel = view.task.family == families.DRUG_TARGETS
         if not view.train:
             raise ConfigError(f"task {view.task.name} has no training molecules", "morgan-sklearn needs a training split")
         key = {

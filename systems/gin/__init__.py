@@ -22,14 +22,14 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ddibench import BaseSystem, BestEpoch, Prediction, RunContext, Sample, SystemConfig, Task, TrainingProgress, TrainingView
+from ddibench import BaseSystem, BestEpoch, Prediction, RunContext, Sample, SystemConfig, Task, TrainingProgress, TrainingView, families
 from ddibench.errors import ConfigError
 from ddibench.system import system_config_hash
 
 TRAINING_CODE_VERSION = 1
-FAMILIES = ("toxicity", "drug_targets")
+FAMILIES = (families.TOXICITY, families.DRUG_TARGETS)
 
 
 class GINConfig(SystemConfig):
@@ -55,7 +55,7 @@ def _network(cfg: GINConfig, n_out: int) -> Any:
     class GIN(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.atom = nn.ModuleList(nn.Embedding(len(v), cfg.hidden) for v in x_map.values())
+            self.atom: nn.ModuleList = nn.ModuleList(nn.Embedding(len(v), cfg.hidden) for v in x_map.values())
             self.bond = nn.ModuleList(nn.ModuleList(nn.Embedding(len(v), cfg.hidden) for v in e_map.values()) for _ in range(cfg.layers))
             self.convs = nn.ModuleList(
                 GINEConv(nn.Sequential(nn.Linear(cfg.hidden, 2 * cfg.hidden), nn.BatchNorm1d(2 * cfg.hidden), nn.ReLU(), nn.Linear(2 * cfg.hidden, cfg.hidden)))
@@ -68,7 +68,7 @@ def _network(cfg: GINConfig, n_out: int) -> Any:
         def forward(self, data: Any) -> Any:
             h = sum(emb(data.x[:, i]) for i, emb in enumerate(self.atom))
             for conv, norm, bond in zip(self.convs, self.norms, self.bond):
-                edge = sum(emb(data.edge_attr[:, i]) for i, emb in enumerate(bond)) if data.edge_attr.numel() else torch.zeros(0, cfg.hidden)
+                edge = sum(emb(data.edge_attr[:, i]) for i, emb in enumerate(cast(nn.ModuleList, bond))) if data.edge_attr.numel() else torch.zeros(0, cfg.hidden)
                 h = h + self.dropout(torch.relu(norm(conv(h, data.edge_index, edge))))
             return self.head(global_mean_pool(h, data.batch))
 
@@ -139,7 +139,7 @@ class GINSystem(BaseSystem):
         import torch
 
         torch.set_num_threads(self.config.threads or os.cpu_count() or 1)
-        self.multilabel = view.task.family == "drug_targets"
+        self.multilabel = view.task.family == families.DRUG_TARGETS
         self.n_out = len(view.task.label_space) if self.multilabel else 1
         if not view.train or not view.valid:
             raise ConfigError(f"task {view.task.name} lacks a training or validation split", "gin trains on train and stops early on valid")
@@ -168,7 +168,7 @@ class GINSystem(BaseSystem):
         import torch
         from torch_geometric.loader import DataLoader
 
-        graphs, failed = molecule_graphs([s.input.smiles for s in samples])  # type: ignore[union-attr]
+        graphs, failed = molecule_graphs([s.molecule.smiles for s in samples])
         if with_targets:
             for graph, y in zip(graphs, self._targets(samples)):
                 graph.y = y.unsqueeze(0)
@@ -249,7 +249,7 @@ class GINSystem(BaseSystem):
         out = []
         unreadable = set(failed)
         for i, s in enumerate(samples):
-            trace = {"graph_unreadable": True} if i in unreadable else {}
+            trace: dict[str, Any] = {"graph_unreadable": True} if i in unreadable else {}
             if not self.multilabel:
                 yes = float(p[i, 0])
                 out.append(Prediction(sample_id=s.id, label=int(yes >= 0.5), scores={"0": round(1 - yes, 6), "1": round(yes, 6)}, trace=trace))

@@ -62,4 +62,4 @@ class KPathsSystem(LabelChoiceSystem):
         return facts, {"paths": [], "fallback_neighbours": facts, "guarded": guarded, "context_labels": labels}
 
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
-        return self.paths(sample.input.head.node_id, sample.input.tail.node_id)
+        return self.paths(sample.pair.head.node_id, sample.pair.tail.node_id)

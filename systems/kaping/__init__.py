@@ -57,7 +57,7 @@ class KAPINGSystem(LabelChoiceSystem):
         return [texts[i] for i in top], [float(sims[i]) for i in top], labels
 
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
-        pair = sample.input
+        pair = sample.pair
         if self.k is None:
             question = f"What happens when {pair.head.name} is combined with {pair.tail.name}?"
         else:

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_serializer
 
-from ddibench import label_sets
+from ddibench import families, label_sets
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.schema import Prediction, Sample
@@ -86,7 +86,7 @@ class MLPSystem(BaseSystem):
         "label sets: one sigmoid per label, validation recall@k)"
     )
     Config = MLPConfig
-    families = ("drugbank_ddi", "twosides")
+    families = (families.DRUGBANK_DDI, families.TWOSIDES)
     batch_size = 4096
     max_concurrency = 1
     config: MLPConfig
@@ -127,8 +127,7 @@ class MLPSystem(BaseSystem):
         }
         if self._label_sets:  # (DrugBank keys stay as they were)
             key["objective"] = {"multilabel_loss": self.config.multilabel_loss, "select_by": f"recall@{self._k}"}
-        train = self._train_multilabel if self._label_sets else self._train
-        path, built = ctx.artifacts.get_or_build("mlp", key, lambda tmp: train(view, ctx, tmp, failed))
+        path, built = ctx.artifacts.get_or_build("mlp", key, lambda tmp: self._train(view, ctx, tmp, failed))
         self.training_log = json.loads((path / "training.json").read_text(encoding="utf-8"))
         self.training_log["loaded_from_cache"] = not built
         self.training_log["artifact"] = str(path)
@@ -152,8 +151,8 @@ class MLPSystem(BaseSystem):
     def _pairs(self, samples: Sequence[Sample]) -> tuple[Any, Any]:
         import torch
 
-        heads = torch.tensor([s.input.head.node_id for s in samples], dtype=torch.long)
-        tails = torch.tensor([s.input.tail.node_id for s in samples], dtype=torch.long)
+        heads = torch.tensor([s.pair.head.node_id for s in samples], dtype=torch.long)
+        tails = torch.tensor([s.pair.tail.node_id for s in samples], dtype=torch.long)
         return heads, tails
 
     def _inputs(self, heads: Any, tails: Any, device: Any) -> Any:
@@ -162,6 +161,9 @@ class MLPSystem(BaseSystem):
         return torch.cat([self._features[heads], self._features[tails]], dim=1).to(device)
 
     def _train(self, view: TrainingView, ctx: RunContext, out_dir: Path, failed_smiles: list[int]) -> None:
+        """Train on the training split with Adam, keep the epoch with the best validation score, and write
+        ``model.pt`` and ``training.json`` into ``out_dir``. One loop for both objectives: one label per pair
+        (cross-entropy, validation macro-F1) and label sets (``multilabel_loss``, validation recall@k)."""
         import numpy as np
         import torch
 
@@ -177,19 +179,43 @@ class MLPSystem(BaseSystem):
             train = [train[i] for i in keep]
         if not view.valid:
             raise ConfigError("mlp needs a validation split for early stopping", "evaluate on the test split")
-        h_tr, t_tr = self._pairs(train)
-        y_tr = torch.tensor([int(s.target) for s in train], dtype=torch.long)  # type: ignore[arg-type]
-        h_va, t_va = self._pairs(view.valid)
-        y_va = np.array([int(s.target) for s in view.valid])  # type: ignore[arg-type]
         n_labels = len(view.task.label_space)
+        h_tr, t_tr = self._pairs(train)
+        h_va, t_va = self._pairs(view.valid)
+        negatives = None
+        if self._label_sets:
+            y_tr = torch.from_numpy(label_sets.label_matrix(train, n_labels))
+            y_va = label_sets.label_matrix(view.valid, n_labels)
+            if cfg.multilabel_loss == "negatives":  # one fixed negative per positive, as in EmerGNN's files
+                pairs = np.stack([h_tr.numpy(), t_tr.numpy()], axis=1)
+                negatives = torch.from_numpy(label_sets.corrupt_pairs(pairs, np.unique(pairs), rng))
+            name, metric = f"mlp ({len(train):,} pairs, {cfg.multilabel_loss})", f"recall@{self._k}"
+        else:
+            y_tr = torch.tensor([int(s.target) for s in train], dtype=torch.long)  # type: ignore[arg-type]
+            y_va = np.array([int(s.target) for s in view.valid])  # type: ignore[arg-type]
+            name, metric = f"mlp ({len(train):,} pairs)", "macro-F1"
+        cross_entropy = torch.nn.CrossEntropyLoss()
+
+        def batch_loss(model: Any, idx: Any) -> Any:
+            logits = model(self._inputs(h_tr[idx], t_tr[idx], device))
+            if not self._label_sets:
+                return cross_entropy(logits, y_tr[idx].to(device))
+            negative_logits = None if negatives is None else model(self._inputs(negatives[idx, 0], negatives[idx, 1], device))
+            return label_sets.loss(cfg.multilabel_loss, logits, y_tr[idx].to(device), negative_logits)
+
+        def validate(model: Any) -> tuple[float, dict[str, float]]:
+            if self._label_sets:
+                recall = label_sets.recall_at_k(self._scores(model, h_va, t_va, device), y_va, self._k)
+                return recall, {f"valid_recall@{self._k}": round(recall, 5)}
+            scores = classification_scores(y_va, self._argmax(model, h_va, t_va, device), n_labels)
+            return scores.macro_f1, {"valid_accuracy": round(scores.accuracy, 5), "valid_macro_f1": round(scores.macro_f1, 5)}
 
         model = _network(cfg, n_labels).to(device)
         optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        loss_fn = torch.nn.CrossEntropyLoss()
         generator = torch.Generator().manual_seed(ctx.seed)
         best = BestEpoch(cfg.patience)
         epochs: list[dict[str, float]] = []
-        bar = TrainingProgress(ctx.progress, f"mlp ({len(train):,} pairs)", cfg.max_epochs, -(-len(train) // cfg.batch_size), "macro-F1", cfg.patience)
+        bar = TrainingProgress(ctx.progress, name, cfg.max_epochs, -(-len(train) // cfg.batch_size), metric, cfg.patience)
         started = time.perf_counter()
         try:
             for epoch in range(cfg.max_epochs):
@@ -201,37 +227,27 @@ class MLPSystem(BaseSystem):
                     idx = order[start : start + cfg.batch_size]
                     if idx.numel() < 2:
                         continue  # BatchNorm needs two samples
-                    logits = model(self._inputs(h_tr[idx], t_tr[idx], device))
-                    loss = loss_fn(logits, y_tr[idx].to(device))
+                    loss = batch_loss(model, idx)
                     optimiser.zero_grad()
                     loss.backward()
                     optimiser.step()
                     total += loss.item() * idx.numel()
                     bar.step()
-                pred = self._argmax(model, h_va, t_va, device)
-                scores = classification_scores(y_va, pred, n_labels)
-                epochs.append(
-                    {
-                        "epoch": epoch + 1,
-                        "train_loss": round(total / len(train), 5),
-                        "valid_accuracy": round(scores.accuracy, 5),
-                        "valid_macro_f1": round(scores.macro_f1, 5),
-                        "seconds": round(time.perf_counter() - t0, 2),
-                    }
-                )
-                best.update(epoch + 1, scores.macro_f1, model)
-                bar.epoch_done(epoch + 1, time.perf_counter() - t0, scores.macro_f1, best.value, best.epoch, best.waited)
+                value, shown = validate(model)
+                epochs.append({"epoch": epoch + 1, "train_loss": round(total / len(train), 5), **shown, "seconds": round(time.perf_counter() - t0, 2)})
+                best.update(epoch + 1, value, model)
+                bar.epoch_done(epoch + 1, time.perf_counter() - t0, value, best.value, best.epoch, best.waited)
                 if best.should_stop:
                     break
         finally:
             bar.finish(len(epochs), stopped_early=best.should_stop)
         torch.save(best.state, out_dir / "model.pt")
-        log = {
-            "n_train": len(train),
-            "n_train_available": len(view.train),
-            "n_valid": len(view.valid),
-            "best_epoch": best.epoch,
-            "best_valid_macro_f1": best.value,
+        log: dict[str, Any] = {"n_train": len(train), "n_train_available": len(view.train), "n_valid": len(view.valid)}
+        if self._label_sets:
+            log["multilabel_loss"] = cfg.multilabel_loss
+        log["best_epoch"] = best.epoch
+        log[f"best_valid_recall@{self._k}" if self._label_sets else "best_valid_macro_f1"] = best.value
+        log.update({
             "epochs_run": len(epochs),
             "stopped_early": len(epochs) < cfg.max_epochs,
             "train_seconds": round(time.perf_counter() - started, 1),
@@ -239,7 +255,7 @@ class MLPSystem(BaseSystem):
             "torch_threads": torch.get_num_threads(),
             "smiles_unparsable": failed_smiles,
             "epochs": epochs,
-        }
+        })  # fmt: skip
         (out_dir / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
 
     def _argmax(self, model: Any, heads: Any, tails: Any, device: Any, chunk: int = 8192) -> Any:
@@ -253,93 +269,6 @@ class MLPSystem(BaseSystem):
                 logits = model(self._inputs(heads[start : start + chunk], tails[start : start + chunk], device))
                 out.append(logits.argmax(dim=1).cpu().numpy())
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-
-    def _train_multilabel(self, view: TrainingView, ctx: RunContext, out_dir: Path, failed_smiles: list[int]) -> None:
-        """Label sets: one sigmoid output per label, ``multilabel_loss``, early stopping on validation recall@k."""
-        import numpy as np
-        import torch
-
-        cfg = self.config
-        device = self._device()
-        torch.manual_seed(ctx.seed)
-        rng = np.random.default_rng(ctx.seed)
-        train = list(view.train)
-        if cfg.max_train is not None and cfg.max_train < len(train):
-            keep = np.sort(rng.choice(len(train), size=cfg.max_train, replace=False))
-            train = [train[i] for i in keep]
-        if not view.valid:
-            raise ConfigError("mlp needs a validation split for early stopping", "evaluate on the test split")
-        n_labels = len(view.task.label_space)
-        h_tr, t_tr = self._pairs(train)
-        y_tr = torch.from_numpy(label_sets.label_matrix(train, n_labels))
-        h_va, t_va = self._pairs(view.valid)
-        y_va = label_sets.label_matrix(view.valid, n_labels)
-        negatives = None
-        if cfg.multilabel_loss == "negatives":  # one fixed negative per positive, as in EmerGNN's files
-            pairs = np.stack([h_tr.numpy(), t_tr.numpy()], axis=1)
-            drugs = np.unique(pairs)
-            negatives = torch.from_numpy(label_sets.corrupt_pairs(pairs, drugs, rng))
-
-        model = _network(cfg, n_labels).to(device)
-        optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        generator = torch.Generator().manual_seed(ctx.seed)
-        best = BestEpoch(cfg.patience)
-        epochs: list[dict[str, float]] = []
-        bar = TrainingProgress(ctx.progress, f"mlp ({len(train):,} pairs, {cfg.multilabel_loss})", cfg.max_epochs,
-                               -(-len(train) // cfg.batch_size), f"recall@{self._k}", cfg.patience)  # fmt: skip
-        started = time.perf_counter()
-        try:
-            for epoch in range(cfg.max_epochs):
-                t0 = time.perf_counter()
-                model.train()
-                order = torch.randperm(len(train), generator=generator)
-                total = 0.0
-                for start in range(0, len(train), cfg.batch_size):
-                    idx = order[start : start + cfg.batch_size]
-                    if idx.numel() < 2:
-                        continue  # BatchNorm needs two samples
-                    logits = model(self._inputs(h_tr[idx], t_tr[idx], device))
-                    negative_logits = None
-                    if negatives is not None:
-                        negative_logits = model(self._inputs(negatives[idx, 0], negatives[idx, 1], device))
-                    loss = label_sets.loss(cfg.multilabel_loss, logits, y_tr[idx].to(device), negative_logits)
-                    optimiser.zero_grad()
-                    loss.backward()
-                    optimiser.step()
-                    total += loss.item() * idx.numel()
-                    bar.step()
-                recall = label_sets.recall_at_k(self._scores(model, h_va, t_va, device), y_va, self._k)
-                epochs.append(
-                    {
-                        "epoch": epoch + 1,
-                        "train_loss": round(total / len(train), 5),
-                        f"valid_recall@{self._k}": round(recall, 5),
-                        "seconds": round(time.perf_counter() - t0, 2),
-                    }
-                )
-                best.update(epoch + 1, recall, model)
-                bar.epoch_done(epoch + 1, time.perf_counter() - t0, recall, best.value, best.epoch, best.waited)
-                if best.should_stop:
-                    break
-        finally:
-            bar.finish(len(epochs), stopped_early=best.should_stop)
-        torch.save(best.state, out_dir / "model.pt")
-        log = {
-            "n_train": len(train),
-            "n_train_available": len(view.train),
-            "n_valid": len(view.valid),
-            "multilabel_loss": cfg.multilabel_loss,
-            "best_epoch": best.epoch,
-            f"best_valid_recall@{self._k}": best.value,
-            "epochs_run": len(epochs),
-            "stopped_early": len(epochs) < cfg.max_epochs,
-            "train_seconds": round(time.perf_counter() - started, 1),
-            "device": str(device),
-            "torch_threads": torch.get_num_threads(),
-            "smiles_unparsable": failed_smiles,
-            "epochs": epochs,
-        }
-        (out_dir / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
 
     def _scores(self, model: Any, heads: Any, tails: Any, device: Any, chunk: int = 8192) -> Any:
         """Sigmoid scores (n, n_labels) of label-set models."""

@@ -45,8 +45,8 @@ class NaiveCBRSystem(LabelChoiceSystem):
         bits, _ = morgan_matrix([d.smiles for d in catalog.drugs])
         self._sim = tanimoto_matrix(bits)
         self._drugs = catalog.drugs
-        self._heads = np.array([s.input.head.node_id for s in view.train])
-        self._tails = np.array([s.input.tail.node_id for s in view.train])
+        self._heads = np.array([s.pair.head.node_id for s in view.train])
+        self._tails = np.array([s.pair.tail.node_id for s in view.train])
         if view.train and isinstance(view.train[0].target, tuple):  # label sets: an object array of tuples
             self._labels = np.empty(len(view.train), dtype=object)
             self._labels[:] = [s.target for s in view.train]
@@ -62,7 +62,7 @@ class NaiveCBRSystem(LabelChoiceSystem):
         return top, score[top]
 
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
-        top, scores = self.examples(sample.input.head.node_id, sample.input.tail.node_id)
+        top, scores = self.examples(sample.pair.head.node_id, sample.pair.tail.node_id)
         lines, labels = [], []
         for i in top.tolist():
             a, b, target = self._drugs[self._heads[i]], self._drugs[self._tails[i]], self._labels[i]

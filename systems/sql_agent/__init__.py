@@ -123,7 +123,7 @@ class SQLAgentSystem(AnswerSystem):
         route = "SEARCH" if "SEARCH" in said and "DATABASE" not in said else "DATABASE"
         self.count(f"route_{route.lower()}")
         trace: dict[str, Any] = {"route": route, "sql": []}
-        context: list[str] = []
+        context: list[str] | None = []
         if route == "DATABASE":
             context = await self._database(question.text, ctx, calls, trace)
             if context is None:
@@ -174,7 +174,7 @@ class SQLAgentSystem(AnswerSystem):
     async def _react(self, question: str, ctx: RunContext, calls: list[dict[str, Any]], trace: dict[str, Any]) -> list[str]:
         transcript = f"Question: {question}\n"
         observations: list[str] = []
-        steps = []
+        steps: list[dict[str, Any]] = []
         for _ in range(self.config.react_steps):
             messages = [{"role": "system", "content": REACT_SYSTEM}, {"role": "user", "content": transcript}]
             result = await ctx.model("generator").chat(messages, temperature=0.0, max_tokens=96, stop=["Observation:"], seed=ctx.seed)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ddibench import Prediction, RunContext, Sample, TrainingView, llm_trace
+from ddibench import Prediction, RunContext, Sample, TrainingView, families, llm_trace
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
 from ddibench.label_choice import LabelChoiceSystem
@@ -49,7 +49,7 @@ class ZeroShotSystem(LabelChoiceSystem):
             )
         self.family = view.task.family
         self.instruction = instruction_of(view.resources, view.task.name)
-        self.labels = view.task.label_space if self.family == "drug_targets" else None
+        self.labels = view.task.label_space if self.family == families.DRUG_TARGETS else None
         ctx.remember_text(SYSTEM_PROMPTS[self.family])
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:

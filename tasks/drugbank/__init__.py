@@ -14,31 +14,45 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from functools import cache, partial
-from importlib import resources
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-import tomllib
-
+from ddibench import families
 from ddibench.data import SourceFile, fetch, source
 from ddibench.data.drugbank import N_DRUGS, N_LABELS, DrugCatalog, catalog_sources, load_catalog, load_labels
 from ddibench.errors import DataError
 from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
-from ddibench.task import Check, Lazy, Splits, Task, TaskData
+from ddibench.task import Check, FamilySpec, Lazy, Splits, Task, TaskData, TaskSpec, load_task_specs, require
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
 
-FAMILY = "drugbank_ddi"
+FAMILY = families.DRUGBANK_DDI
 SPLITS = ("train", "valid", "test")
 EXPECTED_UNSEEN = {"S0": 0, "S1": 1, "S2": 2}
 _UNSEEN_WORDS = {0: "no drug", 1: "one drug", 2: "two drugs"}
 
 
-@cache
-def _definitions() -> dict[str, Any]:
-    text = resources.files(__name__).joinpath("tasks.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+class DrugBankSpec(TaskSpec):
+    """A ``[tasks.NAME]`` table of ``tasks.toml``: upstream's split files as published, and what every load checks."""
+
+    setting: Literal["S0", "S1", "S2"]
+    dataset: str  # the pinned dataset (ddibench/data/sources.toml) the files below belong to
+    train: str
+    valid: str
+    test: str
+    sizes: dict[str, int]  # pairs per split
+    unseen: dict[str, tuple[int, int, int]]  # pairs of valid/test with 0, 1, 2 drugs absent from every training pair
+    drug_sets: dict[str, str] = {}  # DDI-Ben's drug-level split: the drug ids of each split
+    drug_set_sizes: dict[str, int] = {}
+    drug_set_violations: dict[str, int] = {}  # pairs upstream that break its own drug-set definition, kept as published
+    new_drug_list: dict[str, str] = {}  # EmerGNN's list of new drugs, per split
+
+    def split_file(self, split: str) -> str:
+        return {"train": self.train, "valid": self.valid, "test": self.test}[split]
+
+
+FAMILY_SPEC, SPECS = load_task_specs(__name__, FamilySpec, DrugBankSpec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,25 +106,25 @@ class DrugBankTask(Task):
     family = FAMILY
     resource_keys = ("drugs", "labels", "train_drugs", "interactions")
 
-    def __init__(self, name: str, spec: dict[str, Any]) -> None:
+    def __init__(self, name: str, spec: DrugBankSpec) -> None:
         self.name = name
         self.spec = spec
-        self.version = spec["version"]
-        self.setting = spec["setting"]
-        self.title = spec["title"]
-        self.recipe_version = int(_definitions()["family"]["recipe_version"])
+        self.version = spec.version
+        self.setting = spec.setting
+        self.title = spec.title
+        self.recipe_version = FAMILY_SPEC.recipe_version
 
     # -- definition --------------------------------------------------------------------------
 
     def split_source(self, split: str) -> SourceFile:
-        return source(self.spec["dataset"], self.spec[split])
+        return source(self.spec.dataset, self.spec.split_file(split))
 
     @property
     def sources(self) -> tuple[SourceFile, ...]:
-        ds = self.spec["dataset"]
+        ds = self.spec.dataset
         files = [self.split_source(s) for s in SPLITS]
-        files += [source(ds, p) for p in self.spec.get("drug_sets", {}).values()]
-        files += [source(ds, p) for p in self.spec.get("new_drug_list", {}).values()]
+        files += [source(ds, p) for p in self.spec.drug_sets.values()]
+        files += [source(ds, p) for p in self.spec.new_drug_list.values()]
         return catalog_sources() + tuple(files)
 
     @property
@@ -122,7 +136,7 @@ class DrugBankTask(Task):
         expected = EXPECTED_UNSEEN[self.setting]
         out = []
         for split in ("valid", "test"):
-            counts = self.spec["unseen"][split]
+            counts = self.spec.unseen[split]
             total = sum(counts)
             for k, n in enumerate(counts):
                 if k != expected and n:
@@ -131,12 +145,12 @@ class DrugBankTask(Task):
                         f"(setting {self.setting} expects {_UNSEEN_WORDS[expected]}); kept as published upstream, "
                         f"scored in the breakdown n_unseen={k}"
                     )
-        if "drug_sets" in self.spec and self.setting == "S1" and any(self.spec["unseen"][s][2] for s in ("valid", "test")):
+        if self.spec.drug_sets and self.setting == "S1" and any(self.spec.unseen[s][2] for s in ("valid", "test")):
             out.append(
                 "in DDI-Ben's drug-level split a drug of the training drug set can have no training interaction; "
                 "pairs with such a drug are S2 from a model's point of view"
             )
-        for split, n in self.spec.get("drug_set_violations", {}).items():
+        for split, n in self.spec.drug_set_violations.items():
             out.append(f"{n} {split} pairs break DDI-Ben's own drug-set definition of {self.setting} upstream; kept as published")
         return tuple(out)
 
@@ -148,7 +162,7 @@ class DrugBankTask(Task):
     def card(self) -> dict[str, Any]:
         card = super().card()
         card["n_labels"] = N_LABELS
-        card["expected_sizes"] = dict(self.spec["sizes"])
+        card["expected_sizes"] = dict(self.spec.sizes)
         return card
 
     # -- loading -----------------------------------------------------------------------------
@@ -159,13 +173,7 @@ class DrugBankTask(Task):
         train_drugs = _drugs_of(triples["train"])
         checks = [Check(c.name, c.ok, c.detail) for c in catalog.checks]
         checks += self._check_splits(triples, train_drugs)
-        failed = [c for c in checks if not c.ok]
-        if failed:
-            detail = "; ".join(f"{c.name}: {c.detail}" for c in failed)
-            raise DataError(
-                f"task {self.name}: data does not match its definition ({detail})",
-                "the sources or the recipe changed; run 'ddibench data stats' and update tasks.toml with a new version",
-            )
+        require(self.name, checks, "tasks/drugbank/tasks.toml")
         # each split's samples are built (and their ids hashed) when first read: a run on the test split
         # that trains nothing, or resumes, never builds the 134,641 training samples of drugbank_s0
         splits = Splits(
@@ -209,14 +217,14 @@ class DrugBankTask(Task):
         checks.append(
             Check(
                 "split sizes",
-                sizes == dict(spec["sizes"]),
-                ", ".join(f"{s} {sizes[s]:,} (expected {spec['sizes'][s]:,})" for s in SPLITS),
+                sizes == spec.sizes,
+                ", ".join(f"{s} {sizes[s]:,} (expected {spec.sizes[s]:,})" for s in SPLITS),
             )
         )
         train_set = set(triples["train"])
         for split in ("valid", "test"):
             counts = _unseen_counts(triples[split], train_drugs)
-            declared = list(spec["unseen"][split])
+            declared = list(spec.unseen[split])
             checks.append(
                 Check(
                     f"{self.setting} property ({split})",
@@ -226,10 +234,10 @@ class DrugBankTask(Task):
             )
             overlap = sum(1 for row in triples[split] if row in train_set)
             checks.append(Check(f"no train triple in {split}", overlap == 0, f"{overlap} shared (head, tail, label) triples"))
-        if "drug_sets" in spec:
+        if spec.drug_sets:
             checks += self._check_drug_sets(triples)
-        for split, rel in spec.get("new_drug_list", {}).items():
-            listed = read_id_list(source(spec["dataset"], rel))
+        for split, rel in spec.new_drug_list.items():
+            listed = read_id_list(source(spec.dataset, rel))
             per_pair = Counter((h in listed) + (t in listed) for h, t, _ in triples[split])
             checks.append(
                 Check(
@@ -242,10 +250,10 @@ class DrugBankTask(Task):
 
     def _check_drug_sets(self, triples: dict[str, tuple[tuple[int, int, int], ...]]) -> list[Check]:
         spec = self.spec
-        sets = {s: read_id_list(source(spec["dataset"], p)) for s, p in spec["drug_sets"].items()}
+        sets = {s: read_id_list(source(spec.dataset, p)) for s, p in spec.drug_sets.items()}
         sizes = {s: len(v) for s, v in sets.items()}
         checks = [
-            Check("drug set sizes", sizes == dict(spec["drug_set_sizes"]), f"{sizes} (expected {dict(spec['drug_set_sizes'])})"),
+            Check("drug set sizes", sizes == spec.drug_set_sizes, f"{sizes} (expected {spec.drug_set_sizes})"),
             Check(
                 "drug sets disjoint and complete",
                 not (sets["train"] & sets["valid"] or sets["train"] & sets["test"] or sets["valid"] & sets["test"])
@@ -267,7 +275,7 @@ class DrugBankTask(Task):
                 in_train = (h in sets["train"]) + (t in sets["train"])
                 if in_own != expected_new or in_own + in_train != 2:
                     bad += 1
-            allowed = spec.get("drug_set_violations", {}).get(split, 0)
+            allowed = spec.drug_set_violations.get(split, 0)
             checks.append(
                 Check(
                     f"DDI-Ben drug sets ({split})",
@@ -279,7 +287,7 @@ class DrugBankTask(Task):
         return checks
 
 
-TASKS: dict[str, DrugBankTask] = {name: DrugBankTask(name, spec) for name, spec in _definitions()["tasks"].items()}
+TASKS: dict[str, DrugBankTask] = {name: DrugBankTask(name, spec) for name, spec in SPECS.items()}
 
 __all__ = ["TASKS", "DrugBankTask", "DrugCatalog", "load_catalog", "load_labels", "read_triples"]  # catalog and labels re-exported from ddibench.data.drugbank
 

@@ -13,34 +13,30 @@ verifies); :mod:`.molecules` holds the deduplication rule, :mod:`.base` the shar
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import resources
-from typing import Any
+from typing import Annotated
 
-import tomllib
+from pydantic import Field
 
-from ddibench.tasks.molecular.base import MolecularTask
-from ddibench.tasks.molecular.captioning import CaptioningTask
-from ddibench.tasks.molecular.targets import TargetTask
-from ddibench.tasks.molecular.toxicity import ToxicityTask
+from ddibench.task import load_task_specs
+from ddibench.tasks.molecular.base import MolecularFamilySpec, MolecularTask
+from ddibench.tasks.molecular.captioning import CaptioningSpec, CaptioningTask
+from ddibench.tasks.molecular.targets import TargetSpec, TargetTask
+from ddibench.tasks.molecular.toxicity import ToxicitySpec, ToxicityTask
 
-
-@cache
-def _definitions() -> dict[str, Any]:
-    return tomllib.loads(resources.files(__name__).joinpath("tasks.toml").read_text(encoding="utf-8"))
+# a table's ``kind`` says which spec it is, and which task class it builds
+AnySpec = Annotated[ToxicitySpec | CaptioningSpec | TargetSpec, Field(discriminator="kind")]
+FAMILY_SPEC, SPECS = load_task_specs(__name__, MolecularFamilySpec, AnySpec)
 
 
-def _task(name: str, spec: dict[str, Any]) -> MolecularTask:
-    family = _definitions()["family"]
-    recipe = int(family["recipe_version"])
-    kind = spec["kind"]
-    if kind == "toxicity":
+def _task(name: str, spec: ToxicitySpec | CaptioningSpec | TargetSpec) -> MolecularTask:
+    recipe = FAMILY_SPEC.recipe_version
+    if isinstance(spec, ToxicitySpec):
         return ToxicityTask(name, spec, recipe)
-    if kind == "captioning":
+    if isinstance(spec, CaptioningSpec):
         return CaptioningTask(name, spec, recipe)
-    return TargetTask(name, spec, recipe, family["target_polarity"])
+    return TargetTask(name, spec, recipe, FAMILY_SPEC.target_polarity)
 
 
-TASKS: dict[str, MolecularTask] = {name: _task(name, spec) for name, spec in _definitions()["tasks"].items()}
+TASKS: dict[str, MolecularTask] = {name: _task(name, spec) for name, spec in SPECS.items()}
 
 __all__ = ["TASKS", "CaptioningTask", "MolecularTask", "TargetTask", "ToxicityTask"]

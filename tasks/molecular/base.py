@@ -16,13 +16,12 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections import Counter
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from ddibench.chem import scaffold_split
 from ddibench.data import SourceFile, fetch, source
-from ddibench.errors import DataError
 from ddibench.schema import Molecule, Sample, Target, sample_id
-from ddibench.task import Check, Task, TaskData
+from ddibench.task import Check, FamilySpec, Task, TaskData, TaskSpec, require
 from ddibench.tasks.molecular.molecules import SPLITS, DedupeStats, Entry
 
 DEDUPE_RULE = (
@@ -31,67 +30,91 @@ DEDUPE_RULE = (
 )
 
 
+class MolecularFamilySpec(FamilySpec):
+    """The ``[family]`` table: how a Drug Repurposing Hub MoA term gets a direction (the target tasks)."""
+
+    target_polarity: dict[str, tuple[str, ...]]  # direction -> the term endings that give it ("neither" first)
+
+
+class MolecularSpec(TaskSpec):
+    """What every molecular ``[tasks.NAME]`` table declares: where the rows come from, how they are split, and the
+    counts every load checks. Each kind of task (``kind``) adds its own keys."""
+
+    dataset: str = ""  # the pinned dataset of ``file``/``files`` (empty where the family module names its sources)
+    file: str | None = None  # one file, split here by scaffold
+    files: dict[str, str] | None = None  # upstream's split files, kept as published
+    fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)  # train/valid/test shares of the scaffold split
+    scaffold_order: Literal["balanced", "deepchem"] = "balanced"
+    instruction: str  # what a system is asked, in words
+    dedupe: dict[str, int]  # counts before and after deduplication (checked)
+    sizes: dict[str, int]  # molecules per split (checked)
+    paper: int | None = None  # the size the CLADD paper reports
+    paper_note: str = ""  # why ours differs from the paper's, or "equal"
+    deviations: tuple[str, ...] = ()
+
+
 class MolecularTask(Task):
     input_kind = "molecule"
     cluster_unit = "scaffolds"
     merge = "agree"  # how duplicate rows of one structure combine (see molecules.deduplicate)
 
-    def __init__(self, name: str, spec: dict[str, Any], recipe_version: int) -> None:
+    spec: MolecularSpec
+
+    def __init__(self, name: str, spec: MolecularSpec, recipe_version: int) -> None:
         self.name = name
         self.spec = spec
-        self.version = spec["version"]
-        self.setting = spec["setting"]
-        self.title = spec["title"]
+        self.version = spec.version
+        self.setting = spec.setting
+        self.title = spec.title
         self.recipe_version = recipe_version
 
     # -- definition --------------------------------------------------------------------------
 
     def files(self) -> list[str]:
-        if "files" in self.spec:
-            return [self.spec["files"][s] for s in SPLITS]
-        return [self.spec["file"]]
+        if self.spec.files is not None:
+            return [self.spec.files[s] for s in SPLITS]
+        return [self.spec.file] if self.spec.file else []
 
     @property
     def sources(self) -> tuple[SourceFile, ...]:
-        return tuple(source(self.spec["dataset"], f) for f in self.files())
+        return tuple(source(self.spec.dataset, f) for f in self.files())
 
     def path(self, rel: str) -> str:
-        return str(fetch(source(self.spec["dataset"], rel)))
+        return str(fetch(source(self.spec.dataset, rel)))
 
     @property
     def fractions(self) -> tuple[float, float, float]:
-        a, b, c = self.spec.get("fractions", (0.8, 0.1, 0.1))
-        return (float(a), float(b), float(c))
+        return self.spec.fractions
 
     @property
     def split_description(self) -> str:
-        if "files" in self.spec:
+        if self.spec.files is not None:
             return "the upstream split files"
         share = "/".join(f"{round(100 * f)}" for f in self.fractions)
-        rule = "DeepChem's order (MoleculeNet/OGB)" if self.spec["scaffold_order"] == "deepchem" else "balanced order (large sets first, then by scaffold hash)"
+        rule = "DeepChem's order (MoleculeNet/OGB)" if self.spec.scaffold_order == "deepchem" else "balanced order (large sets first, then by scaffold hash)"
         return f"deterministic Bemis-Murcko scaffold split {share}, {rule}"
 
     @property
     def instruction(self) -> str:
-        return str(self.spec["instruction"])
+        return self.spec.instruction
 
     def dedupe_note(self) -> str:
-        d = self.spec["dedupe"]
+        d = self.spec.dedupe
         note = f"{DEDUPE_RULE}: {d['rows']:,} rows, {d['unique']:,} distinct structures"
         if d.get("conflicting_groups"):
             note += f", {d['conflicting_groups']} of them labelled both ways in {d['conflicting_rows']} rows and dropped"
         note += f" -> {d['molecules']:,} molecules"
-        if "paper" in self.spec:
-            note += f" (the paper: {self.spec['paper']:,}; {self.spec['paper_note']})"
+        if self.spec.paper is not None:
+            note += f" (the paper: {self.spec.paper:,}; {self.spec.paper_note})"
         return note
 
     @property
     def deviations(self) -> tuple[str, ...]:
-        return (self.dedupe_note(), *self.spec.get("deviations", ()))
+        return (self.dedupe_note(), *self.spec.deviations)
 
     def card(self) -> dict[str, Any]:
         card = super().card()
-        card["expected_sizes"] = dict(self.spec["sizes"])
+        card["expected_sizes"] = dict(self.spec.sizes)
         card["split"] = self.split_description
         card["instruction"] = self.instruction
         return card
@@ -128,29 +151,23 @@ class MolecularTask(Task):
             "molecules": stats.molecules,
         }
         row.update(stats.extra)
-        if "paper" in self.spec:
-            row["paper"] = self.spec["paper"]
+        if self.spec.paper is not None:
+            row["paper"] = self.spec.paper
         return row
 
     def build(self) -> TaskData:
         entries, stats = self.read()
         entries = [e for e in entries if self.keep(e)]
-        if "files" in self.spec:
+        if self.spec.files is not None:
             assigned = [e.split or "" for e in entries]
         else:
-            assigned = scaffold_split([e.std.scaffold for e in entries], self.fractions, order=self.spec["scaffold_order"])
+            assigned = scaffold_split([e.std.scaffold for e in entries], self.fractions, order=self.spec.scaffold_order)
         grouped: dict[str, list[Sample]] = {s: [] for s in SPLITS}
         for entry, split in zip(entries, assigned):
             grouped[split].append(self.sample(entry, split))
         splits = {s: tuple(v) for s, v in grouped.items()}
         checks = self.checks(stats, splits)
-        failed = [c for c in checks if not c.ok]
-        if failed:
-            detail = "; ".join(f"{c.name}: {c.detail}" for c in failed)
-            raise DataError(
-                f"task {self.name}: data does not match its definition ({detail})",
-                "the sources or the recipe changed; run 'ddibench data stats' and update tasks/molecular/tasks.toml with a new version",
-            )
+        require(self.name, checks, "tasks/molecular/tasks.toml")
         return TaskData(splits=splits, resources=self.resources(splits), checks=checks, stats=self.stats_row(stats))
 
     def sample(self, entry: Entry, split: str) -> Sample:
@@ -163,18 +180,18 @@ class MolecularTask(Task):
         )
 
     def checks(self, stats: DedupeStats, splits: dict[str, tuple[Sample, ...]]) -> list[Check]:
-        declared = dict(self.spec["dedupe"])
+        declared = dict(self.spec.dedupe)
         found = {k: v for k, v in stats.as_dict().items() if k in declared}
         sizes = {s: len(v) for s, v in splits.items()}
         out = [
             Check("deduplication", found == declared, ", ".join(f"{k} {v:,}" for k, v in found.items()) + ("" if found == declared else f" (declared {declared})")),
-            Check("split sizes", sizes == dict(self.spec["sizes"]),
-                  ", ".join(f"{s} {sizes[s]:,} (expected {self.spec['sizes'][s]:,})" for s in SPLITS)),  # fmt: skip
+            Check("split sizes", sizes == self.spec.sizes,
+                  ", ".join(f"{s} {sizes[s]:,} (expected {self.spec.sizes[s]:,})" for s in SPLITS)),  # fmt: skip
         ]
-        molecules = Counter(s.input.smiles for v in splits.values() for s in v)  # type: ignore[union-attr]
+        molecules = Counter(s.molecule.smiles for v in splits.values() for s in v)
         repeated = sum(1 for n in molecules.values() if n > 1)
         out.append(Check("each molecule in one split", repeated == 0, f"{repeated} molecules in more than one split"))
-        if "files" not in self.spec:
+        if self.spec.files is None:
             owners: dict[str, set[str]] = {}
             for split, samples in splits.items():
                 for s in samples:

@@ -14,19 +14,31 @@ from __future__ import annotations
 import csv
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
+from ddibench import families
 from ddibench.schema import Label, LabelSpace, Sample, Target
 from ddibench.task import Check
-from ddibench.tasks.molecular.base import MolecularTask
+from ddibench.tasks.molecular.base import MolecularSpec, MolecularTask
 from ddibench.tasks.molecular.molecules import SPLITS, DedupeStats, Entry, deduplicate, read_table, rows_of
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
 
 
+class CaptioningSpec(MolecularSpec):
+    """A captioning ``[tasks.NAME]`` table: the CSV's SMILES column and the label columns the probe learns."""
+
+    kind: Literal["captioning"]
+    dataset: str
+    file: str
+    smiles: str  # the SMILES column
+    labels: tuple[str, ...] | Literal["*"]  # the label columns, or "*": every column but the SMILES column
+
+
 class CaptioningTask(MolecularTask):
-    family = "captioning"
+    family = families.CAPTIONING
+    spec: CaptioningSpec
     resource_keys = ("instruction",)
     predict_splits: ClassVar[tuple[str, ...]] = SPLITS
     training_labels_visible: ClassVar[bool] = False
@@ -34,12 +46,12 @@ class CaptioningTask(MolecularTask):
     @cached_property
     def columns(self) -> tuple[str, ...]:
         """The label columns: as declared, or every column but the SMILES column ("*")."""
-        declared = self.spec["labels"]
+        declared = self.spec.labels
         if declared != "*":
             return tuple(declared)
-        with open(self.path(self.spec["file"]), encoding="utf-8", newline="") as fh:
+        with open(self.path(self.spec.file), encoding="utf-8", newline="") as fh:
             header = next(csv.reader(fh))
-        return tuple(c for c in header if c != self.spec["smiles"])
+        return tuple(c for c in header if c != self.spec.smiles)
 
     @property
     def label_space(self) -> LabelSpace:
@@ -51,7 +63,7 @@ class CaptioningTask(MolecularTask):
         return ProbeEvaluator(self.columns)
 
     def read(self) -> tuple[list[Entry], DedupeStats]:
-        rows = rows_of(read_table(self.path(self.spec["file"]), ","), self.spec["smiles"], self.columns, None, None)
+        rows = rows_of(read_table(self.path(self.spec.file), ","), self.spec.smiles, self.columns, None, None)
         return deduplicate(rows, "agree")
 
     def target(self, entry: Entry) -> Target:
@@ -68,7 +80,7 @@ class CaptioningTask(MolecularTask):
         )
 
     def extra_checks(self, splits: dict[str, tuple[Sample, ...]]) -> list[Check]:
-        scorable = {s: sum(1 for c in self.columns if len({x.target[c] for x in splits[s]} - {None}) == 2) for s in SPLITS}  # type: ignore[index]
+        scorable = {s: sum(1 for c in self.columns if len({x.target[c] for x in splits[s]} - {None}) == 2) for s in SPLITS}  # type: ignore[index, call-overload, misc]
         return [Check("label columns with both classes", all(n > 0 for n in scorable.values()),
                       ", ".join(f"{s} {n} of {len(self.columns)}" for s, n in scorable.items()))]  # fmt: skip
 

@@ -23,13 +23,15 @@ training molecules; the paper's systems are zero-shot).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from ddibench import families
 from ddibench.data import SourceFile
 from ddibench.schema import Label, LabelSpace, Sample, Target
 from ddibench.task import Check
-from ddibench.tasks.molecular.base import MolecularTask
+from ddibench.tasks.molecular.base import MolecularSpec, MolecularTask
 from ddibench.tasks.molecular.molecules import SPLITS, DedupeStats, Entry, Row, deduplicate
 
 if TYPE_CHECKING:
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 SLICES = ("no-overlap", "overlap")
 
 
-def polarity(term: str, rules: dict[str, list[str]]) -> str | None:
+def polarity(term: str, rules: Mapping[str, Sequence[str]]) -> str | None:
     """"inhibit", "activate" or None for one MoA term: the first rule whose ending (whole words: "antagonist"
     does not end with the word "agonist") the term has, "neither" first."""
     text = " ".join(term.strip().lower().split())
@@ -48,15 +50,25 @@ def polarity(term: str, rules: dict[str, list[str]]) -> str | None:
     return None
 
 
+class TargetSpec(MolecularSpec):
+    """A drug-target ``[tasks.NAME]`` table: the direction of the Hub's MoA terms and the counts every load checks."""
+
+    kind: Literal["targets"]
+    direction: Literal["inhibit", "activate"]
+    kg_slices: dict[str, tuple[int, int]]  # molecules per split the KG lacks / holds (checked)
+    n_labels: int  # target symbols in the label space (checked)
+
+
 class TargetTask(MolecularTask):
-    family = "drug_targets"
+    family = families.DRUG_TARGETS
     resource_keys = ("instruction", "kg_overlap")
     merge = "union"
+    spec: TargetSpec
 
-    def __init__(self, name: str, spec: dict[str, Any], recipe_version: int, rules: dict[str, list[str]]) -> None:
+    def __init__(self, name: str, spec: TargetSpec, recipe_version: int, rules: dict[str, tuple[str, ...]]) -> None:
         super().__init__(name, spec, recipe_version)
         self.rules = rules
-        self.direction = spec["direction"]
+        self.direction = spec.direction
 
     @property
     def sources(self) -> tuple[SourceFile, ...]:
@@ -129,7 +141,7 @@ class TargetTask(MolecularTask):
         return {**super().resources(splits), "kg_overlap": overlap}
 
     def dedupe_note(self) -> str:
-        d = self.spec["dedupe"]
+        d = self.spec.dedupe
         return (
             f"drugs whose MoA terms {self.direction} (see polarity_rules) and that list a target: {d['rows']:,}, {d['unparsable']} of them "
             f"without a parsable structure; deduplicated by RDKit canonical SMILES, the targets of one structure merged -> {d['molecules']:,} molecules"
@@ -145,16 +157,16 @@ class TargetTask(MolecularTask):
 
     def extra_checks(self, splits: dict[str, tuple[Sample, ...]]) -> list[Check]:
         found = {s: [sum(1 for x in splits[s] if x.meta["kg"] == name) for name in SLICES] for s in SPLITS}
-        declared = {s: list(v) for s, v in self.spec["kg_slices"].items()}
+        declared = {s: list(v) for s, v in self.spec.kg_slices.items()}
         return [
             Check("KG overlap (no-overlap, overlap) per split", found == declared,
                   ", ".join(f"{s} {found[s]}" for s in SPLITS) + ("" if found == declared else f" (declared {declared})")),
-            Check("label space", len(self.label_space) == self.spec["n_labels"], f"{len(self.label_space):,} target symbols (declared {self.spec['n_labels']:,})"),
+            Check("label space", len(self.label_space) == self.spec.n_labels, f"{len(self.label_space):,} target symbols (declared {self.spec.n_labels:,})"),
         ]  # fmt: skip
 
     def card(self) -> dict[str, Any]:
         card = super().card()
         card["direction"] = self.direction
         card["polarity_rules"] = self.rules
-        card["n_labels"] = self.spec["n_labels"]
+        card["n_labels"] = self.spec.n_labels
         return card

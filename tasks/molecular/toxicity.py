@@ -12,11 +12,12 @@ paper's metric), accuracy, Cohen's kappa and, for systems that give the probabil
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from ddibench import families
 from ddibench.schema import Label, LabelSpace, Sample, Target
 from ddibench.task import Check
-from ddibench.tasks.molecular.base import MolecularTask
+from ddibench.tasks.molecular.base import MolecularSpec, MolecularTask
 from ddibench.tasks.molecular.molecules import SPLITS, DedupeStats, Entry, deduplicate, read_table, rows_of
 
 if TYPE_CHECKING:
@@ -25,13 +26,23 @@ if TYPE_CHECKING:
 _PLACEHOLDER = re.compile(r"^(drug[ _]?\d+|[\d.]+)$", re.IGNORECASE)  # "Drug_12", "Drug 3", "187.0": ids, not names
 
 
+class ToxicitySpec(MolecularSpec):
+    """A toxicity ``[tasks.NAME]`` table: the yes/no question and the words for its two answers."""
+
+    kind: Literal["toxicity"]
+    dataset: str
+    question: str  # the question a system is asked (the ``question`` resource)
+    label_texts: tuple[str, str]  # what "no" and "yes" mean for this endpoint
+
+
 class ToxicityTask(MolecularTask):
-    family = "toxicity"
+    family = families.TOXICITY
     resource_keys = ("instruction", "question")
+    spec: ToxicitySpec
 
     @property
     def label_space(self) -> LabelSpace:
-        no, yes = self.spec["label_texts"]
+        no, yes = self.spec.label_texts
         return LabelSpace((Label(0, no, "no"), Label(1, yes, "yes")))
 
     def evaluator(self) -> Evaluator:
@@ -40,10 +51,10 @@ class ToxicityTask(MolecularTask):
         return ClassificationEvaluator(self.label_space, breakdown_key=None, positive_label=1)
 
     def read(self) -> tuple[list[Entry], DedupeStats]:
-        if "files" in self.spec:
-            rows = [row for split in SPLITS for row in rows_of(read_table(self.path(self.spec["files"][split]), ","), "Drug", ["Y"], "Drug_ID", "Drug_ID", split)]
+        if self.spec.files is not None:
+            rows = [row for split in SPLITS for row in rows_of(read_table(self.path(self.spec.files[split]), ","), "Drug", ["Y"], "Drug_ID", "Drug_ID", split)]
         else:
-            rows = rows_of(read_table(self.path(self.spec["file"]), "\t"), "Drug", ["Y"], "Drug_ID", "Drug_ID")
+            rows = rows_of(read_table(self.path(str(self.spec.file)), "\t"), "Drug", ["Y"], "Drug_ID", "Drug_ID")
         rows = [r if not _PLACEHOLDER.match(r.name) else type(r)(r.smiles, r.labels, "", r.source_id, r.split) for r in rows]
         return deduplicate(rows, "agree")
 
@@ -51,7 +62,7 @@ class ToxicityTask(MolecularTask):
         return int(entry.labels[0])
 
     def resources(self, splits: dict[str, tuple[Sample, ...]]) -> dict[str, Any]:
-        return {**super().resources(splits), "question": self.spec["question"]}
+        return {**super().resources(splits), "question": self.spec.question}
 
     def extra_checks(self, splits: dict[str, tuple[Sample, ...]]) -> list[Check]:
         counts = {s: (sum(1 for x in splits[s] if x.target == 0), sum(1 for x in splits[s] if x.target == 1)) for s in SPLITS}

@@ -18,18 +18,18 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from ddibench import families
 from ddibench.data import SourceFile, all_datasets, source
 from ddibench.data.medquad import MEDICATIONQA, medicationqa_rows, medquad_pairs
-from ddibench.errors import DataError
 from ddibench.schema import LabelSpace, Question, Sample, interaction_question, sample_id
-from ddibench.task import Check, Lazy, Task, TaskData
+from ddibench.task import Check, Lazy, Task, TaskData, require
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
 
 
 class DDIQATask(Task):
-    family = "ddi_qa"
+    family = families.DDI_QA
     resource_keys = ("drugs", "labels", "train_drugs", "interactions")
     input_kind = "question"
 
@@ -70,7 +70,7 @@ class DDIQATask(Task):
         for split, samples in base.splits.items():
             out = []
             for s in samples:
-                pair, label = s.input, int(s.target)  # type: ignore[arg-type]
+                pair, label = s.pair, int(s.target)  # type: ignore[arg-type]
                 text = interaction_question(pair.head.name, pair.tail.name)
                 out.append(
                     Sample(
@@ -88,7 +88,7 @@ class DDIQATask(Task):
 
 
 class MedQuADTask(Task):
-    family = "medical_qa"
+    family = families.MEDICAL_QA
     resource_keys = ("interactions",)
     setting = "QA"
     version = "1.0.0"
@@ -152,8 +152,7 @@ class MedQuADTask(Task):
             Check("MedicationQA interaction slice", slices["medicationqa-interaction"] == 51, f"{slices['medicationqa-interaction']} (expected 51)"),
             Check("validation (NHLBI) questions", len(valid) == 559, f"{len(valid)} (expected 559)"),
         ]
-        if not all(c.ok for c in checks):
-            raise DataError(f"task medquad: data does not match its definition ({[c.detail for c in checks]})")
+        require("medquad", checks, "tasks/qa/__init__.py")
         # MedQuAD has no drug pairs of its own: a knowledge base holds DrugBank S0's training interactions
         from ddibench.tasks.drugbank import TASKS as DRUGBANK
 

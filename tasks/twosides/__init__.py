@@ -21,33 +21,51 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import tomllib
 
+from ddibench import families
 from ddibench.data import SourceFile, fetch, source
 from ddibench.data.twosides import N_DRUGS, N_LABELS, TwosidesCatalog, catalog_sources, load_catalog, load_labels
 from ddibench.errors import DataError
 from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
-from ddibench.task import Check, Lazy, Task, TaskData
+from ddibench.task import Check, FamilySpec, Lazy, Task, TaskData, TaskSpec, load_task_specs, require
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
 
-FAMILY = "twosides"
+FAMILY = families.TWOSIDES
 SPLITS = ("train", "valid", "test")
 EXPECTED_UNSEEN = {"S1": 1, "S2": 2}
 _UNSEEN_WORDS = {0: "no drug", 1: "one drug", 2: "two drugs"}
 K = 5  # the task asks for the five most likely side effects
 
 
-@cache
-def _definitions() -> dict[str, Any]:
-    text = resources.files(__name__).joinpath("tasks.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+class TwosidesFamilySpec(FamilySpec):
+    """The ``[family]`` table: the files whose positive pairs are pooled to recover the training pairs, and the drug
+    roles (train/valid/test drugs) every seed has."""
+
+    pool: tuple[tuple[str, str], ...]  # (dataset, path) of each pooled file
+    drug_roles: dict[str, int]
+
+
+class TwosidesSpec(TaskSpec):
+    """A ``[tasks.NAME]`` table: an EmerGNN seed's evaluation files, and what every load checks."""
+
+    setting: Literal["S1", "S2"]
+    seed: int  # EmerGNN's split seed: it fixes the drug roles, hence the recovered training pairs
+    valid: tuple[str, str]  # (dataset, path)
+    test: tuple[str, str]
+    valid_equals: tuple[str, str] | None = None  # another copy of the validation file, checked equal
+    sizes: dict[str, int]  # pairs per split
+    triplets: dict[str, int]  # (pair, side effect) triplets per split
+    paper_train_triplets: int  # EmerGNN's training triplets for this seed (its Suppl. Table 1)
+    unseen: dict[str, tuple[int, int, int]]  # pairs of valid/test with 0, 1, 2 drugs absent from every training pair
+
+
+FAMILY_SPEC, SPECS = load_task_specs(__name__, TwosidesFamilySpec, TwosidesSpec)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +198,7 @@ class Pool:
 def pool() -> Pool:
     pairs: dict[tuple[int, int], tuple[int, ...]] = {}
     rows = conflicts = 0
-    files = _definitions()["family"]["pool"]
+    files = FAMILY_SPEC.pool
     for dataset, path in files:
         for p in read_pairs(dataset, path):
             rows += 1
@@ -191,7 +209,7 @@ def pool() -> Pool:
 
 
 def pool_sources() -> tuple[SourceFile, ...]:
-    return tuple(source(dataset, path) for dataset, path in _definitions()["family"]["pool"])
+    return tuple(source(dataset, path) for dataset, path in FAMILY_SPEC.pool)
 
 
 def recover_training(seed: int) -> tuple[Pair, ...]:
@@ -272,22 +290,22 @@ class TwosidesTask(Task):
     family = FAMILY
     resource_keys = ("drugs", "labels", "train_drugs", "kg_space", "interactions")
 
-    def __init__(self, name: str, spec: dict[str, Any]) -> None:
+    def __init__(self, name: str, spec: TwosidesSpec) -> None:
         self.name = name
         self.spec = spec
-        self.version = spec["version"]
-        self.setting = spec["setting"]
-        self.seed = int(spec["seed"])
-        self.title = spec["title"]
-        self.recipe_version = int(_definitions()["family"]["recipe_version"])
+        self.version = spec.version
+        self.setting = spec.setting
+        self.seed = spec.seed
+        self.title = spec.title
+        self.recipe_version = FAMILY_SPEC.recipe_version
 
     # -- definition --------------------------------------------------------------------------
 
     @property
     def sources(self) -> tuple[SourceFile, ...]:
-        own = [source(*self.spec[s]) for s in ("valid", "test")]
-        if "valid_equals" in self.spec:
-            own.append(source(*self.spec["valid_equals"]))
+        own = [source(*self.spec.valid), source(*self.spec.test)]
+        if self.spec.valid_equals is not None:
+            own.append(source(*self.spec.valid_equals))
         files = {f.relpath: f for f in (*catalog_sources(), *role_sources(self.seed), *pool_sources(), *own)}
         return tuple(files.values())
 
@@ -298,7 +316,7 @@ class TwosidesTask(Task):
     @property
     def deviations(self) -> tuple[str, ...]:
         spec = self.spec
-        n_train, triplets, paper = spec["sizes"]["train"], spec["triplets"]["train"], spec["paper_train_triplets"]
+        n_train, triplets, paper = spec.sizes["train"], spec.triplets["train"], spec.paper_train_triplets
         out = [
             f"training split recovered, not EmerGNN's train_ddi.txt (not available): {n_train:,} pairs with {triplets:,} "
             f"(pair, side effect) triplets of the paper's {paper:,} for seed {self.seed} ({triplets / paper:.1%}); a non-random "
@@ -315,7 +333,7 @@ class TwosidesTask(Task):
             )
         expected = EXPECTED_UNSEEN[self.setting]
         for split in ("valid", "test"):
-            counts = spec["unseen"][split]
+            counts = spec.unseen[split]
             for k, n in enumerate(counts):
                 if k > expected and n:
                     out.append(
@@ -337,15 +355,15 @@ class TwosidesTask(Task):
         card["n_labels"] = N_LABELS
         card["k"] = K
         card["seed"] = self.seed
-        card["expected_sizes"] = dict(self.spec["sizes"])
-        card["expected_triplets"] = dict(self.spec["triplets"])
-        card["paper_train_triplets"] = self.spec["paper_train_triplets"]
+        card["expected_sizes"] = dict(self.spec.sizes)
+        card["expected_triplets"] = dict(self.spec.triplets)
+        card["paper_train_triplets"] = self.spec.paper_train_triplets
         return card
 
     # -- loading -----------------------------------------------------------------------------
 
     def split_pairs(self) -> dict[str, tuple[Pair, ...]]:
-        return {"train": recover_training(self.seed), "valid": read_pairs(*self.spec["valid"]), "test": read_pairs(*self.spec["test"])}
+        return {"train": recover_training(self.seed), "valid": read_pairs(*self.spec.valid), "test": read_pairs(*self.spec.test)}
 
     def build(self) -> TaskData:
         catalog = load_catalog()
@@ -353,13 +371,7 @@ class TwosidesTask(Task):
         pairs = self.split_pairs()
         checks = [Check(c.name, c.ok, c.detail) for c in catalog.checks]
         checks += self.check(pairs, roles)
-        failed = [c for c in checks if not c.ok]
-        if failed:
-            detail = "; ".join(f"{c.name}: {c.detail}" for c in failed)
-            raise DataError(
-                f"task {self.name}: data does not match its definition ({detail})",
-                "the sources or the recipe changed; run 'ddibench data stats' and update tasks.toml with a new version",
-            )
+        require(self.name, checks, "tasks/twosides/tasks.toml")
         train_drugs = _drugs_of(pairs["train"])
         splits = {split: tuple(self._samples(split, rows, catalog, train_drugs)) for split, rows in pairs.items()}
         labels = self.label_space
@@ -390,10 +402,10 @@ class TwosidesTask(Task):
 
     def check(self, pairs: dict[str, tuple[Pair, ...]], roles: dict[int, str]) -> list[Check]:
         """Every check of the definition on these pairs and drug roles."""
-        spec, family = self.spec, _definitions()["family"]
+        spec = self.spec
         checks = []
         role_counts = Counter(roles.values())
-        declared_roles = dict(family["drug_roles"])
+        declared_roles = dict(FAMILY_SPEC.drug_roles)
         checks.append(
             Check(
                 f"drug roles of seed {self.seed}",
@@ -415,26 +427,26 @@ class TwosidesTask(Task):
         checks.append(
             Check(
                 "split sizes",
-                sizes == dict(spec["sizes"]) and triplets == dict(spec["triplets"]),
-                ", ".join(f"{s} {sizes[s]:,} pairs / {triplets[s]:,} triplets (expected {spec['sizes'][s]:,} / {spec['triplets'][s]:,})" for s in SPLITS),
+                sizes == spec.sizes and triplets == spec.triplets,
+                ", ".join(f"{s} {sizes[s]:,} pairs / {triplets[s]:,} triplets (expected {spec.sizes[s]:,} / {spec.triplets[s]:,})" for s in SPLITS),
             )
         )
         covered = {label for p in pairs["train"] for label in p.labels}
         checks.append(Check("every side effect occurs in training", len(covered) == N_LABELS, f"{len(covered)} of {N_LABELS}"))
-        if "valid_equals" in spec:
-            other = read_pairs(*spec["valid_equals"])
+        if spec.valid_equals is not None:
+            other = read_pairs(*spec.valid_equals)
             checks.append(
                 Check(
                     "validation file equals its copy",
                     other == pairs["valid"],
-                    f"{spec['valid_equals'][1]}: {len(other):,} pairs, {'the same' if other == pairs['valid'] else 'different'} pairs and side effects in the same order",
+                    f"{spec.valid_equals[1]}: {len(other):,} pairs, {'the same' if other == pairs['valid'] else 'different'} pairs and side effects in the same order",
                 )
             )
         checks += setting_checks(self.setting, pairs, roles)
         train_drugs = _drugs_of(pairs["train"])
         for split in ("valid", "test"):
             counts = unseen_counts(pairs[split], train_drugs)
-            declared = list(spec["unseen"][split])
+            declared = list(spec.unseen[split])
             checks.append(
                 Check(
                     f"{self.setting} property ({split})",
@@ -445,6 +457,6 @@ class TwosidesTask(Task):
         return checks
 
 
-TASKS: dict[str, TwosidesTask] = {name: TwosidesTask(name, spec) for name, spec in _definitions()["tasks"].items()}
+TASKS: dict[str, TwosidesTask] = {name: TwosidesTask(name, spec) for name, spec in SPECS.items()}
 
 __all__ = ["TASKS", "Pair", "TwosidesTask", "drug_roles", "pool", "read_pairs", "recover_training", "setting_checks", "unseen_counts"]
