@@ -7,14 +7,16 @@ For each run: its system and variant (answer mode, option order), n, the primary
 the task has it) with its interval, the answer spread (the most frequent answer's share and the share of
 first-listed options; "collapsed" where the run is flagged), the retrieval ceilings of its context (the
 vote reader and the coverage, ``ddibench report --ceilings``), the task's floors, and the paired difference
-of the primary metric against the baseline system's run on the same samples and in the same variant
-(``ddibench report A --against B``). Every number is read from the runs' own records; nothing is typed in.
+of the primary metric against the baseline system's run on the same samples and in the same variant, and, for
+a variant, against the same system's plain run (what shuffling the options or choosing by likelihood changed;
+``ddibench report A --against B``). Every number is read from the runs' own records; nothing is typed in.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 
 def main() -> None:
@@ -37,8 +39,15 @@ def main() -> None:
         rows.append((results.task, results.system, run_variant(results.system, results.manifest.system.config), run_dir, results))
     by_key = {(task, system, variant): run_dir for task, system, variant, run_dir, _ in rows}
     print("| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage | floors | vs "
-          f"{args.baseline} (paired) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          f"{args.baseline} (paired) | vs its plain run (paired) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def paired(run_dir: Path, other: Path | None, name: str, spec: Any) -> str:
+        if other is None or other == run_dir:
+            return "—"
+        m = next(m for m in compare(run_dir, other).metrics if m.name == name)
+        return f"{spec.format(m.diff)} [{spec.format(m.low)}, {spec.format(m.high)}]" + (" *" if m.significant else "")
+
     for task, system, variant, run_dir, results in sorted(rows, key=lambda r: (r[0], r[2], r[1])):
         ev = results.evaluation
         name = ev.primary_metric
@@ -53,12 +62,9 @@ def main() -> None:
         vote = f"{found.spec.format(found.vote[0])}" if found else "—"
         coverage = f"{found.coverage:.0%}" if found else "—"
         floors = ", ".join(f"{kind.split('_')[0]} {spec.format(f['metrics'][name])}" for kind, f in results.floors.items() if name in f.get("metrics", {}))
-        against = "—"
-        other = by_key.get((task, args.baseline, variant))
-        if other is not None and other != run_dir:
-            m = next(m for m in compare(run_dir, other).metrics if m.name == name)
-            against = f"{spec.format(m.diff)} [{spec.format(m.low)}, {spec.format(m.high)}]" + (" *" if m.significant else "")
-        print(f"| {task} | {system} | {variant or '—'} | {ev.n} | {primary} | {accuracy} | {spread} | {vote} | {coverage} | {floors} | {against} |")
+        against = paired(run_dir, by_key.get((task, args.baseline, variant)), name, spec)
+        plain = paired(run_dir, by_key.get((task, system, "")), name, spec) if variant else "—"
+        print(f"| {task} | {system} | {variant or '—'} | {ev.n} | {primary} | {accuracy} | {spread} | {vote} | {coverage} | {floors} | {against} | {plain} |")
     print(f"\n* the paired 95% interval of the difference excludes 0. Floors: {', '.join(sorted({k for *_, r in rows for k in r.floors}))}.")
 
 
