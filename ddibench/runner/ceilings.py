@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ddibench.errors import RunDirError
 from ddibench.schema import Prediction, Sample
 
 KEY = "context_labels"
@@ -76,19 +75,10 @@ def _gold(sample: Sample) -> set[int]:
 def compute(run_dir: Path) -> Ceilings | None:
     """The ceilings of a finished run, or None when its system records no context labels."""
     from ddibench.registry import get_task
-    from ddibench.runner.journal import Journal
     from ddibench.runner.plan import select_samples
-    from ddibench.runner.records import read_identity, read_results
+    from ddibench.runner.rundir import load_finished
 
-    if not (run_dir / "results.json").exists():
-        raise RunDirError(f"{run_dir} holds no finished run", "finish it with 'ddibench run' first")
-    ident = read_identity(run_dir / "run.json")
-    results = read_results(run_dir / "results.json")
-    journal = Journal(run_dir / "journal.jsonl")
-    try:
-        predictions = journal.load(repair=False)
-    finally:
-        journal.close()
+    ident, results, predictions = load_finished(run_dir)
     stated = {sid: context_labels(p.trace) for sid, p in predictions.items()}
     if not any(v is not None for v in stated.values()):
         return None

@@ -46,30 +46,15 @@ class Comparison:
     metrics: list[MetricComparison]
 
 
-def _load(run_dir: Path) -> tuple[Any, Any, dict[str, Any]]:
-    from ddibench.runner.journal import Journal
-    from ddibench.runner.records import read_identity, read_results
-
-    if not (run_dir / "results.json").exists():
-        raise RunDirError(f"{run_dir} holds no finished run", "finish it with 'ddibench run' first")
-    ident = read_identity(run_dir / "run.json")
-    results = read_results(run_dir / "results.json")
-    journal = Journal(run_dir / "journal.jsonl")
-    try:
-        predictions = journal.load(repair=False)
-    finally:
-        journal.close()
-    return ident, results, predictions
-
-
 def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> Comparison:
     """Run A against run B on the samples both scored (see the module)."""
     from ddibench.metrics.bootstrap import BootstrapSpec
     from ddibench.registry import get_task
     from ddibench.runner.plan import select_samples
+    from ddibench.runner.rundir import load_finished
 
-    ident_a, results_a, preds_a = _load(run_a)
-    ident_b, results_b, preds_b = _load(run_b)
+    ident_a, results_a, preds_a = load_finished(run_a)
+    ident_b, results_b, preds_b = load_finished(run_b)
     if ident_a.task.name != ident_b.task.name or ident_a.split != ident_b.split:
         raise RunDirError(
             f"{run_a} is {ident_a.task.name} ({ident_a.split}), {run_b} is {ident_b.task.name} ({ident_b.split})",

@@ -127,6 +127,24 @@ def append_line(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def load_finished(run_dir: Path) -> tuple[RunIdentity, Any, dict[str, Any]]:
+    """A finished run's identity, results and journalled predictions (what report --against and --ceilings
+    read); RunDirError when it has no results yet."""
+    from ddibench.runner.journal import Journal
+    from ddibench.runner.records import read_results
+
+    if not (run_dir / "results.json").exists():
+        raise RunDirError(f"{run_dir} holds no finished run", "finish it with 'ddibench run' first")
+    ident = read_identity(run_dir / "run.json")
+    results = read_results(run_dir / "results.json")
+    journal = Journal(run_dir / "journal.jsonl")
+    try:
+        predictions = journal.load(repair=False)
+    finally:
+        journal.close()
+    return ident, results, predictions
+
+
 def read_sessions(run_dir: Path) -> list[SessionRecord]:
     """The run's sessions in order, one record each: a session's end line replaces its start line; a
     session that never wrote its end is ``killed``, its samples and time estimated from the journal."""
