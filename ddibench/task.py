@@ -21,9 +21,11 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+import tomllib
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ddibench.data.sources import SourceFile
 from ddibench.errors import ConfigError, DataError, UnknownNameError
@@ -172,11 +174,6 @@ def load_task_specs(package: str, family_spec: type[FamilySpecT], task_spec: Any
     """Read and validate the ``tasks.toml`` of ``package``: its ``[family]`` table as ``family_spec`` and each
     ``[tasks.NAME]`` table as ``task_spec`` (a model, or a discriminated union of models). Raises DataError
     naming the task and the key when a table does not match."""
-    from importlib import resources
-
-    import tomllib
-    from pydantic import TypeAdapter, ValidationError
-
     where = f"{package.replace('.', '/')}/tasks.toml"
     raw = tomllib.loads(resources.files(package).joinpath("tasks.toml").read_text(encoding="utf-8"))
     adapter: TypeAdapter[Any] = TypeAdapter(task_spec)
