@@ -506,7 +506,7 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
         return verdict
     verdict.recomputed = evaluation
     claimed = results.evaluation.metrics
-    allowed = max(tolerance, float(getattr(verdict.evaluator, "recompute_tolerance", 0.0)))
+    allowed = max(tolerance, evaluator.recompute_tolerance)
     for name, metric in evaluation.metrics.items():
         mine, theirs = metric.value, (claimed[name].value if name in claimed else None)
         same = theirs is not None and (mine == theirs or abs(mine - theirs) <= allowed or (mine != mine and theirs != theirs))

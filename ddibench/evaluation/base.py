@@ -136,6 +136,7 @@ class Evaluator(Protocol):
     options: ClassVar[tuple[ScoringOption, ...]]
     metrics: tuple[MetricSpec, ...]
     answer_fields: ClassVar[tuple[str, ...]]
+    recompute_tolerance: ClassVar[float]  # how far a recomputed metric may differ from the claimed one (float noise)
 
     @property
     def expected_format(self) -> str: ...
