@@ -235,7 +235,7 @@ def metric_specs(path: Path) -> dict[str, dict[str, MetricSpec]]:
     return out
 
 
-PUBLISHED_COLUMNS = ["task", "system", "method", "metric", "metric_label", "value", "std", "shown", "source", "note"]
+PUBLISHED_COLUMNS = ["task", "system", "paper", "method", "metric", "metric_label", "value", "std", "shown", "source", "note"]
 
 
 def published(specs: dict[str, dict[str, MetricSpec]]) -> pd.DataFrame:
@@ -253,16 +253,20 @@ def published(specs: dict[str, dict[str, MetricSpec]]) -> pd.DataFrame:
         value, std = row.value / 100, (row.std / 100 if row.std is not None else None)
         shown = spec.format(value) + (f" ± {spec.format(std)}" if std is not None else "")
         source = f"{papers[row.paper].cite}; {row.table}, {row.setting}, {row.dataset}"
-        out.append([row.task, row.system, row.method, row.our_metric, spec.title(), value, std, shown, source, row.note])
+        out.append([row.task, row.system, row.paper, row.method, row.our_metric, spec.title(), value, std, shown, source, row.note])
     return pd.DataFrame(out, columns=PUBLISHED_COLUMNS)
 
 
 def published_labels(frame: pd.DataFrame, numbers: pd.DataFrame) -> pd.Series:
-    """Per task: the published numbers of its primary metric, e.g. 'EmerGNN 25.0 ± 2.8'."""
+    """Per task: every published number of its primary metric, e.g. 'EmerGNN 25.0 ± 2.8'. A method that
+    two papers report is named with each paper ('EmerGNN 25.0 ± 2.8 (emergnn); EmerGNN 34.2 (cbr-ddi)'); a
+    number one paper prints in two tables is shown once."""
     out = {}
     for task, head in task_heads(frame).iterrows():
         mine = numbers[(numbers["task"] == task) & (numbers["metric"] == head["primary_metric"])]
-        out[task] = "; ".join(f"{n.method} {n.shown}" for n in mine.itertuples())
+        shown = list(dict.fromkeys(zip(mine["method"], mine["shown"], mine["paper"])))
+        papers = {m: {p for m2, _, p in shown if m2 == m} for m, _, _ in shown}
+        out[task] = "; ".join(f"{m} {s}" + (f" ({p})" if len(papers[m]) > 1 else "") for m, s, p in shown)
     return pd.Series(out, dtype=object)
 
 
