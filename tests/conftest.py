@@ -308,3 +308,27 @@ def gguf_bytes(meta: dict[str, object], *, version: int = 3, tensors: int = 0) -
 
     body = b"".join(string(k) + value(v) for k, v in meta.items())
     return b"GGUF" + struct.pack("<IQQ", version, tensors, len(meta)) + body
+
+
+def command_problem(text: str) -> str | None:
+    """Why ``ddibench TEXT`` (e.g. ``list tasks``, ``run -s mlp``) is not a real command line, or None when it is:
+    each word a command of its group, the first option one the command has, and what ``list`` lists one of
+    its kinds. Resolution stops at the first argument or option; what follows is the user's."""
+    import click
+
+    from ddibench.cli import cli as main
+    from ddibench.commands.listing import KINDS
+
+    command: click.Command = main
+    for word in text.split():
+        if word.startswith("-"):
+            options = {o for p in command.params for o in getattr(p, "opts", [])}
+            return None if word.split("=")[0] in options else f"{word} is no option of {command.name}"
+        if isinstance(command, click.Group):
+            sub = command.get_command(click.Context(command), word)
+            if sub is None:
+                return f"{word} is no command"
+            command = sub
+        else:  # an argument: 'list' takes one of its kinds, other commands a name or path
+            return f"{word} is not something 'list' lists" if command.name == "list" and word not in KINDS else None
+    return None

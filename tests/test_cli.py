@@ -66,9 +66,8 @@ def test_every_command_the_code_names_exists() -> None:
     and every kind of unknown name points to a listing that exists (or lists the names itself)."""
     import re
 
-    import click
+    from conftest import command_problem
 
-    from ddibench.cli import cli as main
     from ddibench.commands.listing import KINDS
     from ddibench.errors import LISTED_KINDS, UnknownNameError
 
@@ -81,23 +80,9 @@ def test_every_command_the_code_names_exists() -> None:
     assert len(named) > 15, named
     wrong = []
     for text, where in sorted(named.items()):
-        command: click.Command = main
-        for word in text.split():
-            if word.startswith("-"):
-                options = {o for p in command.params for o in getattr(p, "opts", [])}
-                if word.split("=")[0] not in options:
-                    wrong.append(f"{where}: 'ddibench {text}' ({word} is no option of {command.name})")
-                break
-            if isinstance(command, click.Group):
-                sub = command.get_command(click.Context(command), word)
-                if sub is None:
-                    wrong.append(f"{where}: 'ddibench {text}' ({word} is no command)")
-                    break
-                command = sub
-            else:  # an argument: 'list' takes one of its kinds, other commands a name or path
-                if command.name == "list" and word not in KINDS:
-                    wrong.append(f"{where}: 'ddibench {text}' ({word} is not something 'list' lists)")
-                break
+        problem = command_problem(text)
+        if problem:
+            wrong.append(f"{where}: 'ddibench {text}' ({problem})")
     assert not wrong, wrong
     assert {f"{k}s" for k in LISTED_KINDS} <= set(KINDS)
     assert "list providers" not in str(UnknownNameError("provider", "xyz", ["openai", "vllm"]))
