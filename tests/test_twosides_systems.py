@@ -159,6 +159,8 @@ def test_drugbank_identities_of_the_trained_systems_did_not_change() -> None:
     assert system_config_hash(build_system("emergnn", get_profile("cpu"), {"max_epochs": 4})) == "d4deb8dec753474c"
     assert build_system("emergnn", get_profile("cpu"), {}).config.max_epochs == 10
     assert system_config_hash(build_system("mlp", get_profile("cpu"), {"multilabel_loss": "bce"})) != "e306d4d2b58cde50"
+    assert system_config_hash(build_system("emergnn", get_profile("cpu"), {"max_epochs": 4, "classifier": "pair"})) == "d4deb8dec753474c"
+    assert system_config_hash(build_system("emergnn", get_profile("cpu"), {"max_epochs": 4, "classifier": "pair+drugs"})) != "d4deb8dec753474c"
 
 
 def test_generated_negatives_replace_one_drug_and_are_not_known_pairs() -> None:
@@ -190,11 +192,31 @@ def test_emergnn_ranks_side_effects_with_the_papers_twosides_settings(cli, tmp_p
     preds = journal(tmp_path / "s2")
     assert all(len(set(p["ranked"])) == 5 and len(p["trace"]["top10"]) == 10 for p in preds)
     assert any(p["trace"]["paths"] for p in preds) and all(path["text"] for p in preds for path in p["trace"]["paths"])
-    assert any("side effect as relation" in d for d in res["manifest"]["system"]["deviations"])
-    code, _, err = cli("run", "-s", "emergnn", "-t", "twosides_s1", "--limit", "4", *EMERGNN, "-C", "multilabel_loss=bce", "--run-dir", str(tmp_path / "s1"))
+    deviations = res["manifest"]["system"]["deviations"]
+    assert any("side effect as relation" in d for d in deviations)
+    assert any("never learns which side effects are frequent" in d for d in deviations)  # EmerGNN's objective, named as such
+    code, _, err = cli("run", "-s", "emergnn", "-t", "twosides_s1", "--limit", "4", *EMERGNN, "-C", "multilabel_loss=bce",
+                       "-C", "classifier=pair+drugs", "--run-dir", str(tmp_path / "s1"))  # fmt: skip
     assert code == 0, err
-    cfg = results(tmp_path / "s1")["system_info"]["resolved_config"]
+    res = results(tmp_path / "s1")
+    cfg = res["system_info"]["resolved_config"]
     assert (cfg["lr"], cfg["batch_size"], cfg["dim"], cfg["weight_decay"], cfg["multilabel_loss"]) == (1e-3, 32, 32, 1e-6, "bce")
+    assert cfg["classifier"] == "pair+drugs"
+    deviations = res["manifest"]["system"]["deviations"]
+    assert not any("never learns which side effects are frequent" in d for d in deviations)
+    assert any("projected Morgan features" in d for d in deviations)
+
+
+def test_the_classifier_reads_the_drug_features_only_when_asked() -> None:
+    torch = pytest.importorskip("torch")
+    from ddibench.systems.emergnn.model import EmerGNNNet
+
+    fingerprints = np.random.default_rng(0).integers(0, 2, (6, 16)).astype(np.float32)
+    paper = EmerGNNNet(n_drugs=6, n_relations=5, n_labels=3, dim=8, fingerprints=fingerprints)
+    diagnostic = EmerGNNNet(n_drugs=6, n_relations=5, n_labels=3, dim=8, fingerprints=fingerprints, drugs_in_classifier=True)
+    embeddings = EmerGNNNet(n_drugs=6, n_relations=5, n_labels=3, dim=8)  # S0: learned embeddings always reach it
+    assert (paper.classifier.in_features, diagnostic.classifier.in_features, embeddings.classifier.in_features) == (16, 32, 32)
+    assert isinstance(paper.classifier.weight, torch.Tensor)
 
 
 pytest.importorskip("sentence_transformers", reason="cbr-ddi needs the 'embed' extra")

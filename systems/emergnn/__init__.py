@@ -79,10 +79,13 @@ class EmerGNNConfig(SystemConfig):
     device: str = "cpu"
     threads: int | None = None
     multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.label_sets)
+    # the classifier reads [h_uv; h_vu] (the paper), or with Morgan features also the drugs' own [x_u; x_v] ("pair+drugs",
+    # a diagnostic of what the flow representation misses: see the system card's TWOSIDES section)
+    classifier: Literal["pair", "pair+drugs"] = "pair"
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return label_sets.omit_at_default(handler(self), {"multilabel_loss": "negatives"})
+        return label_sets.omit_at_default(handler(self), {"multilabel_loss": "negatives", "classifier": "pair"})
 
 
 class EmerGNNSystem(BaseSystem):
@@ -231,6 +234,13 @@ class EmerGNNSystem(BaseSystem):
             ]
             if self.config.multilabel_loss == "negatives":
                 out.append("negative pairs are generated once per training run from the training drugs (EmerGNN reads them from its files)")
+                out.append(
+                    "EmerGNN's objective (multilabel_loss=negatives) scores each side effect of a pair against the same side "
+                    "effect on a random pair, so it never learns which side effects are frequent: its ranking sits at or below "
+                    "the popularity floor (docs/systems/emergnn.md); -C multilabel_loss=bce trains the ranking the task scores"
+                )
+        if self.config.classifier == "pair+drugs":
+            out.append("the classifier also reads the drugs' projected Morgan features [x_u; x_v] (not the paper's: a diagnostic)")
         return out
 
     def _new_net(self, cfg: dict[str, Any], kg: Any, view: TrainingView) -> Any:
@@ -248,6 +258,7 @@ class EmerGNNSystem(BaseSystem):
             dim=cfg["dim"],
             length=cfg["length"],
             fingerprints=fingerprints,
+            drugs_in_classifier=cfg.get("classifier", "pair") == "pair+drugs",  # absent at the default (see _dump)
         )
 
     def _train(

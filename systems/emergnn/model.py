@@ -6,7 +6,7 @@ edge also reversed, plus identity steps); at layer l an edge (a, r, b) carries
 is the pair-specific relation attention and ``R_l`` a relation embedding; incoming messages are summed,
 multiplied by ``W_l`` and passed through ReLU. The state at v after L layers is ``h_uv``; flowing from v
 gives ``h_vu``. The pair representation ``h_p = [h_uv; h_vu]`` (with the drug embeddings prepended in the
-embedding-feature variant used for S0) goes through a linear classifier over the interaction types.
+embedding-feature variant used for S0, and with Morgan features when ``drugs_in_classifier``) goes through a linear classifier over the interaction types.
 
 Drug features: Morgan fingerprints projected to ``dim`` (S1/S2, so new drugs have features), or
 learned embeddings (S0). The propagation layers have no bias (see walks.py for why that matters).
@@ -132,11 +132,14 @@ class EmerGNNNet(nn.Module):
         length: int = 3,
         fingerprints: np.ndarray | None = None,  # (n_drugs, bits): Morgan features; None = learned embeddings
         attention_hidden: int = 5,
+        drugs_in_classifier: bool = False,  # Morgan features: also give the classifier [x_u; x_v] (not the paper's)
     ) -> None:
         super().__init__()
         self.length = length
         self.dim = dim
         self.use_fingerprints = fingerprints is not None
+        # the drug features reach the classifier with learned embeddings (the paper's S0 variant) or when asked
+        self.drugs_in_classifier = drugs_in_classifier or not self.use_fingerprints
         if fingerprints is not None:
             self.register_buffer("fingerprints", torch.as_tensor(fingerprints, dtype=torch.float32))
             self.project = nn.Linear(fingerprints.shape[1], dim)
@@ -146,7 +149,7 @@ class EmerGNNNet(nn.Module):
         self.propagate_w = nn.ModuleList([nn.Linear(dim, dim, bias=False) for _ in range(length)])
         self.attention_in = nn.ModuleList([nn.Linear(2 * dim, attention_hidden) for _ in range(length)])
         self.attention_out = nn.ModuleList([nn.Linear(attention_hidden, n_relations) for _ in range(length)])
-        self.classifier = nn.Linear((2 if self.use_fingerprints else 4) * dim, n_labels)
+        self.classifier = nn.Linear((4 if self.drugs_in_classifier else 2) * dim, n_labels)
         for param in self.parameters():
             if param.ndim > 1 and param.requires_grad:
                 nn.init.xavier_uniform_(param)
@@ -182,7 +185,7 @@ class EmerGNNNet(nn.Module):
         h_uv = self.flow(batch.uv, x_u, alpha)
         h_vu = self.flow(batch.vu, x_v, alpha)
         pair = torch.cat([h_uv, h_vu], dim=1)
-        features = pair if self.use_fingerprints else torch.cat([x_u, x_v, pair], dim=1)
+        features = torch.cat([x_u, x_v, pair], dim=1) if self.drugs_in_classifier else pair
         return self.classifier(features), pair, alpha
 
 
