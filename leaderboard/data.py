@@ -265,8 +265,8 @@ def published_labels(frame: pd.DataFrame, numbers: pd.DataFrame) -> pd.Series:
     for task, head in task_heads(frame).iterrows():
         mine = numbers[(numbers["task"] == task) & (numbers["metric"] == head["primary_metric"])]
         shown = list(dict.fromkeys(zip(mine["method"], mine["shown"], mine["paper"])))
-        papers = {m: {p for m2, _, p in shown if m2 == m} for m, _, _ in shown}
-        out[task] = "; ".join(f"{m} {s}" + (f" ({p})" if len(papers[m]) > 1 else "") for m, s, p in shown)
+        papers = mine.groupby("method")["paper"].nunique()
+        out[task] = "; ".join(f"{m} {s}" + (f" ({p})" if papers[m] > 1 else "") for m, s, p in shown)
     return pd.Series(out, dtype=object)
 
 

@@ -258,7 +258,7 @@ class EmerGNNSystem(BaseSystem):
             dim=cfg["dim"],
             length=cfg["length"],
             fingerprints=fingerprints,
-            drugs_in_classifier=cfg.get("classifier", "pair") == "pair+drugs",  # absent at the default (see _dump)
+            drugs_in_classifier=self.config.classifier == "pair+drugs",
         )
 
     def _train(
