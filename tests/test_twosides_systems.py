@@ -244,3 +244,21 @@ def test_cbr_ddi_chooses_five_of_ten_gnn_candidates(cli, stub, tmp_path: Path) -
     repo = Repository.load(Path(info["repository"]["artifact"]))
     train = {(s.input.head.node_id, s.input.tail.node_id): s.target for s in get_task("twosides_s2").load().split("train")}
     assert repo.cases and all(tuple(c.labels) == train[(c.head, c.tail)] for c in repo.cases)
+
+
+def test_task_budgets_change_only_the_tasks_they_name() -> None:
+    """EmerGNN's cpu budget differs per task where one budget does not fit (S2 epochs are a tenth of S1's): the
+    DrugBank S1 run ids stay what they were, and the named tasks get their own schedule."""
+    from ddibench.profiles import get_profile
+    from ddibench.runner.plan import build_system
+    from ddibench.system import system_config_hash
+
+    cpu = get_profile("cpu")
+    for task in ("drugbank_s1", "drugbank_s1_emergnn", "drugbank_s0", None):
+        assert system_config_hash(build_system("emergnn", cpu, {"max_epochs": 4}, task)) == "d4deb8dec753474c"
+        assert build_system("emergnn", cpu, {}, task).config.max_epochs == 10
+    s2 = build_system("emergnn", cpu, {}, "drugbank_s2").config
+    assert (s2.max_epochs, s2.epoch_per_test, s2.valid_pairs) == (100, 5, 3000)
+    twosides = build_system("emergnn", cpu, {"lr": 1e-3}, "twosides_s1").config
+    assert (twosides.max_epochs, twosides.lr) == (120, 1e-3)  # --config still wins over the task's budget
+    assert build_system("mlp", cpu, {}, "drugbank_s2").config.max_epochs == 30

@@ -124,6 +124,10 @@ def _list_profiles(verbose: bool) -> None:
         table.add_row(p.name, acc, str(p.llm_concurrency), p.description)
     # the budgets as lines of their own below the table: a column of them wrapped one word per line at 80 columns
     budgets = [f"  {p.name} {system}: {', '.join(f'{k}={v}' for k, v in b.items())}" for p in PROFILES.values() for system, b in p.budgets.items()]
+    budgets += [
+        f"  {p.name} {system} on {task}: {', '.join(f'{k}={v}' for k, v in b.items())}"
+        for p in PROFILES.values() for system, tasks in p.task_budgets.items() for task, b in tasks.items()
+    ]  # fmt: skip
     console = _console()
     console.print(table)
     console.print("budgets (what each profile gives the trained and retrieval systems):")

@@ -185,10 +185,10 @@ def run_context(plan: RunPlan, progress: Progress | None = None) -> RunContext:
     )
 
 
-def build_system(name: str, profile: Profile, overrides: dict[str, Any]) -> System:
+def build_system(name: str, profile: Profile, overrides: dict[str, Any], task: str | None = None) -> System:
     cls = get_system_class(name)
     if issubclass(cls, BaseSystem):
-        return cls.build(profile.budget_for(name), overrides)
+        return cls.build(profile.budget_for(name, task), overrides)
     if overrides:
         raise ConfigError(f"system '{name}' does not take --config options")
     return cls()  # type: ignore[call-arg]
@@ -247,7 +247,7 @@ def plan_run(request: RunRequest) -> RunPlan:
         raise ConfigError(f"--limit must be a positive number of samples, got {request.limit}", "omit it to run every sample")
     profile = get_profile(request.profile)
     task = get_task(request.task)
-    system = build_system(request.system, profile, request.config)
+    system = build_system(request.system, profile, request.config, task.name)
     if not system.supports(task):
         raise ConfigError(f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'")
     evaluator = task.evaluator().configure(request.scoring, subject=task.name)
