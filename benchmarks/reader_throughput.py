@@ -150,7 +150,7 @@ def main() -> None:
 
     from ddibench.label_choice import label_schema
     from ddibench.llm import ModelSpec
-    from ddibench.llm._client import response_format
+    from ddibench.llm._wire import response_format
     from ddibench.registry import get_system_class
 
     spec = ModelSpec.parse(f"embedded:{args.model}")

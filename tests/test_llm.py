@@ -107,7 +107,7 @@ def test_parameters_are_remembered_exactly_and_encoded_as_before() -> None:
     import json
 
     from ddibench.hashing import stable_json
-    from ddibench.llm._client import _encode_params, _params_memo
+    from ddibench.llm._wire import _encode_params, _params_memo
 
     class Seed(enum.IntEnum):  # not a plain JSON value: encoded on every call, never remembered
         ONE = 1

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 # names -> defining module, imported on first use (listing systems must not start the HTTP stack)
 _EXPORTS = {
     "ResponseCache": "_cache", "cache_key": "_cache",
-    "ChatResult": "_client", "LLMCallError": "_client", "LLMClient": "_client", "LLMPool": "_client",
-    "UsageLedger": "_client", "retry_after_seconds": "_client", "response_format": "_client", "unusable_reason": "_client",
+    "ChatResult": "_client", "LLMCallError": "_client", "LLMClient": "_client", "UsageLedger": "_client", "retry_after_seconds": "_client",
+    "unusable_reason": "_completion",
+    "LLMPool": "_pool",
+    "response_format": "_wire",
     "EndpointPolicy": "_policy",
     "EmbeddedServer": "_embedded",
     "EMBEDDED": "_spec", "ROLES": "_spec", "ModelSpec": "_spec", "identity_digest": "_spec", "RoleModels": "_spec", "parse_model_options": "_spec",
@@ -29,11 +31,14 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from ddibench.llm._cache import ResponseCache, cache_key
-    from ddibench.llm._client import ChatResult, LLMCallError, LLMClient, LLMPool, UsageLedger, response_format, retry_after_seconds, unusable_reason
+    from ddibench.llm._client import ChatResult, LLMCallError, LLMClient, UsageLedger, retry_after_seconds
+    from ddibench.llm._completion import unusable_reason
     from ddibench.llm._embedded import EmbeddedServer
     from ddibench.llm._policy import EndpointPolicy
+    from ddibench.llm._pool import LLMPool
     from ddibench.llm._spec import EMBEDDED, ROLES, ModelSpec, RoleModels, identity_digest, parse_model_options, parse_role
     from ddibench.llm._weights import default_gguf, weights_sha256
+    from ddibench.llm._wire import response_format
 
 
 def __getattr__(name: str) -> Any:
