@@ -266,3 +266,26 @@ def test_finished_run_asked_again_reuses_its_results_unless_an_input_changed(cli
     changed = json.loads((run_dir / "results.json").read_text())
     assert changed["scored_from"] != again["scored_from"]
     assert changed["evaluation"]["metrics"]["accuracy"]["value"] != again["evaluation"]["metrics"]["accuracy"]["value"]
+
+
+def test_rescore_needs_only_the_recorded_system(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scored run scores again where its system is not installed (as verify recomputes a bundle): the card,
+    its deviations and provenance stay the recorded ones, the numbers the same, the intervals the new ones."""
+    import ddibench.registry as registry
+
+    run_dir = tmp_path / "run"
+    code, _, err = cli("run", "-s", "majority", "-t", "drugbank_s1", "--limit", "40", "--bootstrap", "200", "--run-dir", str(run_dir))
+    assert code == 0, err
+    before = json.loads((run_dir / "results.json").read_text())
+    installed = registry._system_entry_points()
+    monkeypatch.setattr(registry, "_system_entry_points", lambda: {k: v for k, v in installed.items() if k != "majority"})
+    code, _, err = cli("run", "-s", "majority", "-t", "drugbank_s1", "--limit", "40", "--run-dir", str(tmp_path / "other"))
+    assert code != 0 and "majority" in err  # really not installed now
+    code, _, err = cli("rescore", str(run_dir), "--bootstrap", "300")
+    assert code == 0, err
+    after = json.loads((run_dir / "results.json").read_text())
+    assert after["run_id"] == before["run_id"] and after["manifest"]["system"] == before["manifest"]["system"]
+    assert after["manifest"]["system"]["provenance"]  # the code that answered, not this checkout's
+    assert after["evaluation"]["bootstrap"]["replicates"] == 300 and before["evaluation"]["bootstrap"]["replicates"] == 200
+    for name, metric in before["evaluation"]["metrics"].items():
+        assert after["evaluation"]["metrics"][name]["value"] == metric["value"]

@@ -242,12 +242,14 @@ def open_cache():  # noqa: ANN201 - the response cache every run and scorer shar
     return ResponseCache(cache_root() / "llm-cache.sqlite")
 
 
-def plan_run(request: RunRequest) -> RunPlan:
+def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
+    """What a run will do; ``system`` stands in for the installed one (a rescore plans with the system its results recorded)."""
     if request.limit is not None and request.limit <= 0:
         raise ConfigError(f"--limit must be a positive number of samples, got {request.limit}", "omit it to run every sample")
     profile = get_profile(request.profile)
     task = get_task(request.task)
-    system = build_system(request.system, profile, request.config, task.name)
+    if system is None:
+        system = build_system(request.system, profile, request.config, task.name)
     if not system.supports(task):
         raise ConfigError(f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'")
     evaluator = task.evaluator().configure(request.scoring, subject=task.name)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 from ddibench.errors import DdibenchError, RunDirError
 from ddibench.evaluation import EvaluationInputError, EvaluationResult, Evaluator, ScoringJob
@@ -111,6 +113,8 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
 def _system_card(plan: RunPlan, provenance: bool = True) -> SystemCard:
     """The system's card; ``provenance=False`` leaves out where its code comes from (git calls, file hashes)."""
     system = plan.system
+    if isinstance(system, RecordedSystem):
+        return system.card if provenance else system.card.model_copy(update={"provenance": {}})
     return SystemCard(
         name=system.name,
         version=system.version,
@@ -120,6 +124,52 @@ def _system_card(plan: RunPlan, provenance: bool = True) -> SystemCard:
         deviations=system.deviations(),
         provenance=_provenance(system.name) if provenance else {},
     )
+
+
+class _RecordedConfig(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class RecordedSystem:
+    """A scored run's system as its results recorded it (card and model roles): what scoring reads, and nothing
+    that predicts. A rescore plans with it, so a run can be scored again where its system is not installed (as
+    ``verify`` recomputes a bundle), and keeps the card, deviations and provenance of the code that answered."""
+
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    llm_roles: ClassVar[tuple[str, ...]] = ()
+    batch_size: ClassVar[int] = 1
+    max_concurrency: ClassVar[int] = 1
+
+    def __init__(self, card: SystemCard) -> None:
+        self.card = card
+        self._config = _RecordedConfig(**card.config)
+
+    @classmethod
+    def of(cls, card: SystemCard, roles: Sequence[str]) -> RecordedSystem:
+        # the protocol's names are class attributes: a subclass per record carries them
+        named = type(f"Recorded[{card.name}]", (cls,), {"name": card.name, "version": card.version, "description": card.description, "llm_roles": tuple(roles)})
+        return named(card)
+
+    @property
+    def config(self) -> BaseModel:
+        return self._config
+
+    def supports(self, task: Task) -> bool:
+        return True
+
+    async def prepare(self, view: Any, ctx: Any) -> None:
+        raise RunDirError(f"system '{self.name}' is known here only from its recorded results", "install it to run it")
+
+    async def predict(self, samples: Sequence[Any], ctx: Any) -> list[Prediction]:
+        raise RunDirError(f"system '{self.name}' is known here only from its recorded results", "install it to run it")
+
+    def run_info(self) -> dict[str, Any]:
+        return {}
+
+    def deviations(self) -> list[str]:
+        return list(self.card.deviations)
 
 
 def _provenance(name: str) -> dict[str, Any]:
@@ -330,7 +380,9 @@ def rescore(
             seed=ident.seed, limit=ident.limit, split=ident.split, config=ident.system.config,
             run_dir=run_dir, bootstrap=bootstrap, scoring={**before, **scoring},
         )  # fmt: skip
-        plan = plan_run(request)
+        # scored before: the system its results recorded (it predicts nothing here, so it need not be installed)
+        recorded = RecordedSystem.of(previous.manifest.system, list(ident.models)) if previous is not None else None
+        plan = plan_run(request, recorded)
         if plan.identity.run_id != ident.run_id:
             raise RunDirError(f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}", "rescore with the ddibench version that made the run")
         done = Journal(run_dir / "journal.jsonl").load(repair=False)
