@@ -1,0 +1,155 @@
+"""Packing a finished run into a submission bundle (``ddibench submit``): its members, their hashes in
+``bundle.json``, and the compact form that keeps of each prediction only what the task's metrics read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ddibench._version import __version__
+from ddibench.errors import ConfigError, DataError, RunDirError, write_error
+from ddibench.runner.records import (
+    BUNDLE_FORMAT,
+    BundleIndex,
+    BundleSystem,
+    Compaction,
+    Results,
+    RunIdentity,
+    read_identity,
+    read_results,
+)
+from ddibench.schema import Prediction
+from ddibench.submission.stream import CALL_FIELDS
+from ddibench.submission.verification import _first_line
+
+WHOLE_TRACES = 5  # samples whose whole trace a compact bundle keeps, for a reader of the run's page
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def submit(run_dir: Path, out: Path | None = None, compact: bool = False, whole_traces: int = WHOLE_TRACES) -> Path:
+    """Pack a finished run into a bundle; returns its path. ``compact`` keeps of each prediction only what
+    the task's metrics read (:meth:`ddibench.evaluation.BaseEvaluator.reduce`) and the whole trace of
+    only the first ``whole_traces`` samples, after checking that the reduced predictions score exactly
+    as the run did (the form of the bundles that ship under ``results/``)."""
+    results_file = run_dir / "results.json"
+    if not results_file.exists():
+        raise RunDirError(f"{run_dir} has no results.json", "finish the run with 'ddibench run' before submitting it")
+    ident = read_identity(run_dir / "run.json")
+    results = read_results(results_file)  # a damaged results.json is refused here, not by the verifier
+    out = out or run_dir.parent / f"{ident.task.name}--{ident.system.name}--{ident.run_id}.tar.gz"
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a directory", "give the path of the bundle file, e.g. --out run.tar.gz")
+    if not out.parent.is_dir():
+        raise ConfigError(f"--out {out}: directory {out.parent} does not exist", "create it first, or give a path in an existing directory")
+    members: dict[str, bytes] = {
+        "run.json": (run_dir / "run.json").read_bytes(),
+        "results.json": results_file.read_bytes(),
+        "sessions.jsonl": (run_dir / "sessions.jsonl").read_bytes() if (run_dir / "sessions.jsonl").exists() else b"",
+    }
+    for path in sorted((run_dir / "scores").glob("*.jsonl")) if (run_dir / "scores").exists() else []:
+        members[f"scores/{path.name}"] = path.read_bytes()
+    compaction = None
+    if compact:
+        members["predictions.jsonl"], compaction = _compact_predictions(run_dir, ident, results, members, whole_traces)
+    else:
+        members["predictions.jsonl"] = _encode(_journal_predictions(run_dir / "journal.jsonl"))
+    bundle = BundleIndex(
+        format=BUNDLE_FORMAT,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(),
+        ddibench_version=__version__,
+        run_id=ident.run_id,
+        task=ident.task,
+        system=BundleSystem(name=ident.system.name, version=ident.system.version, config_hash=ident.system.config_hash),
+        hashes={name: _sha(data) for name, data in sorted(members.items())},
+        compact=compaction,
+    )
+    members["bundle.json"] = json.dumps(bundle.dump(), indent=2).encode("utf-8")
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        # plain ustar members (no PAX headers): the bounded reader (ddibench.archive) refuses tar's extensions
+        with tarfile.open(tmp, "w:gz", format=tarfile.USTAR_FORMAT) as tar:
+            for name, data in sorted(members.items()):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mtime = 0
+                tar.addfile(info, io.BytesIO(data))
+        tmp.replace(out)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_error(exc, out) from None
+    return out
+
+
+def _journal_predictions(journal: Path) -> Iterator[Prediction]:
+    """The journal's predictions in the order written (a damaged journal is refused with its line)."""
+    if not journal.exists():
+        raise RunDirError(f"{journal} does not exist", "finish the run with 'ddibench run' before submitting it")
+    with open(journal, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+                yield Prediction.model_validate(record["prediction"])
+            except (ValueError, KeyError, TypeError):
+                raise RunDirError(
+                    f"{journal}:{lineno} is not a readable journal record",
+                    "the journal was edited or damaged; run the same 'ddibench run' command again to repair it, or start a fresh run",
+                ) from None
+
+
+def _encode(predictions: Iterable[Prediction]) -> bytes:
+    """One JSON object a line, as ``verify`` reads them."""
+    lines = [json.dumps(p.model_dump(mode="json", exclude_none=False), ensure_ascii=False, separators=(",", ":")) for p in predictions]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _compact_predictions(run_dir: Path, ident: RunIdentity, results: Results, members: dict[str, bytes], whole_traces: int) -> tuple[bytes, Compaction]:
+    """The predictions member of a compact bundle, after checking that its predictions score as the run's did."""
+    from ddibench.registry import get_task
+    from ddibench.runner.plan import select_samples
+
+    task = get_task(ident.task.name)
+    evaluator = task.evaluator().configure(results.manifest.scoring.options)
+    samples = select_samples(task, task.load(), ident.split, ident.limit, int(ident.seed))
+    whole = {s.id for s in samples[:whole_traces]}
+    reduced: dict[str, Prediction] = {}
+    for pred in _journal_predictions(run_dir / "journal.jsonl"):
+        trace = pred.trace if pred.sample_id in whole else _call_trace(pred.trace)
+        reduced[pred.sample_id] = evaluator.reduce(pred).model_copy(update={"trace": trace})
+    missing = [s.id for s in samples if s.id not in reduced]
+    if missing:
+        raise RunDirError(
+            f"{run_dir} has no prediction for {len(missing):,} of its samples (first: {missing[0]})", "finish the run with 'ddibench run' before submitting it"
+        )
+    under_declared = (f"the {evaluator.kind} evaluator reads more of a prediction than its answer fields {list(evaluator.answer_fields)}",
+                      "submit without --compact, and report this as a bug in ddibench")  # fmt: skip
+    try:
+        evaluation = evaluator.evaluate(samples, reduced, results.bootstrap_spec, evaluator.read_extras(members))
+    except (ValueError, KeyError, TypeError) as exc:  # EvaluationInputError is a ValueError
+        raise DataError(f"--compact would change the metrics of {run_dir} ({_first_line(exc)}): {under_declared[0]}", under_declared[1]) from None
+    for name, claimed in results.evaluation.metrics.items():
+        mine = evaluation.metrics.get(name)
+        if mine is None or not (mine.value == claimed.value or (mine.value != mine.value and claimed.value != claimed.value)):
+            got = mine.value if mine else "absent"
+            raise DataError(f"--compact would change metric {name} of {run_dir} ({claimed.value} -> {got}): {under_declared[0]}", under_declared[1])
+    note = "traces of the other samples keep only their LLM call records (role, model, tokens, latency, cached)"
+    compaction = Compaction(answer_fields=list(evaluator.answer_fields), whole_traces=len(whole), note=note)
+    return _encode(reduced[s.id] for s in samples), compaction
+
+
+def _call_trace(trace: dict[str, Any]) -> dict[str, Any]:
+    """A trace reduced to what ``verify`` reads of it: the LLM call records, each with :data:`CALL_FIELDS`."""
+    calls = trace.get("llm") if isinstance(trace, dict) else None
+    if not isinstance(calls, list) or not calls:
+        return {}
+    return {"llm": [{k: call[k] for k in CALL_FIELDS if k in call} for call in calls if isinstance(call, dict)]}
