@@ -74,6 +74,7 @@ def _gold(sample: Sample) -> set[int]:
 
 def compute(run_dir: Path) -> Ceilings | None:
     """The ceilings of a finished run, or None when its system records no context labels."""
+    from ddibench.evaluation.ranking import RankingEvaluator
     from ddibench.registry import get_task
     from ddibench.runner.plan import select_samples
     from ddibench.runner.rundir import load_finished
@@ -85,7 +86,7 @@ def compute(run_dir: Path) -> Ceilings | None:
     task = get_task(ident.task.name)
     evaluator = task.evaluator().configure(results.manifest.scoring.options)
     samples = select_samples(task, task.load(), ident.split, ident.limit, int(ident.seed))
-    k = int(getattr(evaluator, "k", 5)) if evaluator.kind == "ranking" else None
+    k = evaluator.k if isinstance(evaluator, RankingEvaluator) else None
     voted: dict[str, Prediction] = {}
     covered: list[float] = []
     for s in samples:

@@ -269,7 +269,7 @@ def cached_floors(plan: RunPlan) -> dict[str, Any]:
     key = {
         "task": plan.task.name, "task_version": plan.task.version, "data": plan.task.data_sha256, "split": plan.split, "ids": ids,
         "evaluator": f"{type(evaluator).__module__}.{type(evaluator).__qualname__}",
-        "settings": evaluator.settings() if hasattr(evaluator, "settings") else {},
+        "settings": evaluator.settings(),
         "code": [code_version()["ddibench_version"], _scoring_code_digest(type(evaluator))],
     }  # fmt: skip
 
