@@ -138,7 +138,9 @@ def browser_first_render(app: str, store: Path, profile: Path) -> tuple[float, f
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-dev-shm-usage", "--window-size=1400,2000", f"--user-data-dir={profile}"):  # fmt: skip
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options)
+    driver = webdriver.Chrome(
+        service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options
+    )
     try:
         import urllib.request
 
@@ -183,24 +185,38 @@ def main() -> None:
         bundle = template_run(root)
         store = root / "board.duckdb"
         seconds, verdict = timed(lambda: verify(bundle))
-        print(f"verify the template bundle (1,992 samples, every metric and its bootstrap interval recomputed): {seconds:.2f} s")
+        print(
+            f"verify the template bundle (1,992 samples, every metric and its bootstrap interval recomputed): {seconds:.2f} s"
+        )
         add_run(store, verdict)
         seconds, _ = timed(lambda: fill(store, args.runs, args.samples))
         conn = duckdb.connect(str(store), read_only=True)
-        n_runs, n_samples = conn.execute("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM samples)").fetchone()
+        n_runs, n_samples = conn.execute(
+            "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM samples)"
+        ).fetchone()
         conn.close()
-        print(f"store: {n_runs:,} runs, {n_samples:,} per-sample rows, {store.stat().st_size / 2**20:.0f} MiB (filled in {seconds:.1f} s)")
+        print(
+            f"store: {n_runs:,} runs, {n_samples:,} per-sample rows, {store.stat().st_size / 2**20:.0f} MiB (filled in {seconds:.1f} s)"
+        )
 
         summary, frame = timed(lambda: board.runs(store))
-        everything, rows = timed(lambda: duckdb.connect(str(store), read_only=True).execute("SELECT * FROM samples").df())
+        everything, rows = timed(
+            lambda: duckdb.connect(str(store), read_only=True).execute("SELECT * FROM samples").df()
+        )
         print(f"read the run summaries the board starts from: {summary:.3f} s ({len(frame):,} rows)")
-        print(f"read every per-sample row instead:            {everything:.3f} s ({len(rows):,} rows; {everything / summary:.0f}x slower)")
+        print(
+            f"read every per-sample row instead:            {everything:.3f} s ({len(rows):,} rows; {everything / summary:.0f}x slower)"
+        )
         matrix, table = timed(lambda: board.matrix(frame))
-        print(f"task x system matrix from the summaries:      {matrix:.3f} s ({table.shape[0]} tasks x {table.shape[1] - 1} systems)")
+        print(
+            f"task x system matrix from the summaries:      {matrix:.3f} s ({table.shape[0]} tasks x {table.shape[1] - 1} systems)"
+        )
 
         for label in ("cold", "warm"):
             total, imports, script = app_first_run(app, store)
-            print(f"app first render, fresh process ({label} OS cache): {total:.2f} s total = imports {imports:.2f} s + script {script:.2f} s + interpreter")
+            print(
+                f"app first render, fresh process ({label} OS cache): {total:.2f} s total = imports {imports:.2f} s + script {script:.2f} s + interpreter"
+            )
 
         floor_app = root / "floor.py"
         floor_app.write_text('import streamlit as st\nst.table({"cell": ["0.5 [0.4, 0.6] ★"]})\n')
@@ -210,18 +226,24 @@ def main() -> None:
                 print("headless browser: skipped (needs Debian chromium, chromium-driver and selenium)")
                 break
             served, first, second = browser
-            print(f"{label}: server up {served:.2f} s; Chromium first render {first:.2f} s; second visit {second:.2f} s")
+            print(
+                f"{label}: server up {served:.2f} s; Chromium first render {first:.2f} s; second visit {second:.2f} s"
+            )
 
         again = root / "again.tar.gz"
         shutil.copy(bundle, again)
         verdict = verify(again)
         seconds, _ = timed(lambda: add_run(store, verdict))
-        print(f"add one more (verified) run to the {n_runs:,}-run store (insert, tie update against the best): {seconds:.2f} s")
+        print(
+            f"add one more (verified) run to the {n_runs:,}-run store (insert, tie update against the best): {seconds:.2f} s"
+        )
         conn = duckdb.connect(str(store))
         (n_task,) = conn.execute("SELECT count(*) FROM runs WHERE task = 'drugbank_s2'").fetchone()
         seconds, _ = timed(lambda: update_ties(conn, "drugbank_s2"))
         conn.close()
-        print(f"full tie recomputation of drugbank_s2 ({n_task:,} runs, only needed when the best run changes): {seconds:.1f} s")
+        print(
+            f"full tie recomputation of drugbank_s2 ({n_task:,} runs, only needed when the best run changes): {seconds:.1f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     n = args.cases
     cases = [Case(i % 1710, (i * 7) % 1710, i % 86, "", "", [], "") for i in range(n)]
-    repo = Repository(cases, normalise(rng.normal(size=(n, 384))), normalise(rng.normal(size=(n, 128))), np.zeros((n, 1), np.float32))
+    repo = Repository(
+        cases, normalise(rng.normal(size=(n, 384))), normalise(rng.normal(size=(n, 128))), np.zeros((n, 1), np.float32)
+    )
     texts = normalise(rng.normal(size=(args.queries, 384)))
     pairs = normalise(rng.normal(size=(args.queries, 128)))
 
@@ -58,9 +60,15 @@ def main() -> None:
             raise SystemExit(f"query {i}: retrieved {b[0].tolist()}, the formula gives {a[0].tolist()}")
         worst = max(worst, float(np.max(np.abs(a[1] - b[1]))))
     before_ms, after_ms = np.asarray(old) * 1000, np.asarray(new) * 1000
-    print(f"hybrid retrieval, {n:,} cases (384 + 128 dims), top 5, {args.queries} queries: the same cases for every query, scores within {worst:.1e}")
-    print(f"  before (two products):        median {np.median(before_ms):.2f} ms, p95 {np.percentile(before_ms, 95):.2f} ms")
-    print(f"  after (one product, [t | p]): median {np.median(after_ms):.2f} ms, p95 {np.percentile(after_ms, 95):.2f} ms")
+    print(
+        f"hybrid retrieval, {n:,} cases (384 + 128 dims), top 5, {args.queries} queries: the same cases for every query, scores within {worst:.1e}"
+    )
+    print(
+        f"  before (two products):        median {np.median(before_ms):.2f} ms, p95 {np.percentile(before_ms, 95):.2f} ms"
+    )
+    print(
+        f"  after (one product, [t | p]): median {np.median(after_ms):.2f} ms, p95 {np.percentile(after_ms, 95):.2f} ms"
+    )
     print(f"  ratio of medians (before / after): {np.median(before_ms) / np.median(after_ms):.2f}x")
     # many queries at once, as CBR-DDI's lam search asks them (its 200 validation pairs for each lam of the grid)
     batch = min(200, args.queries)
@@ -70,8 +78,10 @@ def main() -> None:
         many = repo.retrieve_many(texts[:batch], pairs[:batch], 5, 0.5)
         rounds.append((time.perf_counter() - t0) / batch * 1000)
     same = sum(np.array_equal(many[i], repo.retrieve(texts[i], pairs[i], 5, 0.5)[0]) for i in range(batch))
-    print(f"  batched ({batch} queries a call, 5 calls): median {np.median(rounds):.2f} ms per query, "
-          f"{np.median(after_ms) / np.median(rounds):.1f}x faster than one at a time; the same cases for {same} of {batch} queries")
+    print(
+        f"  batched ({batch} queries a call, 5 calls): median {np.median(rounds):.2f} ms per query, "
+        f"{np.median(after_ms) / np.median(rounds):.1f}x faster than one at a time; the same cases for {same} of {batch} queries"
+    )
     try:
         from ddibench.embeddings import TextEncoder
 

@@ -50,7 +50,9 @@ def main() -> None:
     _ = graph.kg.csr, graph.drug_csr
     t4 = time.perf_counter()
     print(f"KG: {graph.card()}")
-    print(f"one-off: load KG {t1 - t0:.2f} s, fingerprints {t2 - t1:.2f} s, InChIKey skeletons {t3 - t2:.2f} s, CSRs {t4 - t3:.2f} s")
+    print(
+        f"one-off: load KG {t1 - t0:.2f} s, fingerprints {t2 - t1:.2f} s, InChIKey skeletons {t3 - t2:.2f} s, CSRs {t4 - t3:.2f} s"
+    )
 
     n = graph.n_drugs if args.drugs is None else min(args.drugs, graph.n_drugs)
     anchor_t, related_t, paths_t, naive_t = [], [], [], []

@@ -45,7 +45,9 @@ def _command(engine: str, model: Path, port: int, threads: int) -> list[str]:
 
 
 def _post(port: int, body: dict) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"content-type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"content-type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=900) as resp:
         return json.load(resp)
 
@@ -65,8 +67,16 @@ def measure(engine: str, model: Path, items: int, threads: int, system: str) -> 
             except OSError:
                 time.sleep(0.1)
         ready = time.perf_counter() - t0
-        schema = {"type": "object", "properties": {"type": {"type": "integer", "enum": list(range(1, 87))}}, "required": ["type"]}
-        fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}} if engine == "xllamacpp" else {"type": "json_object", "schema": schema}
+        schema = {
+            "type": "object",
+            "properties": {"type": {"type": "integer", "enum": list(range(1, 87))}},
+            "required": ["type"],
+        }
+        fmt = (
+            {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+            if engine == "xllamacpp"
+            else {"type": "json_object", "schema": schema}
+        )
         times, cached, prompt, completion = [], [], [], []
         invalid = 0
         for q in QUESTIONS[:items]:
@@ -118,7 +128,9 @@ def main() -> None:
     )
     engines = ["xllamacpp"] + (["llama-cpp-python"] if importlib.util.find_spec("llama_cpp") else [])
     print(f"model {model.name}, {args.items} requests each, {args.threads} threads, load {os.getloadavg()[0]:.1f}")
-    print(f"{'engine':<18}{'ready s':>9}{'first s':>9}{'rest med s':>12}{'prompt tok':>12}{'gen tok':>9}{'cached tok':>12}{'not JSON':>10}")
+    print(
+        f"{'engine':<18}{'ready s':>9}{'first s':>9}{'rest med s':>12}{'prompt tok':>12}{'gen tok':>9}{'cached tok':>12}{'not JSON':>10}"
+    )
     for engine in engines:
         r = measure(engine, model, args.items, args.threads, system)
         print(f"{engine:<18}{r['ready_s']:>9.1f}{r['first_s']:>9.1f}{r['rest_median_s']:>12.2f}{r['prompt_tokens']:>12.0f}"

@@ -42,7 +42,13 @@ def load_before(rev: str) -> types.ModuleType | None:
     """The walks and model modules at ``rev`` as one namespace (None where git cannot show them)."""
     try:
         walks_src, model_src = (
-            subprocess.run(["git", "show", f"{rev}:systems/emergnn/{name}.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+            subprocess.run(
+                ["git", "show", f"{rev}:systems/emergnn/{name}.py"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             for name in ("walks", "model")
         )
     except (OSError, subprocess.CalledProcessError) as exc:
@@ -65,7 +71,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", default="60ca4a2", help="git revision of the 'before' implementation")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 1) - 1), help="torch threads (default: EmerGNN's, cores - 1)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=max(1, (os.cpu_count() or 1) - 1),
+        help="torch threads (default: EmerGNN's, cores - 1)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -144,8 +155,14 @@ def main() -> None:
         new_loss.backward()
         old_loss = loss_of(logits_before(train_graph, b), b)
         old_loss.backward()
-        grad_diff = max(float((p.grad - q.grad).abs().max()) for p, q in zip(net.parameters(), old_net.parameters()) if p.grad is not None)
-        print(f"first batch: loss after {new_loss.item():.6f}, before {old_loss.item():.6f}; largest gradient difference {grad_diff:.2e}")
+        grad_diff = max(
+            float((p.grad - q.grad).abs().max())
+            for p, q in zip(net.parameters(), old_net.parameters())
+            if p.grad is not None
+        )
+        print(
+            f"first batch: loss after {new_loss.item():.6f}, before {old_loss.item():.6f}; largest gradient difference {grad_diff:.2e}"
+        )
         net.zero_grad()
         old_net.zero_grad()
 
@@ -159,7 +176,9 @@ def main() -> None:
             fn()
             runs.setdefault(name, ([], []))[0].append((time.perf_counter() - wall) * 1000 / len(batches))
             runs[name][1].append((time.process_time() - cpu) * 1000 / len(batches))
-    print(f"EmerGNN training step on {device} (batch 32, {torch.get_num_threads()} torch threads, {args.rounds} rounds of {len(batches)} steps):")
+    print(
+        f"EmerGNN training step on {device} (batch 32, {torch.get_num_threads()} torch threads, {args.rounds} rounds of {len(batches)} steps):"
+    )
     for name, (wall, cpu) in runs.items():
         print(f"  {name:<18} wall {np.median(wall):7.1f} ms, CPU {np.median(cpu):7.1f} ms per step")
     if "before" in runs:

@@ -39,7 +39,15 @@ MIB = 2**20
 # -- building hostile bundles ---------------------------------------------------------------------
 
 
-def header(name: bytes, size: int = 0, kind: bytes = b"0", *, size_field: bytes | None = None, checksum: bool = True, prefix: bytes = b"") -> bytes:
+def header(
+    name: bytes,
+    size: int = 0,
+    kind: bytes = b"0",
+    *,
+    size_field: bytes | None = None,
+    checksum: bool = True,
+    prefix: bytes = b"",
+) -> bytes:
     """One 512-byte ustar header; ``size_field`` writes the size field as given (e.g. a negative number)."""
     block = bytearray(512)
     block[0:100] = name[:100].ljust(100, b"\x00")
@@ -144,7 +152,14 @@ def _truncated_gzip(path: Path) -> Path:
 
 
 def _gzip_bomb(path: Path) -> Path:  # 3 x 200 MiB of zeros: over the 512 MiB a bundle may hold
-    return write_gz(path, [*zero_member("sessions.jsonl", 200 * MIB), *zero_member("scores/a.jsonl", 200 * MIB), *zero_member("scores/b.jsonl", 200 * MIB)])
+    return write_gz(
+        path,
+        [
+            *zero_member("sessions.jsonl", 200 * MIB),
+            *zero_member("scores/a.jsonl", 200 * MIB),
+            *zero_member("scores/b.jsonl", 200 * MIB),
+        ],
+    )
 
 
 def _not_gzip(path: Path) -> Path:
@@ -238,7 +253,9 @@ def compare(bundle: Path, rounds: int = 3) -> list[tuple[str, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bundle", type=Path, default=REAL_BUNDLE, help="A real bundle for the in-process vs child-process comparison.")
+    parser.add_argument(
+        "--bundle", type=Path, default=REAL_BUNDLE, help="A real bundle for the in-process vs child-process comparison."
+    )
     args = parser.parse_args()
     print(f"{'hostile bundle':<22} {'bytes':>9} {'exit':>4} {'wall s':>7} {'peak MB':>8}  refusal")
     with tempfile.TemporaryDirectory() as tmp:

@@ -41,7 +41,9 @@ def free_port() -> int:
 def start(args: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.Popen([sys.executable, "-m", "ddibench.llm.stub", "--port", str(port), *args], stdout=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddibench.llm.stub", "--port", str(port), *args], stdout=subprocess.DEVNULL, env=env
+    )
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(200):
         try:
@@ -77,7 +79,12 @@ def client(url: str, n: int, suffix: str) -> None:
         wall = time.perf_counter() - t0
         await pool.close()
         usage = pool.ledger.roles["generator"]
-        return {"wall_s": round(wall, 2), "failed": failed, "retries": usage.retries, "timeouts": getattr(usage, "timeouts", None)}
+        return {
+            "wall_s": round(wall, 2),
+            "failed": failed,
+            "retries": usage.retries,
+            "timeouts": getattr(usage, "timeouts", None),
+        }
 
     print(json.dumps(asyncio.run(go())))
 
@@ -86,7 +93,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--hang", type=float, default=0.05)
-    parser.add_argument("--before-src", type=Path, default=None, help="An older ddibench source tree to measure the same client from.")
+    parser.add_argument(
+        "--before-src", type=Path, default=None, help="An older ddibench source tree to measure the same client from."
+    )
     parser.add_argument("--client", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--suffix", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -103,8 +112,21 @@ def main() -> None:
         for name, src, suffix, share in variants:
             # a fresh proxy per variant: every client meets the same hung requests (draws depend on the seed and the request)
             proxy, url = start(["--upstream", upstream, "--fault", f"hang={share}", "--seed", "0"])
-            env = {**os.environ, "PYTHONPATH": str(src.resolve())} if src else {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--client", url, "--n", str(args.n), "--suffix", suffix]
+            env = (
+                {**os.environ, "PYTHONPATH": str(src.resolve())}
+                if src
+                else {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            )
+            cmd = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--client",
+                url,
+                "--n",
+                str(args.n),
+                "--suffix",
+                suffix,
+            ]
             out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=src or REPO)
             proxy.terminate()
             proxy.wait()
@@ -114,10 +136,14 @@ def main() -> None:
     finally:
         stub.terminate()
         stub.wait()
-    print(f"{args.n} chat calls at concurrency 16, {args.hang:.0%} of requests hang (a retry draws again); stub behind a fault proxy")
+    print(
+        f"{args.n} chat calls at concurrency 16, {args.hang:.0%} of requests hang (a retry draws again); stub behind a fault proxy"
+    )
     print(f"{'client':42s} {'wall s':>8s} {'failed':>7s} {'retries':>8s} {'timeouts':>9s}")
     for name, row in rows:
-        print(f"{name:42s} {row['wall_s']:8.2f} {row['failed']:7d} {row['retries']:8d} {row['timeouts'] if row['timeouts'] is not None else '-':>9}")
+        print(
+            f"{name:42s} {row['wall_s']:8.2f} {row['failed']:7d} {row['retries']:8d} {row['timeouts'] if row['timeouts'] is not None else '-':>9}"
+        )
 
 
 if __name__ == "__main__":

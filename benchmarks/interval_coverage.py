@@ -93,13 +93,17 @@ class World:
             wrong_rand = (1 - p_correct) * 0.5 / self.labels
             cm[:, : self.labels] += np.bincount(gold, weights=wrong_rand, minlength=self.labels)[:, None]
             cm[:, 0] += np.bincount(gold, weights=wrong_top, minlength=self.labels)
-            cm[np.arange(self.labels), np.arange(self.labels)] += np.bincount(gold, weights=p_correct, minlength=self.labels)
+            cm[np.arange(self.labels), np.arange(self.labels)] += np.bincount(
+                gold, weights=p_correct, minlength=self.labels
+            )
         scores = scores_from_confusion(cm)
         return {m: float(scores[m]) for m in METRICS}
 
 
 def evaluator(labels: int) -> ClassificationEvaluator:
-    return ClassificationEvaluator(LabelSpace(tuple(Label(i, f"#Drug1 type {i} #Drug2") for i in range(labels))), breakdown_key=None)
+    return ClassificationEvaluator(
+        LabelSpace(tuple(Label(i, f"#Drug1 type {i} #Drug2") for i in range(labels))), breakdown_key=None
+    )
 
 
 def coverage(world: World, reps: int, replicates: int, drugs: int, pairs: int, seed: int = 0,
@@ -116,7 +120,9 @@ def coverage(world: World, reps: int, replicates: int, drugs: int, pairs: int, s
         units = [{"gold": int(g), "pred": int(p)} for g, p in zip(gold, pred)]
         clusters = [(f"d{h}", f"d{t}") for h, t in index]
         for name, how in intervals.items():
-            spec = BootstrapSpec(replicates=replicates, seed=BOOT_SEED + rep, method=how["method"], interval=how["interval"])
+            spec = BootstrapSpec(
+                replicates=replicates, seed=BOOT_SEED + rep, method=how["method"], interval=how["interval"]
+            )
             found = ev.intervals(units, clusters, spec)
             for m in METRICS:
                 lo, hi = found[m]
@@ -157,17 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     world = World(sigma=args.sigma)
     truth = world.truth()
     print(f"population: {world}; true accuracy {truth['accuracy']:.4f}, true macro-F1 {truth['macro_f1']:.4f}")
-    print(f"{args.reps} simulated test sets of {args.pairs} pairs over {args.drugs} drugs; {args.replicates} bootstrap replicates each")
+    print(
+        f"{args.reps} simulated test sets of {args.pairs} pairs over {args.drugs} drugs; {args.replicates} bootstrap replicates each"
+    )
     t0 = time.perf_counter()
     cov = coverage(world, args.reps, args.replicates, args.drugs, args.pairs, seed=args.seed)
     se = (0.95 * 0.05 / args.reps) ** 0.5
-    print(f"\ncoverage of the nominal 95% interval (target 0.95; binomial s.e. at 0.95: {se:.3f})  [{time.perf_counter() - t0:.0f}s]")
+    print(
+        f"\ncoverage of the nominal 95% interval (target 0.95; binomial s.e. at 0.95: {se:.3f})  [{time.perf_counter() - t0:.0f}s]"
+    )
     print(f"{'interval':<28}" + "".join(f"{m:>12}" for m in METRICS))
     for name, row in cov.items():
         print(f"{name:<28}" + "".join(f"{row[m]:>12.3f}" for m in METRICS))
     t0 = time.perf_counter()
     fp = tie_false_positives(world, args.reps, args.replicates, args.drugs, args.pairs, seed=args.seed + 1)
-    print(f"\npaired tie test, two systems of equal true quality: share called different (target 0.05)  [{time.perf_counter() - t0:.0f}s]")
+    print(
+        f"\npaired tie test, two systems of equal true quality: share called different (target 0.05)  [{time.perf_counter() - t0:.0f}s]"
+    )
     print(f"{'paired bootstrap':<28}" + "".join(f"{m:>12}" for m in METRICS))
     for method, row in fp.items():
         title = "drug-clustered BCa (board)" if method == "cluster" else "i.i.d. (pairs) BCa"

@@ -78,13 +78,17 @@ def main() -> None:
 
     from ddibench.systems.emergnn.walks import walk_batch
 
-    test_graph = EmerGNNSystem()._message_graph(kg, set(), train)  # the prediction graph (training interactions as facts)
+    test_graph = EmerGNNSystem()._message_graph(
+        kg, set(), train
+    )  # the prediction graph (training interactions as facts)
     t = time.perf_counter()
     edges = 0
     for start in range(0, len(sample), 64):
         edges += walk_batch(test_graph, sample[start : start + 64, 0], sample[start : start + 64, 1], 3).n_edges
     elapsed = time.perf_counter() - t
-    print(f"walk subgraphs (L=3): {1000 * elapsed / len(sample):.2f} ms per test pair, {edges / len(sample):,.0f} edges per pair")
+    print(
+        f"walk subgraphs (L=3): {1000 * elapsed / len(sample):.2f} ms per test pair, {edges / len(sample):,.0f} edges per pair"
+    )
 
 
 if __name__ == "__main__":

@@ -86,15 +86,27 @@ def main(argv: list[str] | None = None) -> int:
     no_smiles = sum(1 for s in smiles_e if not s)
     n = len(emerging)
     print(f"\nemerging test drugs with a training twin (of {n}; {no_smiles} without SMILES):")
-    print(f"  identical 1,024-bit Morgan fingerprint (what the MLP sees): {int(same_1024.sum()):>4}  ({same_1024.mean():.1%})")
-    print(f"  nearest training drug Tanimoto >= 0.95 (1,024 bits):        {int((sim_1024 >= 0.95).sum()):>4}  ({(sim_1024 >= 0.95).mean():.1%})")
-    print(f"  identical 2,048-bit Morgan fingerprint:                     {int(same_2048.sum()):>4}  ({same_2048.mean():.1%})")
-    print(f"  nearest training drug Tanimoto >= 0.95 (2,048 bits):        {int((sim_2048 >= 0.95).sum()):>4}  ({(sim_2048 >= 0.95).mean():.1%})")
-    print(f"  same structure without salts and stereo (canonical SMILES): {int(same_skeleton.sum()):>4}  ({same_skeleton.mean():.1%})")
+    print(
+        f"  identical 1,024-bit Morgan fingerprint (what the MLP sees): {int(same_1024.sum()):>4}  ({same_1024.mean():.1%})"
+    )
+    print(
+        f"  nearest training drug Tanimoto >= 0.95 (1,024 bits):        {int((sim_1024 >= 0.95).sum()):>4}  ({(sim_1024 >= 0.95).mean():.1%})"
+    )
+    print(
+        f"  identical 2,048-bit Morgan fingerprint:                     {int(same_2048.sum()):>4}  ({same_2048.mean():.1%})"
+    )
+    print(
+        f"  nearest training drug Tanimoto >= 0.95 (2,048 bits):        {int((sim_2048 >= 0.95).sum()):>4}  ({(sim_2048 >= 0.95).mean():.1%})"
+    )
+    print(
+        f"  same structure without salts and stereo (canonical SMILES): {int(same_skeleton.sum()):>4}  ({same_skeleton.mean():.1%})"
+    )
     print(f"  nearest-neighbour Tanimoto (1,024 bits): median {np.median(sim_1024):.2f}, "
           f"quartiles {np.quantile(sim_1024, 0.25):.2f}-{np.quantile(sim_1024, 0.75):.2f}")  # fmt: skip
     twins = (sim_1024 >= 0.95) | same_skeleton
-    print(f"  either (a twin: Tanimoto >= 0.95 or the same salt/stereo-free structure):  {int(twins.sum()):>4}  ({twins.mean():.1%})")
+    print(
+        f"  either (a twin: Tanimoto >= 0.95 or the same salt/stereo-free structure):  {int(twins.sum()):>4}  ({twins.mean():.1%})"
+    )
     twin = {d for d, t in zip(emerging, twins) if t}
     best = dict(zip(emerging, sim_1024))
 
@@ -104,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return min(best[i] for i in ids) if ids else 1.0
 
     leaked = [s for s in test if any(d.drugbank_id in twin for d in (s.input.head, s.input.tail))]  # type: ignore[union-attr]
-    print(f"\ntest pairs with an emerging drug that has a training twin: {len(leaked)} of {len(test)} ({len(leaked) / len(test):.1%})")
+    print(
+        f"\ntest pairs with an emerging drug that has a training twin: {len(leaked)} of {len(test)} ({len(leaked) / len(test):.1%})"
+    )
     if args.run is None:
         return 0
     predictions = Journal(args.run / "journal.jsonl").load(repair=False)
@@ -116,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         if not samples:
             return "—"
         ev = evaluator.evaluate(samples, {s.id: predictions[s.id] for s in samples}, spec)
-        return "  ".join(f"{m} {100 * v.value:5.1f} [{100 * (v.ci_low or 0):5.1f}, {100 * (v.ci_high or 0):5.1f}]" for m, v in ev.metrics.items())
+        return "  ".join(
+            f"{m} {100 * v.value:5.1f} [{100 * (v.ci_low or 0):5.1f}, {100 * (v.ci_high or 0):5.1f}]"
+            for m, v in ev.metrics.items()
+        )
 
     print(f"\nMLP ({args.run}) on {args.task} test pairs (%, BCa drug-clustered 95% CI):")
     print(f"  all pairs                     n={len(test):>6}  {scores(test)}")

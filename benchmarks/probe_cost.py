@@ -50,7 +50,9 @@ def parts(task_name: str, texts: bool) -> tuple[ProbeData, ProbeData, ProbeData]
     out = []
     for split in ("train", "valid", "test"):
         samples = data.splits[split]
-        labels = np.array([[np.nan if s.target[c] is None else float(s.target[c]) for c in task.columns] for s in samples])  # type: ignore[attr-defined,index]
+        labels = np.array(
+            [[np.nan if s.target[c] is None else float(s.target[c]) for c in task.columns] for s in samples]
+        )  # type: ignore[attr-defined,index]
         captions = [caption(int(s.id.split("-")[-1][:8], 16)) if texts else "" for s in samples]
         out.append(ProbeData([s.input.smiles for s in samples], captions, labels))  # type: ignore[union-attr]
     return out[0], out[1], out[2]
@@ -78,12 +80,16 @@ def auroc_timing() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="*", default=["caption_bbbp", "caption_sider", "caption_clintox", "caption_bace"])
+    parser.add_argument(
+        "--tasks", nargs="*", default=["caption_bbbp", "caption_sider", "caption_clintox", "caption_bace"]
+    )
     parser.add_argument("--steps", type=int, default=3, help="fine-tuning steps timed per dataset")
     parser.add_argument("--epochs", type=int, default=10, help="epochs of the full finetune protocol (extrapolation)")
     parser.add_argument("--skip-finetune", action="store_true")
     args = parser.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     auroc_timing()
     linear_probe(*parts("caption_bace", False), seeds=1)  # warm-up: loads the encoder once
     batch = int(FINETUNE["batch_size"])
@@ -98,7 +104,9 @@ def main() -> None:
         with_captions = time.perf_counter() - t0
         cols = train.labels.shape[1]
         print(f"{name}: {len(train.smiles)}/{len(valid.smiles)}/{len(test.smiles)} molecules, {cols} label column(s)")
-        print(f"  linear  : {only_smiles:6.1f} s with empty captions (only-smiles), {with_captions:6.1f} s with 60-word captions")
+        print(
+            f"  linear  : {only_smiles:6.1f} s with empty captions (only-smiles), {with_captions:6.1f} s with 60-word captions"
+        )
         if args.skip_finetune:
             continue
         t0 = time.perf_counter()

@@ -26,16 +26,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=500)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--delay", type=float, default=0.0, help="seconds the stub waits before each answer (a slow endpoint)")
+    parser.add_argument(
+        "--delay", type=float, default=0.0, help="seconds the stub waits before each answer (a slow endpoint)"
+    )
     args = parser.parse_args()
     with running_stub(StubConfig(delay=args.delay)) as stub, tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "DDIBENCH_CACHE": str(Path(tmp) / "cache")}
         base = [sys.executable, "-m", "ddibench", "run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", str(args.n),
                 "-m", f"vllm:stub-model@{stub.base_url}", "--no-cache", "--concurrency", "16"]  # fmt: skip
         print(f"{args.n} zero-shot items, stub delay {args.delay} s, {os.cpu_count()} CPUs")
-        for name, extra in (("local", []), (f"ray, {args.workers} workers", ["--executor", "ray", "--workers", str(args.workers)])):
+        for name, extra in (
+            ("local", []),
+            (f"ray, {args.workers} workers", ["--executor", "ray", "--workers", str(args.workers)]),
+        ):
             start = time.perf_counter()
-            proc = subprocess.run([*base, "--run-dir", str(Path(tmp) / name.split(",")[0]), *extra], capture_output=True, text=True, env=env)
+            proc = subprocess.run(
+                [*base, "--run-dir", str(Path(tmp) / name.split(",")[0]), *extra],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             wall = time.perf_counter() - start
             if proc.returncode:
                 raise SystemExit(proc.stdout[-2000:] + proc.stderr[-2000:])

@@ -55,7 +55,9 @@ def _port() -> int:
 
 
 def _post(port: int, body: dict) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"content-type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"content-type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=1800) as resp:
         return json.load(resp)
 
@@ -72,9 +74,18 @@ def run_ddibench(system: str, task: str, items: int, model: str, workdir: Path) 
             continue
         for call in json.loads(line)["prediction"]["trace"].get("llm", []):
             messages = [
-                {"role": "system", "content": (run_dir / "texts" / f"{m['sha256']}.txt").read_text()} if "sha256" in m else m for m in call["messages"]
+                {"role": "system", "content": (run_dir / "texts" / f"{m['sha256']}.txt").read_text()}
+                if "sha256" in m
+                else m
+                for m in call["messages"]
             ]
-            calls.append({"messages": messages, "prompt_tokens": call["prompt_tokens"], "completion_tokens": call["completion_tokens"]})
+            calls.append(
+                {
+                    "messages": messages,
+                    "prompt_tokens": call["prompt_tokens"],
+                    "completion_tokens": call["completion_tokens"],
+                }
+            )
     return results, calls
 
 
@@ -145,7 +156,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=20)
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--parallel", type=int, default=2, help="slots for the third measurement (1: skip it)")
-    parser.add_argument("--describe", type=int, default=8, help="description requests for the generation measurement (0: skip it)")
+    parser.add_argument(
+        "--describe", type=int, default=8, help="description requests for the generation measurement (0: skip it)"
+    )
     args = parser.parse_args()
 
     from ddibench.label_choice import label_schema
@@ -156,7 +169,9 @@ def main() -> None:
     spec = ModelSpec.parse(f"embedded:{args.model}")
     gguf = spec.gguf_path()
     threads = os.cpu_count() or 1
-    print(f"{args.system} on {args.task}, {args.items} items, {spec.model}, {threads} threads, load {os.getloadavg()[0]:.1f} at the start")
+    print(
+        f"{args.system} on {args.task}, {args.items} items, {spec.model}, {threads} threads, load {os.getloadavg()[0]:.1f} at the start"
+    )
     with tempfile.TemporaryDirectory(prefix="reader-throughput-") as tmp:
         results, calls = run_ddibench(args.system, args.task, args.items, args.model, Path(tmp))
     predict_s = results["timing"]["predict_s_total"]
@@ -167,26 +182,62 @@ def main() -> None:
     fmt = response_format(spec.json_mode, label_schema(n_options))
     bodies = [{"model": spec.model, "messages": c["messages"], "temperature": config.temperature, "max_tokens": config.max_tokens,
                "seed": results["manifest"]["seeds"]["run"], "response_format": fmt} for c in calls]  # fmt: skip
-    rows = [("ddibench run", predict_s, sum(c["prompt_tokens"] for c in calls), sum(c["completion_tokens"] for c in calls), None)]
+    rows = [
+        (
+            "ddibench run",
+            predict_s,
+            sum(c["prompt_tokens"] for c in calls),
+            sum(c["completion_tokens"] for c in calls),
+            None,
+        )
+    ]
     direct = run_direct(gguf, spec.model, bodies, threads, 1)
-    rows.append(("direct, 1 slot", direct["wall_s"], direct["prompt_tokens"], direct["completion_tokens"], direct["evaluated"]))
+    rows.append(
+        ("direct, 1 slot", direct["wall_s"], direct["prompt_tokens"], direct["completion_tokens"], direct["evaluated"])
+    )
     if args.parallel > 1:
         par = run_direct(gguf, spec.model, bodies, threads, args.parallel)
-        rows.append((f"direct, {args.parallel} slots", par["wall_s"], par["prompt_tokens"], par["completion_tokens"], par["evaluated"]))
+        rows.append(
+            (
+                f"direct, {args.parallel} slots",
+                par["wall_s"],
+                par["prompt_tokens"],
+                par["completion_tokens"],
+                par["evaluated"],
+            )
+        )
     if args.describe:
         from ddibench.registry import get_task
 
-        names = sorted({s.input.head.name for s in get_task(args.task).load().split("test")[: 20 * args.describe]})[: args.describe]
+        names = sorted({s.input.head.name for s in get_task(args.task).load().split("test")[: 20 * args.describe]})[
+            : args.describe
+        ]
         for slots in (1, 2, 4):
             gen = run_direct(gguf, spec.model, describe_bodies(spec.model, names), threads, slots)
-            rows.append((f"describe, {slots} slot{'s' if slots > 1 else ''}", gen["wall_s"], gen["prompt_tokens"], gen["completion_tokens"], gen["evaluated"]))
-    print(f"{'path':<18}{'seconds':>9}{'prompt tok':>12}{'evaluated':>11}{'prompt tok/s':>14}{'gen tok':>9}{'gen tok/s':>11}{'s/item':>8}")
+            rows.append(
+                (
+                    f"describe, {slots} slot{'s' if slots > 1 else ''}",
+                    gen["wall_s"],
+                    gen["prompt_tokens"],
+                    gen["completion_tokens"],
+                    gen["evaluated"],
+                )
+            )
+    print(
+        f"{'path':<18}{'seconds':>9}{'prompt tok':>12}{'evaluated':>11}{'prompt tok/s':>14}{'gen tok':>9}{'gen tok/s':>11}{'s/item':>8}"
+    )
     for name, secs, prompt, gen, evaluated in rows:
         shown = "—" if evaluated is None else f"{evaluated:,}"
         items = args.describe if name.startswith("describe") else len(calls)
-        print(f"{name:<18}{secs:>9.1f}{prompt:>12,}{shown:>11}{prompt / secs:>14.1f}{gen:>9,}{gen / secs:>11.2f}{secs / items:>8.2f}")
-    print(f"ddibench's throughput is {100 * direct['wall_s'] / predict_s:.0f}% of the direct path's (target: at least 80%)")
-    print("evaluated: prompt tokens the server computed; the rest of each prompt came from its prompt cache (the shared system prompt)")
+        print(
+            f"{name:<18}{secs:>9.1f}{prompt:>12,}{shown:>11}{prompt / secs:>14.1f}{gen:>9,}{gen / secs:>11.2f}{secs / items:>8.2f}"
+        )
+    print(
+        f"ddibench's throughput is {100 * direct['wall_s'] / predict_s:.0f}% of the direct path's (target: at least 80%)"
+    )
+    print(
+        "evaluated: prompt tokens the server computed; the rest of each prompt came from its prompt cache (the shared system prompt)"
+    )
 
 
 if __name__ == "__main__":

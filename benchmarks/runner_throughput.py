@@ -103,7 +103,9 @@ def start_stub() -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("stub server did not start")
 
 
-async def ddibench_pass(samples, base_url: str, concurrency: int, cache_dir: Path, run_dir: Path) -> tuple[float, float]:
+async def ddibench_pass(
+    samples, base_url: str, concurrency: int, cache_dir: Path, run_dir: Path
+) -> tuple[float, float]:
     """ddibench's production path; the time of predict_samples plus committing the cache."""
     from ddibench.artifacts import ArtifactStore
     from ddibench.llm import LLMPool, ModelSpec, ResponseCache
@@ -118,12 +120,21 @@ async def ddibench_pass(samples, base_url: str, concurrency: int, cache_dir: Pat
     cache = ResponseCache(cache_dir / "llm.sqlite")
     pool = LLMPool({"generator": ModelSpec.parse(f"vllm:stub-model@{base_url}")}, cache=cache, concurrency=concurrency)
     await pool.start(["generator"])
-    ctx = RunContext(task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(cache_dir / "a"), llm=pool, run_dir=run_dir)
+    ctx = RunContext(
+        task=task,
+        profile=get_profile("cpu"),
+        seed=0,
+        artifacts=ArtifactStore(cache_dir / "a"),
+        llm=pool,
+        run_dir=run_dir,
+    )
     system = ZeroShotSystem()
     await system.prepare(TrainingView(task=task, train=(), valid=()), ctx)
     journal = Journal(run_dir / "journal.jsonl")
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    failed = await predict_samples(system, samples, ctx, journal, concurrency, ctx.progress, len(samples), 0, {"predicted": 0})
+    failed = await predict_samples(
+        system, samples, ctx, journal, concurrency, ctx.progress, len(samples), 0, {"predicted": 0}
+    )
     cache.flush()
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     journal.close()
@@ -149,8 +160,17 @@ def request_bodies(samples) -> list[bytes]:
     fmt = response_format("schema", label_schema(len(system.options)))
     return [
         json.dumps(
-            {"model": "stub-model", "messages": [{"role": "system", "content": prompt}, {"role": "user", "content": system.question(s.input, [])}],
-             "temperature": 0.0, "max_tokens": 24, "seed": 0, "response_format": fmt}  # fmt: skip
+            {
+                "model": "stub-model",
+                "messages": [
+                    {"role": "system", "content": prompt},
+                    {"role": "user", "content": system.question(s.input, [])},
+                ],
+                "temperature": 0.0,
+                "max_tokens": 24,
+                "seed": 0,
+                "response_format": fmt,
+            }  # fmt: skip
         ).encode()
         for s in samples
     ]
@@ -166,7 +186,10 @@ async def floor_pass(bodies: list[bytes], base_url: str, concurrency: int) -> tu
     async def connection() -> None:
         reader, writer = await asyncio.open_connection(hostname, int(port))
         for body in pending:
-            writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
             head = await reader.readuntil(b"\r\n\r\n")
             length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
             await reader.readexactly(length)
@@ -246,7 +269,9 @@ def timed_command(cmd: list[str], stub=None, env: dict[str, str] | None = None) 
     return wall, first, (usage.ru_utime - usage0.ru_utime) + (usage.ru_stime - usage0.ru_stime)
 
 
-def whole_commands(tmp: Path, n: int, use_lm_eval: bool, resume_task: str | None) -> list[tuple[str, float, float | None, float]]:
+def whole_commands(
+    tmp: Path, n: int, use_lm_eval: bool, resume_task: str | None
+) -> list[tuple[str, float, float | None, float]]:
     """Start-up, warm rerun and large-resume timings of whole commands."""
     from ddibench.llm.stub import running_stub
 
@@ -256,7 +281,21 @@ def whole_commands(tmp: Path, n: int, use_lm_eval: bool, resume_task: str | None
     with running_stub() as stub:
         spec = f"vllm:stub-model@{stub.base_url}"
         limit = [] if n >= 1992 else ["--limit", str(n)]
-        run = [*ddibench, "run", "-t", "drugbank_s2", "-s", "zero-shot", "-m", spec, "--run-dir", str(tmp / "cmd-run"), "--concurrency", "64", *limit]
+        run = [
+            *ddibench,
+            "run",
+            "-t",
+            "drugbank_s2",
+            "-s",
+            "zero-shot",
+            "-m",
+            spec,
+            "--run-dir",
+            str(tmp / "cmd-run"),
+            "--concurrency",
+            "64",
+            *limit,
+        ]
         wall, first, cpu = timed_command(run, stub, env)
         out.append((f"ddibench run, {n} items (cold)", wall, first, cpu))
         wall, first, cpu = timed_command(run, stub, env)
@@ -287,7 +326,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1992, help="prompts per pass (the first N of the 1,992 test pairs)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-lm-eval", action="store_true")
-    parser.add_argument("--resume-task", default="drugbank_s0", help="task of the large finished run whose resume is timed ('' to skip)")
+    parser.add_argument(
+        "--resume-task", default="drugbank_s0", help="task of the large finished run whose resume is timed ('' to skip)"
+    )
     args = parser.parse_args()
 
     from ddibench.registry import get_task
@@ -305,15 +346,21 @@ def main() -> None:
             try:
                 warm = tmp / "run-warm-up"
                 warm.mkdir()
-                asyncio.run(ddibench_pass(samples[:64], url, 16, tmp / "cache-warm-up", warm))  # imports and first connections, untimed
+                asyncio.run(
+                    ddibench_pass(samples[:64], url, 16, tmp / "cache-warm-up", warm)
+                )  # imports and first connections, untimed
                 for r in range(args.rounds):
                     for c in CONCURRENCIES:
                         run_dir = tmp / f"run-{r}-{c}"
                         run_dir.mkdir()
-                        rows.setdefault(f"ddibench c={c}", []).append(asyncio.run(ddibench_pass(samples, url, c, tmp / f"cache-{r}-{c}", run_dir)))
+                        rows.setdefault(f"ddibench c={c}", []).append(
+                            asyncio.run(ddibench_pass(samples, url, c, tmp / f"cache-{r}-{c}", run_dir))
+                        )
                         if lm is not None:
                             wall, cpu, lm_n = lm.run(c)
-                            rows.setdefault(f"lm-eval c={c}", []).append((wall * len(samples) / lm_n, cpu * len(samples) / lm_n))
+                            rows.setdefault(f"lm-eval c={c}", []).append(
+                                (wall * len(samples) / lm_n, cpu * len(samples) / lm_n)
+                            )
                         rows.setdefault(f"floor c={c}", []).append(asyncio.run(floor_pass(bodies, url, c)))
                     print(f"round {r + 1} of {args.rounds} done", file=sys.stderr, flush=True)
             finally:
@@ -325,7 +372,9 @@ def main() -> None:
             once["ddibench c=1, cold cache"] = asyncio.run(ddibench_pass(samples, url, 1, tmp / "cache-c1", run_dir))
             run_dir = tmp / "run-warm"
             run_dir.mkdir()
-            once["ddibench c=64, warm cache"] = asyncio.run(ddibench_pass(samples, url, 64, tmp / f"cache-0-{CONCURRENCIES[-1]}", run_dir))
+            once["ddibench c=64, warm cache"] = asyncio.run(
+                ddibench_pass(samples, url, 64, tmp / f"cache-0-{CONCURRENCIES[-1]}", run_dir)
+            )
             if importlib.util.find_spec("openai") is not None:
                 once["bare openai SDK c=64"] = asyncio.run(bare_sdk_pass(bodies, url, 64))
             commands = whole_commands(tmp, len(samples), use_lm_eval and lm_n is not None, args.resume_task or None)
@@ -334,7 +383,9 @@ def main() -> None:
         proc.wait()
 
     n = len(samples)
-    print(f"runner throughput: {n} DrugBank S2 zero-shot prompts, stub server in its own process, {args.rounds} interleaved rounds")
+    print(
+        f"runner throughput: {n} DrugBank S2 zero-shot prompts, stub server in its own process, {args.rounds} interleaved rounds"
+    )
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}")
     print(f"\n{'setting':28s} {'items/s (median, per round)':>40s} {'harness CPU ms/item (median)':>30s}")
     for name, values in rows.items():

@@ -57,7 +57,19 @@ def build(out: Path) -> list[Path]:
     ddibench("submit", str(out / "mlp"), "--out", str(out / "mlp-drugbank_s0.tar.gz"))
     proc, url = start_stub()
     try:
-        ddibench("run", "-s", "zero-shot", "-t", "drugbank_s1", "-m", f"vllm:stub-model@{url}", "--concurrency", "32", "--run-dir", str(out / "zs"))
+        ddibench(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s1",
+            "-m",
+            f"vllm:stub-model@{url}",
+            "--concurrency",
+            "32",
+            "--run-dir",
+            str(out / "zs"),
+        )
     finally:
         proc.terminate()
         proc.wait()
@@ -79,7 +91,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", type=Path, action="append", default=[])
     parser.add_argument("--before-src", type=Path, default=None)
-    parser.add_argument("--keep", type=Path, default=None, help="Build the bundles in this directory (kept) instead of a temporary one.")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="Build the bundles in this directory (kept) instead of a temporary one."
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         bundles = args.bundle or build(args.keep or Path(tmp))
@@ -92,7 +106,14 @@ def main() -> None:
             size = f"{bundle.stat().st_size / 2**20:.1f} MB gz, {unpacked / 2**20:.1f} MB unpacked"
             rows.append((bundle.name, size, "task data only", measure("task", bundle, task, None)))
             if args.before_src:
-                rows.append((bundle.name, size, f"verify, before ({args.before_src.name})", measure("verify", bundle, task, args.before_src)))
+                rows.append(
+                    (
+                        bundle.name,
+                        size,
+                        f"verify, before ({args.before_src.name})",
+                        measure("verify", bundle, task, args.before_src),
+                    )
+                )
             rows.append((bundle.name, size, "verify, now", measure("verify", bundle, task, None)))
     print(f"peak RSS of one process (Python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
     print(f"{'bundle':28s} {'size':28s} {'measured':30s} {'peak MB':>8s} {'wall s':>7s}")

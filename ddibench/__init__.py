@@ -68,7 +68,16 @@ __all__ = [
 if TYPE_CHECKING:
     from ddibench.errors import DdibenchError
     from ddibench.schema import Drug, DrugPair, Label, LabelSpace, Molecule, Prediction, Question, Sample
-    from ddibench.system import BaseSystem, BestEpoch, RunContext, System, SystemConfig, TrainingProgress, TrainingView, llm_trace
+    from ddibench.system import (
+        BaseSystem,
+        BestEpoch,
+        RunContext,
+        System,
+        SystemConfig,
+        TrainingProgress,
+        TrainingView,
+        llm_trace,
+    )
     from ddibench.task import Task, TaskData
 
 

@@ -36,7 +36,10 @@ def training_interactions(view: TrainingView) -> tuple[Sequence[Sample], Any]:
     if "interactions" not in view.resources:
         from ddibench.errors import ConfigError
 
-        raise ConfigError(f"task {view.task.name} offers no interactions a knowledge base could hold", "run this system on a DDI or QA task")
+        raise ConfigError(
+            f"task {view.task.name} offers no interactions a knowledge base could hold",
+            "run this system on a DDI or QA task",
+        )
     samples, labels = view.resources["interactions"]
     return samples, labels
 
@@ -81,11 +84,19 @@ class AnswerSystem(BaseSystem):
     async def answer(self, question: Question, ctx: RunContext) -> tuple[str, dict[str, Any]]:
         """The answer text and the trace of how it was reached (LLM calls under ``"llm"``)."""
 
-    async def write(self, question: str, context: Sequence[str], ctx: RunContext, role: str = "generator") -> tuple[str, dict[str, Any]]:
+    async def write(
+        self, question: str, context: Sequence[str], ctx: RunContext, role: str = "generator"
+    ) -> tuple[str, dict[str, Any]]:
         """The answer-writing call: the question, with the retrieved information when there is some."""
-        user = ANSWER_WITH_CONTEXT.format(context="\n".join(f"- {c}" for c in context), question=question) if context else question
+        user = (
+            ANSWER_WITH_CONTEXT.format(context="\n".join(f"- {c}" for c in context), question=question)
+            if context
+            else question
+        )
         messages = [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": user}]
-        result = await ctx.model(role).chat(messages, temperature=self.config.temperature, max_tokens=self.config.max_tokens, seed=ctx.seed)
+        result = await ctx.model(role).chat(
+            messages, temperature=self.config.temperature, max_tokens=self.config.max_tokens, seed=ctx.seed
+        )
         return " ".join(result.text.split()), llm_trace(role, messages, result)
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
@@ -93,7 +104,9 @@ class AnswerSystem(BaseSystem):
         for sample in samples:
             if isinstance(sample.input, DrugPair):
                 pair = sample.input
-                question = Question(interaction_question(pair.head.name, pair.tail.name, variant=0), pair=pair, qtype="interaction")
+                question = Question(
+                    interaction_question(pair.head.name, pair.tail.name, variant=0), pair=pair, qtype="interaction"
+                )
             elif isinstance(sample.input, Question):
                 question = sample.input
             else:

@@ -24,7 +24,9 @@ from typing import BinaryIO
 
 from ddibench.errors import DataError
 
-MEMBER = re.compile(r"^(bundle\.json|run\.json|results\.json|sessions\.jsonl|predictions\.jsonl|scores/[A-Za-z0-9._-]+\.jsonl)$")
+MEMBER = re.compile(
+    r"^(bundle\.json|run\.json|results\.json|sessions\.jsonl|predictions\.jsonl|scores/[A-Za-z0-9._-]+\.jsonl)$"
+)
 MAX_BUNDLE_BYTES = 512 * 2**20  # all members together, decompressed
 MAX_SMALL_BYTES = 4 * 2**20  # bundle.json, run.json, results.json each (a DrugBank results.json is 16 kB)
 SMALL_MEMBERS = ("bundle.json", "run.json", "results.json")
@@ -124,9 +126,14 @@ def _header(block: bytes, path: Path, seen: set[str], total: int) -> Entry:
     kind = block[156:157]
     if kind not in (b"0", b"\x00"):
         what = _TYPES.get(kind, f"an entry of type {kind!r}")
-        raise DataError(f"bundle member '{_shown(raw_name)}' is not a regular file ({what}; links, devices and tar extension headers are refused)", _FIX)
+        raise DataError(
+            f"bundle member '{_shown(raw_name)}' is not a regular file ({what}; links, devices and tar extension headers are refused)",
+            _FIX,
+        )
     if block[345:500].strip(b"\x00"):
-        raise DataError(f"bundle member '{_shown(raw_name)}' has a name prefix: it is not part of the bundle format", _FIX)
+        raise DataError(
+            f"bundle member '{_shown(raw_name)}' has a name prefix: it is not part of the bundle format", _FIX
+        )
     name = raw_name.decode("ascii", "replace")
     if not MEMBER.match(name):
         raise DataError(f"bundle member '{_shown(raw_name)}' is not part of the bundle format", _FIX)
@@ -139,7 +146,9 @@ def _header(block: bytes, path: Path, seen: set[str], total: int) -> Entry:
         raise _unreadable(path, f"member '{name}' has a size that is not an octal number")
     cap = MAX_SMALL_BYTES if name in SMALL_MEMBERS else MAX_BUNDLE_BYTES
     if size > cap:
-        raise DataError(f"bundle member '{name}' declares {size:,} bytes, over the {cap // 2**20} MiB it may take", _FIX)
+        raise DataError(
+            f"bundle member '{name}' declares {size:,} bytes, over the {cap // 2**20} MiB it may take", _FIX
+        )
     if total + size > MAX_BUNDLE_BYTES:
         raise DataError(f"bundle {path} is larger than {MAX_BUNDLE_BYTES // 2**20} MiB", _FIX)
     return Entry(name, size)

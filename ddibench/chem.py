@@ -65,7 +65,9 @@ def inchikey(smiles: str) -> str:
 SCAFFOLD_ORDERS = ("deepchem", "balanced")
 
 
-def scaffold_split(scaffolds: Sequence[str], fractions: tuple[float, float, float] = (0.8, 0.1, 0.1), order: str = "deepchem") -> list[str]:
+def scaffold_split(
+    scaffolds: Sequence[str], fractions: tuple[float, float, float] = (0.8, 0.1, 0.1), order: str = "deepchem"
+) -> list[str]:
     """Assign each molecule to "train", "valid" or "test" by its Bemis-Murcko scaffold (deterministic).
 
     Molecules sharing a scaffold form one set (molecules without rings share the empty scaffold). The

@@ -45,8 +45,21 @@ def cli() -> None:
     """
 
 
-for command in (run.run, run.rescore, run.report, run.merge, listing.list_, data.data, board.submit, board.verify, board.board, kg.kg,
-                interop.export, interop.import_, doctor.doctor):
+for command in (
+    run.run,
+    run.rescore,
+    run.report,
+    run.merge,
+    listing.list_,
+    data.data,
+    board.submit,
+    board.verify,
+    board.board,
+    kg.kg,
+    interop.export,
+    interop.import_,
+    doctor.doctor,
+):
     cli.add_command(command)
 
 
@@ -63,7 +76,9 @@ def _interrupted(argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    if any(k.startswith("DDIBENCH_") and not os.path.isabs(v) for k, v in os.environ.items()):  # resolve.py costs ~40 ms to import
+    if any(
+        k.startswith("DDIBENCH_") and not os.path.isabs(v) for k, v in os.environ.items()
+    ):  # resolve.py costs ~40 ms to import
         from ddibench.data.resolve import absolutize_env
 
         absolutize_env()  # relative paths made absolute once, for every process this command starts

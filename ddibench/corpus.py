@@ -85,7 +85,14 @@ def interaction_chunks(train: Iterable[Any], labels: Any, limit: int | None = No
     for s in rows:
         pair = s.input if hasattr(s.input, "head") else s.input.pair
         label = int(s.target if isinstance(s.target, int) else s.target["label"])
-        out.append(Chunk(f"interaction:{s.id}", labels[label].render(pair.head.name, pair.tail.name), "interaction", f"{pair.head.name} + {pair.tail.name}"))
+        out.append(
+            Chunk(
+                f"interaction:{s.id}",
+                labels[label].render(pair.head.name, pair.tail.name),
+                "interaction",
+                f"{pair.head.name} + {pair.tail.name}",
+            )
+        )
     return tuple(out)
 
 
@@ -133,7 +140,9 @@ class EmbeddingIndex:
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk], encoder: Any) -> EmbeddingIndex:
-        return cls(chunks, encoder.encode([c.text for c in chunks]) if chunks else np.zeros((0, 1), np.float32), encoder)
+        return cls(
+            chunks, encoder.encode([c.text for c in chunks]) if chunks else np.zeros((0, 1), np.float32), encoder
+        )
 
     def search(self, query: str, k: int = 5) -> list[tuple[Chunk, float]]:
         if not self.chunks:

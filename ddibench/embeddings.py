@@ -31,7 +31,9 @@ def encoder_path(spec: str) -> Path:
         return Path(next(iter(found.submodule_search_locations))) / "model"
     path = Path(spec).expanduser()
     if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
-        raise ConfigError(f"encoder {spec} is not a sentence-transformers model directory", "give a local model path or 'minilm'")
+        raise ConfigError(
+            f"encoder {spec} is not a sentence-transformers model directory", "give a local model path or 'minilm'"
+        )
     return path
 
 
@@ -49,7 +51,9 @@ class TextEncoder:
     def identity(self) -> dict[str, str]:
         from ddibench.llm import weights_sha256
 
-        weights = next((p for p in (self.path / "model.safetensors", self.path / "pytorch_model.bin") if p.exists()), None)
+        weights = next(
+            (p for p in (self.path / "model.safetensors", self.path / "pytorch_model.bin") if p.exists()), None
+        )
         return {"encoder": self.spec, "weights_sha256": weights_sha256(weights) if weights else "unknown"}
 
     def _load(self) -> Any:
@@ -77,7 +81,11 @@ class TextEncoder:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
         if missing:
             vectors = self._load().encode(
-                missing, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False, convert_to_numpy=True
+                missing,
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+                convert_to_numpy=True,
             )
             for text, vec in zip(missing, vectors):
                 self._memo[text] = vec.astype(np.float32)

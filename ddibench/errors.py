@@ -90,12 +90,21 @@ def write_error(exc: OSError, path: object = None, fix: str | None = None) -> St
             fix or "free some space (or raise the quota) and re-run the same command; what was finished before is kept",
         )
     if code in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return StorageError(f"cannot write {where}: {reason}", fix or "choose a writable place (--runs-dir, --run-dir, --out or $DDIBENCH_CACHE)")
+        return StorageError(
+            f"cannot write {where}: {reason}",
+            fix or "choose a writable place (--runs-dir, --run-dir, --out or $DDIBENCH_CACHE)",
+        )
     if code in (errno.ENOTDIR, errno.EEXIST):
         named = exc.filename or where
-        return StorageError(f"{named} is in the way: a file stands where a directory is needed", fix or "remove it or choose another path")
+        return StorageError(
+            f"{named} is in the way: a file stands where a directory is needed",
+            fix or "remove it or choose another path",
+        )
     if code == errno.EISDIR:
         return StorageError(f"{exc.filename or where} is a directory, not a file", fix or "give the path of a file")
     if code == errno.ENOENT:
-        return StorageError(f"{exc.filename or where} does not exist ({reason})", fix or "create its directory first, or choose an existing one")
+        return StorageError(
+            f"{exc.filename or where} does not exist ({reason})",
+            fix or "create its directory first, or choose an existing one",
+        )
     return StorageError(f"cannot use {where}: {reason}", fix or "check the path, its permissions and the free space")

@@ -89,7 +89,12 @@ def answer_to_prediction(
     if result.finish_reason == "length":
         trace["parse"]["cut_off"] = True
     return Prediction(
-        sample_id=sample_id, label=int(option_labels[parsed.index]), position=parsed.index + 1, text=result.text, rationale=rationale, trace=trace
+        sample_id=sample_id,
+        label=int(option_labels[parsed.index]),
+        position=parsed.index + 1,
+        text=result.text,
+        rationale=rationale,
+        trace=trace,
     )
 
 
@@ -183,7 +188,9 @@ class LabelChoiceSystem(BaseSystem):
     def question(self, pair: DrugPair, lines: list[str]) -> str:
         template = QUESTION if self.k is None else TOPK_QUESTION
         text = template.format(
-            head=describe_drug(pair.head, self.config.include_smiles), tail=describe_drug(pair.tail, self.config.include_smiles), k=self.k
+            head=describe_drug(pair.head, self.config.include_smiles),
+            tail=describe_drug(pair.tail, self.config.include_smiles),
+            k=self.k,
         )
         if lines:
             text = f"{self.context_heading}:\n" + "\n".join(f"- {line}" for line in lines) + "\n\n" + text
@@ -200,7 +207,10 @@ class LabelChoiceSystem(BaseSystem):
         for sample in samples:
             lines, context_trace = await self.context(sample, ctx)
             assert isinstance(sample.input, DrugPair)
-            messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": self.question(sample.input, lines)}]
+            messages = [
+                {"role": "system", "content": self.system_prompt},
+                {"role": "user", "content": self.question(sample.input, lines)},
+            ]
             if self.config.answer_mode == "likelihood":
                 pred = await self._by_likelihood(sample, messages, context_trace, ctx)
                 self.count("invalid" if not pred.valid else "answered")
@@ -224,18 +234,28 @@ class LabelChoiceSystem(BaseSystem):
             out.append(pred)
         return out
 
-
-    async def _by_likelihood(self, sample: Sample, messages: list[dict[str, Any]], context_trace: dict[str, Any], ctx: RunContext) -> Prediction:
+    async def _by_likelihood(
+        self, sample: Sample, messages: list[dict[str, Any]], context_trace: dict[str, Any], ctx: RunContext
+    ) -> Prediction:
         """The option the model finds most likely after the answer's opening ``{"type": `` (see :mod:`ddibench.likelihood`)."""
         from ddibench.likelihood import option_likelihoods
 
         client = ctx.model("generator")
-        scores = await option_likelihoods(client, messages, LIKELIHOOD_PREFIX, [str(i) for i in range(1, len(self.options) + 1)], seed=ctx.seed)
+        scores = await option_likelihoods(
+            client, messages, LIKELIHOOD_PREFIX, [str(i) for i in range(1, len(self.options) + 1)], seed=ctx.seed
+        )
         trace: dict[str, Any] = {
-            "llm": [llm_trace("generator", [*messages, {"role": "assistant", "content": p}], r) for p, r in zip(scores.prefixes, scores.calls)],
+            "llm": [
+                llm_trace("generator", [*messages, {"role": "assistant", "content": p}], r)
+                for p, r in zip(scores.prefixes, scores.calls)
+            ],
             "system_prompt_sha256": sha256_text(self.system_prompt),
-            "likelihood": {"prefix": LIKELIHOOD_PREFIX, "requests": len(scores.calls), "unscored": sum(lp is None for lp in scores.logprobs),
-                           "top": [[i + 1, lp] for i, lp in scores.ranked()]},  # fmt: skip
+            "likelihood": {
+                "prefix": LIKELIHOOD_PREFIX,
+                "requests": len(scores.calls),
+                "unscored": sum(lp is None for lp in scores.logprobs),
+                "top": [[i + 1, lp] for i, lp in scores.ranked()],
+            },  # fmt: skip
             **({"context": context_trace} if context_trace else {}),
         }
         best = scores.best()
@@ -350,15 +370,26 @@ def parse_choices(text: str, options: Sequence[str]) -> ParsedChoices:
         else:
             found.append(i)
     if not found:
-        detail = "empty answer" if not text.strip() else (
-            f"none of the {len(items)} named items is a listed option (e.g. {unknown[0]!r})" if unknown else "no list of options in the answer"
+        detail = (
+            "empty answer"
+            if not text.strip()
+            else (
+                f"none of the {len(items)} named items is a listed option (e.g. {unknown[0]!r})"
+                if unknown
+                else "no list of options in the answer"
+            )
         )
         return ParsedChoices([], "none", unknown, repeats, detail)
     return ParsedChoices(found, method, unknown, repeats)
 
 
 def answer_to_ranking(
-    sample_id: str, result: ChatResult, options: Sequence[str], option_labels: Sequence[int], k: int, trace: dict[str, Any]
+    sample_id: str,
+    result: ChatResult,
+    options: Sequence[str],
+    option_labels: Sequence[int],
+    k: int,
+    trace: dict[str, Any],
 ) -> Prediction:
     """The ranked prediction an answer gives (see the module docstring for the policy); option i means
     label ``option_labels[i]``. ``trace["parse"]["flags"]`` names what the policy had to do."""
@@ -385,4 +416,11 @@ def answer_to_ranking(
             reason = f"answer cut off at the token limit before naming an option ({reason})"
         return Prediction.invalid(sample_id, reason, text=result.text, rationale=rationale, trace=trace)
     ranked = [int(option_labels[i]) for i in parsed.indices[:k]]
-    return Prediction(sample_id=sample_id, ranked=ranked, position=parsed.indices[0] + 1, text=result.text, rationale=rationale, trace=trace)
+    return Prediction(
+        sample_id=sample_id,
+        ranked=ranked,
+        position=parsed.indices[0] + 1,
+        text=result.text,
+        rationale=rationale,
+        trace=trace,
+    )

@@ -80,7 +80,9 @@ def loss(kind: str, logits: Any, labels: Any, negative_logits: Any = None) -> An
         return torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
     positive = labels > 0
     scores = torch.cat([logits[positive], negative_logits[positive]])
-    targets = torch.cat([torch.ones(int(positive.sum()), device=logits.device), torch.zeros(int(positive.sum()), device=logits.device)])
+    targets = torch.cat(
+        [torch.ones(int(positive.sum()), device=logits.device), torch.zeros(int(positive.sum()), device=logits.device)]
+    )
     return torch.nn.functional.binary_cross_entropy_with_logits(scores, targets)
 
 

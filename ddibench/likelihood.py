@@ -45,7 +45,8 @@ class OptionScores:
 
     def ranked(self, n: int = 10) -> list[list[Any]]:
         """The ``n`` most likely options as ``[index, logprob]`` (for traces)."""
-        order = sorted((i for i, lp in enumerate(self.logprobs) if lp is not None), key=lambda i: (-self.logprobs[i], i))  # type: ignore[operator]
+        scored = (i for i, lp in enumerate(self.logprobs) if lp is not None)
+        order = sorted(scored, key=lambda i: (-self.logprobs[i], i))  # type: ignore[operator]
         return [[i, round(float(self.logprobs[i]), 4)] for i in order[:n]]  # type: ignore[arg-type]
 
 
@@ -76,7 +77,9 @@ async def option_likelihoods(
             if here in index:
                 out.add(index[here], base)
             continue
-        result = await client.chat(messages, prefill=prefix + here, max_tokens=1, top_logprobs=top, temperature=0.0, seed=seed)
+        result = await client.chat(
+            messages, prefill=prefix + here, max_tokens=1, top_logprobs=top, temperature=0.0, seed=seed
+        )
         out.calls.append(result)
         out.prefixes.append(prefix + here)
         children: dict[str, list[float]] = {}
@@ -88,7 +91,12 @@ async def option_likelihoods(
                 continue
             # the token ends an option (here, or a longer one it completes) with a closing character
             for option in options:
-                closes = len(option) >= len(here) and text.startswith(option) and len(text) > len(option) and text[len(option)] in closers
+                closes = (
+                    len(option) >= len(here)
+                    and text.startswith(option)
+                    and len(text) > len(option)
+                    and text[len(option)] in closers
+                )
                 if closes and not any(o.startswith(text[: len(option) + 1]) for o in options):
                     endings.setdefault(option, []).append(logprob)
         moves = [lp for lps in (*children.values(), *endings.values()) for lp in lps]

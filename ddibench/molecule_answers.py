@@ -32,9 +32,9 @@ MAX_TOKENS = {families.TOXICITY: 24, families.DRUG_TARGETS: 96, families.CAPTION
 N_TARGETS = 5
 
 SYSTEM_PROMPTS = {
-    families.TOXICITY: "You are an expert medicinal chemist and toxicologist. Answer with JSON only, in the form {\"answer\": \"yes\"} or {\"answer\": \"no\"}.",
+    families.TOXICITY: 'You are an expert medicinal chemist and toxicologist. Answer with JSON only, in the form {"answer": "yes"} or {"answer": "no"}.',
     families.DRUG_TARGETS: (
-        "You are an expert pharmacologist. Answer with JSON only, in the form {\"targets\": [\"SYMBOL1\", \"SYMBOL2\", \"SYMBOL3\", \"SYMBOL4\", \"SYMBOL5\"]}, "
+        'You are an expert pharmacologist. Answer with JSON only, in the form {"targets": ["SYMBOL1", "SYMBOL2", "SYMBOL3", "SYMBOL4", "SYMBOL5"]}, '
         "using official HGNC gene symbols of human proteins, most likely first."
     ),
     families.CAPTIONING: "You are an expert medicinal chemist. Write a short, factual paragraph about the molecule, as the request asks.",
@@ -64,18 +64,31 @@ def question(family: str, molecule: Molecule, instruction: str, context: Sequenc
 
 
 def messages(family: str, molecule: Molecule, instruction: str, context: Sequence[str] = ()) -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM_PROMPTS[family]}, {"role": "user", "content": question(family, molecule, instruction, context)}]
+    return [
+        {"role": "system", "content": SYSTEM_PROMPTS[family]},
+        {"role": "user", "content": question(family, molecule, instruction, context)},
+    ]
 
 
-def answer_schema(family: str, labels: LabelSpace | None = None, constrain_symbols: bool = True) -> dict[str, Any] | None:
+def answer_schema(
+    family: str, labels: LabelSpace | None = None, constrain_symbols: bool = True
+) -> dict[str, Any] | None:
     """The JSON schema the answer is constrained to (None for free text)."""
     if family == families.TOXICITY:
-        return {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}}, "required": ["answer"]}
+        return {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+            "required": ["answer"],
+        }
     if family == families.DRUG_TARGETS:
         item: dict[str, Any] = {"type": "string"}
         if constrain_symbols and labels is not None:
             item["enum"] = [label.name for label in labels]
-        return {"type": "object", "properties": {"targets": {"type": "array", "items": item, "minItems": 1, "maxItems": N_TARGETS}}, "required": ["targets"]}
+        return {
+            "type": "object",
+            "properties": {"targets": {"type": "array", "items": item, "minItems": 1, "maxItems": N_TARGETS}},
+            "required": ["targets"],
+        }
     return None
 
 
@@ -132,7 +145,9 @@ def parse_targets(text: str, labels: LabelSpace, k: int = N_TARGETS) -> tuple[li
     return known[:k], unknown, method
 
 
-def to_prediction(family: str, sample: Sample, result: ChatResult, labels: LabelSpace | None, trace: dict[str, Any]) -> Prediction:
+def to_prediction(
+    family: str, sample: Sample, result: ChatResult, labels: LabelSpace | None, trace: dict[str, Any]
+) -> Prediction:
     """A prediction from the model's raw answer (invalid, with the reason, when it cannot be used)."""
     text = result.text
     cut = result.finish_reason == "length"
@@ -147,7 +162,12 @@ def to_prediction(family: str, sample: Sample, result: ChatResult, labels: Label
         ranked, unknown, how = parse_targets(text, labels)
         trace["parse"] = {"method": how, "unknown_symbols": unknown}
         if not ranked:
-            return Prediction.invalid(sample.id, ("answer cut off: " if cut else "") + "no known HGNC symbol of the task in the answer", text=text, trace=trace)
+            return Prediction.invalid(
+                sample.id,
+                ("answer cut off: " if cut else "") + "no known HGNC symbol of the task in the answer",
+                text=text,
+                trace=trace,
+            )
         return Prediction(sample_id=sample.id, ranked=ranked, text=text, trace=trace)
     if family == families.CAPTIONING:
         caption = text.strip()
@@ -163,5 +183,7 @@ def instruction_of(resources: Mapping[str, Any], task_name: str) -> str:
     if "instruction" not in resources:
         from ddibench.errors import ConfigError
 
-        raise ConfigError(f"task {task_name} offers no instruction for a molecule question", "run this system on a molecular task")
+        raise ConfigError(
+            f"task {task_name} offers no instruction for a molecule question", "run this system on a molecular task"
+        )
     return str(resources["instruction"])

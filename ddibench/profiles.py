@@ -105,7 +105,13 @@ PROFILES: dict[str, Profile] = {
             llm_concurrency=4,
             budgets={
                 "mlp": {"max_epochs": 1, "max_train": 5000, "hidden": [128], "patience": 1, "device": "cpu"},
-                "emergnn": {"max_epochs": 1, "epoch_per_test": 1, "train_pairs_per_epoch": 2000, "valid_pairs": 300, "device": "cpu"},
+                "emergnn": {
+                    "max_epochs": 1,
+                    "epoch_per_test": 1,
+                    "train_pairs_per_epoch": 2000,
+                    "valid_pairs": 300,
+                    "device": "cpu",
+                },
                 "cbr-ddi": {"repository_size": 10, "refine_cases": 2, "lambda_valid_pairs": 5, "sampling": False},
                 "text-rag": {"interaction_chunks": 300, "monograph_chunks": 300, "medquad_chunks": 300},
                 "agentic-rag": {"interaction_chunks": 300, "monograph_chunks": 300, "medquad_chunks": 300},

@@ -180,7 +180,11 @@ def _git_checkout(where: Any) -> dict[str, Any] | None:
         return None
     root = git("rev-parse", "--show-toplevel")
     remote = git("remote", "get-url", "origin")
-    return {"source": remote or f"a local checkout at {root}", "commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    return {
+        "source": remote or f"a local checkout at {root}",
+        "commit": commit,
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
 
 
 def _index_source(dist: Any) -> dict[str, Any]:
@@ -188,9 +192,17 @@ def _index_source(dist: Any) -> dict[str, Any]:
         return {}
     urls = [u.split(",", 1) for u in dist.metadata.get_all("Project-URL") or []]
     preferred = ("source", "repository", "code", "homepage")
-    ranked = sorted((kv for kv in urls if len(kv) == 2), key=lambda kv: next((i for i, p in enumerate(preferred) if p in kv[0].lower()), len(preferred)))
+    ranked = sorted(
+        (kv for kv in urls if len(kv) == 2),
+        key=lambda kv: next((i for i, p in enumerate(preferred) if p in kv[0].lower()), len(preferred)),
+    )
     name, version = dist.metadata["Name"], dist.version
-    return {"source": ranked[0][1].strip() if ranked else (dist.metadata.get("Home-page") or f"pip install '{name}=={version}'"), "index": True}
+    return {
+        "source": ranked[0][1].strip()
+        if ranked
+        else (dist.metadata.get("Home-page") or f"pip install '{name}=={version}'"),
+        "index": True,
+    }
 
 
 def _module_files_sha256(spec: Any) -> str | None:
@@ -201,7 +213,12 @@ def _module_files_sha256(spec: Any) -> str | None:
 
     if spec.submodule_search_locations:
         roots = [Path(p) for p in spec.submodule_search_locations]
-        files = sorted((p.relative_to(root).as_posix(), p) for root in roots for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        files = sorted(
+            (p.relative_to(root).as_posix(), p)
+            for root in roots
+            for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        )
     elif spec.origin and Path(spec.origin).is_file():
         files = [(Path(spec.origin).name, Path(spec.origin))]
     else:

@@ -38,7 +38,9 @@ from ddibench.errors import DataError
 
 CPU_LIMIT_S = 120  # 10x the CPU time of the biggest real bundle
 MEMORY_LIMIT = 4 * 2**30  # resident memory of the child (the biggest real bundle peaks at 0.7 GB)
-ADDRESS_SPACE = 4  # RLIMIT_AS as a multiple of MEMORY_LIMIT: virtual reservations (thread stacks, arenas) are not memory
+ADDRESS_SPACE = (
+    4  # RLIMIT_AS as a multiple of MEMORY_LIMIT: virtual reservations (thread stacks, arenas) are not memory
+)
 WALL_LIMIT_S = 300  # a child that neither spins nor returns (blocked) is stopped too
 CHECK = "ddibench.submission:verify"  # what the child runs: module:function(path, keep_traces=...)
 
@@ -53,8 +55,13 @@ def verify_isolated(path: Path, keep_traces: bool = False, predictions: bool = T
     try:
         argv = [sys.executable, "-m", "ddibench.sandbox", str(path), str(out), check, str(int(keep_traces)), str(int(predictions)),
                 str(CPU_LIMIT_S), str(MEMORY_LIMIT)]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the packages (and their entry points) this process sees
-        child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(sys.path),
+        }  # the packages (and their entry points) this process sees
+        child = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         status, rusage, peak = _wait(child)
         kind, value, had_samples = _result(path, out, status, rusage, peak)
     finally:
@@ -105,16 +112,38 @@ def _result(path: Path, out: Path, status: int, rusage: Any, peak: int) -> tuple
     """("verdict", Verdict, whether it had samples) or ("problem", one line, False)."""
     peak_mb = max(peak, rusage.ru_maxrss * 1024) // 2**20
     if status == -1:
-        return "problem", f"{path}: its check took longer than {WALL_LIMIT_S} s and was stopped; the bundle is refused", False
+        return (
+            "problem",
+            f"{path}: its check took longer than {WALL_LIMIT_S} s and was stopped; the bundle is refused",
+            False,
+        )
     if status == -2:
-        return "problem", f"{path} needs more than {MEMORY_LIMIT / 2**30:g} GiB of memory to verify; it is refused", False
+        return (
+            "problem",
+            f"{path} needs more than {MEMORY_LIMIT / 2**30:g} GiB of memory to verify; it is refused",
+            False,
+        )
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and rusage.ru_utime + rusage.ru_stime >= CPU_LIMIT_S):  # the soft, then the hard limit
-            return "problem", f"{path}: its check used more than {CPU_LIMIT_S} s of CPU and was stopped; the bundle is refused", False
-        return "problem", f"{path}: its check ended by signal {signal.Signals(sig).name} (peak memory {peak_mb} MB); the bundle is refused", False
+        if sig == signal.SIGXCPU or (
+            sig == signal.SIGKILL and rusage.ru_utime + rusage.ru_stime >= CPU_LIMIT_S
+        ):  # the soft, then the hard limit
+            return (
+                "problem",
+                f"{path}: its check used more than {CPU_LIMIT_S} s of CPU and was stopped; the bundle is refused",
+                False,
+            )
+        return (
+            "problem",
+            f"{path}: its check ended by signal {signal.Signals(sig).name} (peak memory {peak_mb} MB); the bundle is refused",
+            False,
+        )
     if os.WEXITSTATUS(status) != 0 or out.stat().st_size == 0:
-        return "problem", f"{path}: its check ended without a verdict (peak memory {peak_mb} MB); the bundle is refused", False
+        return (
+            "problem",
+            f"{path}: its check ended without a verdict (peak memory {peak_mb} MB); the bundle is refused",
+            False,
+        )
     with open(out, "rb") as fh:
         kind, value, had_samples = pickle.load(fh)  # written by our own child, from a Verdict or a string
     return kind, value, had_samples
@@ -150,7 +179,9 @@ def _child(argv: list[str]) -> int:
     return 0
 
 
-def _verdict_or_problem(verify: Callable[..., Any], path: Path, keep_traces: bool, predictions: bool, memory: int) -> tuple[str, Any, bool]:
+def _verdict_or_problem(
+    verify: Callable[..., Any], path: Path, keep_traces: bool, predictions: bool, memory: int
+) -> tuple[str, Any, bool]:
     from ddibench.errors import DdibenchError
 
     try:
@@ -163,7 +194,11 @@ def _verdict_or_problem(verify: Callable[..., Any], path: Path, keep_traces: boo
         return "problem", f"{path} is nested too deeply to verify; it is refused", False
     except Exception as exc:  # noqa: BLE001 - a hostile bundle that finds a bug must not stop the batch
         text = str(exc).splitlines()[0][:300] if str(exc) else ""
-        return "problem", f"{path} could not be verified ({type(exc).__name__}: {text}); this is a bug in ddibench, please report it", False
+        return (
+            "problem",
+            f"{path} could not be verified ({type(exc).__name__}: {text}); this is a bug in ddibench, please report it",
+            False,
+        )
     had_samples = bool(verdict.samples)  # selected again by the parent: samples do not pickle
     verdict.samples = []
     if not predictions:

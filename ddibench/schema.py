@@ -123,8 +123,12 @@ class Sample:
     # the gold: a label id (DrugBank, yes/no tasks), a tuple of label ids (TWOSIDES, targets), a mapping (a
     # question's {"answer", "label"}, a molecule's property columns); None in the samples predict() is given
     target: Target
-    clusters: tuple[str, ...]  # what the bootstrap resamples: the pair's drug ids, the molecule's scaffold, the question's document
-    meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))  # the family's extra facts (e.g. n_unseen drugs), empty in predict()
+    clusters: tuple[
+        str, ...
+    ]  # what the bootstrap resamples: the pair's drug ids, the molecule's scaffold, the question's document
+    meta: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({})
+    )  # the family's extra facts (e.g. n_unseen drugs), empty in predict()
 
     # typed access to the input, by the task's input_kind: a drug-pair system reads ``sample.pair.head``, and a
     # sample of another kind raises TypeError naming what it holds instead of failing later on a missing attribute
@@ -163,7 +167,9 @@ InputT = TypeVar("InputT", DrugPair, Molecule, Question)
 
 def _input_of(sample: Sample, kind: type[InputT]) -> InputT:
     if not isinstance(sample.input, kind):
-        raise TypeError(f"sample {sample.id} holds a {type(sample.input).__name__}, not a {kind.__name__}: this system does not serve its task")
+        raise TypeError(
+            f"sample {sample.id} holds a {type(sample.input).__name__}, not a {kind.__name__}: this system does not serve its task"
+        )
     return sample.input
 
 
@@ -232,7 +238,9 @@ class Prediction(BaseModel):
     rationale: str | None = None  # the system's stated reason, when it gives one
     valid: bool = True  # False: the output could not be turned into an answer (scored as wrong, counted apart)
     error: str | None = None  # why an invalid prediction is invalid
-    trace: dict[str, Any] = Field(default_factory=dict)  # how the answer came about; each LLM call under "llm" (llm_trace)
+    trace: dict[str, Any] = Field(
+        default_factory=dict
+    )  # how the answer came about; each LLM call under "llm" (llm_trace)
 
     @classmethod
     def invalid(cls, sample_id: str, error: str, **kwargs: Any) -> Prediction:

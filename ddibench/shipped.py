@@ -44,7 +44,9 @@ INDEX = "index.json"
 INDEX_FORMAT = 1
 BUDGET_BYTES = 30 * 2**20  # the whole results/ folder: a clone stays small
 MAX_BUNDLE_BYTES = 8 * 2**20  # one shipped bundle; a compact DrugBank S0 bundle (38,419 pairs) is about 0.5 MB
-REPRODUCE_UNDER_S = 5.0  # a run whose own wall time was under this is reproduced (re-run here) on publish and in CI: the floors,
+REPRODUCE_UNDER_S = (
+    5.0  # a run whose own wall time was under this is reproduced (re-run here) on publish and in CI: the floors,
+)
 # the linear baselines; CI re-runs each of these on every commit, so the threshold keeps the suite within its time
 VALUE_TOLERANCE = 1e-9  # recomputed numbers agree with the index within this (the last bits vary with numpy builds)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -113,7 +115,9 @@ def write_index(root: Path, entries: Iterable[dict[str, Any]]) -> Path:
 def relative_path(task: str, system: str, run_id: str) -> str:
     for what, name in (("task", task), ("system", system), ("run id", run_id)):
         if not _NAME.match(name):
-            raise DataError(f"{what} name {name!r} cannot name a file under results/", "use letters, digits, '.', '_' and '-' only")
+            raise DataError(
+                f"{what} name {name!r} cannot name a file under results/", "use letters, digits, '.', '_' and '-' only"
+            )
     return f"{task}/{system}/{run_id}.tar.gz"
 
 
@@ -213,7 +217,10 @@ def publish(root: Path, bundles: Iterable[Path], previews: bool = False, reprodu
                 outcome.problem = "; ".join(verdict.reasons)
             else:
                 rel = relative_path(verdict.run.task.name, verdict.run.system.name, verdict.run.run_id)
-                total = sum(e["bytes"] for run_id, e in entries.items() if run_id != verdict.run.run_id) + bundle.stat().st_size
+                total = (
+                    sum(e["bytes"] for run_id, e in entries.items() if run_id != verdict.run.run_id)
+                    + bundle.stat().st_size
+                )
                 if total > BUDGET_BYTES:
                     raise DataError(f"results/ would hold {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget",
                                     "pack the run with 'ddibench submit --compact', or discuss a larger budget in the pull request")  # fmt: skip
@@ -243,23 +250,34 @@ class CheckReport:
         return not self.problems
 
 
-def check(root: Path, reproduce: bool = True, progress: Callable[[Outcome], None] | None = None, add_to: Path | None = None) -> CheckReport:
+def check(
+    root: Path, reproduce: bool = True, progress: Callable[[Outcome], None] | None = None, add_to: Path | None = None
+) -> CheckReport:
     """Verify every shipped bundle against the index: its hash and size, every recomputed number (and,
     with ``reproduce``, a reproduction here of every entry the index calls reproduced), and that the
     folder holds exactly the indexed bundles within the budget. ``add_to``: also add each verified run
     to that results store; without ``reproduce`` a run keeps the tier the index records, which CI's
     check established."""
     if not (root / INDEX).is_file():
-        raise ConfigError(f"{root} holds no results index ({INDEX})", "give --results the folder 'ddibench board publish' wrote")
+        raise ConfigError(
+            f"{root} holds no results index ({INDEX})", "give --results the folder 'ddibench board publish' wrote"
+        )
     index = read_index(root)
     problems: list[str] = []
     listed = {e.get("path") for e in index["runs"] if isinstance(e, dict)}
     on_disk = {p.relative_to(root).as_posix() for p in root.glob("*/*/*.tar.gz")}
-    problems += [f"{rel}: a bundle the index does not list (add it with 'ddibench board publish')" for rel in sorted(on_disk - listed)]
+    problems += [
+        f"{rel}: a bundle the index does not list (add it with 'ddibench board publish')"
+        for rel in sorted(on_disk - listed)
+    ]
     outcomes = []
     for entry in index["runs"]:
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("path", "task", "system", "run_id")):
-            problems.append(f"index entry {str(entry)[:80]!r} is malformed (regenerate the index with 'ddibench board publish')")
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(k), str) for k in ("path", "task", "system", "run_id")
+        ):
+            problems.append(
+                f"index entry {str(entry)[:80]!r} is malformed (regenerate the index with 'ddibench board publish')"
+            )
             continue
         rel = entry["path"]
         outcome = Outcome(root / rel)
@@ -268,7 +286,9 @@ def check(root: Path, reproduce: bool = True, progress: Callable[[Outcome], None
                 raise DataError(f"{rel}: not where its task, system and run id put it")
             if not (root / rel).is_file():
                 raise DataError(f"{rel}: listed in the index but missing")
-            verdict = _verify(root / rel, reproduce=reproduce and entry.get("tier") == "reproduced", keep_traces=add_to is not None)
+            verdict = _verify(
+                root / rel, reproduce=reproduce and entry.get("tier") == "reproduced", keep_traces=add_to is not None
+            )
             outcome.checks = list(verdict.checks)
             if not (verdict.accepted or (entry.get("preview") and verdict.is_preview())):
                 raise DataError(f"{rel}: rejected ({'; '.join(verdict.reasons)})")
@@ -309,7 +329,10 @@ def index_digest(root: Path) -> str:
     evaluators: a flag or a column they add must not be served from a store built before them)."""
     data = (root / INDEX).read_bytes()
     package = Path(__file__).resolve().parent
-    code = b"".join(p.read_bytes() for p in sorted([package / "store.py", package / "registry.py", *(package / "evaluation").glob("*.py")]))
+    code = b"".join(
+        p.read_bytes()
+        for p in sorted([package / "store.py", package / "registry.py", *(package / "evaluation").glob("*.py")])
+    )
     return hashlib.sha256(data + b"\0" + __version__.encode() + b"\0" + hashlib.sha256(code).digest()).hexdigest()
 
 
@@ -332,7 +355,10 @@ def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None)
         connect(tmp).close()  # a folder with no runs yet gives an empty store, not none
         report = check(root, reproduce=False, progress=progress, add_to=tmp)
         if not report.ok:
-            raise DataError(f"the shipped results do not verify here: {report.problems[0]}", "run 'ddibench board check' for every problem")
+            raise DataError(
+                f"the shipped results do not verify here: {report.problems[0]}",
+                "run 'ddibench board check' for every problem",
+            )
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -84,7 +84,10 @@ def connect(path: Path, read_only: bool = False) -> Any:
     if read_only and not path.exists():
         raise ConfigError(f"results store {path} does not exist", "add runs with 'ddibench board add BUNDLE'")
     if not read_only and not path.parent.is_dir():
-        raise ConfigError(f"results store {path}: directory {path.parent} does not exist", "create it first, or give --store a path in an existing directory")
+        raise ConfigError(
+            f"results store {path}: directory {path.parent} does not exist",
+            "create it first, or give --store a path in an existing directory",
+        )
     try:
         conn = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
@@ -92,7 +95,8 @@ def connect(path: Path, read_only: bool = False) -> Any:
 
         reason = " ".join(str(exc).split())
         raise StorageError(
-            f"cannot open the results store {path} ({reason})", "give --store a DuckDB file this ddibench wrote, that no other process holds open"
+            f"cannot open the results store {path} ({reason})",
+            "give --store a DuckDB file this ddibench wrote, that no other process holds open",
         ) from None
     if not read_only:
         for statement in SCHEMA:
@@ -114,7 +118,9 @@ def load_prices() -> dict[str, dict[str, float]]:
 def scoring_variant(evaluator: Any) -> str:
     """The board groups runs by how they were scored: '' for the task's default scorers at version 1;
     scorers of another version or with other options form their own group and are never ranked with it."""
-    parts = [f"{k}={v}" for k, v in sorted(evaluator.settings().items()) if k not in ("judge", "selfcheck", "second_judge")]
+    parts = [
+        f"{k}={v}" for k, v in sorted(evaluator.settings().items()) if k not in ("judge", "selfcheck", "second_judge")
+    ]
     if evaluator.version != 1:
         parts.insert(0, f"{evaluator.kind} scorers v{evaluator.version}")
     return ", ".join(parts)
@@ -126,7 +132,9 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
 
     run, results = verdict.run, verdict.results
     if run is None or results is None:  # a bundle whose files could not be read: nothing to show
-        raise ConfigError("a bundle that could not be read has no run to store", "check it with 'ddibench verify BUNDLE'")
+        raise ConfigError(
+            "a bundle that could not be read has no run to store", "check it with 'ddibench verify BUNDLE'"
+        )
     task = get_task(run.task.name)
     evaluator = verdict.evaluator or task.evaluator()
     evaluation = verdict.evaluation
@@ -139,7 +147,8 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
     models = manifest.models
     if cost.per_item and all(role in models and models[role].spec in prices for role in cost.per_item):
         usd = sum(
-            v.prompt_tokens / 1000 * prices[models[role].spec]["prompt"] + v.completion_tokens / 1000 * prices[models[role].spec]["completion"]
+            v.prompt_tokens / 1000 * prices[models[role].spec]["prompt"]
+            + v.completion_tokens / 1000 * prices[models[role].spec]["completion"]
             for role, v in cost.per_item.items()
         )
     metric = evaluation.metrics[primary]
@@ -152,7 +161,9 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
     conn = connect(path)
     try:
         variant = scoring_variant(evaluator)
-        previous = conn.execute("SELECT run_id FROM runs WHERE task = ? AND scoring_variant = ? AND best", [task.name, variant]).fetchone()
+        previous = conn.execute(
+            "SELECT run_id FROM runs WHERE task = ? AND scoring_variant = ? AND best", [task.name, variant]
+        ).fetchone()
         floors = None if _has_floors(conn, task, variant) else floor_rows(task, evaluator, data)
         conn.execute("BEGIN")
         if floors is not None:
@@ -182,7 +193,9 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
             pred = verdict.predictions[sample.id]
             gold_text, predicted, gold_label = _display(task.label_space, sample, pred)
             score = (
-                float(pred.valid and pred.label == sample.target) if isinstance(sample.target, int) else evaluation.per_sample.get(sample.id, {}).get(primary)
+                float(pred.valid and pred.label == sample.target)
+                if isinstance(sample.target, int)
+                else evaluation.per_sample.get(sample.id, {}).get(primary)
             )
             rows.append([
                 run.run_id, sample.id, json.dumps(sample.input.as_dict()), gold_text, predicted,
@@ -244,14 +257,19 @@ def _replace_floors(conn: Any, task: Task, variant: str, rows: list[tuple[str, d
     if rows:
         conn.executemany(
             "INSERT INTO floors (task, scoring_variant, task_version, data_sha256, name, metrics, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [[task.name, variant, task.version, task.data_sha256, name, json.dumps(metrics), note] for name, metrics, note in rows],
+            [
+                [task.name, variant, task.version, task.data_sha256, name, json.dumps(metrics), note]
+                for name, metrics, note in rows
+            ],
         )
 
 
 def _display(labels: LabelSpace, sample: Sample, pred: Prediction) -> tuple[str, str, int | None]:
     """(gold, prediction, gold label id) as a reader sees them: a label as its sentence with the pair's
     names, ranked labels as their names, free text as it is."""
-    names = (sample.input.head.name, sample.input.tail.name) if isinstance(sample.input, DrugPair) else ("#Drug1", "#Drug2")
+    names = (
+        (sample.input.head.name, sample.input.tail.name) if isinstance(sample.input, DrugPair) else ("#Drug1", "#Drug2")
+    )
     gold = sample.target
 
     def label_text(label_id: int) -> str:
@@ -285,7 +303,9 @@ def _legacy_units(row: tuple[Any, ...], metric: str) -> dict[str, Any]:
     return {metric: score}
 
 
-def update_ties(conn: Any, task_name: str, variant: str = "", added: str | None = None, previous_best: str | None = None) -> None:
+def update_ties(
+    conn: Any, task_name: str, variant: str = "", added: str | None = None, previous_best: str | None = None
+) -> None:
     """Mark the best run of a task (within one scoring variant) and, for every other run, whether it is
     statistically tied with it.
 
@@ -297,7 +317,8 @@ def update_ties(conn: Any, task_name: str, variant: str = "", added: str | None 
     # the best run is the best submittable one; previews made with --limit are compared with it and never
     # best while a full run exists (a task with previews only is compared against its best preview)
     higher = conn.execute(
-        "SELECT coalesce(bool_and(higher_is_better), TRUE) FROM runs WHERE task = ? AND scoring_variant = ?", [task_name, variant]
+        "SELECT coalesce(bool_and(higher_is_better), TRUE) FROM runs WHERE task = ? AND scoring_variant = ?",
+        [task_name, variant],
     ).fetchone()[0]
     order = "DESC" if higher else "ASC"
     runs = conn.execute(
@@ -321,7 +342,9 @@ def update_ties(conn: Any, task_name: str, variant: str = "", added: str | None 
     samples = {s.id: s for s in task.load().split(task.eval_split)}
 
     def units_of(run_id: str) -> dict[str, dict[str, Any]]:
-        rows = conn.execute("SELECT sample_id, units, label, gold_label, score, valid FROM samples WHERE run_id = ?", [run_id]).fetchall()
+        rows = conn.execute(
+            "SELECT sample_id, units, label, gold_label, score, valid FROM samples WHERE run_id = ?", [run_id]
+        ).fetchall()
         return {r[0]: json.loads(r[1]) if r[1] else _legacy_units(r[2:], metric) for r in rows}
 
     best = units_of(str(best_id))

@@ -75,7 +75,13 @@ class TrainingProgress:
     so it never ends at "13/50"."""
 
     def __init__(
-        self, progress: Progress, name: str, max_epochs: int, steps_per_epoch: int, metric: str, patience: int | None = None
+        self,
+        progress: Progress,
+        name: str,
+        max_epochs: int,
+        steps_per_epoch: int,
+        metric: str,
+        patience: int | None = None,
     ) -> None:
         self.progress, self.name, self.metric, self.patience = progress, name, metric, patience
         self.max_epochs, self.steps_per_epoch = max_epochs, max(1, steps_per_epoch)
@@ -117,7 +123,9 @@ class TrainingProgress:
         if epochs_run >= self.max_epochs:
             self.bar.update(description=f"trained {self.name}: {epochs_run} epochs")
         elif stopped_early:
-            self.bar.update(total=max(self.steps, 1), description=f"trained {self.name}: {epochs_run} epochs (early stopping)")
+            self.bar.update(
+                total=max(self.steps, 1), description=f"trained {self.name}: {epochs_run} epochs (early stopping)"
+            )
         else:
             self.bar.update(description=f"training {self.name} interrupted after {epochs_run} complete epochs")
         self.bar.close()
@@ -162,7 +170,13 @@ class TrainingView:
     task: Task  # the task: name, label_space, family, evaluator() (its test split is not reachable from here)
     resources: dict[str, Any]  # what the task hands to systems (the keys of ddibench.task.RESOURCES it declares)
 
-    def __init__(self, task: Task, train: tuple[Sample, ...] | Lazy, valid: tuple[Sample, ...] | Lazy, resources: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        task: Task,
+        train: tuple[Sample, ...] | Lazy,
+        valid: tuple[Sample, ...] | Lazy,
+        resources: dict[str, Any] | None = None,
+    ) -> None:
         self.task = task
         self._train = train
         self._valid = valid
@@ -265,9 +279,12 @@ class BaseSystem(ABC):
     description: ClassVar[str] = ""  # one line for 'ddibench list systems' and the board
     paper: ClassVar[str] = ""  # the paper the system follows: its citation with a URL (arXiv, DOI); "" for none
     code: ClassVar[str] = ""  # the URL of the paper's authors' own code; "" where none is published or known
-    Config: ClassVar[type[SystemConfig]] = SystemConfig  # its options (pydantic): defaults, then the profile's budget, then --config
+    # its options (pydantic): defaults, then the profile's budget, then --config
+    Config: ClassVar[type[SystemConfig]] = SystemConfig
     families: ClassVar[tuple[str, ...]] = ()  # the task families it serves (empty: every family)
-    llm_roles: ClassVar[tuple[str, ...]] = ()  # the models the runner starts for it (ctx.model(role)); -m ROLE=SPEC sets one
+    llm_roles: ClassVar[
+        tuple[str, ...]
+    ] = ()  # the models the runner starts for it (ctx.model(role)); -m ROLE=SPEC sets one
     batch_size: ClassVar[int] = 1  # samples per predict() call
     max_concurrency: ClassVar[int] = 64  # predict() calls in flight at once (at most the run's --concurrency)
     # configuration keys that change how answers are made rather than how well (an answer mode, an option
@@ -305,7 +322,9 @@ class BaseSystem(ABC):
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"{cls.name} config '{where}': {err['msg']}", f"see 'ddibench list systems -v' for {cls.name}'s options") from None
+            raise ConfigError(
+                f"{cls.name} config '{where}': {err['msg']}", f"see 'ddibench list systems -v' for {cls.name}'s options"
+            ) from None
 
     def supports(self, task: Task) -> bool:
         """Whether it serves ``task`` (by default: the task's family is one of :attr:`families`)."""
@@ -331,7 +350,9 @@ class BaseSystem(ABC):
 
 def system_config_hash(system: System) -> str:
     """The hash that names a system's configuration in run ids, artifacts and manifests."""
-    return config_hash({"system": system.name, "version": system.version, "config": system.config.model_dump(mode="json")})
+    return config_hash(
+        {"system": system.name, "version": system.version, "config": system.config.model_dump(mode="json")}
+    )
 
 
 def parse_config_overrides(items: Sequence[str]) -> dict[str, Any]:

@@ -121,14 +121,13 @@ RESOURCES: dict[str, str] = {
     "labels": "the task's :class:`~ddibench.schema.LabelSpace` (the same as ``task.label_space``)",
     "train_drugs": "``frozenset`` of the node ids of drugs that occur in training pairs (unseen drugs are the others)",
     "interactions": "the training interactions, built on first use: ``(training samples, label space)``; what a knowledge "
-                    "base of a system (SQL table, graph, corpus) may hold — never a test pair",
+    "base of a system (SQL table, graph, corpus) may hold — never a test pair",
     "kg_space": "the id space of the family's drugs in the knowledge graph (``'drugbank'`` or ``'twosides'``), for ``ddibench.kg``",
     "instruction": "the task's instruction to a model, one sentence (e.g. 'Predict whether the molecule blocks hERG ...')",
     "question": "a toxicity task's yes/no question about one molecule",
     "kg_overlap": "drug targets: ``{InChIKey: KG entity ids}`` of the molecules the knowledge graph holds (the "
-                  "'overlap' slice, as each sample's ``meta['kg']`` says)",
+    "'overlap' slice, as each sample's ``meta['kg']`` says)",
 }
-
 
 
 def require(task: str, checks: list[Check], definitions: str) -> None:
@@ -187,7 +186,10 @@ def load_task_specs(package: str, family_spec: type[FamilySpecT], task_spec: Any
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(k) for k in err["loc"])
-        raise DataError(f"{where}: {table}{' ' + key if key else ''}: {err['msg']}", "fix the table: its keys are the fields of the family's spec") from None
+        raise DataError(
+            f"{where}: {table}{' ' + key if key else ''}: {err['msg']}",
+            "fix the table: its keys are the fields of the family's spec",
+        ) from None
     return family, tasks
 
 
@@ -201,7 +203,9 @@ class Task(ABC):
     setting: str
     title: str
     input_kind: ClassVar[InputKind] = "drug_pair"
-    cluster_unit: ClassVar[str] = "drugs"  # what a sample's cluster keys are (drugs, scaffolds, documents); the bootstrap resamples them
+    cluster_unit: ClassVar[str] = (
+        "drugs"  # what a sample's cluster keys are (drugs, scaffolds, documents); the bootstrap resamples them
+    )
     recipe_version: int = 1
     eval_split: str = "test"
     required_seeds: int = 1
@@ -240,7 +244,10 @@ class Task(ABC):
         if not self.predict_splits:
             return (split,)
         if split not in self.predict_splits:
-            raise ConfigError(f"task {self.name} cannot be evaluated on split '{split}'", f"use one of {', '.join(self.predict_splits[1:])}")
+            raise ConfigError(
+                f"task {self.name} cannot be evaluated on split '{split}'",
+                f"use one of {', '.join(self.predict_splits[1:])}",
+            )
         return self.predict_splits[: self.predict_splits.index(split) + 1]
 
     def load(self) -> TaskData:

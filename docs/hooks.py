@@ -23,7 +23,9 @@ def _tasks(family: str | None) -> str:
         rows.append(f"| `{name}` | {task.version} | {task.setting} | {task.input_kind} | {task.title} |")
         sources = "\n".join(f"    - <{s.url}> — sha256 `{s.sha256[:16]}…`, licence `{s.license}`" for s in task.sources)
         notes = "\n".join(f"    - {d}" for d in task.deviations) or "    - none"
-        cards.append(f"??? note \"`{name}`: sources and deviations\"\n    **Sources**\n\n{sources}\n\n    **Deviations from upstream**\n\n{notes}\n")
+        cards.append(
+            f'??? note "`{name}`: sources and deviations"\n    **Sources**\n\n{sources}\n\n    **Deviations from upstream**\n\n{notes}\n'
+        )
     return "\n".join(rows) + "\n\n" + "\n".join(cards)
 
 
@@ -33,7 +35,9 @@ def _systems() -> str:
     rows = ["| system | version | LLM roles | description |", "|---|---|---|---|"]
     for name in system_names():
         cls = get_system_class(name)
-        rows.append(f"| `{name}` | {cls.version} | {', '.join(cls.llm_roles) or '—'} | {getattr(cls, 'description', '')} |")
+        rows.append(
+            f"| `{name}` | {cls.version} | {', '.join(cls.llm_roles) or '—'} | {getattr(cls, 'description', '')} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -46,9 +50,16 @@ def _system(name: str) -> str:
 
     cls = get_system_class(name)
     doc = inspect.cleandoc(sys.modules[cls.__module__].__doc__ or "").replace("``", "`")
-    lines = [f"**`{name}`** {cls.version} — {getattr(cls, 'description', '')}", "", doc, "", "| `--config` option | default |", "|---|---|"]
+    lines = [
+        f"**`{name}`** {cls.version} — {getattr(cls, 'description', '')}",
+        "",
+        doc,
+        "",
+        "| `--config` option | default |",
+        "|---|---|",
+    ]
     config = getattr(cls, "Config", None)
-    for key, field in (config.model_fields.items() if config is not None else []):
+    for key, field in config.model_fields.items() if config is not None else []:
         lines.append(f"| `{key}` | `{field.get_default(call_default_factory=True)!r}` |")
     return "\n".join(lines) + "\n"
 
@@ -123,7 +134,11 @@ def type_members(module: str, name: str) -> tuple[list[tuple[str, str, str, str]
     fields, methods = [], []
     for item in node.body:
         if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and not item.target.id.startswith("_"):
-            kind = ast.unparse(item.annotation).replace("ClassVar[", "").rstrip("]") if "ClassVar" in ast.unparse(item.annotation) else ast.unparse(item.annotation)
+            kind = (
+                ast.unparse(item.annotation).replace("ClassVar[", "").rstrip("]")
+                if "ClassVar" in ast.unparse(item.annotation)
+                else ast.unparse(item.annotation)
+            )
             default = ast.unparse(item.value) if item.value is not None else ""
             if default.startswith("field(") or default.startswith("Field("):
                 default = "(built per instance)" if "factory" in default else default
@@ -156,14 +171,23 @@ def _types() -> str:
         out += [f"### `{name}`", "", f"`{public}.{name}` — {purpose}. {_cell(doc)}", ""]
         if fields:
             out += ["| field | type | default | meaning |", "|---|---|---|---|"]
-            out += [f"| `{f}` | `{_cell(t)}` | {f'`{_cell(d)}`' if d else '—'} | {_cell(m) or '—'} |" for f, t, d, m in fields]
+            out += [
+                f"| `{f}` | `{_cell(t)}` | {f'`{_cell(d)}`' if d else '—'} | {_cell(m) or '—'} |"
+                for f, t, d, m in fields
+            ]
             out.append("")
         if methods:
             out += ["| method or property | what it does |", "|---|---|"]
             out += [f"| `{_cell(sig)}` | {_cell(doc) or '—'} |" for sig, doc in methods]
             out.append("")
-    out += ["### Resources", "", "What a task hands to systems in `view.resources` (the keys each family provides are below):", "",
-            "| key | value |", "|---|---|"]
+    out += [
+        "### Resources",
+        "",
+        "What a task hands to systems in `view.resources` (the keys each family provides are below):",
+        "",
+        "| key | value |",
+        "|---|---|",
+    ]
     out += [f"| `{key}` | {_cell(text.replace('``', '`'))} |" for key, text in RESOURCES.items()]
     out.append("")
     return "\n".join(out) + "\n"

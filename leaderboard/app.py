@@ -50,8 +50,13 @@ def matrix_view(runs: pd.DataFrame) -> None:
         return
     # st.table renders markdown in every cell and header: a bundle's name is escaped
     names = {board.entry(s, v): (s, v) for s, v in zip(runs["system"], runs["variant"])}
-    table = table.rename(columns={c: board.system_md(names[c][0]) + (f" \\[{board.md_text(names[c][1])}\\]" if names[c][1] else "")
-                                  for c in table.columns if c in names})
+    table = table.rename(
+        columns={
+            c: board.system_md(names[c][0]) + (f" \\[{board.md_text(names[c][1])}\\]" if names[c][1] else "")
+            for c in table.columns
+            if c in names
+        }
+    )
     st.subheader("Tasks × systems")
     st.table(table)  # a real HTML table: small, and readable by screen readers and browser tests
     st.caption(
@@ -64,7 +69,14 @@ def matrix_view(runs: pd.DataFrame) -> None:
     shown = published[published["task"].isin(runs["task"])]
     if not shown.empty:
         with st.expander(f"published numbers ({len(shown)}, never ranked)"):
-            columns = {"task": "task", "method": "method", "metric_label": "metric", "shown": "published", "source": "source", "note": "note"}
+            columns = {
+                "task": "task",
+                "method": "method",
+                "metric_label": "metric",
+                "shown": "published",
+                "source": "source",
+                "note": "note",
+            }
             st.dataframe(shown[list(columns)].rename(columns=columns), width="stretch", hide_index=True)
     systems_view(sorted(runs["system"].unique()))
 
@@ -80,7 +92,9 @@ def systems_view(names: list[str]) -> None:
     for name in names:
         info = load_system_info(name)
         if info.registered:
-            rows.append({"system": name, "paper": info.paper or "—", "code": info.code or "—", "card": info.card or "—"})
+            rows.append(
+                {"system": name, "paper": info.paper or "—", "code": info.code or "—", "card": info.card or "—"}
+            )
         else:  # an outside adapter: what its bundles say of it, escaped
             code = f"{board.md_code(info.code)} ({board.UNCHECKED})" if info.code else "—"
             rows.append({"system": board.system_md(name), "paper": "—", "code": code, "card": "—"})
@@ -117,8 +131,16 @@ def pick_run(all_runs: pd.DataFrame, runs: pd.DataFrame, wanted: str | None) -> 
                                   format_func=board.system_label)  # fmt: skip
     choices = in_task[in_task["system"] == system].sort_values("primary_value", ascending=False)
     run_ids = list(choices["run_id"])
-    shown = {r.run_id: f"{r.run_id} · {r.model} · {r.tier} · {board.fmt(r.primary_unit, r.primary_value)}" for r in choices.itertuples()}
-    run_id = run_col.selectbox("run", run_ids, index=run_ids.index(start["run_id"]) if start["run_id"] in run_ids else 0, format_func=lambda run: shown.get(run, run))
+    shown = {
+        r.run_id: f"{r.run_id} · {r.model} · {r.tier} · {board.fmt(r.primary_unit, r.primary_value)}"
+        for r in choices.itertuples()
+    }
+    run_id = run_col.selectbox(
+        "run",
+        run_ids,
+        index=run_ids.index(start["run_id"]) if start["run_id"] in run_ids else 0,
+        format_func=lambda run: shown.get(run, run),
+    )
     return choices[choices["run_id"] == run_id].iloc[0]
 
 
@@ -150,21 +172,37 @@ def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
             f"(best minus this run, paired bootstrap on shared samples): {verdict}"
         )
     for reason in detail.reasons:
-        st.info(f"Not submittable: {board.md_code(reason)}")  # a code span: a reason may quote a bundle's text, and Streamlit links URLs
+        st.info(
+            f"Not submittable: {board.md_code(reason)}"
+        )  # a code span: a reason may quote a bundle's text, and Streamlit links URLs
     fact("Task", f"{task.name} {task.version} — data {task.data_sha256[:16]}…")
     info = board.system_info(system.name, manifest)
     registered = "" if info.registered else f" ({board.UNREGISTERED}: its name and its words are the bundle's)"
-    st.markdown(f"**System:** {board.md_code(f'{system.name} {system.version} — config {system.config_hash}')}{registered}")
-    for label, value in (("Paper", info.paper), ("Authors' code", info.code if info.registered else ""), ("Card", info.card)):
+    st.markdown(
+        f"**System:** {board.md_code(f'{system.name} {system.version} — config {system.config_hash}')}{registered}"
+    )
+    for label, value in (
+        ("Paper", info.paper),
+        ("Authors' code", info.code if info.registered else ""),
+        ("Card", info.card),
+    ):
         if value:  # this installation's own words on a system it registers
             st.markdown(f"**{label}:** {value}")
     if not info.registered:
         fact("Configuration", json.dumps(system.config, sort_keys=True), unchecked=True)
     prose("Description", [system.description] if system.description else [])
     if info.provenance:
-        fact("Adapter source", ", ".join(f"{k} {v}" for k, v in info.provenance.items() if k != "files_sha256"), unchecked=True)
+        fact(
+            "Adapter source",
+            ", ".join(f"{k} {v}" for k, v in info.provenance.items() if k != "files_sha256"),
+            unchecked=True,
+        )
     fact("Code", f"ddibench {manifest.ddibench_version} {(manifest.git_commit or 'no git')[:12]}", unchecked=True)
-    fact("Hardware profile", f"{manifest.profile.name} (detected: {manifest.profile.detected.get('cpu')})", unchecked=True)
+    fact(
+        "Hardware profile",
+        f"{manifest.profile.name} (detected: {manifest.profile.detected.get('cpu')})",
+        unchecked=True,
+    )
     for role, model in manifest.models.items():
         fact(f"Model ({role})", model.spec, unchecked=True)
     if manifest.scoring.judge:
@@ -238,13 +276,22 @@ with st.sidebar:
     st.header("Filters")
     filters = {
         column: st.multiselect(label, sorted(all_runs[column].dropna().unique()))
-        for column, label in (("family", "task family"), ("setting", "setting"), ("model", "model"), ("profile", "hardware profile"), ("tier", "trust tier"))
+        for column, label in (
+            ("family", "task family"),
+            ("setting", "setting"),
+            ("model", "model"),
+            ("profile", "hardware profile"),
+            ("tier", "trust tier"),
+        )
     }
     previews = st.checkbox("include previews (--limit runs, not submittable)", value=True)
 runs = board.filtered(all_runs, filters, previews)
 params = st.query_params
 matrix_tab, cost_tab, run_tab = st.tabs(
-    ["Matrix", "Cost vs quality", "Run details"], default="Run details" if params.get("run") else "Matrix", key="view", bind="query-params"
+    ["Matrix", "Cost vs quality", "Run details"],
+    default="Run details" if params.get("run") else "Matrix",
+    key="view",
+    bind="query-params",
 )
 if matrix_tab.open:
     with matrix_tab:

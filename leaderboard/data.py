@@ -129,7 +129,9 @@ FLOORS_COLUMN = "floors"
 PUBLISHED_COLUMN = "published (not ranked)"
 
 
-def matrix(frame: pd.DataFrame, floors: pd.DataFrame | None = None, published: pd.DataFrame | None = None) -> pd.DataFrame:
+def matrix(
+    frame: pd.DataFrame, floors: pd.DataFrame | None = None, published: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Task x system: the best run of each cell, shown as 'value [CI]' with ★ best, ≈ tied with best and ⚠ when
     its answers collapsed onto one label; a system's runs in another variant (an answer mode) in a column of
     their own, named ``system [variant]``;
@@ -141,11 +143,19 @@ def matrix(frame: pd.DataFrame, floors: pd.DataFrame | None = None, published: p
     if frame.empty:
         return pd.DataFrame()
     best = best_first(frame).drop_duplicates(["task", "system", "variant"])
-    best = best.assign(cell=best.apply(cell, axis=1), entry=[entry(s, v) for s, v in zip(best["system"], best["variant"])])
+    best = best.assign(
+        cell=best.apply(cell, axis=1), entry=[entry(s, v) for s, v in zip(best["system"], best["variant"])]
+    )
     table = best.pivot(index="task", columns="entry", values="cell")
     # a system may be called anything (an outside adapter's name is data): one named like a column of
     # the table's own is shown as '<name> (system)' rather than break the table
-    table = table.rename(columns={name: f"{name} (system)" for name in (METRIC_COLUMN, FLOORS_COLUMN, PUBLISHED_COLUMN) if name in table.columns})
+    table = table.rename(
+        columns={
+            name: f"{name} (system)"
+            for name in (METRIC_COLUMN, FLOORS_COLUMN, PUBLISHED_COLUMN)
+            if name in table.columns
+        }
+    )
     table.insert(0, METRIC_COLUMN, task_heads(frame)["primary_metric"].reindex(table.index))
     if floors is not None:
         table[FLOORS_COLUMN] = floor_labels(frame, floors).reindex(table.index)
@@ -156,7 +166,11 @@ def matrix(frame: pd.DataFrame, floors: pd.DataFrame | None = None, published: p
 
 def task_heads(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per task: its ranked scoring variant, primary metric and unit (those of its best run)."""
-    return best_first(frame).drop_duplicates("task").set_index("task")[["scoring_variant", "primary_metric", "primary_unit"]]
+    return (
+        best_first(frame)
+        .drop_duplicates("task")
+        .set_index("task")[["scoring_variant", "primary_metric", "primary_unit"]]
+    )
 
 
 def pareto(frame: pd.DataFrame) -> pd.DataFrame:
@@ -174,7 +188,9 @@ def pareto(frame: pd.DataFrame) -> pd.DataFrame:
 def best_first(frame: pd.DataFrame) -> pd.DataFrame:
     """Full runs before ``--limit`` previews, then the better primary value first (by the metric's direction);
     equal runs in run id order, so every view of the same store is the same."""
-    ordered = frame.assign(_signed=_signed(frame)).sort_values(["submittable", "_signed", "run_id"], ascending=[False, False, True], kind="stable")
+    ordered = frame.assign(_signed=_signed(frame)).sort_values(
+        ["submittable", "_signed", "run_id"], ascending=[False, False, True], kind="stable"
+    )
     return ordered.drop(columns="_signed")
 
 
@@ -235,7 +251,19 @@ def metric_specs(path: Path) -> dict[str, dict[str, MetricSpec]]:
     return out
 
 
-PUBLISHED_COLUMNS = ["task", "system", "paper", "method", "metric", "metric_label", "value", "std", "shown", "source", "note"]
+PUBLISHED_COLUMNS = [
+    "task",
+    "system",
+    "paper",
+    "method",
+    "metric",
+    "metric_label",
+    "value",
+    "std",
+    "shown",
+    "source",
+    "note",
+]
 
 
 def published(specs: dict[str, dict[str, MetricSpec]]) -> pd.DataFrame:
@@ -253,7 +281,21 @@ def published(specs: dict[str, dict[str, MetricSpec]]) -> pd.DataFrame:
         value, std = row.value / 100, (row.std / 100 if row.std is not None else None)
         shown = spec.format(value) + (f" ± {spec.format(std)}" if std is not None else "")
         source = f"{papers[row.paper].cite}; {row.table}, {row.setting}, {row.dataset}"
-        out.append([row.task, row.system, row.paper, row.method, row.our_metric, spec.title(), value, std, shown, source, row.note])
+        out.append(
+            [
+                row.task,
+                row.system,
+                row.paper,
+                row.method,
+                row.our_metric,
+                spec.title(),
+                value,
+                std,
+                shown,
+                source,
+                row.note,
+            ]
+        )
     return pd.DataFrame(out, columns=PUBLISHED_COLUMNS)
 
 
@@ -321,7 +363,9 @@ class RunDetail:
     manifest: Manifest
     reasons: list[str]
     tier: str
-    reproduction: dict[str, Any] | None = None  # what a re-run reproduced ('ddibench board add --reproduce'), if one ran
+    reproduction: dict[str, Any] | None = (
+        None  # what a re-run reproduced ('ddibench board add --reproduce'), if one ran
+    )
 
     def metric_rows(self) -> list[dict[str, str]]:
         """Each metric in its own unit, the way the command line prints it."""
@@ -337,7 +381,9 @@ def run_detail(path: Path, run_id: str) -> RunDetail | None:
     with connect(path, read_only=True) as conn:
         have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
         optional = ", ".join(c if c in have else "NULL" for c in ("metric_specs", "reproduction"))
-        row = conn.execute(f"SELECT metrics, manifest, reasons, tier, {optional} FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        row = conn.execute(
+            f"SELECT metrics, manifest, reasons, tier, {optional} FROM runs WHERE run_id = ?", [run_id]
+        ).fetchone()
     if row is None:
         return None
     declared = [MetricSpec.model_validate(m) for m in json.loads(row[4] or "[]")]
@@ -345,7 +391,9 @@ def run_detail(path: Path, run_id: str) -> RunDetail | None:
     metrics = {k: MetricValue.model_validate(v) for k, v in json.loads(row[0]).items()}
     specs = {m.name: m for m in declared} or {k: legacy[k] for k in metrics if k in legacy}
     manifest = Manifest.model_validate(json.loads(row[1]))
-    return RunDetail(metrics, specs, manifest, json.loads(row[2] or "[]"), row[3], json.loads(row[5]) if row[5] else None)
+    return RunDetail(
+        metrics, specs, manifest, json.loads(row[2] or "[]"), row[3], json.loads(row[5]) if row[5] else None
+    )
 
 
 def samples(path: Path, run_id: str, wrong_only: bool = False, limit: int = 500) -> pd.DataFrame:
@@ -362,7 +410,9 @@ SAMPLE_COLUMNS = "sample_id, input, gold, prediction, score, valid, trace"
 
 def sample(path: Path, run_id: str, sample_id: str) -> dict[str, Any]:
     with connect(path, read_only=True) as conn:
-        row = conn.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? AND sample_id = ?", [run_id, sample_id]).fetchone()
+        row = conn.execute(
+            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? AND sample_id = ?", [run_id, sample_id]
+        ).fetchone()
     return _sample(row) if row is not None else {}
 
 
@@ -372,7 +422,9 @@ def first_samples(path: Path, run_id: str, n: int = 5) -> list[dict[str, Any]]:
     with connect(path, read_only=True) as conn:
         have = {row[0] for row in conn.execute("DESCRIBE samples").fetchall()}
         order = "position NULLS LAST, sample_id" if "position" in have else "sample_id"
-        rows = conn.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? ORDER BY {order} LIMIT ?", [run_id, n]).fetchall()
+        rows = conn.execute(
+            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? ORDER BY {order} LIMIT ?", [run_id, n]
+        ).fetchall()
     return [_sample(row) for row in rows]
 
 
@@ -422,7 +474,9 @@ def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
         shown=[100 * v if u == "fraction" else v for u, v in zip(best["primary_unit"], best["primary_value"])],
         bright=((best["primary_value"] - low) / spread > 0.55),  # viridis' bright end: dark text there
         value=[fmt(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
-        ci=[f"[{fmt(u, lo)}, {fmt(u, hi)}]" for u, lo, hi in zip(best["primary_unit"], best["ci_low"], best["ci_high"])],
+        ci=[
+            f"[{fmt(u, lo)}, {fmt(u, hi)}]" for u, lo, hi in zip(best["primary_unit"], best["ci_low"], best["ci_high"])
+        ],
     )
     # Vega-Lite hides axis labels that overlap a neighbour (at 1,400 px it dropped 4 of 9 system names):
     # every label is kept, unclipped, and the system names are slanted so that neighbours do not collide

@@ -67,7 +67,12 @@ class _Board:
     def read(cls, store: Path) -> _Board:
         runs = board.runs(store).sort_values(["task", "system", "run_id"], kind="stable")
         details = {run_id: board.run_detail(store, run_id) for run_id in runs["run_id"]}
-        return cls(runs, board.floors(store), board.published(board.metric_specs(store)), {k: v for k, v in details.items() if v is not None})
+        return cls(
+            runs,
+            board.floors(store),
+            board.published(board.metric_specs(store)),
+            {k: v for k, v in details.items() if v is not None},
+        )
 
     @property
     def full(self) -> pd.DataFrame:
@@ -113,7 +118,10 @@ def markdown_table(store: Path) -> str:
     previews = runs[~runs["submittable"]]
     if not previews.empty:
         lines += ["", "Previews (`--limit`: metrics on the samples it drew; never ranked):", ""]
-        lines += [_md_row(["task", "system", "variant", "model", "n", "metric", "value [95% CI]"]), _md_row(["---"] * 7)]
+        lines += [
+            _md_row(["task", "system", "variant", "model", "n", "metric", "value [95% CI]"]),
+            _md_row(["---"] * 7),
+        ]
         lines += [_md_line([_md(r["task"]), _md_system(r["system"]), _md(r["variant"] or "—"), board.md_code(r["model"]).replace("|", "\\|") or "—", _md(f"{r['n']:,}"),
                             _md(r["primary_metric"]), _md(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else ""))])
                   for _, r in previews.iterrows()]  # fmt: skip
@@ -162,7 +170,10 @@ def _index(data: _Board) -> str:
         body += ['<h2 id="previews">Previews <span class="tag">not ranked</span></h2>',
                  "<p>Runs made with <code>--limit</code>: their metrics are recomputed on the samples it drew, and they are never ranked.</p>",
                  _previews_table(data.previews)]  # fmt: skip
-    body += ["<h2>Systems</h2>", "<ul>" + "".join(f"<li>{_system_link('', s)}</li>" for s in sorted(data.runs["system"].unique())) + "</ul>"]
+    body += [
+        "<h2>Systems</h2>",
+        "<ul>" + "".join(f"<li>{_system_link('', s)}</li>" for s in sorted(data.runs["system"].unique())) + "</ul>",
+    ]
     return _html("ddibench leaderboard", "\n".join(body), root="")
 
 
@@ -190,11 +201,16 @@ def _task_page(task: str, runs: pd.DataFrame, data: _Board) -> str:
         f"<h1>Task {_e(task)}</h1>",
         f"<p>{_e(runs['family'].iloc[0])} · {_e(runs['setting'].iloc[0])} · primary metric <b>{_e(head['primary_metric'])}</b></p>",
         "<h2>Runs</h2>",
-        _runs_table(runs[runs["submittable"]], data, root="../", by_task=True) if runs["submittable"].any() else "<p>No full run yet.</p>",
+        _runs_table(runs[runs["submittable"]], data, root="../", by_task=True)
+        if runs["submittable"].any()
+        else "<p>No full run yet.</p>",
     ]
     previews = runs[~runs["submittable"]]
     if not previews.empty:
-        body += ['<h2>Previews <span class="tag">not ranked</span></h2>', _runs_table(previews, data, root="../", by_task=True)]
+        body += [
+            '<h2>Previews <span class="tag">not ranked</span></h2>',
+            _runs_table(previews, data, root="../", by_task=True),
+        ]
     body += ["<h2>Floors</h2>", _floors_table(task, head["scoring_variant"], runs, data)]
     body += ['<h2>Published <span class="tag">not ranked</span></h2>', _published_table(task, data)]
     return _html(f"{task} · ddibench", "\n".join(body), root="../")
@@ -207,7 +223,9 @@ def _previews_table(previews: pd.DataFrame) -> str:
          _e(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else ""))]
         for _, r in previews.iterrows()
     ]  # fmt: skip
-    return _table(["run", "task", "system", "variant", "model" + _unchecked(), "n", "metric", "value [95% CI]"], rows, "previews")
+    return _table(
+        ["run", "task", "system", "variant", "model" + _unchecked(), "n", "metric", "value [95% CI]"], rows, "previews"
+    )
 
 
 def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> str:
@@ -226,9 +244,19 @@ def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> s
         detail = data.details.get(row["run_id"])
         cells = [_link(root + _page("runs", row["run_id"]), row["run_id"]), _system_link(root, row["system"])]
         if not by_task:
-            cells += [_link(root + _page("tasks", row["task"]), row["task"]), _e(f"{row['primary_metric']} {board.value_ci(row)}")]
+            cells += [
+                _link(root + _page("tasks", row["task"]), row["task"]),
+                _e(f"{row['primary_metric']} {board.value_ci(row)}"),
+            ]
         cells += [_e(_metric_text(detail, name)) for name in metrics]
-        cells += [_e(row["model"]), _e(row["profile"]), _e(row["tier"]), f"{row['n']:,}", _e(_verdict(row)), _e(board.cost_label(row))]
+        cells += [
+            _e(row["model"]),
+            _e(row["profile"]),
+            _e(row["tier"]),
+            f"{row['n']:,}",
+            _e(_verdict(row)),
+            _e(board.cost_label(row)),
+        ]
         rows.append(cells)
     model = header.index("model" + _unchecked())
     return _table(header, rows, "runs", prose=(model, len(header) - 2, len(header) - 1))
@@ -256,7 +284,12 @@ def _floors_table(task: str, variant: str, runs: pd.DataFrame, data: _Board) -> 
     floors = data.floors[(data.floors["task"] == task) & (data.floors["scoring_variant"] == variant)]
     if floors.empty:
         return "<p>No floors for this kind of answer.</p>"
-    specs = {name: spec for run_id in runs["run_id"] if run_id in data.details for name, spec in data.details[run_id].specs.items()}
+    specs = {
+        name: spec
+        for run_id in runs["run_id"]
+        if run_id in data.details
+        for name, spec in data.details[run_id].specs.items()
+    }
     names = list(dict.fromkeys(name for metrics in floors["metrics"] for name in metrics))
     header = ["floor", "what it answers", *(_e(specs[n].title() if n in specs else n) for n in names)]
     rows = []
@@ -270,7 +303,16 @@ def _published_table(task: str, data: _Board) -> str:
     numbers = data.published[data.published["task"] == task]
     if numbers.empty:
         return "<p>No published number for this task.</p>"
-    rows = [[_e(n.method), _e(n.metric_label), f'<span class="published">{_e(n.shown)}</span>', _linked(n.source), _e(n.note)] for n in numbers.itertuples()]
+    rows = [
+        [
+            _e(n.method),
+            _e(n.metric_label),
+            f'<span class="published">{_e(n.shown)}</span>',
+            _linked(n.source),
+            _e(n.note),
+        ]
+        for n in numbers.itertuples()
+    ]
     return _table(["method", "metric", "published", "source", "note"], rows, "published-table", prose=(3, 4))
 
 
@@ -278,15 +320,24 @@ def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
     manifest = detail.manifest
     task, system = manifest.task, manifest.system
     info = board.system_info(system.name, manifest)
-    code = f"ddibench {manifest.ddibench_version}, commit {manifest.git_commit or 'none (no git checkout)'}" + (" (dirty)" if manifest.git_dirty else "")
+    code = f"ddibench {manifest.ddibench_version}, commit {manifest.git_commit or 'none (no git checkout)'}" + (
+        " (dirty)" if manifest.git_dirty else ""
+    )
     # the configuration of a registered system is one it accepts (verify checks it); of any other, only its hash
     config = f"<code>{_e(json.dumps(system.config, sort_keys=True))}</code>" + ("" if info.registered else _unchecked())
     profile = f"{manifest.profile.name} (detected: {json.dumps(manifest.profile.detected, sort_keys=True)})"
     facts: list[tuple[str, str]] = [
-        ("task", _link("../" + _page("tasks", task.name), task.name) + _e(f" {task.version}, data sha256 {task.data_sha256}")),
+        (
+            "task",
+            _link("../" + _page("tasks", task.name), task.name)
+            + _e(f" {task.version}, data sha256 {task.data_sha256}"),
+        ),
         ("system", _system_link("../", system.name) + _e(f" {system.version}, config {system.config_hash}")),
         ("configuration", config),
-        ("adapter source", (_e(", ".join(f"{k} {v}" for k, v in system.provenance.items())) or "not recorded") + _unchecked()),
+        (
+            "adapter source",
+            (_e(", ".join(f"{k} {v}" for k, v in system.provenance.items())) or "not recorded") + _unchecked(),
+        ),
         ("code", _e(code) + _unchecked()),
         ("created", _e(manifest.created) + _unchecked()),
         ("trust tier", _e(detail.tier)),
@@ -297,10 +348,21 @@ def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
         ("cost per item", _e(board.cost_label(row))),
     ]
     facts[3:3] = [("description", _e(system.description) + _unchecked())] if system.description else []
-    facts += [(f"model ({role})", _e(f"{model.spec} — {json.dumps(model.identity, sort_keys=True)}") + _unchecked()) for role, model in manifest.models.items()]
-    facts += [(label, _linked(value)) for label, value in (("paper", info.paper), ("authors' code", info.code if info.registered else "")) if value]
+    facts += [
+        (f"model ({role})", _e(f"{model.spec} — {json.dumps(model.identity, sort_keys=True)}") + _unchecked())
+        for role, model in manifest.models.items()
+    ]
+    facts += [
+        (label, _linked(value))
+        for label, value in (("paper", info.paper), ("authors' code", info.code if info.registered else ""))
+        if value
+    ]
     facts += [("card", f"<code>{_e(info.card)}</code>")] if info.card else []
-    facts += [("scoring", _e(json.dumps(manifest.scoring.model_dump(), sort_keys=True)))] if manifest.scoring.model_dump() else []
+    facts += (
+        [("scoring", _e(json.dumps(manifest.scoring.model_dump(), sort_keys=True)))]
+        if manifest.scoring.model_dump()
+        else []
+    )
     facts += [("reproduction", _e(json.dumps(detail.reproduction, sort_keys=True)))] if detail.reproduction else []
     facts += [("not submittable", _e(reason)) for reason in detail.reasons]
     facts += [("deviation", _e(note) + _unchecked()) for note in (*task.deviations, *system.deviations)]
@@ -312,7 +374,10 @@ def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
         "<h2>Provenance</h2>",
         '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
         "<h2>Metrics</h2>",
-        _table(["metric", "value", "95% CI"], [[_e(r["metric"]), _e(r["value"]), _e(r["95% CI"])] for r in detail.metric_rows()]),
+        _table(
+            ["metric", "value", "95% CI"],
+            [[_e(r["metric"]), _e(r["value"]), _e(r["95% CI"])] for r in detail.metric_rows()],
+        ),
         f'<h2>Samples <span class="tag">the first {TRACES_SHOWN}</span></h2>',
         *(_sample_block(item) for item in board.first_samples(store, str(row["run_id"]), TRACES_SHOWN)),
         f"<details><summary>full manifest ({board.UNCHECKED} but for what the page shows unmarked)</summary>"
@@ -346,7 +411,10 @@ def _system_page(system: str, runs: pd.DataFrame, data: _Board) -> str:
     else:
         facts = [
             ("registered here", "no: an outside adapter, its name and its words are the bundle's"),
-            ("adapter source", (_e(", ".join(f"{k} {v}" for k, v in info.provenance.items())) or "not recorded") + _unchecked()),
+            (
+                "adapter source",
+                (_e(", ".join(f"{k} {v}" for k, v in info.provenance.items())) or "not recorded") + _unchecked(),
+            ),
         ]
         if some_run is not None and some_run.manifest.system.description:
             facts.append(("description", _e(some_run.manifest.system.description) + _unchecked()))
@@ -428,7 +496,12 @@ def _table(header: list[str], rows: list[list[str]], css: str = "", prose: tuple
     """A table of cells that are HTML already (escaped where they hold stored text). Cells keep to one
     line, but for the ``prose`` columns (notes, sources); a wide table scrolls on its own."""
     head = "".join(f"<th>{h}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f'<td class="prose">{c}</td>' if i in prose else f"<td>{c}</td>" for i, c in enumerate(row)) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="prose">{c}</td>' if i in prose else f"<td>{c}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
     return f'<div class="scroll"><table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -445,16 +518,22 @@ def safe_name(text: str) -> str:
 
 def _write_whole(out: Path, pages: dict[str, str]) -> None:
     if not out.parent.is_dir():
-        raise ConfigError(f"cannot write the site to {out}: {out.parent} does not exist", "create the parent directory first")
+        raise ConfigError(
+            f"cannot write the site to {out}: {out.parent} does not exist", "create the parent directory first"
+        )
     if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / SITE_MARKER).exists())):
-        raise ConfigError(f"{out} exists and is not a site ddibench wrote", "give a new or empty directory, or remove it first")
+        raise ConfigError(
+            f"{out} exists and is not a site ddibench wrote", "give a new or empty directory, or remove it first"
+        )
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         for name, text in pages.items():
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        (staging / SITE_MARKER).write_text("written by ddibench; the next export replaces this directory whole\n", encoding="utf-8")
+        (staging / SITE_MARKER).write_text(
+            "written by ddibench; the next export replaces this directory whole\n", encoding="utf-8"
+        )
         staging.chmod(0o755)  # mkdtemp makes it private to its owner
         old = out.with_name(staging.name + ".old") if out.exists() else None
         if old is not None:

@@ -39,7 +39,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DDI_TASKS = ["drugbank_s0", "drugbank_s1", "drugbank_s2", "drugbank_s1_cluster", "drugbank_s2_cluster", "drugbank_s1_emergnn"]
+DDI_TASKS = [
+    "drugbank_s0",
+    "drugbank_s1",
+    "drugbank_s2",
+    "drugbank_s1_cluster",
+    "drugbank_s2_cluster",
+    "drugbank_s1_emergnn",
+]
 TWOSIDES_TASKS = ["twosides_s1", "twosides_s2"]
 TOX_TASKS = ["tox_herg", "tox_herg_tdc", "tox_dili", "tox_dili_tdc", "tox_skin", "tox_carcinogens"]
 TARGET_TASKS = ["targets_inhibit", "targets_activate"]
@@ -58,16 +65,29 @@ class Entry:
 
     @property
     def name(self) -> str:
-        return f"{self.task}__{self.system}" + (f"__{self.variant}" if self.variant else "") + (f"__limit{self.limit}" if self.limit else "")
+        return (
+            f"{self.task}__{self.system}"
+            + (f"__{self.variant}" if self.variant else "")
+            + (f"__limit{self.limit}" if self.limit else "")
+        )
 
 
 def plan() -> list[Entry]:
     entries = [Entry("majority", task) for task in DDI_TASKS]  # the floor of every DrugBank task: seconds each
     entries += [Entry("mlp", task) for task in DDI_TASKS]  # full test splits: about 8 minutes each here
-    entries.append(Entry("emergnn", "drugbank_s1_emergnn"))  # the cpu budget (10 epochs), full test split: about 16 minutes here
+    entries.append(
+        Entry("emergnn", "drugbank_s1_emergnn")
+    )  # the cpu budget (10 epochs), full test split: about 16 minutes here
     # 4 epochs' worth of training pairs (the cpu budget before the training step was made 2.7x faster) validated
     # every quarter epoch: the learning curve of the EmerGNN card
-    entries.append(Entry("emergnn", "drugbank_s1_emergnn", options=("-C", "max_epochs=16", "-C", "train_pairs_per_epoch=9450"), variant="quarter-epochs"))
+    entries.append(
+        Entry(
+            "emergnn",
+            "drugbank_s1_emergnn",
+            options=("-C", "max_epochs=16", "-C", "train_pairs_per_epoch=9450"),
+            variant="quarter-epochs",
+        )
+    )
     entries += [Entry(system, "drugbank_s2", limit=30) for system in LLM_DDI_SYSTEMS]
     # TWOSIDES top-5: the floor, both multi-label objectives of the MLP (minutes each), EmerGNN under a declared
     # budget (S1: the cpu profile's epochs — the board's run was trained under the 4-epoch budget of the time, as its
@@ -112,7 +132,12 @@ CLADD_ABLATIONS = ("use_kg_team=false", "use_mu=false", "annotations=expert")
 # take the embedded model about 25 s a molecule on two idle CPU cores (several minutes under contention).
 # hERG keeps the zero-shot preview's 20 molecules; the other toxicity and the target tasks take 10; a captioning
 # preview takes 20 (16 training, 2 validation, 2 test molecules: it exercises the pipeline, its AUROC means nothing).
-CLADD_LIMITS = {**dict.fromkeys(TOX_TASKS, 10), "tox_herg": 20, **dict.fromkeys(TARGET_TASKS, 10), **dict.fromkeys(CAPTION_TASKS, 20)}
+CLADD_LIMITS = {
+    **dict.fromkeys(TOX_TASKS, 10),
+    "tox_herg": 20,
+    **dict.fromkeys(TARGET_TASKS, 10),
+    **dict.fromkeys(CAPTION_TASKS, 20),
+}
 # the main ablations on every toxicity and target task and on one captioning task: an ablation re-asks only the
 # agents whose prompt it changes (the others answer from the response cache), so a yes/no or target ablation takes
 # a minute or two; a captioning one writes every caption again (minutes)
@@ -130,7 +155,9 @@ def cladd() -> list[Entry]:
     agent, database annotations only) on every toxicity and drug-target task and on caption_bbbp."""
     entries = [Entry("cladd", task, limit=limit) for task, limit in CLADD_LIMITS.items()]
     zero_shot = {(e.task, e.limit) for e in molecular_zero_shot()}
-    entries += [Entry("zero-shot", task, limit=limit) for task, limit in CLADD_LIMITS.items() if (task, limit) not in zero_shot]
+    entries += [
+        Entry("zero-shot", task, limit=limit) for task, limit in CLADD_LIMITS.items() if (task, limit) not in zero_shot
+    ]
     for ablation in CLADD_ABLATIONS:
         entries += [Entry("cladd", task, limit=CLADD_LIMITS[task], options=("--config", ablation), variant=ablation.replace("=", "-"))
                     for task in CLADD_ABLATION_TASKS]  # fmt: skip
@@ -149,6 +176,7 @@ def reader_plan() -> list[Entry]:
     chosen by likelihood (position bias), CLADD beside zero-shot on hERG and DILI (50 molecules), the five QA
     systems on MedQuAD (50 questions, model-free scorers: the judge would be the reader itself), DrugBank S2 and
     TWOSIDES S2 (50 pairs), the two target tasks (30 molecules) and DDI QA S1 (50 questions)."""
+
     def ddi(system: str, task: str, limit: int) -> Entry:
         return Entry(system, task, limit=limit, options=SLOTS if system == "cbr-ddi" else ())
 
@@ -169,7 +197,14 @@ def reader_plan() -> list[Entry]:
     # (zero-shot, KAPING, K-Paths: option 1 for 72-97% of pairs) answer from their context once position cannot
     # help them, before CBR-DDI (a long prompt per pair plus its repository's refinement: hours on two cores)
     entries = [plain[s] for s in ("zero-shot", "naive-cbr", "kaping", "k-paths")]
-    entries += [shuffled["zero-shot"], likely["zero-shot"], likely["kaping"], likely["k-paths"], shuffled["kaping"], shuffled["k-paths"]]
+    entries += [
+        shuffled["zero-shot"],
+        likely["zero-shot"],
+        likely["kaping"],
+        likely["k-paths"],
+        shuffled["kaping"],
+        shuffled["k-paths"],
+    ]
     entries += [plain["cbr-ddi"], shuffled["naive-cbr"], likely["naive-cbr"], shuffled["cbr-ddi"]]
     entries += molecules("tox_herg", 50) + molecules("tox_dili", 50) + questions("medquad")
     entries += [ddi(system, task, 50) for task in ("drugbank_s2", "twosides_s2") for system in LLM_DDI_SYSTEMS]
@@ -202,7 +237,19 @@ def run(entry: Entry, runs_dir: Path, bundles: Path, model: str | None = None) -
     log = runs_dir / f"{name}.log"
     seconds = None
     if not bundle.exists():
-        cmd = [sys.executable, "-m", "ddibench", "run", "-s", entry.system, "-t", entry.task, "--run-dir", str(run_dir), *entry.options]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ddibench",
+            "run",
+            "-s",
+            entry.system,
+            "-t",
+            entry.task,
+            "--run-dir",
+            str(run_dir),
+            *entry.options,
+        ]
         if entry.limit:
             cmd += ["--limit", str(entry.limit)]
         if model:
@@ -215,13 +262,26 @@ def run(entry: Entry, runs_dir: Path, bundles: Path, model: str | None = None) -
         seconds = time.perf_counter() - start
         if code != 0:
             return {"entry": name, "error": f"ddibench run exited {code}; see {log}"}
-        subprocess.run([sys.executable, "-m", "ddibench", "submit", "--compact", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "ddibench", "submit", "--compact", str(run_dir), "--out", str(bundle)],
+            check=True,
+            capture_output=True,
+        )
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     rescored = False
     if _outdated(entry.task, results):
         with log.open("a", encoding="utf-8") as fh:
-            subprocess.run([sys.executable, "-m", "ddibench", "rescore", str(run_dir)], check=True, stdout=fh, stderr=subprocess.STDOUT)
-        subprocess.run([sys.executable, "-m", "ddibench", "submit", "--compact", str(run_dir), "--out", str(bundle)], check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "ddibench", "rescore", str(run_dir)],
+                check=True,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+            )
+        subprocess.run(
+            [sys.executable, "-m", "ddibench", "submit", "--compact", str(run_dir), "--out", str(bundle)],
+            check=True,
+            capture_output=True,
+        )
         results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
         rescored = True
     evaluation = results["evaluation"]
@@ -255,39 +315,65 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs-dir", type=Path, default=Path("board-runs"))
     parser.add_argument("--bundles", type=Path, default=Path("board-bundles"))
-    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent.parent / "results", help="the shipped results folder to refresh")
-    parser.add_argument("--model", default=None, help="model spec for the LLM systems' runs (default: the embedded SmolLM2-135M)")
-    parser.add_argument("--previews", action="store_true", help="also publish the --limit previews (shown apart, never ranked)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "results",
+        help="the shipped results folder to refresh",
+    )
+    parser.add_argument(
+        "--model", default=None, help="model spec for the LLM systems' runs (default: the embedded SmolLM2-135M)"
+    )
+    parser.add_argument(
+        "--previews", action="store_true", help="also publish the --limit previews (shown apart, never ranked)"
+    )
     parser.add_argument("--no-publish", action="store_true", help="run and pack only; leave results/ as it is")
     parser.add_argument("--only", nargs="*", default=[], help="systems or tasks to include (default: the whole plan)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    parser.add_argument("--plan", choices=["board", "reader"], default="board", help="the whole board, or the reader model's previews")
+    parser.add_argument(
+        "--plan", choices=["board", "reader"], default="board", help="the whole board, or the reader model's previews"
+    )
     args = parser.parse_args()
     if args.plan == "reader" and args.model is None:
         args.model = READER_MODEL
 
-    entries = [e for e in (plan() if args.plan == "board" else reader_plan()) if not args.only or e.system in args.only or e.task in args.only]
+    entries = [
+        e
+        for e in (plan() if args.plan == "board" else reader_plan())
+        if not args.only or e.system in args.only or e.task in args.only
+    ]
     if args.dry_run:
         for e in entries:
-            print(f"{e.system:12} {e.task:20} {'--limit ' + str(e.limit) if e.limit else 'full split'} {' '.join(e.options)}")
+            print(
+                f"{e.system:12} {e.task:20} {'--limit ' + str(e.limit) if e.limit else 'full split'} {' '.join(e.options)}"
+            )
         return
     args.runs_dir.mkdir(parents=True, exist_ok=True)
     args.bundles.mkdir(parents=True, exist_ok=True)
     summary = []
     for i, entry in enumerate(entries, 1):
-        print(f"[{i}/{len(entries)}] {entry.system} on {entry.task}{f' --limit {entry.limit}' if entry.limit else ''}", flush=True)
+        print(
+            f"[{i}/{len(entries)}] {entry.system} on {entry.task}{f' --limit {entry.limit}' if entry.limit else ''}",
+            flush=True,
+        )
         row = run(entry, args.runs_dir, args.bundles, args.model)
         summary.append(row)
         if "error" in row:
             print(f"  failed: {row['error']}", flush=True)
         else:
             took = f"{row['seconds_this_call']:.0f} s" if row["seconds_this_call"] is not None else "done before"
-            print(f"  {row['primary']} {row['value']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] on n={row['n']} ({took})", flush=True)
+            print(
+                f"  {row['primary']} {row['value']:.3f} [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] on n={row['n']} ({took})",
+                flush=True,
+            )
     (args.runs_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     bundles = [row["bundle"] for row in summary if "bundle" in row and (args.previews or not row["limit"])]
     if bundles and not args.no_publish:
         previews = ["--previews"] if args.previews else []
-        subprocess.run([sys.executable, "-m", "ddibench", "board", "publish", "--results", str(args.results), *previews, *bundles], check=False)
+        subprocess.run(
+            [sys.executable, "-m", "ddibench", "board", "publish", "--results", str(args.results), *previews, *bundles],
+            check=False,
+        )
     failed = [row["entry"] for row in summary if "error" in row]
     where = "packed" if args.no_publish else f"published to {args.results}"
     print(f"{len(bundles)} runs {where}" + (f"; failed: {', '.join(failed)}" if failed else ""))

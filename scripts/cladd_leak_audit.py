@@ -21,7 +21,9 @@ def audit(run_dir: Path) -> dict:
     run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     task = get_task(run["task"]["name"])
     if task.data_sha256 != run["task"]["data_sha256"]:
-        raise SystemExit(f"{run_dir}: the task's data changed since the run (data {task.data_sha256[:12]} vs {run['task']['data_sha256'][:12]})")
+        raise SystemExit(
+            f"{run_dir}: the task's data changed since the run (data {task.data_sha256[:12]} vs {run['task']['data_sha256'][:12]})"
+        )
     data = task.load()
     samples = {s.id: s for split in data.splits.values() for s in split}
     traces = {}

@@ -29,7 +29,9 @@ def curve(run_dir: Path) -> tuple[list[tuple[float, float, float]], dict]:
     info = results["system_info"]
     rows = info.get("epochs") or []
     if not rows:
-        raise SystemExit(f"{run_dir}: results.json has no training log (system_info.epochs); is it an EmerGNN run that trained?")
+        raise SystemExit(
+            f"{run_dir}: results.json has no training log (system_info.epochs); is it an EmerGNN run that trained?"
+        )
     key = next((k for k in ("valid_macro_f1", "valid_recall@5") if any(k in r for r in rows)), None)
     if key is None:
         key = next((k for r in rows for k in r if k.startswith("valid_")), None)
@@ -42,7 +44,12 @@ def curve(run_dir: Path) -> tuple[list[tuple[float, float, float]], dict]:
         seconds += row.get("seconds", 0.0)
         if key in row:
             points.append((passes, 100 * row[key], seconds))
-    return points, {"metric": key, "best_epoch": info.get("best_epoch"), "pairs_per_full_epoch": per_epoch, "config": info.get("resolved_config", {})}
+    return points, {
+        "metric": key,
+        "best_epoch": info.get("best_epoch"),
+        "pairs_per_full_epoch": per_epoch,
+        "config": info.get("resolved_config", {}),
+    }
 
 
 def _pairs_per_full_epoch(info: dict, rows: list[dict]) -> float:
@@ -64,7 +71,13 @@ def fit(points: list[tuple[float, float, float]]) -> tuple[float, float, float] 
     if len(x) < 4:
         return None
     try:
-        params, _ = curve_fit(lambda e, top, gap, scale: top - gap * np.exp(-e / scale), x, y, p0=(y.max(), y.max() - y.min() + 1, 1.0), maxfev=20_000)
+        params, _ = curve_fit(
+            lambda e, top, gap, scale: top - gap * np.exp(-e / scale),
+            x,
+            y,
+            p0=(y.max(), y.max() - y.min() + 1, 1.0),
+            maxfev=20_000,
+        )
     except (RuntimeError, ValueError):
         return None
     return float(params[0]), float(params[1]), float(params[2])
@@ -119,7 +132,9 @@ def by_frequency(run_dir: Path, bins: tuple[int, ...] = (0, 100, 500, 2000)) -> 
     yhat = np.array([-1 if predicted[i] is None else predicted[i] for i in ids])
     types = sorted(set(y.tolist()))
     f1 = dict(zip(types, f1_score(y, yhat, labels=types, average=None, zero_division=0)))
-    lines = [f"test F1 by the type's training pairs ({len(types)} types in {len(ids):,} test pairs; macro-F1 {100 * np.mean(list(f1.values())):.1f})"]
+    lines = [
+        f"test F1 by the type's training pairs ({len(types)} types in {len(ids):,} test pairs; macro-F1 {100 * np.mean(list(f1.values())):.1f})"
+    ]
     edges = [*bins, None]
     for lo, hi in zip(edges, edges[1:]):
         group = [t for t in types if counts[t] >= lo and (hi is None or counts[t] < hi)]
@@ -135,15 +150,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--paper", type=float, default=None, help="the published test value to draw beside the curve")
-    parser.add_argument("--by-frequency", action="store_true", help="also split the test F1 by each type's training pairs")
+    parser.add_argument(
+        "--by-frequency", action="store_true", help="also split the test F1 by each type's training pairs"
+    )
     args = parser.parse_args()
     points, meta = curve(args.run_dir)
-    print(f"{meta['metric']} by epoch ({meta['pairs_per_full_epoch']:,.0f} training pairs a full epoch; best epoch {meta['best_epoch']})")
+    print(
+        f"{meta['metric']} by epoch ({meta['pairs_per_full_epoch']:,.0f} training pairs a full epoch; best epoch {meta['best_epoch']})"
+    )
     print(f"{'epochs':>7} {'score':>7} {'seconds':>8}")
     for x, y, s in points:
         print(f"{x:7.2f} {y:7.2f} {s:8.0f}")
     if len(points) >= 3:
-        tail = points[-max(3, len(points) // 4):]
+        tail = points[-max(3, len(points) // 4) :]
         slope = (tail[-1][1] - tail[0][1]) / max(tail[-1][0] - tail[0][0], 1e-9)
         print(f"slope over the last {len(tail)} points: {slope:+.2f} points per epoch")
     fitted = fit(points)

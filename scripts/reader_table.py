@@ -36,10 +36,20 @@ def main() -> None:
         if not (run_dir / "results.json").exists():
             continue
         results = read_results(run_dir / "results.json")
-        rows.append((results.task, results.system, run_variant(results.system, results.manifest.system.config), run_dir, results))
+        rows.append(
+            (
+                results.task,
+                results.system,
+                run_variant(results.system, results.manifest.system.config),
+                run_dir,
+                results,
+            )
+        )
     by_key = {(task, system, variant): run_dir for task, system, variant, run_dir, _ in rows}
-    print("| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage | floors | vs "
-          f"{args.baseline} (paired) | vs its plain run (paired) |")
+    print(
+        "| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage | floors | vs "
+        f"{args.baseline} (paired) | vs its plain run (paired) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def paired(run_dir: Path, other: Path | None, name: str, spec: Any) -> str:
@@ -53,7 +63,11 @@ def main() -> None:
         name = ev.primary_metric
         spec = ev.spec(name)
         primary = f"{spec.format(ev.metrics[name].value)} [{spec.format(ev.metrics[name].ci_low)}, {spec.format(ev.metrics[name].ci_high)}]"
-        accuracy = ev.spec("accuracy").format(ev.metrics["accuracy"].value) if "accuracy" in ev.metrics and name != "accuracy" else "—"
+        accuracy = (
+            ev.spec("accuracy").format(ev.metrics["accuracy"].value)
+            if "accuracy" in ev.metrics and name != "accuracy"
+            else "—"
+        )
         spread = "—"
         if ev.answers is not None and ev.answers.n_answers:
             first = "—" if ev.answers.first_position_share is None else f"{ev.answers.first_position_share:.0%}"
@@ -61,11 +75,19 @@ def main() -> None:
         found = ceilings(run_dir)
         vote = f"{found.spec.format(found.vote[0])}" if found else "—"
         coverage = f"{found.coverage:.0%}" if found else "—"
-        floors = ", ".join(f"{kind.split('_')[0]} {spec.format(f['metrics'][name])}" for kind, f in results.floors.items() if name in f.get("metrics", {}))
+        floors = ", ".join(
+            f"{kind.split('_')[0]} {spec.format(f['metrics'][name])}"
+            for kind, f in results.floors.items()
+            if name in f.get("metrics", {})
+        )
         against = paired(run_dir, by_key.get((task, args.baseline, variant)), name, spec)
         plain = paired(run_dir, by_key.get((task, system, "")), name, spec) if variant else "—"
-        print(f"| {task} | {system} | {variant or '—'} | {ev.n} | {primary} | {accuracy} | {spread} | {vote} | {coverage} | {floors} | {against} | {plain} |")
-    print(f"\n* the paired 95% interval of the difference excludes 0. Floors: {', '.join(sorted({k for *_, r in rows for k in r.floors}))}.")
+        print(
+            f"| {task} | {system} | {variant or '—'} | {ev.n} | {primary} | {accuracy} | {spread} | {vote} | {coverage} | {floors} | {against} | {plain} |"
+        )
+    print(
+        f"\n* the paired 95% interval of the difference excludes 0. Floors: {', '.join(sorted({k for *_, r in rows for k in r.floors}))}."
+    )
 
 
 if __name__ == "__main__":

@@ -83,7 +83,9 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     return invoke
 
 
-def run_cli_subprocess(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_cli_subprocess(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ddibench", *args], capture_output=True, text=True, env=full_env, timeout=timeout
@@ -95,7 +97,9 @@ def kill_run_after(cmd: list[str], journal: Path, lines: int, timeout: float = 3
     import signal
     import time
 
-    proc = subprocess.Popen(cmd, env={**os.environ, "COLUMNS": "200"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env={**os.environ, "COLUMNS": "200"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + timeout
     while time.time() < deadline and (not journal.exists() or journal.read_text().count("\n") < lines):
         time.sleep(0.05)
@@ -135,7 +139,9 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
     import tempfile
 
-    root = Path(tempfile.mkdtemp(prefix="ddibench-pg-"))  # outside pytest's 0700 tree: the server's account must reach it
+    root = Path(
+        tempfile.mkdtemp(prefix="ddibench-pg-")
+    )  # outside pytest's 0700 tree: the server's account must reach it
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -145,7 +151,11 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         os.chmod(root, 0o755)
         prefix = ["runuser", "-u", "postgres", "--"]
     data = root / "data"
-    subprocess.run([*prefix, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"], check=True, capture_output=True)
+    subprocess.run(
+        [*prefix, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+    )
     subprocess.run(
         [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(root / "log"),
          "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start"], check=True, capture_output=True,
@@ -153,7 +163,9 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
     finally:
-        subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        subprocess.run(
+            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -223,7 +235,9 @@ def chrome(profile: Path):  # noqa: ANN201 - selenium's WebDriver, imported only
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-dev-shm-usage", "--window-size=1400,2400", f"--user-data-dir={profile}"):  # fmt: skip
         options.add_argument(flag)
-    return webdriver.Chrome(service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options)
+    return webdriver.Chrome(
+        service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options
+    )
 
 
 def open_when_up(driver, url: str, deadline: float) -> None:  # noqa: ANN001
@@ -261,7 +275,9 @@ def pack_bundle(members: dict[str, bytes], out: Path) -> Path:
     return out
 
 
-def reseal_bundle(members: dict[str, bytes], run: dict, results: dict, out: Path, trace_note: str | None = None) -> Path:
+def reseal_bundle(
+    members: dict[str, bytes], run: dict, results: dict, out: Path, trace_note: str | None = None
+) -> Path:
     """Pack edited ``run`` and ``results`` records into a bundle with every id and hash redone as a competent
     forger would (the run id from the edited identity, bundle.json's hashes), optionally with ``trace_note``
     in every prediction's trace: verify checks such a bundle's numbers, not its words."""
@@ -273,7 +289,9 @@ def reseal_bundle(members: dict[str, bytes], run: dict, results: dict, out: Path
     run["run_id"] = results["run_id"] = config_hash({k: v for k, v in run.items() if k != "run_id"}, 16)
     if trace_note is not None:
         lines = [json.loads(line) for line in members["predictions.jsonl"].splitlines()]
-        members["predictions.jsonl"] = "".join(json.dumps({**p, "trace": {**(p.get("trace") or {}), "note": trace_note}}) + "\n" for p in lines).encode()
+        members["predictions.jsonl"] = "".join(
+            json.dumps({**p, "trace": {**(p.get("trace") or {}), "note": trace_note}}) + "\n" for p in lines
+        ).encode()
     members["run.json"], members["results.json"] = json.dumps(run).encode(), json.dumps(results).encode()
     index = json.loads(members["bundle.json"])
     index["run_id"], index["system"] = run["run_id"], {k: run["system"][k] for k in ("name", "version", "config_hash")}

@@ -48,7 +48,9 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.mark.parametrize(("example", "cls", "name", "task", "metric"), CASES)
-def test_a_worked_example_runs_submits_and_verifies(cli, install, tmp_path: Path, example: str, cls: str, name: str, task: str, metric: str) -> None:
+def test_a_worked_example_runs_submits_and_verifies(
+    cli, install, tmp_path: Path, example: str, cls: str, name: str, task: str, metric: str
+) -> None:
     install(example, cls, name)
     code, out, err = cli("list", "systems")
     assert code == 0 and name in out, err
@@ -60,7 +62,10 @@ def test_a_worked_example_runs_submits_and_verifies(cli, install, tmp_path: Path
     assert metric in evaluation["metrics"] and evaluation["n_invalid"] == 0
     primary = evaluation["primary_metric"]
     floor = max(f["metrics"][primary] for f in results["floors"].values())
-    assert evaluation["metrics"][primary]["value"] > floor, (evaluation["metrics"][primary], results["floors"])  # it learnt something
+    assert evaluation["metrics"][primary]["value"] > floor, (
+        evaluation["metrics"][primary],
+        results["floors"],
+    )  # it learnt something
     bundle = tmp_path / "run.tar.gz"
     code, out, err = cli("submit", "--compact", str(run_dir), "--out", str(bundle))
     assert code == 0, out + err

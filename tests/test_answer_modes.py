@@ -30,8 +30,14 @@ def _journal(run_dir: Path) -> list[dict]:
 def test_answer_distribution_flags_a_collapse_relative_to_the_gold() -> None:
     gold = [[i % 3] for i in range(30)]  # the gold's most frequent label: a third of the samples
     spread = answer_distribution([i % 3 for i in range(30)], gold, 86)
-    assert not spread.collapsed and spread.top_share == pytest.approx(1 / 3, abs=1e-4) and spread.entropy == pytest.approx(math.log(3) / math.log(30), abs=1e-4)
-    collapsed = answer_distribution([0] * 27 + [1, 2, 3], gold, 86, names=["first", "b", "c", "d"], positions=[1] * 27 + [2, 3, 4])
+    assert (
+        not spread.collapsed
+        and spread.top_share == pytest.approx(1 / 3, abs=1e-4)
+        and spread.entropy == pytest.approx(math.log(3) / math.log(30), abs=1e-4)
+    )
+    collapsed = answer_distribution(
+        [0] * 27 + [1, 2, 3], gold, 86, names=["first", "b", "c", "d"], positions=[1] * 27 + [2, 3, 4]
+    )
     assert collapsed.collapsed and collapsed.top_share == 0.9 and collapsed.first_position_share == 0.9
     assert "'first' for 90% of 30 valid answers" in collapsed.message and "first option listed" in collapsed.message
     # a yes/no gold of 60% "no": a classifier answering "no" 85% of the time leans to the majority, 95% is collapsed
@@ -53,7 +59,9 @@ def test_likelihood_walks_the_option_tree_and_beats_greedy_digit_by_digit() -> N
             pool = LLMPool({"generator": spec}, cache=None)
             await pool.start(["generator"])
             try:
-                return await option_likelihoods(pool.client("generator"), [{"role": "user", "content": "which?"}], PREFIX, options)
+                return await option_likelihoods(
+                    pool.client("generator"), [{"role": "user", "content": "which?"}], PREFIX, options
+                )
             finally:
                 await pool.close()
 
@@ -64,7 +72,9 @@ def test_likelihood_walks_the_option_tree_and_beats_greedy_digit_by_digit() -> N
     valid_root = 0.5 + 0.3 + 0.1  # " " leads to no option: left out of the renormalisation
     p = {o: None if lp is None else math.exp(lp) for o, lp in zip(options, scores.logprobs)}
     assert p["2"] == pytest.approx(0.3 / valid_root) and p["3"] == pytest.approx(0.1 / valid_root)
-    assert p["10"] == pytest.approx(0.5 / valid_root * 0.3 / 0.95) and p["1"] == pytest.approx(0.5 / valid_root * 0.05 / 0.95)  # "x" closes nothing
+    assert p["10"] == pytest.approx(0.5 / valid_root * 0.3 / 0.95) and p["1"] == pytest.approx(
+        0.5 / valid_root * 0.05 / 0.95
+    )  # "x" closes nothing
     assert p["4"] is None  # never among the top tokens: not scored
     # greedy would take "1" (0.5) then "0": option 10; the likelihood compares whole options: option 2
     assert options[scores.best()] == "2"
@@ -108,7 +118,9 @@ def test_shuffled_options_map_answers_back_and_the_collapse_is_reported(cli, tmp
     assert index.count("⚠ collapsed") == 2 and "shuffle_options=3" in index
 
 
-def test_shuffled_likelihood_runs_verify_and_reproduce_and_an_endpoint_without_prefill_is_refused(cli, tmp_path: Path) -> None:
+def test_shuffled_likelihood_runs_verify_and_reproduce_and_an_endpoint_without_prefill_is_refused(
+    cli, tmp_path: Path
+) -> None:
     tree = {PREFIX: [("4", LOG(0.6)), ("1", LOG(0.3)), ("}", LOG(0.1))]}  # "}" ends no option: left out
     tree[PREFIX + "1"] = [("}", LOG(0.9)), ("2", LOG(0.1))]
     tree[PREFIX + "4"] = [("}", LOG(0.7)), ("0", LOG(0.3))]
@@ -120,8 +132,12 @@ def test_shuffled_likelihood_runs_verify_and_reproduce_and_an_endpoint_without_p
         assert code == 0, err
         preds = _journal(run_dir)
         fourth = option_order(86, 5)[3]
-        assert len(preds) == 1992 and {(p["label"], p["position"], p["text"]) for p in preds} == {(fourth, 4, '{"type": 4}')}
-        assert all(p["trace"]["likelihood"]["requests"] == 3 for p in preds)  # the root, "1" and "4" go on (10-19, 40-49)
+        assert len(preds) == 1992 and {(p["label"], p["position"], p["text"]) for p in preds} == {
+            (fourth, 4, '{"type": 4}')
+        }
+        assert all(
+            p["trace"]["likelihood"]["requests"] == 3 for p in preds
+        )  # the root, "1" and "4" go on (10-19, 40-49)
         code, out, err = cli("submit", "--compact", str(run_dir), "--out", str(tmp_path / "b.tar.gz"))
         assert code == 0, out + err
         code, out, err = cli("verify", "--reproduce", str(tmp_path / "b.tar.gz"))

@@ -61,7 +61,10 @@ LM_RESULTS = "lm/results_2025-01-01T00-00-00.000000.json"
 
 def lm_eval_output(root: Path) -> None:
     """What lm-eval's --log_samples writes for the exported task (answering "1" to every document), in lm/."""
-    docs = [json.loads(line) for line in (root / "lm-tasks" / "ddibench_data" / "drugbank_s2.jsonl").read_text().splitlines()]
+    docs = [
+        json.loads(line)
+        for line in (root / "lm-tasks" / "ddibench_data" / "drugbank_s2.jsonl").read_text().splitlines()
+    ]
     request = {"gen_args_0": {"arg_0": "the prompt", "arg_1": {"until": [], "temperature": 0.0}}}
     records = [{"doc_id": i, "doc": doc, "target": str(doc["gold"]), "arguments": request, "resps": [["1"]], "filtered_resps": ["1"]}
                for i, doc in enumerate(docs)]  # fmt: skip
@@ -96,7 +99,9 @@ def run_args(stub, root: Path, *extra: str) -> list[str]:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()
+    }
 
 
 def edit(name: str, change: Callable[[bytes], bytes]) -> Callable[[Path], None]:
@@ -123,41 +128,140 @@ CASES: list[tuple[str, Callable[[Path], None] | None, list[str], str]] = [
     ("run.json empty", edit("run/run.json", lambda b: b""), ["RUN"], "run.json is not valid JSON"),
     ("run.json a list", edit("run/run.json", lambda b: b"[1, 2]"), ["RUN"], "is not a valid RunIdentity record"),
     ("run.json not UTF-8", edit("run/run.json", lambda b: b"\xff\xfe" + b), ["RUN"], "is not UTF-8"),
-    ("run.json of another shape", edit("run/run.json", lambda b: b'{"schema": 1}'), ["RUN"], "is not a valid RunIdentity record (task: Field required)"),
-    ("journal with a garbage line", edit("run/journal.jsonl", garbage_line), ["RUN"], "journal.jsonl:2 is not a readable journal record"),
-    ("journal not UTF-8", edit("run/journal.jsonl", lambda b: b"\xff\xfe\n" + b), ["RUN"], "journal.jsonl:1 is not a readable journal record"),
+    (
+        "run.json of another shape",
+        edit("run/run.json", lambda b: b'{"schema": 1}'),
+        ["RUN"],
+        "is not a valid RunIdentity record (task: Field required)",
+    ),
+    (
+        "journal with a garbage line",
+        edit("run/journal.jsonl", garbage_line),
+        ["RUN"],
+        "journal.jsonl:2 is not a readable journal record",
+    ),
+    (
+        "journal not UTF-8",
+        edit("run/journal.jsonl", lambda b: b"\xff\xfe\n" + b),
+        ["RUN"],
+        "journal.jsonl:1 is not a readable journal record",
+    ),
     ("sessions with a garbage line", edit("run/sessions.jsonl", garbage_line), ["RUN"], "sessions.jsonl:2 is not JSON"),
-    ("report of a truncated results.json", edit("run/results.json", lambda b: b[:100]), ["report", R], "results.json is not valid JSON"),
-    ("report of a results.json that is a list", edit("run/results.json", lambda b: b"[]"), ["report", R], "is not a valid Results record"),
-    ("report of a results.json not UTF-8", edit("run/results.json", lambda b: b"\xff" + b), ["report", R], "is not UTF-8"),
-    ("report --json of a truncated results.json", edit("run/results.json", lambda b: b[:10]), ["report", R, "--json"], "is not valid JSON"),
+    (
+        "report of a truncated results.json",
+        edit("run/results.json", lambda b: b[:100]),
+        ["report", R],
+        "results.json is not valid JSON",
+    ),
+    (
+        "report of a results.json that is a list",
+        edit("run/results.json", lambda b: b"[]"),
+        ["report", R],
+        "is not a valid Results record",
+    ),
+    (
+        "report of a results.json not UTF-8",
+        edit("run/results.json", lambda b: b"\xff" + b),
+        ["report", R],
+        "is not UTF-8",
+    ),
+    (
+        "report --json of a truncated results.json",
+        edit("run/results.json", lambda b: b[:10]),
+        ["report", R, "--json"],
+        "is not valid JSON",
+    ),
     ("report of nothing", None, ["report", "{root}/nothing"], "does not exist; give a run directory"),
-    ("rescore of a truncated results.json", edit("run/results.json", lambda b: b[:100]), ["rescore", R], "results.json is not valid JSON"),
-    ("rescore of an unfinished run", remove("run/results.json"), ["rescore", R], "has not been scored yet (an unfinished run); finish it"),
+    (
+        "rescore of a truncated results.json",
+        edit("run/results.json", lambda b: b[:100]),
+        ["rescore", R],
+        "results.json is not valid JSON",
+    ),
+    (
+        "rescore of an unfinished run",
+        remove("run/results.json"),
+        ["rescore", R],
+        "has not been scored yet (an unfinished run); finish it",
+    ),
     ("rescore of a directory that is no run", None, ["rescore", "{root}"], "holds no run.json"),
     # places that cannot be written
     ("--runs-dir is a file", None, ["RUNS", "{root}/afile"], "--runs-dir {root}/afile is a file, not a directory"),
-    ("--run-dir is a file", None, ["RUN", "--run-dir", "{root}/afile"], "--run-dir {root}/afile is a file, not a directory"),
+    (
+        "--run-dir is a file",
+        None,
+        ["RUN", "--run-dir", "{root}/afile"],
+        "--run-dir {root}/afile is a file, not a directory",
+    ),
     ("--run-dir below a file", None, ["RUN", "--run-dir", "{root}/afile/run"], "{root}/afile is a file, so --run-dir"),
-    ("a non-empty --run-dir without run.json", None, ["RUN", "--run-dir", "{root}/cache"], "is not empty and holds no run.json"),
+    (
+        "a non-empty --run-dir without run.json",
+        None,
+        ["RUN", "--run-dir", "{root}/cache"],
+        "is not empty and holds no run.json",
+    ),
     ("the cache directory is a file", None, ["RUN", "ENV:DDIBENCH_CACHE={root}/afile"], "{root}/afile is in the way"),
-    ("a garbage LLM cache", edit("cache/llm-cache.sqlite", lambda b: b"garbage " * 100), ["RUN", "--run-dir", "{root}/fresh"],
-     "llm-cache.sqlite is not a readable SQLite database"),
+    (
+        "a garbage LLM cache",
+        edit("cache/llm-cache.sqlite", lambda b: b"garbage " * 100),
+        ["RUN", "--run-dir", "{root}/fresh"],
+        "llm-cache.sqlite is not a readable SQLite database",
+    ),
     # models
-    ("non-UTF-8 bytes in --model", None, ["RUN", "-m", "vllm:stub-model\udcff@http://127.0.0.1:9/v1"], "bytes that are not UTF-8; retype the model spec"),
-    ("a control character in --model", None, ["RUN", "-m", "vllm:stub\x01model@http://127.0.0.1:9/v1"], "control characters"),
+    (
+        "non-UTF-8 bytes in --model",
+        None,
+        ["RUN", "-m", "vllm:stub-model\udcff@http://127.0.0.1:9/v1"],
+        "bytes that are not UTF-8; retype the model spec",
+    ),
+    (
+        "a control character in --model",
+        None,
+        ["RUN", "-m", "vllm:stub\x01model@http://127.0.0.1:9/v1"],
+        "control characters",
+    ),
     ("a timeout that is no number", None, ["RUN", "-m", "vllm:m@http://127.0.0.1:9/v1#timeout=soon"], "timeout=soon"),
-    ("a negative timeout", None, ["RUN", "-m", "vllm:m@http://127.0.0.1:9/v1#timeout=-1"], "is not a number of seconds"),
-    ("an unknown model option", None, ["RUN", "-m", "vllm:m@http://127.0.0.1:9/v1#temperature=1"], "bad model option 'temperature=1'"),
-    ("an unreachable endpoint", None, ["RUN", "--run-dir", "{root}/fresh", "-m", "vllm:m@http://127.0.0.1:9/v1"], "cannot reach model endpoint"),
+    (
+        "a negative timeout",
+        None,
+        ["RUN", "-m", "vllm:m@http://127.0.0.1:9/v1#timeout=-1"],
+        "is not a number of seconds",
+    ),
+    (
+        "an unknown model option",
+        None,
+        ["RUN", "-m", "vllm:m@http://127.0.0.1:9/v1#temperature=1"],
+        "bad model option 'temperature=1'",
+    ),
+    (
+        "an unreachable endpoint",
+        None,
+        ["RUN", "--run-dir", "{root}/fresh", "-m", "vllm:m@http://127.0.0.1:9/v1"],
+        "cannot reach model endpoint",
+    ),
     # configuration values
-    ("-C max_tokens=-5", None, ["RUN", "-C", "max_tokens=-5"], "zero-shot config 'max_tokens': Input should be greater than 0"),
+    (
+        "-C max_tokens=-5",
+        None,
+        ["RUN", "-C", "max_tokens=-5"],
+        "zero-shot config 'max_tokens': Input should be greater than 0",
+    ),
     ("-C max_tokens=0", None, ["RUN", "-C", "max_tokens=0"], "Input should be greater than 0"),
-    ("-C temperature=-3", None, ["RUN", "-C", "temperature=-3"], "zero-shot config 'temperature': Input should be greater than or equal to 0"),
+    (
+        "-C temperature=-3",
+        None,
+        ["RUN", "-C", "temperature=-3"],
+        "zero-shot config 'temperature': Input should be greater than or equal to 0",
+    ),
     ("-C temperature=NaN", None, ["RUN", "-C", "temperature=NaN"], "zero-shot config 'temperature'"),
     ("-C without a value", None, ["RUN", "-C", "temperature"], "bad --config item 'temperature'"),
     ("-C unknown key", None, ["RUN", "-C", "temprature=0.3"], "did you mean 'temperature'"),
-    ("--limit beyond the split", None, ["RUN", "--limit", "1000000000000"], "--limit 1,000,000,000,000 is more than the 1,992 samples"),
+    (
+        "--limit beyond the split",
+        None,
+        ["RUN", "--limit", "1000000000000"],
+        "--limit 1,000,000,000,000 is more than the 1,992 samples",
+    ),
     ("--limit 0", None, ["RUN", "--limit", "0"], "--limit must be a positive number"),
     ("--limit not a number", None, ["RUN", "--limit", "many"], "'many' is not a valid integer"),
     ("--concurrency 0", None, ["RUN", "--concurrency", "0"], "--concurrency must be positive"),
@@ -169,50 +273,192 @@ CASES: list[tuple[str, Callable[[Path], None] | None, list[str], str]] = [
     ("an unknown task", None, ["run", "-s", "zero-shot", "-t", "drugbank_s9"], "unknown task 'drugbank_s9'"),
     ("an unknown command", None, ["rnu"], "No such command 'rnu'"),
     # submissions
-    ("submit --out into a missing directory", None, ["submit", R, "--out", "{root}/missing/b.tar.gz"], "directory {root}/missing does not exist"),
+    (
+        "submit --out into a missing directory",
+        None,
+        ["submit", R, "--out", "{root}/missing/b.tar.gz"],
+        "directory {root}/missing does not exist",
+    ),
     ("submit --out a directory", None, ["submit", R, "--out", "{root}/cache"], "is a directory"),
-    ("submit with a garbage journal", edit("run/journal.jsonl", garbage_line), ["submit", R, "--out", "{root}/b.tar.gz"], "journal.jsonl:2 is not a readable journal record"),
-    ("submit of an unfinished run", remove("run/results.json"), ["submit", R, "--out", "{root}/b.tar.gz"], "has no results.json; finish the run"),
-    ("submit of a damaged results.json", edit("run/results.json", lambda b: b[:50]), ["submit", R, "--out", "{root}/b.tar.gz"], "is not valid JSON"),
+    (
+        "submit with a garbage journal",
+        edit("run/journal.jsonl", garbage_line),
+        ["submit", R, "--out", "{root}/b.tar.gz"],
+        "journal.jsonl:2 is not a readable journal record",
+    ),
+    (
+        "submit of an unfinished run",
+        remove("run/results.json"),
+        ["submit", R, "--out", "{root}/b.tar.gz"],
+        "has no results.json; finish the run",
+    ),
+    (
+        "submit of a damaged results.json",
+        edit("run/results.json", lambda b: b[:50]),
+        ["submit", R, "--out", "{root}/b.tar.gz"],
+        "is not valid JSON",
+    ),
     ("verify of a missing bundle", None, ["verify", "{root}/missing.tar.gz"], "does not exist"),
     ("verify of something else", None, ["verify", "{root}/afile"], "is not a readable .tar.gz bundle"),
-    ("verify --tolerance without --reproduce", None, ["verify", "{root}/bundle.tar.gz", "--tolerance", "0.1"], "--tolerance applies to --reproduce only"),
-    ("verify --tolerance out of range", None, ["verify", "{root}/bundle.tar.gz", "--reproduce", "--tolerance", "2"], "--tolerance 2.0 is not a share"),
-    ("board add into a missing directory", None, ["board", "add", "--store", "{root}/missing/board.duckdb", "{root}/bundle.tar.gz"],
-     "directory {root}/missing does not exist"),
+    (
+        "verify --tolerance without --reproduce",
+        None,
+        ["verify", "{root}/bundle.tar.gz", "--tolerance", "0.1"],
+        "--tolerance applies to --reproduce only",
+    ),
+    (
+        "verify --tolerance out of range",
+        None,
+        ["verify", "{root}/bundle.tar.gz", "--reproduce", "--tolerance", "2"],
+        "--tolerance 2.0 is not a share",
+    ),
+    (
+        "board add into a missing directory",
+        None,
+        ["board", "add", "--store", "{root}/missing/board.duckdb", "{root}/bundle.tar.gz"],
+        "directory {root}/missing does not exist",
+    ),
     ("data verify of an unknown task", None, ["data", "verify", "--task", "drugbank_s9"], "unknown task 'drugbank_s9'"),
-    ("board check of a folder with no index", None, ["board", "check", "--results", "{root}"], "holds no results index (index.json)"),
-    ("board serve of a missing store", None, ["board", "serve", "--store", "{root}/none.duckdb"], "no results store at {root}/none.duckdb"),
-    ("board export with nothing to write", None, ["board", "export", "--store", "{root}/none.duckdb"], "nothing to export"),
-    ("board publish into a file", None, ["board", "publish", "--results", "{root}/afile", "{root}/bundle.tar.gz"], "--results {root}/afile is not a directory"),
+    (
+        "board check of a folder with no index",
+        None,
+        ["board", "check", "--results", "{root}"],
+        "holds no results index (index.json)",
+    ),
+    (
+        "board serve of a missing store",
+        None,
+        ["board", "serve", "--store", "{root}/none.duckdb"],
+        "no results store at {root}/none.duckdb",
+    ),
+    (
+        "board export with nothing to write",
+        None,
+        ["board", "export", "--store", "{root}/none.duckdb"],
+        "nothing to export",
+    ),
+    (
+        "board publish into a file",
+        None,
+        ["board", "publish", "--results", "{root}/afile", "{root}/bundle.tar.gz"],
+        "--results {root}/afile is not a directory",
+    ),
     # issue 26: scoring options out of range (they were read as an unknown option '-3')
-    ("--probe-epochs=-3", None, ["run", "-s", "only-smiles", "-t", "caption_bace", "--probe", "finetune", "--probe-epochs=-3", "--run-dir", "{root}/fresh"],
-     "--probe-epochs must be a positive number of epochs, got -3"),
-    ("--selfcheck -3", None, ["run", "-s", "no-rag", "-t", "ddi_qa_s2", "--selfcheck", "-3", "-m", "vllm:m@http://127.0.0.1:9/v1", "--run-dir", "{root}/fresh"],
-     "--selfcheck must be 0 or more, got -3"),
+    (
+        "--probe-epochs=-3",
+        None,
+        [
+            "run",
+            "-s",
+            "only-smiles",
+            "-t",
+            "caption_bace",
+            "--probe",
+            "finetune",
+            "--probe-epochs=-3",
+            "--run-dir",
+            "{root}/fresh",
+        ],
+        "--probe-epochs must be a positive number of epochs, got -3",
+    ),
+    (
+        "--selfcheck -3",
+        None,
+        [
+            "run",
+            "-s",
+            "no-rag",
+            "-t",
+            "ddi_qa_s2",
+            "--selfcheck",
+            "-3",
+            "-m",
+            "vllm:m@http://127.0.0.1:9/v1",
+            "--run-dir",
+            "{root}/fresh",
+        ],
+        "--selfcheck must be 0 or more, got -3",
+    ),
     # issue 26: lm-eval interop
-    ("export lm-eval --limit beyond the split", None, ["export", "lm-eval", "{root}/lm-more", "-t", "drugbank_s2", "--limit", "1000000000"],
-     "--limit 1,000,000,000 is more than the 1,992 samples of drugbank_s2's test split"),
-    ("import lm-eval of a binary file", edit(LM_SAMPLES, lambda b: bytes(range(256)) * 8), ["IMPORT"], "is not UTF-8 text, so not an lm-eval samples file"),
-    ("import lm-eval of a samples line of the wrong types", edit(LM_SAMPLES, sample_lines(_first_response_a_mapping)), ["IMPORT"],
-     "_2025-01-01T00-00-00.000000.jsonl:1 is not an lm-eval sample of a ddibench task"),
-    ("import lm-eval of a limit that is a word", edit(LM_SAMPLES, sample_lines(_limit_a_word)), ["IMPORT"], "the documents' ddibench_limit is \"four\""),
-    ("import lm-eval beside a results file whose config is a string", edit(LM_RESULTS, lambda b: b'{"config": "x"}'), ["IMPORT"],
-     "is not lm-eval's results file: 'config' is \"x\", not an object"),
-    ("import lm-eval beside a results file whose model_args is a number", edit(LM_RESULTS, lambda b: b'{"config": {"model_args": 5}}'), ["IMPORT"],
-     "'config.model_args' is 5"),
-    ("import lm-eval beside a results file whose date is a word", edit(LM_RESULTS, lambda b: b'{"date": "yesterday"}'), ["IMPORT"],
-     "'date' is \"yesterday\", not a number of seconds"),
-    ("import lm-eval beside a results file that is a list", edit(LM_RESULTS, lambda b: b"[]"), ["IMPORT"], "it holds a JSON list, not an object"),
-    ("import lm-eval beside a garbage results_*.json", edit(LM_RESULTS, lambda b: b"garbage"), ["IMPORT"], "is not valid JSON, so not lm-eval's results file"),
-    ("import lm-eval beside a results_*.json not UTF-8", edit(LM_RESULTS, lambda b: b"\xff\xfe" + b), ["IMPORT"], "is not UTF-8 text, so not lm-eval's results file"),
-    ("import lm-eval of a folder holding a garbage results_*.json", edit(LM_RESULTS, lambda b: b"garbage"),
-     ["import", "lm-eval", "{root}/lm", "--run-dir", "{root}/imported"], "is not valid JSON, so not lm-eval's results file"),
-    ("import lm-eval of a folder with no samples", None, ["import", "lm-eval", "{root}/cache", "--run-dir", "{root}/imported"],
-     "{root}/cache is a folder that holds no samples_*.jsonl file"),
+    (
+        "export lm-eval --limit beyond the split",
+        None,
+        ["export", "lm-eval", "{root}/lm-more", "-t", "drugbank_s2", "--limit", "1000000000"],
+        "--limit 1,000,000,000 is more than the 1,992 samples of drugbank_s2's test split",
+    ),
+    (
+        "import lm-eval of a binary file",
+        edit(LM_SAMPLES, lambda b: bytes(range(256)) * 8),
+        ["IMPORT"],
+        "is not UTF-8 text, so not an lm-eval samples file",
+    ),
+    (
+        "import lm-eval of a samples line of the wrong types",
+        edit(LM_SAMPLES, sample_lines(_first_response_a_mapping)),
+        ["IMPORT"],
+        "_2025-01-01T00-00-00.000000.jsonl:1 is not an lm-eval sample of a ddibench task",
+    ),
+    (
+        "import lm-eval of a limit that is a word",
+        edit(LM_SAMPLES, sample_lines(_limit_a_word)),
+        ["IMPORT"],
+        'the documents\' ddibench_limit is "four"',
+    ),
+    (
+        "import lm-eval beside a results file whose config is a string",
+        edit(LM_RESULTS, lambda b: b'{"config": "x"}'),
+        ["IMPORT"],
+        "is not lm-eval's results file: 'config' is \"x\", not an object",
+    ),
+    (
+        "import lm-eval beside a results file whose model_args is a number",
+        edit(LM_RESULTS, lambda b: b'{"config": {"model_args": 5}}'),
+        ["IMPORT"],
+        "'config.model_args' is 5",
+    ),
+    (
+        "import lm-eval beside a results file whose date is a word",
+        edit(LM_RESULTS, lambda b: b'{"date": "yesterday"}'),
+        ["IMPORT"],
+        "'date' is \"yesterday\", not a number of seconds",
+    ),
+    (
+        "import lm-eval beside a results file that is a list",
+        edit(LM_RESULTS, lambda b: b"[]"),
+        ["IMPORT"],
+        "it holds a JSON list, not an object",
+    ),
+    (
+        "import lm-eval beside a garbage results_*.json",
+        edit(LM_RESULTS, lambda b: b"garbage"),
+        ["IMPORT"],
+        "is not valid JSON, so not lm-eval's results file",
+    ),
+    (
+        "import lm-eval beside a results_*.json not UTF-8",
+        edit(LM_RESULTS, lambda b: b"\xff\xfe" + b),
+        ["IMPORT"],
+        "is not UTF-8 text, so not lm-eval's results file",
+    ),
+    (
+        "import lm-eval of a folder holding a garbage results_*.json",
+        edit(LM_RESULTS, lambda b: b"garbage"),
+        ["import", "lm-eval", "{root}/lm", "--run-dir", "{root}/imported"],
+        "is not valid JSON, so not lm-eval's results file",
+    ),
+    (
+        "import lm-eval of a folder with no samples",
+        None,
+        ["import", "lm-eval", "{root}/cache", "--run-dir", "{root}/imported"],
+        "{root}/cache is a folder that holds no samples_*.jsonl file",
+    ),
     # issue 26: a Ray cluster where nothing listens (ray.init retried it for minutes)
-    ("--ray-address where nothing listens", None, ["RUN", "--executor", "ray", "--ray-address", "127.0.0.1:1", "--run-dir", "{root}/fresh"],
-     "no Ray cluster answers at --ray-address 127.0.0.1:1"),
+    (
+        "--ray-address where nothing listens",
+        None,
+        ["RUN", "--executor", "ray", "--ray-address", "127.0.0.1:1", "--run-dir", "{root}/fresh"],
+        "no Ray cluster answers at --ray-address 127.0.0.1:1",
+    ),
 ]
 
 
@@ -232,7 +478,9 @@ def env(values: dict[str, str]) -> Iterator[None]:
 
 @pytest.mark.timeout(180)  # a case that hangs (ray.init on an address where nothing listens did, for minutes) fails
 @pytest.mark.parametrize(("case", "setup", "args", "message"), CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_and_changes_nothing(cli, stub, world: Path, tmp_path: Path, case: str, setup, args: list[str], message: str) -> None:
+def test_bad_input_is_one_line_and_changes_nothing(
+    cli, stub, world: Path, tmp_path: Path, case: str, setup, args: list[str], message: str
+) -> None:
     root = tmp_path / "w"
     shutil.copytree(world, root)
     if setup is not None:
@@ -262,7 +510,12 @@ def test_bad_input_is_one_line_and_changes_nothing(cli, stub, world: Path, tmp_p
     assert code not in (0, None), f"{case}: exit {code}\n{out}\n{err}"
     assert len(lines) == 1 and "Traceback" not in err, f"{case}: stderr is not one line:\n{err}"
     assert message.format(root=root) in lines[0], f"{case}: {lines[0]}"
-    assert ";" in lines[0] or message.startswith("No such") or "is not one of" in lines[0] or "requires an argument" in lines[0], lines[0]
+    assert (
+        ";" in lines[0]
+        or message.startswith("No such")
+        or "is not one of" in lines[0]
+        or "requires an argument" in lines[0]
+    ), lines[0]
     assert snapshot(root) == before, f"{case}: files changed or appeared"
 
 
@@ -287,7 +540,9 @@ def held_lock(world: Path, tmp_path: Path) -> Iterator[Path]:
         fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def test_rescore_and_run_during_a_run_name_the_lock(cli, stub, held_lock: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rescore_and_run_during_a_run_name_the_lock(
+    cli, stub, held_lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DDIBENCH_CACHE", str(held_lock / "cache"))
     before = snapshot(held_lock)
     for argv in (["rescore", str(held_lock / "run")], run_args(stub, held_lock)):
@@ -307,7 +562,12 @@ def _can_mount() -> bool:
     probe = Path("/tmp") / f"ddibench-mount-probe-{os.getpid()}"
     probe.mkdir(exist_ok=True)
     try:
-        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True).returncode == 0
+        ok = (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True
+            ).returncode
+            == 0
+        )
         if ok:
             subprocess.run(["umount", str(probe)], capture_output=True)
         return ok
@@ -348,7 +608,11 @@ def test_a_full_disk_stops_the_run_in_one_line_without_tearing_the_journal(stub,
         full = subprocess.run(cmd(stub, run_dir, 200), capture_output=True, text=True, env=env_, timeout=300)
         lines = [x for x in full.stderr.splitlines() if x.strip()]
         assert full.returncode == 2 and len(lines) == 1 and "Traceback" not in full.stderr, full.stderr
-        assert "No space left on device" in lines[0] and "free some space" in lines[0] and "re-run the same command" in lines[0]
+        assert (
+            "No space left on device" in lines[0]
+            and "free some space" in lines[0]
+            and "re-run the same command" in lines[0]
+        )
         saved = journal_lines(run_dir)
         assert 0 < len(saved) < 200
         assert not [p for p in disk.rglob("*.tmp")]  # no half-written whole file left behind
@@ -376,9 +640,13 @@ def test_a_write_cut_short_by_a_file_size_limit_is_undone(stub, tmp_path: Path) 
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     env_ = {**os.environ, "DDIBENCH_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
-    capped = subprocess.run(cmd(stub, run_dir, 60), capture_output=True, text=True, env=env_, timeout=300, preexec_fn=cap)
+    capped = subprocess.run(
+        cmd(stub, run_dir, 60), capture_output=True, text=True, env=env_, timeout=300, preexec_fn=cap
+    )
     lines = [x for x in capped.stderr.splitlines() if x.strip()]
-    assert capped.returncode == 2 and len(lines) == 1 and "File too large" in lines[0] and "journal.jsonl" in lines[0], capped.stderr
+    assert (
+        capped.returncode == 2 and len(lines) == 1 and "File too large" in lines[0] and "journal.jsonl" in lines[0]
+    ), capped.stderr
     saved = journal_lines(run_dir)
     assert 0 < len(saved) < 60 and (run_dir / "journal.jsonl").stat().st_size <= limit
     sessions = [json.loads(x) for x in (run_dir / "sessions.jsonl").read_text().splitlines()]
@@ -407,7 +675,12 @@ def test_a_read_only_runs_directory_is_one_line(stub, tmp_path: Path, how: str) 
         argv = cmd(stub, runs / "run", 4)
         result = subprocess.run(argv, capture_output=True, text=True, env=env_, timeout=300)
         lines = [x for x in result.stderr.splitlines() if x.strip()]
-        assert result.returncode == 2 and len(lines) == 1 and "is not writable" in lines[0] and "choose a writable --run-dir" in lines[0], result.stderr
+        assert (
+            result.returncode == 2
+            and len(lines) == 1
+            and "is not writable" in lines[0]
+            and "choose a writable --run-dir" in lines[0]
+        ), result.stderr
         assert not list(runs.iterdir())
 
 
@@ -422,18 +695,36 @@ def test_ctrl_c_says_how_to_resume_and_closes_the_session(tmp_path: Path) -> Non
     # SIGINT's default disposition back: a suite started in the background of a script (`cmd &`) inherits SIGINT
     # ignored, and Python keeps an inherited ignore, so a Ctrl-C would never reach the run under test.
     with running_stub(StubConfig(delay=0.2)) as slow:
-        proc = subprocess.Popen(cmd(slow, run_dir, 300), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_, preexec_fn=_default_sigint)
+        proc = subprocess.Popen(
+            cmd(slow, run_dir, 300),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_,
+            preexec_fn=_default_sigint,
+        )
         deadline = time.time() + 120
         while time.time() < deadline and len(journal_lines(run_dir)) < 5:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         lines = [x for x in err.splitlines() if x.strip()]
-        assert proc.returncode == 130 and lines == ["interrupted; finished samples are saved, re-run the same command to resume"], err
+        assert proc.returncode == 130 and lines == [
+            "interrupted; finished samples are saved, re-run the same command to resume"
+        ], err
         sessions = [json.loads(x) for x in (run_dir / "sessions.jsonl").read_text().splitlines()]
-        assert [s["state"] for s in sessions] == ["started", "interrupted"] and sessions[1]["predicted"] == len(journal_lines(run_dir))
+        assert [s["state"] for s in sessions] == ["started", "interrupted"] and sessions[1]["predicted"] == len(
+            journal_lines(run_dir)
+        )
 
-        proc = subprocess.Popen(cmd(slow, run_dir, 300), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_, preexec_fn=_default_sigint)
+        proc = subprocess.Popen(
+            cmd(slow, run_dir, 300),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_,
+            preexec_fn=_default_sigint,
+        )
         while time.time() < deadline and len(journal_lines(run_dir)) < 10:
             time.sleep(0.05)
         proc.terminate()  # SIGTERM ends it the same way
@@ -482,7 +773,9 @@ PUBCHEM = b"inchikey\tdescription\nBSYNRYMUTXBXSQ-UHFFFAOYSA-N\tAspirin is a dru
     ],
     ids=["kg cut short", "kg not UTF-8", "pubchem cut short", "pubchem not UTF-8"],
 )
-def test_cladd_files_of_a_user_that_are_cut_short_or_not_utf8(cli, stub, tmp_path: Path, option: str, data: bytes, message: str) -> None:
+def test_cladd_files_of_a_user_that_are_cut_short_or_not_utf8(
+    cli, stub, tmp_path: Path, option: str, data: bytes, message: str
+) -> None:
     """They were a UnicodeDecodeError or TypeError traceback: now one line naming the file (and the line). The
     file is read before the first sample, is left as it was, and the run directory holds no prediction."""
     file = tmp_path / ("kg.csv" if option == "kg" else "user.tsv")
@@ -499,7 +792,9 @@ def test_cladd_files_of_a_user_that_are_cut_short_or_not_utf8(cli, stub, tmp_pat
 
 
 @pytest.mark.timeout(600)
-def test_data_export_never_touches_a_users_file_and_takes_the_current_directory(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_data_export_never_touches_a_users_file_and_takes_the_current_directory(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """It deleted an existing X/.out.part (its temporary name) without asking, and 'export TASK .' was a ValueError."""
     pytest.importorskip("datasets", reason="the interop extra is not installed (pip install 'ddibench[interop]')")
     mine = tmp_path / ".out.part"
@@ -508,7 +803,11 @@ def test_data_export_never_touches_a_users_file_and_takes_the_current_directory(
     assert code == 0 and not err.strip(), err
     assert mine.read_text() == "a user's own file\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.part", "out"]  # no temporary directory left
-    assert sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*")) == ["README.md", "data", "data/test.parquet"]
+    assert sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*")) == [
+        "README.md",
+        "data",
+        "data/test.parquet",
+    ]
 
     here = tmp_path / "here"
     here.mkdir()
@@ -529,9 +828,24 @@ def test_simultaneous_starts_on_one_run_directory_name_the_lock(tmp_path: Path) 
     """Started at once on one fresh --run-dir, every start but the one that runs (and any that start after it
     finished) says the directory is in use; none says it is 'not empty and holds no run.json'."""
     run_dir = tmp_path / "run"
-    argv = [sys.executable, "-m", "ddibench", "run", "-s", "majority", "-t", "drugbank_s2", "--limit", "20", "--run-dir", str(run_dir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "ddibench",
+        "run",
+        "-s",
+        "majority",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "20",
+        "--run-dir",
+        str(run_dir),
+    ]
     env_ = {**os.environ, "DDIBENCH_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_) for _ in range(6)]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_) for _ in range(6)
+    ]
     outcomes = [(p.returncode, err) for p in procs for _, err in [p.communicate(timeout=500)]]
     assert any(code == 0 for code, _ in outcomes), outcomes
     for code, err in outcomes:
@@ -569,7 +883,9 @@ def test_a_start_that_loses_the_race_names_the_lock(cli, stub, tmp_path: Path, m
         for fh in held:
             fh.close()
     lines = [x for x in err.splitlines() if x.strip()]
-    assert code == 2 and lines == [f"error: run directory {run_dir} is in use by pid 4242; wait for it to finish, or use another --run-dir"], err
+    assert code == 2 and lines == [
+        f"error: run directory {run_dir} is in use by pid 4242; wait for it to finish, or use another --run-dir"
+    ], err
     assert before == {".lock": b"pid 4242", "run.json": b"{}"}
 
 
@@ -582,7 +898,9 @@ def test_sigterm_early_in_prediction_is_one_line_and_the_run_resumes(tmp_path: P
     with running_stub(StubConfig(delay=0.5)) as slow:
         argv = cmd(slow, run_dir, 16, "--concurrency", "8")  # eight answers in flight at once
         sessions = run_dir / "sessions.jsonl"
-        for n, wait in enumerate((0.0, 0.1, 0.3)):  # after the session starts: model start, preparation, the first requests
+        for n, wait in enumerate(
+            (0.0, 0.1, 0.3)
+        ):  # after the session starts: model start, preparation, the first requests
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_)
             deadline = time.time() + 120
             while time.time() < deadline and (sessions.read_text().count("\n") if sessions.exists() else 0) <= 2 * n:

@@ -152,13 +152,17 @@ def test_verify_recomputes_intervals_with_the_method_the_bundle_records(runs, tm
         ),
         (
             "repeated sample",
-            lambda m: m.update({"predictions.jsonl": m["predictions.jsonl"] + m["predictions.jsonl"].splitlines()[0] + b"\n"}),
+            lambda m: m.update(
+                {"predictions.jsonl": m["predictions.jsonl"] + m["predictions.jsonl"].splitlines()[0] + b"\n"}
+            ),
             True,
             "1 repeated",
         ),
     ],
 )
-def test_tampered_bundles_are_rejected_with_their_reason(runs, tmp_path: Path, case: str, edit, fix: bool, reason: str) -> None:
+def test_tampered_bundles_are_rejected_with_their_reason(
+    runs, tmp_path: Path, case: str, edit, fix: bool, reason: str
+) -> None:
     bad = _rewrite(runs["mlp"][1], tmp_path / "bad.tar.gz", edit, fix)
     verdict = verify(bad)
     assert not verdict.accepted and verdict.tier == "self-reported"
@@ -171,7 +175,11 @@ def test_limit_runs_are_rejected(runs, tmp_path: Path) -> None:
     # still a preview whose numbers are recomputed on the 20 samples --limit draws, not taken on trust
     assert verdict.is_preview() and verdict.tier == "recomputed" and verdict.recomputed.n == 20
     bad = verify(_rewrite(runs["limited"][1], tmp_path / "bad.tar.gz", _edit_first_prediction, True))
-    assert not bad.is_preview() and bad.tier == "self-reported" and any("metric macro_f1: recomputed" in r for r in bad.reasons)
+    assert (
+        not bad.is_preview()
+        and bad.tier == "self-reported"
+        and any("metric macro_f1: recomputed" in r for r in bad.reasons)
+    )
 
 
 def test_seed_count_is_checked(runs, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,7 +221,9 @@ def test_reproduction_raises_the_trust_tier(runs, tmp_path: Path) -> None:
     verdict = reproduce(verify(runs["mlp"][1]), tmp_path / "again")
     assert verdict.accepted and verdict.tier == "reproduced", verdict.reasons
     # the MLP was trained again into the reproduction's own empty artifact store, not read from the user cache
-    assert verdict.reproduction["fresh_caches"] is True and any((tmp_path / "again.artifacts" / "mlp").rglob("key.json"))
+    assert verdict.reproduction["fresh_caches"] is True and any(
+        (tmp_path / "again.artifacts" / "mlp").rglob("key.json")
+    )
     assert "with empty caches" in next(detail for name, _, detail in verdict.checks if name == "reproduction")
 
 
@@ -226,7 +236,9 @@ def _forge(members: dict[str, bytes], system=None, models=None, results=None, pr
     run, res, index = (json.loads(members[n]) for n in ("run.json", "results.json", "bundle.json"))
     if system:
         run["system"].update(system)
-        run["system"]["config_hash"] = config_hash({"system": run["system"]["name"], "version": run["system"]["version"], "config": run["system"]["config"]})
+        run["system"]["config_hash"] = config_hash(
+            {"system": run["system"]["name"], "version": run["system"]["version"], "config": run["system"]["config"]}
+        )
         res["system"] = run["system"]["name"]
         res["manifest"]["system"].update({k: run["system"][k] for k in ("name", "version", "config", "config_hash")})
         index["system"] = {k: run["system"][k] for k in ("name", "version", "config_hash")}
@@ -240,7 +252,9 @@ def _forge(members: dict[str, bytes], system=None, models=None, results=None, pr
         results(res)
     payload = {k: v for k, v in run.items() if k != "run_id"}
     run["run_id"] = res["run_id"] = index["run_id"] = config_hash(payload, 16)
-    members["run.json"], members["results.json"], members["bundle.json"] = (json.dumps(x).encode() for x in (run, res, index))
+    members["run.json"], members["results.json"], members["bundle.json"] = (
+        json.dumps(x).encode() for x in (run, res, index)
+    )
 
 
 def _zero_cost(res: dict) -> None:
@@ -249,7 +263,10 @@ def _zero_cost(res: dict) -> None:
             values.update({k: 0 for k in values})
 
 
-GPT4O = ("openai:gpt-4o@https://api.openai.com/v1", {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1"})
+GPT4O = (
+    "openai:gpt-4o@https://api.openai.com/v1",
+    {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1"},
+)
 
 
 @pytest.mark.parametrize(
@@ -277,16 +294,28 @@ GPT4O = ("openai:gpt-4o@https://api.openai.com/v1", {"provider": "openai", "mode
         ),
         (
             "changed model in results.json only",
-            _edit_json("results.json", lambda r: r["manifest"]["models"]["generator"].update(spec=GPT4O[0], identity=GPT4O[1])),
+            _edit_json(
+                "results.json", lambda r: r["manifest"]["models"]["generator"].update(spec=GPT4O[0], identity=GPT4O[1])
+            ),
             "identity: results.json names models generator=openai:gpt-4o, run.json generator=vllm:stub-model",
         ),
-        ("zeroed cost", lambda m: _forge(m, results=_zero_cost), "cost: generator calls: 1,992 in the traces, 0 claimed"),
+        (
+            "zeroed cost",
+            lambda m: _forge(m, results=_zero_cost),
+            "cost: generator calls: 1,992 in the traces, 0 claimed",
+        ),
         (
             "zeroed cost, traces too",
             lambda m: _forge(
                 m,
                 results=_zero_cost,
-                predictions=lambda p: {**p, "trace": {**p["trace"], "llm": [{**c, "prompt_tokens": 0, "completion_tokens": 0} for c in p["trace"]["llm"]]}},
+                predictions=lambda p: {
+                    **p,
+                    "trace": {
+                        **p["trace"],
+                        "llm": [{**c, "prompt_tokens": 0, "completion_tokens": 0} for c in p["trace"]["llm"]],
+                    },
+                },
             ),
             "models: 1992 of 1992 traced LLM calls report no prompt tokens",
         ),
@@ -300,10 +329,20 @@ GPT4O = ("openai:gpt-4o@https://api.openai.com/v1", {"provider": "openai", "mode
             lambda m: _forge(m, predictions=lambda p: {**p, "valid": False, "label": 10**30}),
             "label space:",
         ),
-        ("ranked labels outside the label space", lambda m: _forge(m, predictions=lambda p: {**p, "ranked": [0, -1]}), "label space:"),
+        (
+            "ranked labels outside the label space",
+            lambda m: _forge(m, predictions=lambda p: {**p, "ranked": [0, -1]}),
+            "label space:",
+        ),
         (
             "a role the system does not have",
-            lambda m: _forge(m, predictions=lambda p: {**p, "trace": {**p["trace"], "llm": [{**c, "role": "judge"} for c in p["trace"]["llm"]]}}),
+            lambda m: _forge(
+                m,
+                predictions=lambda p: {
+                    **p,
+                    "trace": {**p["trace"], "llm": [{**c, "role": "judge"} for c in p["trace"]["llm"]]},
+                },
+            ),
             "models: 1992 of 1992 traced LLM calls are for roles the run does not declare",
         ),
     ],
@@ -332,7 +371,11 @@ def test_reproduction_compares_every_prediction_and_reports_the_reproduced_metri
 
     staged = _rewrite(runs["mlp"][1], tmp_path / "staged.tar.gz", forge)
     recomputed = verify(staged).recomputed  # what the forger puts into results.json
-    forged = _rewrite(staged, tmp_path / "forged.tar.gz", lambda m: _forge(m, results=lambda r: r.update(evaluation=recomputed.model_dump(mode="json"))))
+    forged = _rewrite(
+        staged,
+        tmp_path / "forged.tar.gz",
+        lambda m: _forge(m, results=lambda r: r.update(evaluation=recomputed.model_dump(mode="json"))),
+    )
     verdict = verify(forged)
     assert verdict.accepted and verdict.tier == "recomputed", verdict.reasons
     assert verdict.recomputed.metrics["accuracy"].value > honest.recomputed.metrics["accuracy"].value
@@ -340,12 +383,17 @@ def test_reproduction_compares_every_prediction_and_reports_the_reproduced_metri
     strict = reproduce(verdict, tmp_path / "again")
     assert not strict.accepted and strict.tier == "recomputed"
     assert strict.reproduction["differing"] == 20 and set(strict.reproduction["differing_ids"]) == edit
-    assert any("1,972 of 1,992 predictions identical" in r and "any difference fails" in r and wrong[0] in r for r in strict.reasons)
+    assert any(
+        "1,972 of 1,992 predictions identical" in r and "any difference fails" in r and wrong[0] in r
+        for r in strict.reasons
+    )
     assert strict.recomputed.metrics["accuracy"].value == honest.recomputed.metrics["accuracy"].value
 
     lenient = reproduce(verify(forged), tmp_path / "again2", tolerance=0.02)
     assert lenient.accepted and lenient.tier == "reproduced" and lenient.reproduction["tolerance"] == 0.02
-    assert lenient.recomputed.metrics["accuracy"].value == honest.recomputed.metrics["accuracy"].value  # the honest numbers are shown
+    assert (
+        lenient.recomputed.metrics["accuracy"].value == honest.recomputed.metrics["accuracy"].value
+    )  # the honest numbers are shown
     assert all(lenient.predictions[sid].label != gold[sid] for sid in wrong)
 
 
@@ -357,7 +405,9 @@ def test_reproduction_tells_answers_apart_but_not_float_noise() -> None:
     def pred(label: int = 3, **scores: float) -> Prediction:
         return Prediction(sample_id="s", label=label, scores=scores or None)
 
-    assert same_answer(pred(a=0.12345649, b=0.5), pred(a=0.12345651, b=0.5))  # rounded to 6 decimals: 0.123456 vs 0.123457
+    assert same_answer(
+        pred(a=0.12345649, b=0.5), pred(a=0.12345651, b=0.5)
+    )  # rounded to 6 decimals: 0.123456 vs 0.123457
     assert not same_answer(pred(a=0.1234, b=0.5), pred(a=0.1236, b=0.5))
     assert not same_answer(pred(a=0.5), pred(a=0.5, b=0.0))  # another set of labels scored
     assert not same_answer(pred(label=3, a=0.5), pred(label=4, a=0.5))
@@ -367,9 +417,15 @@ def test_reproduction_tells_answers_apart_but_not_float_noise() -> None:
 
 def test_board_add_gives_each_bundle_its_own_verdict(cli, runs, tmp_path: Path) -> None:
     """A mixed batch: hostile bundles are rejected with their reason, the valid ones are added."""
-    not_json = _rewrite(runs["mlp"][1], tmp_path / "a-not-json.tar.gz", lambda m: m.update({"results.json": b"{not json"}))
-    as_list = _rewrite(runs["mlp"][1], tmp_path / "b-list.tar.gz", lambda m: m.update({"bundle.json": b"[1, 2]"}), fix_hashes=False)
-    label = _rewrite(runs["zs"][1], tmp_path / "c-label.tar.gz", lambda m: _forge(m, predictions=lambda p: {**p, "label": 999}))
+    not_json = _rewrite(
+        runs["mlp"][1], tmp_path / "a-not-json.tar.gz", lambda m: m.update({"results.json": b"{not json"})
+    )
+    as_list = _rewrite(
+        runs["mlp"][1], tmp_path / "b-list.tar.gz", lambda m: m.update({"bundle.json": b"[1, 2]"}), fix_hashes=False
+    )
+    label = _rewrite(
+        runs["zs"][1], tmp_path / "c-label.tar.gz", lambda m: _forge(m, predictions=lambda p: {**p, "label": 999})
+    )
     garbage = tmp_path / "d-garbage.tar.gz"
     garbage.write_bytes(b"not a tarball at all")
     missing = tmp_path / "e-missing.tar.gz"
@@ -382,12 +438,16 @@ def test_board_add_gives_each_bundle_its_own_verdict(cli, runs, tmp_path: Path) 
     assert "results.json: is not JSON" in lines["a-not-json.tar.gz"]
     assert "bundle.json: is not a valid BundleIndex" in lines["b-list.tar.gz"]
     assert "label space" in lines["c-label.tar.gz"]
-    assert "not a readable .tar.gz bundle" in lines["d-garbage.tar.gz"] and "does not exist" in lines["e-missing.tar.gz"]
+    assert (
+        "not a readable .tar.gz bundle" in lines["d-garbage.tar.gz"] and "does not exist" in lines["e-missing.tar.gz"]
+    )
     import duckdb
 
     with duckdb.connect(str(store), read_only=True) as conn:
         assert sorted(r[0] for r in conn.execute("SELECT system FROM runs").fetchall()) == ["mlp", "zero-shot"]
-        trace = conn.execute("SELECT trace FROM samples WHERE run_id = (SELECT run_id FROM runs WHERE system = 'zero-shot') LIMIT 1").fetchone()[0]
+        trace = conn.execute(
+            "SELECT trace FROM samples WHERE run_id = (SELECT run_id FROM runs WHERE system = 'zero-shot') LIMIT 1"
+        ).fetchone()[0]
     assert '"response"' in trace and '"messages"' in trace  # the whole trace, for the drill-down
 
 
@@ -405,7 +465,9 @@ def test_store_precomputes_ties(store: Path) -> None:
     import duckdb
 
     conn = duckdb.connect(str(store), read_only=True)
-    rows = conn.execute("SELECT system, submittable, best, tied, diff_low, diff_high, primary_value FROM runs").fetchall()
+    rows = conn.execute(
+        "SELECT system, submittable, best, tied, diff_low, diff_high, primary_value FROM runs"
+    ).fetchall()
     conn.close()
     best = [r for r in rows if r[2]]
     assert len(best) == 1 and best[0][1] is True  # one best, and never a --limit preview
@@ -452,7 +514,10 @@ def test_pareto_front_matches_its_definition() -> None:
             & ((same["tokens_per_item"] < row["tokens_per_item"]) | (same["primary_value"] > row["primary_value"]))
         ).any()
         duplicate_kept = any(
-            j in front for j in same.index[(same["tokens_per_item"] == row["tokens_per_item"]) & (same["primary_value"] == row["primary_value"])]
+            j in front
+            for j in same.index[
+                (same["tokens_per_item"] == row["tokens_per_item"]) & (same["primary_value"] == row["primary_value"])
+            ]
         )
         if i in front:
             assert not dominated and not duplicate_kept, i  # undominated, and one of identical runs
@@ -477,9 +542,18 @@ def test_app_renders_matrix_provenance_and_drilldown(store: Path, monkeypatch: p
     assert "drugbank_s2" in matrix.index and {"mlp", "zero-shot"} <= set(matrix.columns)
     assert sum("★" in str(v) for v in matrix.loc["drugbank_s2"]) == 1
     # beside the systems, never ranked: the task's floors and the paper's number, in the metric's unit (macro-F1 in %)
-    assert matrix.loc["drugbank_s2", "floors"].startswith("majority ") and " · random " in matrix.loc["drugbank_s2", "floors"]
-    published = matrix.loc["drugbank_s2", "published (not ranked)"].split("; ")  # every paper's number; a method two papers report names each
-    assert published[0] == "EmerGNN 25.0 ± 2.8 (emergnn)" and "EmerGNN 34.2 (cbr-ddi)" in published and "CBR-DDI (DeepSeek-V3) 40.7" in published
+    assert (
+        matrix.loc["drugbank_s2", "floors"].startswith("majority ")
+        and " · random " in matrix.loc["drugbank_s2", "floors"]
+    )
+    published = matrix.loc["drugbank_s2", "published (not ranked)"].split(
+        "; "
+    )  # every paper's number; a method two papers report names each
+    assert (
+        published[0] == "EmerGNN 25.0 ± 2.8 (emergnn)"
+        and "EmerGNN 34.2 (cbr-ddi)" in published
+        and "CBR-DDI (DeepSeek-V3) 40.7" in published
+    )
     systems = at.table[1].value
     assert systems.loc["mlp", "card"] == "docs/systems/mlp.md" and systems.loc["zero-shot", "paper"] == "—"
     assert not any("Trust tier:" in m.value for m in at.markdown)  # only the open tab runs
@@ -505,7 +579,9 @@ def test_app_renders_matrix_provenance_and_drilldown(store: Path, monkeypatch: p
     texts = " ".join(m.value for m in at.markdown)
     assert "(best minus this run, paired bootstrap on shared samples)" in texts
     assert ("tied (≈)" in texts) == tied
-    assert any(info.value.startswith("Not submittable: `no --limit") for info in at.info)  # verify's reason, in a code span
+    assert any(
+        info.value.startswith("Not submittable: `no --limit") for info in at.info
+    )  # verify's reason, in a code span
     at.session_state["view"] = "Matrix"
     at.sidebar.checkbox[0].uncheck().run()  # hide previews
     assert list(at.table[0].value.columns) == ["metric", "mlp", "zero-shot", "floors", "published (not ranked)"]
@@ -565,7 +641,9 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
         n_tasks = frame["task"].nunique()
         assert heatmap.size["height"] >= HEATMAP_ROW_PX * n_tasks  # rows tall enough to read, axes included
         labels = {t.text for t in heatmap.find_elements(By.TAG_NAME, "text") if t.text}
-        assert set(frame["task"]) <= labels and set(frame["system"]) <= labels  # every axis label whole, none clipped or dropped
+        assert (
+            set(frame["task"]) <= labels and set(frame["system"]) <= labels
+        )  # every axis label whole, none clipped or dropped
         assert "published (not ranked)" in text and "majority " in text  # the matrix's floors and published columns
         assert "primary metric (%)" in labels  # the colour legend reads in the cells' unit (macro-F1 in %)
         values = [t for t in labels if t.replace(".", "").isdigit()]
@@ -573,7 +651,10 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
         driver.save_screenshot(str(shots / "board-matrix.png"))
         driver.find_element(By.XPATH, "//*[normalize-space(text())='Cost vs quality']").click()
         # the cost table is drawn on a canvas: its column names are not page text, the chart's title is
-        while time.time() < deadline and "Cost per item against quality" not in driver.find_element(By.TAG_NAME, "body").text:
+        while (
+            time.time() < deadline
+            and "Cost per item against quality" not in driver.find_element(By.TAG_NAME, "body").text
+        ):
             time.sleep(0.5)
         assert "Cost per item against quality" in driver.find_element(By.TAG_NAME, "body").text
         time.sleep(1)
@@ -615,8 +696,26 @@ def test_heatmap_keeps_every_label_of_nine_systems_at_1400_px(store: Path, tmp_p
     from ddibench.commands.board import streamlit_command
     from ddibench.leaderboard.data import runs
 
-    systems = ["cbr-ddi", "emergnn", "k-paths", "kaping", "majority", "mlp", "naive-cbr", "zero-shot", "an-outside-adapter-system"]
-    tasks = ["drugbank_s0", "drugbank_s1", "drugbank_s1_cluster", "drugbank_s2", "twosides_s1", "twosides_s2", "tox_herg"]
+    systems = [
+        "cbr-ddi",
+        "emergnn",
+        "k-paths",
+        "kaping",
+        "majority",
+        "mlp",
+        "naive-cbr",
+        "zero-shot",
+        "an-outside-adapter-system",
+    ]
+    tasks = [
+        "drugbank_s0",
+        "drugbank_s1",
+        "drugbank_s1_cluster",
+        "drugbank_s2",
+        "twosides_s1",
+        "twosides_s2",
+        "tox_herg",
+    ]
     run = runs(store).iloc[0].to_dict()
     frame = pd.DataFrame([{**run, "task": t, "system": s, "run_id": f"{t}/{s}"} for t in tasks for s in systems])
     frame.to_json(tmp_path / "frame.json", orient="records")
@@ -653,7 +752,10 @@ def test_store_recomputes_floors_and_never_reads_the_bundles(runs, store: Path, 
     from ddibench.leaderboard.data import floors, matrix
     from ddibench.leaderboard.data import runs as board_runs
 
-    honest = {name: floor["metrics"] for name, floor in json.loads((runs["mlp"][0] / "results.json").read_text())["floors"].items()}
+    honest = {
+        name: floor["metrics"]
+        for name, floor in json.loads((runs["mlp"][0] / "results.json").read_text())["floors"].items()
+    }
     assert set(honest) == {"majority", "uniform_random"}
     stored = floors(store)
     assert {r.name: r.metrics for r in stored.itertuples()} == {k: pytest.approx(v) for k, v in honest.items()}
@@ -665,7 +767,9 @@ def test_store_recomputes_floors_and_never_reads_the_bundles(runs, store: Path, 
     forged = _rewrite(runs["mlp"][1], tmp_path / "forged.tar.gz", _edit_json("results.json", claim_better_floors))
     fresh = tmp_path / "fresh.duckdb"
     add_run(fresh, verify(forged))
-    assert floors(fresh).set_index("name").loc["majority", "metrics"]["macro_f1"] == pytest.approx(honest["majority"]["macro_f1"])
+    assert floors(fresh).set_index("name").loc["majority", "metrics"]["macro_f1"] == pytest.approx(
+        honest["majority"]["macro_f1"]
+    )
 
     old = tmp_path / "old.duckdb"
     shutil.copy(store, old)
@@ -699,7 +803,11 @@ def test_system_info_names_paper_code_and_card() -> None:
             "distribution": "their-adapter", "version": "2.0.1", "source": "https://github.com/them/adapter", "commit": "abc123"}},
     })  # fmt: skip
     outside = system_info("their-system", manifest)
-    assert not outside.registered and outside.code == "https://github.com/them/adapter" and outside.paper == outside.card == ""
+    assert (
+        not outside.registered
+        and outside.code == "https://github.com/them/adapter"
+        and outside.paper == outside.card == ""
+    )
     assert outside.provenance["commit"] == "abc123"
 
 
@@ -712,7 +820,9 @@ def test_a_system_named_like_a_column_of_the_matrix_keeps_its_own(store: Path) -
     renamed = frame.assign(system=frame["system"].map({"mlp": "metric", "zero-shot": "floors"}))
     table = matrix(renamed, floors(store))
     assert list(table.columns) == ["metric", "floors (system)", "metric (system)", "floors"]
-    assert table.loc["drugbank_s2", "metric"] == "macro_f1" and table.loc["drugbank_s2", "floors"].startswith("majority ")
+    assert table.loc["drugbank_s2", "metric"] == "macro_f1" and table.loc["drugbank_s2", "floors"].startswith(
+        "majority "
+    )
 
 
 def test_best_of_a_preview_only_task_is_marked_apart() -> None:
@@ -720,7 +830,15 @@ def test_best_of_a_preview_only_task_is_marked_apart() -> None:
 
     from ddibench.leaderboard.data import cell
 
-    row = {"primary_metric": "macro_f1", "primary_unit": "fraction", "primary_value": 0.3, "ci_low": 0.2, "ci_high": 0.4, "best": True, "tied": True}
+    row = {
+        "primary_metric": "macro_f1",
+        "primary_unit": "fraction",
+        "primary_value": 0.3,
+        "ci_low": 0.2,
+        "ci_high": 0.4,
+        "best": True,
+        "tied": True,
+    }
     assert cell(pd.Series({**row, "submittable": True})) == "30.0 [20.0, 40.0] ★"
     assert cell(pd.Series({**row, "submittable": False})) == "30.0 [20.0, 40.0] ☆"
     assert cell(pd.Series({**row, "best": False, "submittable": False})).endswith("≈")
@@ -745,7 +863,9 @@ def test_board_serve_listens_on_loopback_and_stops_whole(store: Path) -> None:
             except OSError:
                 time.sleep(0.5)
         assert up, "the board did not start"
-        listening = [line.split()[1] for line in Path("/proc/net/tcp").read_text().splitlines()[1:] if line.split()[3] == "0A"]
+        listening = [
+            line.split()[1] for line in Path("/proc/net/tcp").read_text().splitlines()[1:] if line.split()[3] == "0A"
+        ]
         assert f"0100007F:{port:04X}" in listening and f"00000000:{port:04X}" not in listening  # loopback only
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

@@ -45,7 +45,9 @@ def _forge(bundle: Path, out: Path) -> Path:
     run, results = json.loads(members["run.json"]), json.loads(members["results.json"])
     config = {"note": WORDS}
     run["system"].update(name=SYSTEM, config=config)
-    run["system"]["config_hash"] = config_hash({"system": SYSTEM, "version": run["system"]["version"], "config": config})
+    run["system"]["config_hash"] = config_hash(
+        {"system": SYSTEM, "version": run["system"]["version"], "config": config}
+    )
     results["system"] = SYSTEM
     manifest = results["manifest"]
     manifest["system"].update(name=SYSTEM, config=config, config_hash=run["system"]["config_hash"], description=f"description {WORDS}",
@@ -69,7 +71,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         assert exc.code in (0, None), exc.code
     real = submit(root / "majority", root / "majority.tar.gz")
     forged = verify(_forge(real, root / "forged.tar.gz"), keep_traces=True)
-    assert forged.accepted and forged.tier == "recomputed", forged.reasons  # verify cannot tell: only the board's labels can
+    assert forged.accepted and forged.tier == "recomputed", (
+        forged.reasons
+    )  # verify cannot tell: only the board's labels can
     assert any(name == "system" and "checked by hash only" in detail for name, _, detail in forged.checks)
     path = root / "board.duckdb"
     add_run(path, verify(real))
@@ -84,7 +88,9 @@ def _no_markup_from_the_bundle(page: str, where: str) -> None:
     assert not re.search(r"<(strong|em)>[^<]*Reproduced by", page), where
 
 
-def test_static_site_shows_the_bundles_words_as_text_marked_and_unregistered(store: tuple[Path, str], tmp_path: Path) -> None:
+def test_static_site_shows_the_bundles_words_as_text_marked_and_unregistered(
+    store: tuple[Path, str], tmp_path: Path
+) -> None:
     from ddibench.leaderboard.static import safe_name, write_site
 
     path, run_id = store
@@ -99,15 +105,28 @@ def test_static_site_shows_the_bundles_words_as_text_marked_and_unregistered(sto
     shown = html.escape(WORDS, quote=True)
     for field in ("description", "system deviation", "task deviation", "hardware", "trace"):
         assert f"{field} {shown}" in run_page, field
-    assert html.escape(LINK, quote=True) in run_page and html.escape(json.dumps({"note": WORDS}), quote=True) in run_page
+    assert (
+        html.escape(LINK, quote=True) in run_page and html.escape(json.dumps({"note": WORDS}), quote=True) in run_page
+    )
     # the words a submitter wrote sit beside the mark that says so; the system is labelled wherever it is named
     for field in ("description", "system deviation", "task deviation", "hardware"):
-        assert re.search(re.escape(f"{field} {shown}") + r"[^<]*<span class=\"tag unchecked\">" + re.escape(UNCHECKED), run_page), field
+        assert re.search(
+            re.escape(f"{field} {shown}") + r"[^<]*<span class=\"tag unchecked\">" + re.escape(UNCHECKED), run_page
+        ), field
     label = f'<span class="tag unregistered">{UNREGISTERED}</span>'
     escaped_name = html.escape(SYSTEM, quote=True)
-    for name in ("index.html", "tasks/drugbank_s2.html", f"runs/{safe_name(run_id)}.html", f"systems/{safe_name(SYSTEM)}.html"):
+    for name in (
+        "index.html",
+        "tasks/drugbank_s2.html",
+        f"runs/{safe_name(run_id)}.html",
+        f"systems/{safe_name(SYSTEM)}.html",
+    ):
         mentions = pages[name].count(f"{escaped_name}</a>") + pages[name].count(f"{escaped_name}</h1>")
-        assert mentions and pages[name].count(f"{escaped_name}</a> {label}") + pages[name].count(f"{escaped_name} {label}") >= mentions, name
+        assert (
+            mentions
+            and pages[name].count(f"{escaped_name}</a> {label}") + pages[name].count(f"{escaped_name} {label}")
+            >= mentions
+        ), name
     assert "majority</a> " + label not in pages["index.html"]  # a registered system is not labelled
     assert f"System {escaped_name} {label}</h1>" in system_page
 
@@ -120,10 +139,14 @@ def test_markdown_table_escapes_the_bundles_words_and_labels_the_system(store: t
     path, _ = store
     table = markdown_table(path)
     outside_code = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", table)
-    assert "evil.example" in table and "evil.example" not in outside_code  # no URL for GitHub to link: all in code spans
+    assert (
+        "evil.example" in table and "evil.example" not in outside_code
+    )  # no URL for GitHub to link: all in code spans
     rendered = MarkdownIt("commonmark").enable("table").render(table)
     _no_markup_from_the_bundle(rendered, "README table")
-    assert f"<code>{html.escape(SYSTEM, quote=False)}</code> ({UNREGISTERED})" in rendered  # the name, as written, then the label
+    assert (
+        f"<code>{html.escape(SYSTEM, quote=False)}</code> ({UNREGISTERED})" in rendered
+    )  # the name, as written, then the label
     assert "majority (unregistered)" not in rendered and "| majority |" in table
 
 
@@ -139,7 +162,9 @@ def _rendered_markdown(values: list[str]) -> str:
     return "".join(MarkdownIt("commonmark").enable("table").render(v) for v in values)
 
 
-def test_app_markdown_shows_the_bundles_words_literally(store: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_app_markdown_shows_the_bundles_words_literally(
+    store: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Everything the app hands Streamlit's markdown renderer, rendered by a CommonMark renderer: no
     element from the bundle; the words as written; the marks and the label."""
     pytest.importorskip("streamlit", reason="the board needs the 'board' extra")
@@ -176,8 +201,13 @@ def test_app_markdown_shows_the_bundles_words_literally(store: tuple[Path, str],
     assert f"{UNREGISTERED}: its name and its words are the bundle's" in page
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None, reason="needs Debian chromium and chromium-driver")
-def test_app_in_a_real_browser_renders_no_emphasis_link_or_image_from_the_bundle(store: tuple[Path, str], tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+    reason="needs Debian chromium and chromium-driver",
+)
+def test_app_in_a_real_browser_renders_no_emphasis_link_or_image_from_the_bundle(
+    store: tuple[Path, str], tmp_path: Path
+) -> None:
     from conftest import chrome, free_port, open_when_up
     from selenium.webdriver.common.by import By
 
@@ -202,8 +232,13 @@ def test_app_in_a_real_browser_renders_no_emphasis_link_or_image_from_the_bundle
         for img in driver.find_elements(By.TAG_NAME, "img"):
             assert "evil.example" not in (img.get_attribute("src") or "")
         links = driver.find_elements(By.CSS_SELECTOR, "a[href*='evil.example']")
-        assert not links, [(a.get_attribute("outerHTML"), a.find_element(By.XPATH, "./..").get_attribute("outerHTML")[:600]) for a in links]
-        assert not [e.text for e in driver.find_elements(By.CSS_SELECTOR, "strong, em, b, i") if "Reproduced by" in e.text]
+        assert not links, [
+            (a.get_attribute("outerHTML"), a.find_element(By.XPATH, "./..").get_attribute("outerHTML")[:600])
+            for a in links
+        ]
+        assert not [
+            e.text for e in driver.find_elements(By.CSS_SELECTOR, "strong, em, b, i") if "Reproduced by" in e.text
+        ]
 
     try:
         driver = chrome(tmp_path / "chrome")

@@ -22,7 +22,18 @@ from ddibench.system import RunContext, TrainingView  # noqa: E402
 from ddibench.systems.cbr_ddi.repository import Case, Repository, k_medoids, normalise, representative_sample  # noqa: E402
 
 GNN = 'gnn={"max_epochs": 1, "train_pairs_per_epoch": 128, "valid_pairs": 64}'
-SMALL = ["-C", "repository_size=24", "-C", "refine_cases=4", "-C", "lambda_valid_pairs=6", "-C", "min_per_class=1", "-C", GNN]
+SMALL = [
+    "-C",
+    "repository_size=24",
+    "-C",
+    "refine_cases=4",
+    "-C",
+    "lambda_valid_pairs=6",
+    "-C",
+    "min_per_class=1",
+    "-C",
+    GNN,
+]
 
 
 def results(run_dir: Path) -> dict:
@@ -40,7 +51,18 @@ def s2():
 
 
 def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fresh_cache: Path) -> None:
-    args = ["run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "5", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL]
+    args = [
+        "run",
+        "-s",
+        "cbr-ddi",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "5",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        *SMALL,
+    ]
     code, out, err = cli(*args, "--run-dir", str(tmp_path / "a"))
     assert code == 0, err
     res = results(tmp_path / "a")
@@ -72,7 +94,21 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     ],
 )
 def test_ablations_are_switches(cli, stub, tmp_path: Path, switches: list[str], check) -> None:
-    code, _, err = cli("run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "2", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL, *switches, "--run-dir", str(tmp_path / "r"))
+    code, _, err = cli(
+        "run",
+        "-s",
+        "cbr-ddi",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "2",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        *SMALL,
+        *switches,
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert code == 0, err
     assert all(check(p["trace"]) for p in journal(tmp_path / "r"))
 
@@ -87,7 +123,21 @@ def test_ablations_are_switches(cli, stub, tmp_path: Path, switches: list[str], 
 )
 def test_bad_answers_are_counted_not_crashes(cli, tmp_path: Path, reply: str, reason: str) -> None:
     with running_stub(StubConfig(reply=reply)) as stub:
-        code, _, err = cli("run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "3", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL, "--no-cache", "--run-dir", str(tmp_path / "r"))
+        code, _, err = cli(
+            "run",
+            "-s",
+            "cbr-ddi",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            "3",
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            *SMALL,
+            "--no-cache",
+            "--run-dir",
+            str(tmp_path / "r"),
+        )
     assert code == 0, err
     res = results(tmp_path / "r")
     assert res["evaluation"]["n_invalid"] == 3
@@ -112,7 +162,19 @@ def test_cut_off_answer_is_invalid_with_its_reason() -> None:
 
 @pytest.mark.parametrize("system", ["naive-cbr", "kaping", "k-paths"])
 def test_baselines_run_with_their_context(cli, stub, tmp_path: Path, system: str) -> None:
-    code, _, err = cli("run", "-s", system, "-t", "drugbank_s2", "--limit", "4", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "r"))
+    code, _, err = cli(
+        "run",
+        "-s",
+        system,
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "4",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert code == 0, err
     preds = journal(tmp_path / "r")
     context = [p["trace"]["context"] for p in preds]
@@ -152,7 +214,20 @@ def test_no_retrieval_index_holds_a_validation_or_test_pair(s2, stub, tmp_path: 
 
 
 def test_cbr_repository_holds_training_pairs_only(cli, stub, tmp_path: Path) -> None:
-    code, _, err = cli("run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "2", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL, "--run-dir", str(tmp_path / "r"))
+    code, _, err = cli(
+        "run",
+        "-s",
+        "cbr-ddi",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "2",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        *SMALL,
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert code == 0, err
     repo = Repository.load(Path(results(tmp_path / "r")["system_info"]["repository"]["artifact"]))
     data = get_task("drugbank_s2").load()
@@ -197,7 +272,12 @@ def test_retrieval_and_sampling() -> None:
     rng = np.random.default_rng(0)
     n = 200
     cases = [Case(i, i + 1, int(i % 4), "", "", [], f"insight {i}") for i in range(n)]
-    repo = Repository(cases, normalise(rng.normal(size=(n, 8))), normalise(rng.normal(size=(n, 6))), normalise(rng.normal(size=(n, 8))))
+    repo = Repository(
+        cases,
+        normalise(rng.normal(size=(n, 8))),
+        normalise(rng.normal(size=(n, 6))),
+        normalise(rng.normal(size=(n, 8))),
+    )
     q_text, q_pair = normalise(rng.normal(size=8)), normalise(rng.normal(size=6))
     for lam in (0.0, 0.3, 1.0):
         idx, scores = repo.retrieve(q_text, q_pair, 5, lam)
@@ -214,4 +294,7 @@ def test_retrieval_and_sampling() -> None:
     assert len(set(medoids.tolist())) == 7 and medoids.max() < 50
     keep, per_class = representative_sample(repo, 0.05, 10, rng)
     assert per_class == {"0": 10, "1": 10, "2": 10, "3": 10} and len(keep) == 40
-    assert Repository([], np.zeros((0, 8)), np.zeros((0, 6)), np.zeros((0, 8))).retrieve(q_text, q_pair, 5, 0.5)[0].size == 0
+    assert (
+        Repository([], np.zeros((0, 8)), np.zeros((0, 6)), np.zeros((0, 8))).retrieve(q_text, q_pair, 5, 0.5)[0].size
+        == 0
+    )

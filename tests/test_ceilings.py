@@ -35,7 +35,19 @@ def _rewrite(run_dir: Path, labels_for) -> None:  # noqa: ANN001
 
 def test_naive_cbr_records_the_labels_its_prompt_shows_and_the_ceilings_follow_them(cli, stub, tmp_path: Path) -> None:
     run_dir = tmp_path / "r"
-    code, _, err = cli("run", "-s", "naive-cbr", "-t", "drugbank_s2", "--limit", "12", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(run_dir))
+    code, _, err = cli(
+        "run",
+        "-s",
+        "naive-cbr",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "12",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(run_dir),
+    )
     assert code == 0, err
     for record in _journal(run_dir):
         trace = record["prediction"]["trace"]
@@ -57,7 +69,9 @@ def test_naive_cbr_records_the_labels_its_prompt_shows_and_the_ceilings_follow_t
     half = {s.id for s in samples[::2]}
     _rewrite(run_dir, lambda sid: [gold[sid]] if sid in half else [])  # half state the gold, half state nothing
     mixed = compute(run_dir)
-    assert mixed is not None and mixed.coverage == pytest.approx(0.5) and mixed.with_context == 6 and 0 < mixed.vote[0] < 1
+    assert (
+        mixed is not None and mixed.coverage == pytest.approx(0.5) and mixed.with_context == 6 and 0 < mixed.vote[0] < 1
+    )
 
     code, out, _ = cli("report", "--ceilings", "--json", str(tmp_path))
     assert code == 0 and json.loads(out)[0]["coverage"] == pytest.approx(0.5)
@@ -66,7 +80,19 @@ def test_naive_cbr_records_the_labels_its_prompt_shows_and_the_ceilings_follow_t
 
 
 def test_a_run_without_context_labels_has_no_ceilings(cli, stub, tmp_path: Path) -> None:
-    code, _, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "4", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "z"))
+    code, _, err = cli(
+        "run",
+        "-s",
+        "zero-shot",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "4",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(tmp_path / "z"),
+    )
     assert code == 0, err
     assert compute(tmp_path / "z") is None
     code, out, _ = cli("report", "--ceilings", str(tmp_path))

@@ -32,10 +32,26 @@ def traces(run_dir: Path) -> list[dict]:
     return [json.loads(line)["prediction"] for line in lines if line.strip()]
 
 
-def run_cladd(cli, tmp_path: Path, model: str, name: str, *config: str, task: str = "tox_carcinogens", limit: str = "2") -> list[dict]:
+def run_cladd(
+    cli, tmp_path: Path, model: str, name: str, *config: str, task: str = "tox_carcinogens", limit: str = "2"
+) -> list[dict]:
     run_dir = tmp_path / name
     options = [x for item in config for x in ("--config", item)]
-    code, out, err = cli("run", "-s", "cladd", "-t", task, "--limit", limit, "-m", model, "--run-dir", str(run_dir), "--no-cache", *options)
+    code, out, err = cli(
+        "run",
+        "-s",
+        "cladd",
+        "-t",
+        task,
+        "--limit",
+        limit,
+        "-m",
+        model,
+        "--run-dir",
+        str(run_dir),
+        "--no-cache",
+        *options,
+    )
     assert code == 0, out + err
     preds = traces(run_dir)
     assert len(preds) == int(limit) and all(p["valid"] for p in preds), preds
@@ -47,15 +63,25 @@ def test_agent_graph_for_each_planner_decision(cli, stubs, tmp_path: Path) -> No
     for p in yes:
         trace = p["trace"]
         assert trace["calls"] == FULL and [c["role"] for c in trace["llm"]] == FULL
-        assert trace["planner"]["annotation_planner"]["decision"] == "yes" and trace["planner"]["kg_planner"]["decision"] == "yes"
-        assert trace["caption_tool"]["kind"] == "nearest ChEBI-20 neighbour's description" and trace["caption_tool"]["text"] in trace["retrieved"]
+        assert (
+            trace["planner"]["annotation_planner"]["decision"] == "yes"
+            and trace["planner"]["kg_planner"]["decision"] == "yes"
+        )
+        assert (
+            trace["caption_tool"]["kind"] == "nearest ChEBI-20 neighbour's description"
+            and trace["caption_tool"]["text"] in trace["retrieved"]
+        )
         kg = trace["kg"]
         assert 1 <= len(kg["related"]) <= 5 and kg["anchor"]["drug"] not in {r["drug"] for r in kg["related"]}
         assert kg["paths"] and set(kg["paths"]) <= set(trace["retrieved"])
         assert set(trace["reports"]) == {"drugrel", "biorel", "molecule_understanding"}
         # the predictor reads every report
         question = trace["llm"][-1]["messages"][-1]["content"]
-        assert "Molecule report:" in question and "Related-drug report" in question and "Knowledge-graph report" in question
+        assert (
+            "Molecule report:" in question
+            and "Related-drug report" in question
+            and "Knowledge-graph report" in question
+        )
     no = run_cladd(cli, tmp_path, stubs["no"], "no")
     for p in no:
         trace = p["trace"]
@@ -64,7 +90,10 @@ def test_agent_graph_for_each_planner_decision(cli, stubs, tmp_path: Path) -> No
         assert p["label"] == 0
     results = json.loads((tmp_path / "yes" / "results.json").read_text())
     assert set(results["cost"]["by_role"]) == set(FULL)
-    assert results["system_info"]["counters"]["kg_team.called"] == 2 and results["system_info"]["counters"]["captioning_tool.called"] == 2
+    assert (
+        results["system_info"]["counters"]["kg_team.called"] == 2
+        and results["system_info"]["counters"]["captioning_tool.called"] == 2
+    )
 
 
 @pytest.mark.parametrize(
@@ -79,7 +108,9 @@ def test_agent_graph_for_each_planner_decision(cli, stubs, tmp_path: Path) -> No
         ("annotations=generated", {"annotation_planner"}, True),
     ],
 )
-def test_each_ablation_removes_exactly_its_agents_call(cli, stubs, tmp_path: Path, config: str, removed: set[str], tool: bool) -> None:
+def test_each_ablation_removes_exactly_its_agents_call(
+    cli, stubs, tmp_path: Path, config: str, removed: set[str], tool: bool
+) -> None:
     preds = run_cladd(cli, tmp_path, stubs["yes"], "ablation", config)
     for p in preds:
         trace = p["trace"]
@@ -141,11 +172,15 @@ def test_two_hop_counts_equal_a_brute_force_walk_of_the_kg() -> None:
         found = graph.related(anchor, 10)
         top = sorted(brute.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
         assert [(r.drug, r.paths) for r in found] == top
-        assert all(kg.name(anchor) in p and any(r.name in p for r in found[:2]) for p in graph.paths(anchor, found[:2], 2))
+        assert all(
+            kg.name(anchor) in p and any(r.name in p for r in found[:2]) for p in graph.paths(anchor, found[:2], 2)
+        )
     aspirin = "CC(=O)Oc1ccccc1C(=O)O"
     from ddibench.chem import morgan_matrix, tanimoto_matrix
 
-    assert graph.similarities(aspirin) == pytest.approx(tanimoto_matrix(morgan_matrix([aspirin])[0], graph.fingerprints)[0], abs=1e-6)
+    assert graph.similarities(aspirin) == pytest.approx(
+        tanimoto_matrix(morgan_matrix([aspirin])[0], graph.fingerprints)[0], abs=1e-6
+    )
     own = graph.same_structure("BSYNRYMUTXBXSQ-UHFFFAOYSA-N")
     assert [kg.name(i) for i in own] == ["Acetylsalicylic acid"]
     assert graph.anchor(aspirin).drug == own[0]  # type: ignore[union-attr]
@@ -161,7 +196,9 @@ def test_a_users_primekg_and_annotation_files(cli, stubs, tmp_path: Path) -> Non
         ("drug_protein", "DB00788", "Naproxen", "PTGS1"), ("drug_protein", "DB01050", "Ibuprofen", "PTGS2"),
         ("drug_protein", "DB00945", "Aspirin", "PTGS2"),
     ]  # fmt: skip
-    lines = [f"{rel},target,0,{db},drug,{name},DrugBank,1,{gene},gene/protein,{gene},NCBI\n" for rel, db, name, gene in rows]
+    lines = [
+        f"{rel},target,0,{db},drug,{name},DrugBank,1,{gene},gene/protein,{gene},NCBI\n" for rel, db, name, gene in rows
+    ]
     kg_file = tmp_path / "kg.csv"
     kg_file.write_text(header + "".join(lines))
     graph = primekg_graph(str(kg_file))
@@ -174,7 +211,9 @@ def test_a_users_primekg_and_annotation_files(cli, stubs, tmp_path: Path) -> Non
     # through the CLI: the user's KG and annotation dump, the file's hash in the results
     test = get_task("tox_carcinogens").load().splits["test"]
     dump = tmp_path / "pubchem.tsv"
-    dump.write_text("inchikey\tdescription\n" + "".join(f"{s.input.inchikey}\tA user's note about this molecule.\n" for s in test))  # type: ignore[union-attr]
+    dump.write_text(
+        "inchikey\tdescription\n" + "".join(f"{s.input.inchikey}\tA user's note about this molecule.\n" for s in test)
+    )  # type: ignore[union-attr]
     preds = run_cladd(cli, tmp_path, stubs["yes"], "primekg", f"kg={kg_file}", f"pubchem={dump}", limit="1")
     assert {"source": "pubchem", "text": "A user's note about this molecule."} in preds[0]["trace"]["annotations"]
     results = json.loads((tmp_path / "primekg" / "results.json").read_text())
@@ -211,4 +250,6 @@ def test_leak_audit_counts_a_context_that_states_the_gold(cli, stubs, tmp_path: 
     assert leaked("drug_targets", targets.label_space, sample, [f"binds {symbol}X and x{symbol}"]) == []
     assert leaked("captioning", labels, positive, ["anything"]) is None
     assert stated_labels("toxicity", labels, ["It is not carcinogenic; at high doses it is carcinogenic."]) == [0, 1]
-    assert stated_labels("drug_targets", targets.label_space, [f"binds {symbol}-like and {symbol}."]) == [sample.target[0]]
+    assert stated_labels("drug_targets", targets.label_space, [f"binds {symbol}-like and {symbol}."]) == [
+        sample.target[0]
+    ]

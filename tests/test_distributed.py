@@ -34,7 +34,18 @@ def _metrics(run_dir: Path) -> dict:
 
 
 def _args(stub, limit: int = 30) -> list[str]:
-    return ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", str(limit), "-m", f"vllm:stub-model@{stub.base_url}", "--no-cache"]
+    return [
+        "run",
+        "-s",
+        "zero-shot",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        str(limit),
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--no-cache",
+    ]
 
 
 @pytest.fixture
@@ -70,7 +81,9 @@ def test_a_killed_ray_worker_loses_no_sample(stub, tmp_path: Path, local_run: Pa
         deadline = time.time() + 240
         workers = run_dir / "ray-workers.jsonl"
         journal = run_dir / "journal.jsonl"
-        while time.time() < deadline and not (workers.exists() and journal.exists() and journal.read_text().count("\n") >= 4):
+        while time.time() < deadline and not (
+            workers.exists() and journal.exists() and journal.read_text().count("\n") >= 4
+        ):
             time.sleep(0.1)
         victim = json.loads(workers.read_text().splitlines()[0])["pid"]
         os.kill(victim, signal.SIGKILL)
@@ -90,7 +103,9 @@ def test_shards_merge_into_the_local_run(cli, stub, tmp_path: Path, local_run: P
         assert code == 0 and f"shard {i}/3" in out, err
     assert not (run_dir / "results.json").exists()
     code, _, err = cli("merge", str(run_dir))
-    assert code == 2 and "is incomplete: 10 samples have no prediction yet" in err and len(err.strip().splitlines()) == 1
+    assert (
+        code == 2 and "is incomplete: 10 samples have no prediction yet" in err and len(err.strip().splitlines()) == 1
+    )
     code, _, err = cli(*_args(stub), "--run-dir", str(run_dir), "--shard", "3/3")
     assert code == 0, err
     code, out, err = cli("merge", str(run_dir))

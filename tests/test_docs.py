@@ -16,11 +16,21 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_docs_build_strictly_and_list_everything(tmp_path: Path) -> None:
-    if shutil.which("mkdocs") is None and subprocess.run([sys.executable, "-m", "mkdocs", "--version"], capture_output=True).returncode:
+    if (
+        shutil.which("mkdocs") is None
+        and subprocess.run([sys.executable, "-m", "mkdocs", "--version"], capture_output=True).returncode
+    ):
         pytest.skip("mkdocs is not installed (pip install -e '.[dev]')")
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)], cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     from ddibench.registry import system_names, task_names
 
@@ -30,7 +40,9 @@ def test_docs_build_strictly_and_list_everything(tmp_path: Path) -> None:
     assert all(f"<code>{name}</code>" in systems_page for name in system_names())
     documented = " ".join(p.read_text() for p in (site / "systems").rglob("index.html"))
     missing = [name for name in system_names() if f"<strong><code>{name}</code></strong>" not in documented]
-    assert not missing, f"systems without a page of their own: {missing} (add <!-- ddibench:system NAME --> to a page under docs/systems/)"
+    assert not missing, (
+        f"systems without a page of their own: {missing} (add <!-- ddibench:system NAME --> to a page under docs/systems/)"
+    )
     assert "Writing an adapter" in (site / "adapters" / "index.html").read_text()
     # no markup left as text: an admonition or details block whose extension is off, emphasis or code spans
     # that did not render (code blocks, code spans and the search index may show such characters)
@@ -57,7 +69,9 @@ def test_the_types_reference_gives_every_field_a_meaning_and_every_resource_is_d
     missing = []
     for module, name, _ in hooks["TYPES"]:
         fields, methods = hooks["type_members"](module, name)
-        missing += [f"{name}.{f}" for f, _, _, meaning in fields if not meaning] + [f"{name}.{m}" for m, doc in methods if not doc]
+        missing += [f"{name}.{f}" for f, _, _, meaning in fields if not meaning] + [
+            f"{name}.{m}" for m, doc in methods if not doc
+        ]
     assert not missing, f"fields and methods without a meaning in the source: {missing}"
     first_of_family: dict[str, str] = {}
     for task_name in task_names():
@@ -65,4 +79,8 @@ def test_the_types_reference_gives_every_field_a_meaning_and_every_resource_is_d
     for family, task_name in sorted(first_of_family.items()):
         task = get_task(task_name)
         assert set(task.resource_keys) <= set(RESOURCES), (family, task.resource_keys)
-        assert set(task.load().resources) == set(task.resource_keys), (family, sorted(task.load().resources), task.resource_keys)
+        assert set(task.load().resources) == set(task.resource_keys), (
+            family,
+            sorted(task.load().resources),
+            task.resource_keys,
+        )

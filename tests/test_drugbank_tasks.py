@@ -24,7 +24,14 @@ EXPECTED = {
 
 def test_drugbank_tasks_are_registered() -> None:
     assert set(TASKS) <= set(task_names())
-    assert {"drugbank_s0", "drugbank_s1", "drugbank_s2", "drugbank_s1_emergnn", "drugbank_s1_cluster", "drugbank_s2_cluster"} <= set(task_names())
+    assert {
+        "drugbank_s0",
+        "drugbank_s1",
+        "drugbank_s2",
+        "drugbank_s1_emergnn",
+        "drugbank_s1_cluster",
+        "drugbank_s2_cluster",
+    } <= set(task_names())
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

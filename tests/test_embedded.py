@@ -44,7 +44,11 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
         pool = LLMPool({"generator": spec}, cache=None)
         system = ZeroShotSystem()
         system.options = option_texts(load_labels())  # the prompt pieces prepare() would build
-        schema = {"type": "object", "properties": {"type": {"type": "integer", "enum": list(range(1, 87))}}, "required": ["type"]}
+        schema = {
+            "type": "object",
+            "properties": {"type": {"type": "integer", "enum": list(range(1, 87))}},
+            "required": ["type"],
+        }
 
         async def ask() -> str:
             from ddibench.llm import EndpointPolicy
@@ -53,7 +57,9 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
             pool._endpoints[spec] = (ChatTransport(server.base_url, "x", 120), EndpointPolicy(1, 120, adaptive=False))
             try:
                 messages = [{"role": "user", "content": "Warfarin and aspirin: which interaction type, 1 to 86?"}]
-                result = await pool.client("generator").chat(messages, json_schema=schema, max_tokens=32)  # llama.cpp may wrap JSON in a ```json fence
+                result = await pool.client("generator").chat(
+                    messages, json_schema=schema, max_tokens=32
+                )  # llama.cpp may wrap JSON in a ```json fence
                 return result.text
             finally:
                 await pool.close()
@@ -77,7 +83,17 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def test_run_rerun_and_cache_with_the_embedded_model(tmp_path: Path, fresh_cache: Path) -> None:
-    args = ["run", "--system", "zero-shot", "--task", "drugbank_s2", "--limit", "6", "--runs-dir", str(tmp_path / "runs")]
+    args = [
+        "run",
+        "--system",
+        "zero-shot",
+        "--task",
+        "drugbank_s2",
+        "--limit",
+        "6",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    ]
     first = _run(*args)
     assert first.returncode == 0, first.stderr
     assert "macro-F1" in first.stdout and "95% CI" in first.stdout and "embedded:smollm2-135m-instruct" in first.stdout
@@ -85,7 +101,11 @@ def test_run_rerun_and_cache_with_the_embedded_model(tmp_path: Path, fresh_cache
     results = json.loads((run_dir / "results.json").read_text())
     assert results["evaluation"]["n"] == 6
     ident = results["manifest"]["models"]["generator"]["identity"]
-    assert ident["base_url"] == "embedded" and len(ident["weights_sha256"]) == 64 and ident["engine"].startswith("xllamacpp ")
+    assert (
+        ident["base_url"] == "embedded"
+        and len(ident["weights_sha256"]) == 64
+        and ident["engine"].startswith("xllamacpp ")
+    )
     assert (run_dir / "llm-server.log").exists()
 
     second = _run(*args)
@@ -101,13 +121,29 @@ def test_run_rerun_and_cache_with_the_embedded_model(tmp_path: Path, fresh_cache
     session = json.loads((tmp_path / "fresh" / "sessions.jsonl").read_text().splitlines()[-1])  # the session's end line
     assert session["llm_usage"]["generator"]["calls"] == 0
     assert session["llm_usage"]["generator"]["cache_hits"] == 6
-    assert json.loads((tmp_path / "fresh" / "results.json").read_text())["evaluation"]["metrics"] == results["evaluation"]["metrics"]
+    assert (
+        json.loads((tmp_path / "fresh" / "results.json").read_text())["evaluation"]["metrics"]
+        == results["evaluation"]["metrics"]
+    )
 
 
 def test_sigkill_with_the_embedded_model(tmp_path: Path, fresh_cache: Path) -> None:
     run_dir = tmp_path / "run"
     before = _llama_servers()
-    cmd = [sys.executable, "-m", "ddibench", "run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "10", "--run-dir", str(run_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ddibench",
+        "run",
+        "-s",
+        "zero-shot",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "10",
+        "--run-dir",
+        str(run_dir),
+    ]
     journal = run_dir / "journal.jsonl"
     killed_at = kill_run_after(cmd, journal, 3)
     assert 3 <= killed_at < 10
@@ -130,12 +166,22 @@ def test_a_server_that_dies_stops_the_run_at_once_and_the_run_resumes(tmp_path: 
     journal = run_dir / "journal.jsonl"
     args = ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "8", "--run-dir", str(run_dir)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ddibench", *args], env={**os.environ, "COLUMNS": "200"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "ddibench", *args],
+        env={**os.environ, "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and (not journal.exists() or journal.read_text().count("\n") < 2) and proc.poll() is None:
+    while (
+        time.monotonic() < deadline
+        and (not journal.exists() or journal.read_text().count("\n") < 2)
+        and proc.poll() is None
+    ):
         time.sleep(0.05)
-    servers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "ddibench.llm._serve"], capture_output=True, text=True).stdout.split()
+    servers = subprocess.run(
+        ["pgrep", "-P", str(proc.pid), "-f", "ddibench.llm._serve"], capture_output=True, text=True
+    ).stdout.split()
     assert len(servers) == 1, "the run should have started one embedded server"
     os.kill(int(servers[0]), signal.SIGSEGV)
     out, err = proc.communicate(timeout=120)
@@ -167,7 +213,9 @@ def test_doctor_makes_one_real_constrained_completion(tmp_path: Path, fresh_cach
     assert "ready" in done.stdout.splitlines()[-1]
     broken = _run("doctor", "--no-model", env={"DDIBENCH_MIRROR": str(tmp_path / "nowhere")})
     assert broken.returncode == 1
-    assert any(line.startswith("FAIL") and "nowhere does not exist" in line for line in broken.stdout.splitlines()), broken.stdout
+    assert any(line.startswith("FAIL") and "nowhere does not exist" in line for line in broken.stdout.splitlines()), (
+        broken.stdout
+    )
 
 
 def test_explicit_concurrency_gives_the_embedded_server_slots(tmp_path: Path) -> None:
@@ -198,13 +246,28 @@ def test_the_likelihood_mode_walks_real_next_token_log_probabilities(tmp_path: P
     import math
 
     run_dir = tmp_path / "likelihood"
-    done = _run("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "3", "-C", "answer_mode=likelihood", "--no-cache", "--run-dir", str(run_dir))
+    done = _run(
+        "run",
+        "-s",
+        "zero-shot",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "3",
+        "-C",
+        "answer_mode=likelihood",
+        "--no-cache",
+        "--run-dir",
+        str(run_dir),
+    )
     assert done.returncode == 0, done.stderr
     for line in (run_dir / "journal.jsonl").read_text().splitlines():
         pred = json.loads(line)["prediction"]
         walk = pred["trace"]["likelihood"]
         assert pred["valid"] and walk["requests"] == 9 and walk["unscored"] == 0
-        assert [c["messages"][-1]["content"] for c in pred["trace"]["llm"]] == ['{"type": '] + [f'{{"type": {d}' for d in range(1, 9)]
+        assert [c["messages"][-1]["content"] for c in pred["trace"]["llm"]] == ['{"type": '] + [
+            f'{{"type": {d}' for d in range(1, 9)
+        ]
         best_option, best_logprob = walk["top"][0]
         assert pred["position"] == best_option and all(lp <= best_logprob for _, lp in walk["top"])
         assert sum(math.exp(lp) for _, lp in walk["top"]) <= 1 + 1e-6

@@ -23,11 +23,20 @@ def _random_graph(rng: np.random.Generator, n: int = 40, m: int = 120, n_base: i
     return MessageGraph.from_triples(head[keep], tail[keep], rng.integers(0, n_base, int(keep.sum())), n, n_base)
 
 
-def _dense_flow(net: EmerGNNNet, graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, start: torch.Tensor, alpha: list[torch.Tensor]) -> torch.Tensor:
+def _dense_flow(
+    net: EmerGNNNet,
+    graph: MessageGraph,
+    sources: np.ndarray,
+    targets: np.ndarray,
+    start: torch.Tensor,
+    alpha: list[torch.Tensor],
+) -> torch.Tensor:
     """EmerGNN's original formulation: every node carries a state for every pair."""
     n, b, d = graph.n_nodes, len(sources), net.dim
     src = np.repeat(np.arange(n), np.diff(graph.indptr))
-    edges = [(int(a), int(r), int(c)) for a, r, c in zip(src, graph.rel, graph.nbr)] + [(i, graph.identity, i) for i in range(n)]
+    edges = [(int(a), int(r), int(c)) for a, r, c in zip(src, graph.rel, graph.nbr)] + [
+        (i, graph.identity, i) for i in range(n)
+    ]
     h = torch.zeros(n, b, d)
     h[torch.from_numpy(sources), torch.arange(b)] = start
     for layer in range(net.length):
@@ -109,7 +118,9 @@ def test_the_middle_join_reads_either_side_to_the_same_walks() -> None:
         sizes.append(np.array([np.diff(graph.indptr)[h].sum() for h in hop]))
     assert (sizes[0] < sizes[1]).any() and (sizes[0] > sizes[1]).any()  # both sides are read in one batch
     for hide in (0, 2):
-        walks = {join: walk_batch(graph, sources, targets, 3, hide, join=join) for join in ("smaller", "source", "target")}
+        walks = {
+            join: walk_batch(graph, sources, targets, 3, hide, join=join) for join in ("smaller", "source", "target")
+        }
         assert walks["smaller"].n_edges > 100
         for join in ("source", "target"):
             for a, b in zip(_canonical(walks["smaller"]), _canonical(walks[join])):
@@ -139,7 +150,10 @@ def test_top_paths_are_real_walks_in_score_order() -> None:
     graph = _random_graph(rng, n=30, m=150)
     walks = walk_batch(graph, np.array([0, 3]), np.array([5, 9]), 3)
     alpha = [rng.random((2, graph.n_relations)) for _ in range(3)]
-    edges = {(int(a), int(r), int(c)) for a, r, c in zip(np.repeat(np.arange(graph.n_nodes), np.diff(graph.indptr)), graph.rel, graph.nbr)}
+    edges = {
+        (int(a), int(r), int(c))
+        for a, r, c in zip(np.repeat(np.arange(graph.n_nodes), np.diff(graph.indptr)), graph.rel, graph.nbr)
+    }
     for pair, (u, v) in enumerate([(0, 5), (3, 9)]):
         paths = top_paths(walks, alpha, graph, pair, 5)
         scores = [s for s, _ in paths]
@@ -206,7 +220,9 @@ def test_emergnn_trains_predicts_explains_and_reuses_its_checkpoint(cli, tmp_pat
     # the learning-curve script reads the training log: one validated point per epoch, on the axis of whole epochs
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("emergnn_curve", Path(__file__).parents[1] / "scripts" / "emergnn_curve.py")
+    spec = importlib.util.spec_from_file_location(
+        "emergnn_curve", Path(__file__).parents[1] / "scripts" / "emergnn_curve.py"
+    )
     assert spec is not None and spec.loader is not None
     curve = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(curve)
@@ -214,7 +230,9 @@ def test_emergnn_trains_predicts_explains_and_reuses_its_checkpoint(cli, tmp_pat
     assert meta["metric"] == "valid_macro_f1" and len(points) == 1
     assert 0 < points[0][0] < 0.01 and points[0][1] == pytest.approx(100 * info["epochs"][0]["valid_macro_f1"])
     lines = curve.by_frequency(tmp_path / "a")  # every test type in exactly one frequency group
-    n_types, n_pairs = (int(x.replace(",", "")) for x in re.search(r"\((\d+) types in ([\d,]+) test pairs", lines[0]).groups())  # type: ignore[union-attr]
+    n_types, n_pairs = (
+        int(x.replace(",", "")) for x in re.search(r"\((\d+) types in ([\d,]+) test pairs", lines[0]).groups()
+    )  # type: ignore[union-attr]
     assert n_pairs == 24
     assert sum(int(re.search(r"(\d+) types", line).group(1)) for line in lines[1:]) == n_types  # type: ignore[union-attr]
 
@@ -260,7 +278,9 @@ def test_graphs_follow_the_visibility_rule() -> None:
     degree = {name: np.diff(g.indptr) for name, g in system._graphs.items()}
     train_drugs = {k for s in data.split("train") for k in (s.input.head.node_id, s.input.tail.node_id)}
     valid_new = {k for s in data.split("valid") for k in (s.input.head.node_id, s.input.tail.node_id)} - train_drugs
-    test_new = {k for s in data.split("test") for k in (s.input.head.node_id, s.input.tail.node_id)} - train_drugs - valid_new
+    test_new = (
+        {k for s in data.split("test") for k in (s.input.head.node_id, s.input.tail.node_id)} - train_drugs - valid_new
+    )
     assert all(degree["valid"][d] > 0 for d in valid_new if degree["predict"][d] > 0)
     assert all(degree["valid"][d] == 0 for d in test_new)
     assert sum(degree["predict"][d] > 0 for d in test_new) > 100

@@ -36,7 +36,9 @@ def answers(preds: dict[str, dict]) -> dict[str, tuple]:
     return {sid: (p["label"], p["text"], p["valid"]) for sid, p in preds.items()}
 
 
-def test_a_run_through_a_faulty_proxy_ends_with_the_clean_runs_metrics(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_through_a_faulty_proxy_ends_with_the_clean_runs_metrics(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     common = ["run", "-s", "zero-shot", "-t", "drugbank_s1", "--limit", str(N_ITEMS), "--concurrency", "16"]
     with running_stub(StubConfig()) as stub:
         monkeypatch.setenv("DDIBENCH_CACHE", str(tmp_path / "clean-cache"))
@@ -48,7 +50,9 @@ def test_a_run_through_a_faulty_proxy_ends_with_the_clean_runs_metrics(cli, tmp_
         with running_proxy(stub.base_url, FAULT_SHARES, seed=1) as proxy:
             run_dir = tmp_path / "faulty"
             args = [*common, "-m", f"vllm:stub-model@{proxy.base_url}", "--run-dir", str(run_dir)]
-            for _ in range(4):  # a sample whose six attempts all fail ends failed-with-reason; the same command retries it
+            for _ in range(
+                4
+            ):  # a sample whose six attempts all fail ends failed-with-reason; the same command retries it
                 code, _, err = cli(*args)
                 sessions = [json.loads(line) for line in (run_dir / "sessions.jsonl").read_text().splitlines()]
                 last = sessions[-1]
@@ -56,10 +60,16 @@ def test_a_run_through_a_faulty_proxy_ends_with_the_clean_runs_metrics(cli, tmp_
                 done = journal(run_dir)
                 assert set(done).isdisjoint(last["failed"])
                 assert all("failed after 6 attempts" in reason for reason in last["failed"].values())
-                assert len(done) + len(last["failed"]) == N_ITEMS or code == 0  # every sample scored or failed with its reason
+                assert (
+                    len(done) + len(last["failed"]) == N_ITEMS or code == 0
+                )  # every sample scored or failed with its reason
                 if code == 0:
                     break
-                assert code == 3 and "samples got no answer from the model endpoint (e.g. " in err and len(err.strip().splitlines()) == 1
+                assert (
+                    code == 3
+                    and "samples got no answer from the model endpoint (e.g. " in err
+                    and len(err.strip().splitlines()) == 1
+                )
             assert code == 0, err
             injected = dict(proxy.injected)
             faulty = json.loads((run_dir / "results.json").read_text())
@@ -87,7 +97,11 @@ def test_a_run_through_a_faulty_proxy_ends_with_the_clean_runs_metrics(cli, tmp_
         for s in sessions:
             for key, value in s.get("llm_usage", {}).get("generator", {}).items():
                 usage[key] += value
-        assert usage["unusable"] > 0 and usage["timeouts"] > 0 and usage["retries"] >= sum(injected.values()) - usage["failures"]
+        assert (
+            usage["unusable"] > 0
+            and usage["timeouts"] > 0
+            and usage["retries"] >= sum(injected.values()) - usage["failures"]
+        )
 
 
 @pytest.mark.parametrize("fault", [f for f in FAULTS if f != "hang"])
@@ -111,7 +125,9 @@ def test_a_fault_that_persists_fails_the_call_with_its_reason_and_caches_nothing
             asyncio.run(ask())
         assert "re-run the same command" in str(info.value)
         assert cache.stats() == {}
-        assert asyncio.run(ask()).startswith("A plausible mechanism")  # the script is spent: a healthy answer, now cached
+        assert asyncio.run(ask()).startswith(
+            "A plausible mechanism"
+        )  # the script is spent: a healthy answer, now cached
     assert sum(cache.stats().values()) == 1
 
 
@@ -136,7 +152,10 @@ def test_what_counts_as_a_usable_completion() -> None:
     aborted["choices"][0]["finish_reason"] = "abort"
     assert unusable_reason(aborted) == "finish_reason 'abort'"
     assert "not a completion object" in unusable_reason([])
-    assert unusable_reason({"choices": [{"message": {"role": "assistant", "content": None}}]}) == "a message without content"
+    assert (
+        unusable_reason({"choices": [{"message": {"role": "assistant", "content": None}}]})
+        == "a message without content"
+    )
 
 
 def test_an_error_body_cached_by_an_older_version_is_asked_again(tmp_path: Path) -> None:
@@ -148,7 +167,9 @@ def test_an_error_body_cached_by_an_older_version_is_asked_again(tmp_path: Path)
         messages = [{"role": "user", "content": "Warfarin and aspirin?"}]
         params = {"temperature": 0.0, "max_tokens": 256}
         key = cache_key(spec.identity(), messages, params, 0)
-        cache.put(key, spec.identity(), {}, {"text": "", "finish_reason": None, "prompt_tokens": 0, "completion_tokens": 0})
+        cache.put(
+            key, spec.identity(), {}, {"text": "", "finish_reason": None, "prompt_tokens": 0, "completion_tokens": 0}
+        )
 
         async def ask() -> tuple[str, bool]:
             pool = LLMPool({"generator": spec}, cache=cache)
@@ -215,7 +236,9 @@ def test_hung_requests_are_cut_long_before_the_timeout(tmp_path: Path) -> None:
             await pool.start(["generator"])
             client = pool.client("generator")
             try:
-                results = await asyncio.gather(*(client.chat([{"role": "user", "content": f"pair {i}?"}]) for i in range(80)))
+                results = await asyncio.gather(
+                    *(client.chat([{"role": "user", "content": f"pair {i}?"}]) for i in range(80))
+                )
             finally:
                 await pool.close()
             return pool, [r.text for r in results]

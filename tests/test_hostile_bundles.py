@@ -58,7 +58,17 @@ def test_board_add_goes_on_past_hostile_bundles(hostile: Path, tmp_path: Path) -
     shutil.copyfile(SMALL_BUNDLE, real)
     first = ["pax-negative-size", "pax-cve-2024-6232", "line-500mib", "json-depth-100k", "members-100k", "gzip-bomb"]
     store = tmp_path / "board.duckdb"
-    args = [sys.executable, "-m", "ddibench", "board", "add", "--store", str(store), *(str(hostile / f"{k}.tar.gz") for k in first), str(real)]
+    args = [
+        sys.executable,
+        "-m",
+        "ddibench",
+        "board",
+        "add",
+        "--store",
+        str(store),
+        *(str(hostile / f"{k}.tar.gz") for k in first),
+        str(real),
+    ]
     code, text, wall, peak_mb = run_measured(args, timeout=120)
     assert code == 1 and "Traceback" not in text, text[-3000:]
     lines = text.strip().splitlines()

@@ -23,12 +23,20 @@ from ddibench.registry import get_task
 
 
 def _digests(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _holding(root: Path, places: set[str]) -> list[str]:
     """The files under ``root`` that name any of ``places``."""
-    return [str(p.relative_to(root)) for p in sorted(root.rglob("*")) if p.is_file() and any(s.encode() in p.read_bytes() for s in places)]
+    return [
+        str(p.relative_to(root))
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and any(s.encode() in p.read_bytes() for s in places)
+    ]
 
 
 def test_paths_from_the_environment_are_made_absolute(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,9 +58,14 @@ def test_paths_from_the_environment_are_made_absolute(cli, tmp_path: Path, monke
     monkeypatch.setenv("DDIBENCH_CACHE", "../cache")
     assert absolutize_env() == {"DDIBENCH_MIRROR": str(here / "mirror/github"), "DDIBENCH_CACHE": str(here / "../cache"),
                                 "DDIBENCH_BOARD": str(Path.home() / "board.duckdb")}  # fmt: skip
-    assert os.environ["DDIBENCH_PRICES"] == "/elsewhere/prices.json" and os.environ["DDIBENCH_DOWNLOAD_BASE"] == "http://127.0.0.1:9"
+    assert (
+        os.environ["DDIBENCH_PRICES"] == "/elsewhere/prices.json"
+        and os.environ["DDIBENCH_DOWNLOAD_BASE"] == "http://127.0.0.1:9"
+    )
     monkeypatch.chdir(tmp_path.parent)
-    assert mirror_root() == here / "mirror" / "github" and absolutize_env() == {}  # once absolute, the same from anywhere
+    assert (
+        mirror_root() == here / "mirror" / "github" and absolutize_env() == {}
+    )  # once absolute, the same from anywhere
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DDIBENCH_MIRROR", "mirror/github")
@@ -62,8 +75,12 @@ def test_paths_from_the_environment_are_made_absolute(cli, tmp_path: Path, monke
 
 
 @pytest.mark.parametrize(("task_name", "fmt"), [("drugbank_s2", "parquet"), ("ddi_qa_s2", "hf")])
-def test_data_export_loads_offline_and_is_reproducible(cli, tmp_path: Path, task_name: str, fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    datasets = pytest.importorskip("datasets", reason="the interop extra is not installed (pip install 'ddibench[interop]')")
+def test_data_export_loads_offline_and_is_reproducible(
+    cli, tmp_path: Path, task_name: str, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    datasets = pytest.importorskip(
+        "datasets", reason="the interop extra is not installed (pip install 'ddibench[interop]')"
+    )
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # nothing read from or written to the user's cache
     first, second = tmp_path / "a", tmp_path / "b"
@@ -96,9 +113,18 @@ def test_data_export_loads_offline_and_is_reproducible(cli, tmp_path: Path, task
     assert code == 2 and "is not an empty directory" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("task_name", "limit", "json_mode"),
-                         [("drugbank_s2", 12, "llamacpp"), ("ddi_qa_s2", 3, "none"), ("tox_herg", 10, "schema"), ("twosides_s2", 6, "schema")])
-def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub, tmp_path: Path, task_name: str, limit: int, json_mode: str) -> None:
+@pytest.mark.parametrize(
+    ("task_name", "limit", "json_mode"),
+    [
+        ("drugbank_s2", 12, "llamacpp"),
+        ("ddi_qa_s2", 3, "none"),
+        ("tox_herg", 10, "schema"),
+        ("twosides_s2", 6, "schema"),
+    ],
+)
+def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(
+    cli, stub, tmp_path: Path, task_name: str, limit: int, json_mode: str
+) -> None:
     """Exported in one directory with relative DDIBENCH_* paths, moved, and run by lm-eval from a third."""
     pytest.importorskip("lm_eval", reason="the interop extra is not installed (pip install 'ddibench[interop]')")
     mirror = Path(os.environ["DDIBENCH_MIRROR"]).absolute()
@@ -117,7 +143,10 @@ def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub
     assert f"ddibench_{task_name}" in proc.stdout and (home / "tasks" / "ddibench_utils.py").exists()
     tasks = moved / "lm_tasks"
     (home / "tasks").rename(tasks)  # the folder is moved (or shared) after the export
-    assert not _holding(tasks, {str(tmp_path), str(tmp_path.resolve()), str(mirror), str(mirror.resolve()), os.path.relpath(mirror, home)})
+    assert not _holding(
+        tasks,
+        {str(tmp_path), str(tmp_path.resolve()), str(mirror), str(mirror.resolve()), os.path.relpath(mirror, home)},
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "lm_eval", "--include_path", "../moved/lm_tasks", "--tasks", f"ddibench_{task_name}", "--model", "local-chat-completions",
          "--model_args", f"base_url={stub.base_url}/chat/completions,model=stub-model,tokenized_requests=False",
@@ -126,25 +155,39 @@ def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(cli, stub
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     samples = next((tmp_path / "out").rglob(f"samples_ddibench_{task_name}_*.jsonl"))
-    lm_results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"][f"ddibench_{task_name}"]
+    lm_results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"][
+        f"ddibench_{task_name}"
+    ]
     assert len(stub.requests) == limit  # every document went through lm-eval to the server
     if json_mode != "none":  # the same constrained request ddibench would send
-        assert all(r.get("response_format", {}).get("type") == ("json_object" if json_mode == "llamacpp" else "json_schema") for r in stub.requests)
+        assert all(
+            r.get("response_format", {}).get("type") == ("json_object" if json_mode == "llamacpp" else "json_schema")
+            for r in stub.requests
+        )
 
     run_dir = tmp_path / "imported"
     code, out, err = cli("import", "lm-eval", str(samples), "--run-dir", str(run_dir))
     assert code == 0, err
     results = json.loads((run_dir / "results.json").read_text())
     for name, metric in results["evaluation"]["metrics"].items():
-        assert metric["value"] == pytest.approx(lm_results[f"{name},none"], abs=1e-6), name  # lm-eval's number is ddibench's (float32 embeddings)
+        assert metric["value"] == pytest.approx(lm_results[f"{name},none"], abs=1e-6), (
+            name
+        )  # lm-eval's number is ddibench's (float32 embeddings)
     manifest = results["manifest"]
     from importlib.metadata import version
 
     assert manifest["system"]["name"] == "lm-eval" and manifest["system"]["version"] == version("lm_eval")
-    assert manifest["system"]["config"]["model"] == "local-chat-completions" and "stub-model" in manifest["models"]["generator"]["spec"]
+    assert (
+        manifest["system"]["config"]["model"] == "local-chat-completions"
+        and "stub-model" in manifest["models"]["generator"]["spec"]
+    )
     assert manifest["limit"] == limit and not manifest["submittable"] and results["cost"]["recorded"] is False
     if not task_name.startswith("ddi_qa"):  # floors beside the imported numbers, as for any run (text tasks have none)
-        assert "uniform_random" in results["floors"] and ({"majority", "popularity"} & set(results["floors"])) and "random floor" in out
+        assert (
+            "uniform_random" in results["floors"]
+            and ({"majority", "popularity"} & set(results["floors"]))
+            and "random floor" in out
+        )
     journal = [json.loads(line)["prediction"] for line in (run_dir / "journal.jsonl").read_text().splitlines()]
     assert len(journal) == limit and all("lm_eval" in p["trace"] for p in journal)
 

@@ -39,6 +39,8 @@ def test_clustered_interval_covers_and_the_iid_interval_under_covers(sim) -> Non
 
 
 def test_paired_tie_test_rarely_separates_equally_good_systems(sim) -> None:
-    rates = sim.tie_false_positives(sim.World(sigma=1.2), reps=40, replicates=200, drugs=80, pairs=800, seed=12, methods=("cluster",))
+    rates = sim.tie_false_positives(
+        sim.World(sigma=1.2), reps=40, replicates=200, drugs=80, pairs=800, seed=12, methods=("cluster",)
+    )
     for metric, rate in rates["cluster"].items():
         assert rate <= 0.15, (metric, rates)

@@ -13,7 +13,17 @@ from conftest import reference_dir
 
 from ddibench.data import fetch, source
 from ddibench.errors import DataError
-from ddibench.kg import Hetionet, check_full_edge_file, get_space, load_hetionet, load_kg, map_to_space, shortest_path, split_visibility, yen_paths
+from ddibench.kg import (
+    Hetionet,
+    check_full_edge_file,
+    get_space,
+    load_hetionet,
+    load_kg,
+    map_to_space,
+    shortest_path,
+    split_visibility,
+    yen_paths,
+)
 from ddibench.registry import get_task
 
 REFERENCE = reference_dir() / "ddi2_derived"
@@ -76,7 +86,9 @@ def test_every_emergnn_kg_delta_edge_is_reproduced(kg) -> None:
 
 def test_split_visibility_hides_new_drugs(kg) -> None:
     data = get_task("drugbank_s1_emergnn").load()
-    pairs = {s: [(x.input.head.node_id, x.input.tail.node_id) for x in data.split(s)] for s in ("train", "valid", "test")}
+    pairs = {
+        s: [(x.input.head.node_id, x.input.tail.node_id) for x in data.split(s)] for s in ("train", "valid", "test")
+    }
     hidden = split_visibility(pairs["train"], pairs["valid"], pairs["test"])
     train_drugs = {d for p in pairs["train"] for d in p}
     test_drugs = {d for p in pairs["test"] for d in p} - train_drugs
@@ -188,7 +200,9 @@ def test_bad_kg_inputs_are_clear_errors(hetionet: Hetionet, tmp_path) -> None:
     )  # fmt: skip
     with pytest.raises(DataError, match="outside the drugbank id space .*Gene::999999999"):
         map_to_space(extra_node, get_space("drugbank"))
-    unknown_relation = Hetionet(hetionet.node_ids, hetionet.node_names, hetionet.node_kinds, {"XyZ": np.zeros((1, 2), dtype=np.int32)}, {}, {})
+    unknown_relation = Hetionet(
+        hetionet.node_ids, hetionet.node_names, hetionet.node_kinds, {"XyZ": np.zeros((1, 2), dtype=np.int32)}, {}, {}
+    )
     with pytest.raises(DataError, match="metaedge XyZ has no relation id"):
         map_to_space(unknown_relation, get_space("drugbank"))
 
@@ -205,6 +219,10 @@ def test_kg_paths_finds_drugs_by_any_case_and_by_common_name(cli) -> None:
     assert find_drug("wArFaRiN") == find_drug("DB00682") and find_drug_by_synonym("not a drug at all") is None
     code, out, err = cli("kg", "paths", "warfarin", "Aspirin", "-k", "2")
     assert code == 0, err
-    assert "Aspirin is Acetylsalicylic acid (DB00945)" in out and " 1. Warfarin " in out and "Acetylsalicylic acid" in out.split(" 1. ")[1]
+    assert (
+        "Aspirin is Acetylsalicylic acid (DB00945)" in out
+        and " 1. Warfarin " in out
+        and "Acetylsalicylic acid" in out.split(" 1. ")[1]
+    )
     code, _, err = cli("kg", "paths", "warfarin", "zzzzzz")
     assert code != 0 and "unknown drug 'zzzzzz'" in err and "common name" in err

@@ -25,17 +25,45 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-ROOTS = {"ddibench": "ddibench", "tasks": "ddibench.tasks", "systems": "ddibench.systems", "leaderboard": "ddibench.leaderboard"}
+ROOTS = {
+    "ddibench": "ddibench",
+    "tasks": "ddibench.tasks",
+    "systems": "ddibench.systems",
+    "leaderboard": "ddibench.leaderboard",
+}
 
 # Core layers, lowest first. A core module may import modules of its own layer or any layer below.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("ddibench._version", "ddibench.errors", "ddibench.hashing", "ddibench.schema", "ddibench.families")),
+    (
+        "foundation",
+        ("ddibench._version", "ddibench.errors", "ddibench.hashing", "ddibench.schema", "ddibench.families"),
+    ),
     ("sources", ("ddibench.data", "ddibench.profiles", "ddibench.chem", "ddibench.parsing", "ddibench.artifacts")),
     ("tools", ("ddibench.llm", "ddibench.embeddings", "ddibench.kg", "ddibench.metrics", "ddibench.corpus")),
     ("tasks", ("ddibench.task", "ddibench.evaluation")),
-    ("systems", ("ddibench.system", "ddibench.label_choice", "ddibench.likelihood", "ddibench.label_sets", "ddibench.answering", "ddibench.molecule_answers")),
+    (
+        "systems",
+        (
+            "ddibench.system",
+            "ddibench.label_choice",
+            "ddibench.likelihood",
+            "ddibench.label_sets",
+            "ddibench.answering",
+            "ddibench.molecule_answers",
+        ),
+    ),
     ("runner", ("ddibench.registry", "ddibench.runner")),
-    ("results", ("ddibench.archive", "ddibench.submission", "ddibench.sandbox", "ddibench.store", "ddibench.shipped", "ddibench.interop")),
+    (
+        "results",
+        (
+            "ddibench.archive",
+            "ddibench.submission",
+            "ddibench.sandbox",
+            "ddibench.store",
+            "ddibench.shipped",
+            "ddibench.interop",
+        ),
+    ),
     ("board and command line", ("ddibench.leaderboard", "ddibench.commands", "ddibench.cli", "ddibench.__main__")),
 ]
 TASK_LAYER = "tasks"
@@ -115,7 +143,9 @@ def plugin_package(module: str) -> str:
 
 def is_private(imp: Import) -> bool:
     parts = imp.target.split(".")[1:]
-    return any(p.startswith("_") and not p.startswith("__") for p in parts) or bool(imp.name and imp.name.startswith("_"))
+    return any(p.startswith("_") and not p.startswith("__") for p in parts) or bool(
+        imp.name and imp.name.startswith("_")
+    )
 
 
 def violations(repo: Path) -> list[str]:
@@ -132,13 +162,19 @@ def violations(repo: Path) -> list[str]:
         if importer_kind == "core":
             rank = layer_of(imp.importer)
             if rank is None:
-                problems.append(f"{where}: {imp.importer} belongs to no layer (add it to LAYERS in tests/test_layers.py)")
+                problems.append(
+                    f"{where}: {imp.importer} belongs to no layer (add it to LAYERS in tests/test_layers.py)"
+                )
                 continue
             if target_kind in ("tasks", "systems"):
                 if not imp.importer.startswith(PLUGIN_IMPORTERS):
-                    problems.append(f"{where}: the core module {imp.importer} imports the {target_kind[:-1]} package {imp.target}")
+                    problems.append(
+                        f"{where}: the core module {imp.importer} imports the {target_kind[:-1]} package {imp.target}"
+                    )
             elif target_kind == "facade":
-                problems.append(f"{where}: the core module {imp.importer} imports the root package (import the module that defines the name)")
+                problems.append(
+                    f"{where}: the core module {imp.importer} imports the root package (import the module that defines the name)"
+                )
             else:
                 target_rank = layer_of(imp.target)
                 if target_rank is not None and target_rank > rank:
@@ -151,15 +187,27 @@ def violations(repo: Path) -> list[str]:
             if target_kind == "core":
                 target_rank = layer_of(imp.target)
                 if target_rank is not None and target_rank > limit:
-                    problems.append(f"{where}: the {importer_kind[:-1]} {own} imports {imp.target} ({LAYERS[target_rank][0]} layer)")
+                    problems.append(
+                        f"{where}: the {importer_kind[:-1]} {own} imports {imp.target} ({LAYERS[target_rank][0]} layer)"
+                    )
                 if is_private(imp):
-                    problems.append(f"{where}: {own} imports the private {imp.target}{'.' + imp.name if imp.name else ''}")
+                    problems.append(
+                        f"{where}: {own} imports the private {imp.target}{'.' + imp.name if imp.name else ''}"
+                    )
             elif target_kind == "systems" and importer_kind == "tasks":
                 problems.append(f"{where}: the task family {own} imports the system {imp.target}")
             elif target_kind == "tasks" and importer_kind == "systems":
-                problems.append(f"{where}: the system {own} imports the task family {imp.target} (use the TrainingView and TaskData resources)")
-            elif target_kind == importer_kind and plugin_package(imp.target) != own and imp.target != plugin_package(imp.target):
-                problems.append(f"{where}: {own} imports {imp.target}, an inner module of another {importer_kind[:-1]} package")
+                problems.append(
+                    f"{where}: the system {own} imports the task family {imp.target} (use the TrainingView and TaskData resources)"
+                )
+            elif (
+                target_kind == importer_kind
+                and plugin_package(imp.target) != own
+                and imp.target != plugin_package(imp.target)
+            ):
+                problems.append(
+                    f"{where}: {own} imports {imp.target}, an inner module of another {importer_kind[:-1]} package"
+                )
     problems += [f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph)]
     return problems
 
@@ -270,20 +318,36 @@ CLEAN_TREE = {
         ({"ddibench/schema.py": "from ddibench.tasks.fam import TASKS\n"}, "imports the task package"),
         ({"ddibench/schema.py": "def f():\n    from ddibench.systems.mine import X\n"}, "imports the system package"),
         ({"ddibench/data/__init__.py": "from ddibench.runner.run import execute\n"}, "a layer above it"),
-        ({"ddibench/errors.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ddibench.data import S\n"}, "a layer above it"),
-        ({"ddibench/llm/_client.py": "from ddibench.llm import spec\n", "ddibench/llm/spec.py": "def f():\n    from ddibench.llm import _client\n"}, "import cycle"),
+        (
+            {
+                "ddibench/errors.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ddibench.data import S\n"
+            },
+            "a layer above it",
+        ),
+        (
+            {
+                "ddibench/llm/_client.py": "from ddibench.llm import spec\n",
+                "ddibench/llm/spec.py": "def f():\n    from ddibench.llm import _client\n",
+            },
+            "import cycle",
+        ),
         ({"systems/mine/prompts.py": "from ddibench.llm._client import LLMClient\n"}, "private"),
         ({"systems/mine/prompts.py": "from ddibench.llm import _secret\n"}, "private"),
         ({"systems/mine/prompts.py": "from ddibench.tasks.fam import TASKS\n"}, "imports the task family"),
         ({"systems/mine/prompts.py": "from ddibench.runner.run import execute\n"}, "runner layer"),
-        ({"systems/mine/prompts.py": "from ddibench.systems.other.inner import X\n", "systems/other/inner.py": ""}, "inner module of another"),
+        (
+            {"systems/mine/prompts.py": "from ddibench.systems.other.inner import X\n", "systems/other/inner.py": ""},
+            "inner module of another",
+        ),
         ({"tasks/fam/__init__.py": "from ddibench.systems.mine import X\n"}, "imports the system"),
         ({"tasks/fam/__init__.py": "from ddibench.system import BaseSystem\n"}, "systems layer"),
         ({"ddibench/schema.py": "import ddibench\n"}, "root package"),
         ({"ddibench/newthing.py": ""}, None),  # a module in no layer
     ],
 )
-def test_the_checker_finds_each_kind_of_violation(tmp_path: Path, planted: dict[str, str], expected: str | None) -> None:
+def test_the_checker_finds_each_kind_of_violation(
+    tmp_path: Path, planted: dict[str, str], expected: str | None
+) -> None:
     _plant(tmp_path, CLEAN_TREE)
     assert violations(tmp_path) == []
     _plant(tmp_path, planted)
@@ -302,7 +366,10 @@ def test_the_code_type_checks() -> None:
     import subprocess
     import sys
 
-    if shutil.which("mypy") is None and subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True).returncode:
+    if (
+        shutil.which("mypy") is None
+        and subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True).returncode
+    ):
         pytest.skip("mypy is not installed (pip install -e '.[dev]')")
     proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:]

@@ -10,7 +10,15 @@ import pytest
 from conftest import gguf_bytes
 
 from ddibench.errors import ConfigError, ModelEndpointError, UnknownNameError
-from ddibench.llm import LLMCallError, LLMPool, ModelSpec, ResponseCache, cache_key, parse_model_options, retry_after_seconds
+from ddibench.llm import (
+    LLMCallError,
+    LLMPool,
+    ModelSpec,
+    ResponseCache,
+    cache_key,
+    parse_model_options,
+    retry_after_seconds,
+)
 from ddibench.llm.stub import StubConfig, running_stub
 
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Warfarin and aspirin?"}]
@@ -22,12 +30,27 @@ MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "
 
 def test_model_spec_syntax() -> None:
     spec = ModelSpec.parse("openai:gpt-4o-mini")
-    assert (spec.provider, spec.model, spec.base_url, spec.json_mode) == ("openai", "gpt-4o-mini", "https://api.openai.com/v1", "schema")
+    assert (spec.provider, spec.model, spec.base_url, spec.json_mode) == (
+        "openai",
+        "gpt-4o-mini",
+        "https://api.openai.com/v1",
+        "schema",
+    )
     spec = ModelSpec.parse("ollama:llama3.1:8b")
     assert (spec.model, spec.base_url) == ("llama3.1:8b", "http://127.0.0.1:11434/v1")
     spec = ModelSpec.parse("vllm:Qwen/Qwen2.5-7B-Instruct@http://gpu:8000/v1#revision=abc123,json=none")
-    assert (spec.model, spec.base_url, spec.revision, spec.json_mode) == ("Qwen/Qwen2.5-7B-Instruct", "http://gpu:8000/v1", "abc123", "none")
-    assert spec.identity() == {"provider": "vllm", "model": "Qwen/Qwen2.5-7B-Instruct", "base_url": "http://gpu:8000/v1", "revision": "abc123"}
+    assert (spec.model, spec.base_url, spec.revision, spec.json_mode) == (
+        "Qwen/Qwen2.5-7B-Instruct",
+        "http://gpu:8000/v1",
+        "abc123",
+        "none",
+    )
+    assert spec.identity() == {
+        "provider": "vllm",
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "base_url": "http://gpu:8000/v1",
+        "revision": "abc123",
+    }
     spec = ModelSpec.parse("my-model", base_url="http://127.0.0.1:8080/v1")
     assert (spec.provider, spec.model) == ("openai-compatible", "my-model")
     roles = parse_model_options(["openai:gpt-4o-mini", "judge=deepseek:deepseek-chat"])
@@ -128,9 +151,23 @@ def test_parameters_are_remembered_exactly_and_encoded_as_before() -> None:
         {"max_tokens": 24, "temperature": 0.0, "response_format": fmt, "seed": 0},  # another order: the same JSON
         {"temperature": 0, "max_tokens": 24, "seed": 0, "response_format": fmt},  # 0 == 0.0 == False: three JSONs
         {"temperature": False, "max_tokens": 24, "seed": 0, "response_format": fmt},
-        {"temperature": 0.0, "max_tokens": 24, "response_format": {"type": "json_object", "schema": {**schema, "required": [True]}}},
-        {"temperature": 0.0, "max_tokens": 24, "response_format": {"type": "json_object", "schema": {**schema, "required": [1]}}},
-        {"temperature": 0.7, "max_tokens": 8, "top_p": 0.9, "stop": ["\n", "é"], "extra_body": {"min_p": 0.1, "top_k": 5}},
+        {
+            "temperature": 0.0,
+            "max_tokens": 24,
+            "response_format": {"type": "json_object", "schema": {**schema, "required": [True]}},
+        },
+        {
+            "temperature": 0.0,
+            "max_tokens": 24,
+            "response_format": {"type": "json_object", "schema": {**schema, "required": [1]}},
+        },
+        {
+            "temperature": 0.7,
+            "max_tokens": 8,
+            "top_p": 0.9,
+            "stop": ["\n", "é"],
+            "extra_body": {"min_p": 0.1, "top_k": 5},
+        },
         {"temperature": 0.0, "max_tokens": 24, "seed": Seed.ONE},
     ]
     _params_memo.clear()
@@ -155,7 +192,11 @@ def test_cache_writes_many_rows_per_statement_and_each_one_reads_back(tmp_path: 
     cache.put_encoded("key7", '{"model":"m"}', messages, '{"sample_index":0}', '{"text":"answer 7, again"}')
     cache.close()
     reopened = ResponseCache(tmp_path / "cache.sqlite")
-    assert [reopened.get(f"key{i}")["text"] for i in (0, 7, n - 1)] == ["answer 0", "answer 7, again", f"answer {n - 1}"]  # type: ignore[index]
+    assert [reopened.get(f"key{i}")["text"] for i in (0, 7, n - 1)] == [
+        "answer 0",
+        "answer 7, again",
+        f"answer {n - 1}",
+    ]  # type: ignore[index]
     assert reopened.stats() == {'{"model":"m"}': n}
     assert reopened.text(messages.texts[0][0]) == MESSAGES[0]["content"]
     reopened.close()
@@ -164,7 +205,9 @@ def test_cache_writes_many_rows_per_statement_and_each_one_reads_back(tmp_path: 
     conn.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, created REAL, model TEXT, request TEXT, response TEXT)")
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 12)  # two rows per statement
     _insert_rows(conn, {f"k{i}": (0.0, "m", "{}", str(i)) for i in range(5)})
-    assert conn.execute("SELECT key, response FROM responses ORDER BY key").fetchall() == [(f"k{i}", str(i)) for i in range(5)]
+    assert conn.execute("SELECT key, response FROM responses ORDER BY key").fetchall() == [
+        (f"k{i}", str(i)) for i in range(5)
+    ]
 
 
 async def _ask(spec: ModelSpec, cache: ResponseCache | None, **kwargs) -> tuple[str, LLMPool]:
@@ -183,9 +226,11 @@ async def _ask(spec: ModelSpec, cache: ResponseCache | None, **kwargs) -> tuple[
 
 def test_two_served_models_never_share_a_cache_entry(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "cache.sqlite")
-    with running_stub(StubConfig(model="alpha", reply="answer from alpha")) as one, running_stub(
-        StubConfig(model="beta", reply="answer from beta")
-    ) as two, running_stub(StubConfig(model="alpha", reply="answer from another alpha server")) as three:
+    with (
+        running_stub(StubConfig(model="alpha", reply="answer from alpha")) as one,
+        running_stub(StubConfig(model="beta", reply="answer from beta")) as two,
+        running_stub(StubConfig(model="alpha", reply="answer from another alpha server")) as three,
+    ):
         first, _ = asyncio.run(_ask(ModelSpec.parse(f"vllm:alpha@{one.base_url}"), cache))
         second, _ = asyncio.run(_ask(ModelSpec.parse(f"vllm:beta@{two.base_url}"), cache))
         third, _ = asyncio.run(_ask(ModelSpec.parse(f"vllm:alpha@{three.base_url}"), cache))
@@ -256,11 +301,18 @@ def test_a_generic_base_url_is_probed_and_constrained_like_vllm(cli, tmp_path: P
     from ddibench.llm.stub import StubConfig, running_stub
 
     with running_stub(StubConfig()) as server:
-        for name, model in (("generic", ["--base-url", server.base_url, "-m", "stub-model"]), ("vllm", ["-m", f"vllm:stub-model@{server.base_url}"])):
-            code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--no-cache", "--run-dir", str(tmp_path / name), *model)
+        for name, model in (
+            ("generic", ["--base-url", server.base_url, "-m", "stub-model"]),
+            ("vllm", ["-m", f"vllm:stub-model@{server.base_url}"]),
+        ):
+            code, out, err = cli(
+                "run", "-s", "zero-shot", "-t", "drugbank_s2", "--no-cache", "--run-dir", str(tmp_path / name), *model
+            )
             assert code == 0, err
             assert "invalid (unparsable) predictions: 0 of 1,992" in out
-            output = json.loads((tmp_path / name / "results.json").read_text())["manifest"]["models"]["generator"]["output"]
+            output = json.loads((tmp_path / name / "results.json").read_text())["manifest"]["models"]["generator"][
+                "output"
+            ]
             assert output.startswith("constrained to the JSON schema (response_format json_schema)")
             assert output.endswith("(probed at the start)") == (name == "generic")
         probes = [r for r in server.requests if r["messages"][0]["content"] == "Reply with a JSON object."]
@@ -270,4 +322,6 @@ def test_a_generic_base_url_is_probed_and_constrained_like_vllm(cli, tmp_path: P
                              "--base-url", server.base_url, "-m", "stub-model")  # fmt: skip
         assert code == 0, err
         assert "model output (generator): not constrained: the prompt asks for JSON (probed at the start)" in out
-        assert [r.get("response_format") for r in server.requests[2:]] == [None] * 4  # after two probes, nothing is asked of it
+        assert [r.get("response_format") for r in server.requests[2:]] == [
+            None
+        ] * 4  # after two probes, nothing is asked of it

@@ -54,7 +54,9 @@ def test_weighted_scores_equal_sklearn_sample_weight() -> None:
         assert float(ours[name]) == pytest.approx(ref[name], abs=1e-12), name
     stacked = confusion_matrices(y_true, y_pred, 12, np.stack([weights, np.ones(300)]))
     assert stacked.shape == (2, 12, 13)
-    assert float(scores_from_confusion(stacked)["kappa"][1]) == pytest.approx(sklearn_scores(y_true, y_pred)["kappa"], abs=1e-12)
+    assert float(scores_from_confusion(stacked)["kappa"][1]) == pytest.approx(
+        sklearn_scores(y_true, y_pred)["kappa"], abs=1e-12
+    )
 
 
 def test_out_of_range_labels_are_rejected() -> None:
@@ -91,9 +93,7 @@ def test_cluster_bootstrap_is_reproducible_and_wider_than_iid(s2_test) -> None:
         # these answers are right at random, whatever the drugs: the clustered interval is corrected down to
         # the dyadic-robust variance, and never below the i.i.d. interval of the same seed
         assert width >= iid_width, f"{name}: drug-clustered CI should be at least as wide as the i.i.d. one"
-    point = sklearn_scores(
-        np.array([s.target for s in s2_test]), np.array([preds[s.id].label for s in s2_test])
-    )
+    point = sklearn_scores(np.array([s.target for s in s2_test]), np.array([preds[s.id].label for s in s2_test]))
     assert first.metrics["macro_f1"].value == pytest.approx(point["macro_f1"], abs=1e-12)
 
 
@@ -188,7 +188,9 @@ def test_bca_equals_scipy_on_independent_samples() -> None:
         return {"mean": weights @ x / weights.sum(axis=1)}
 
     ours = bootstrap_intervals(mean, x.size, BootstrapSpec(replicates=4000, seed=1, method="iid"))["mean"]
-    percentile = bootstrap_intervals(mean, x.size, BootstrapSpec(replicates=4000, seed=1, method="iid", interval="percentile"))["mean"]
+    percentile = bootstrap_intervals(
+        mean, x.size, BootstrapSpec(replicates=4000, seed=1, method="iid", interval="percentile")
+    )["mean"]
     theirs = bootstrap((x,), np.mean, n_resamples=4000, method="BCa", random_state=2).confidence_interval
     assert ours == pytest.approx((theirs.low, theirs.high), abs=0.015)
     assert abs(percentile[1] - theirs.high) > abs(ours[1] - theirs.high)  # BCa moved the upper end as SciPy's did
@@ -205,7 +207,9 @@ def test_bca_never_reports_an_interval_that_excludes_its_estimate() -> None:
 
     # the estimate as the bootstrap computes it (the statistic at unit weights): x.mean() can differ in the last bit
     point = float(biased(np.ones((1, x.size)))["m"][0])
-    lo, hi = bootstrap_intervals(biased, x.size, BootstrapSpec(replicates=300, method="iid", interval="percentile"))["m"]
+    lo, hi = bootstrap_intervals(biased, x.size, BootstrapSpec(replicates=300, method="iid", interval="percentile"))[
+        "m"
+    ]
     assert hi < point
     lo, hi = bootstrap_intervals(biased, x.size, BootstrapSpec(replicates=300, method="iid"))["m"]
     assert lo <= point <= hi
@@ -230,7 +234,9 @@ def test_clustered_interval_has_the_dyadic_robust_width() -> None:
         return {"mean": weights @ y / weights.sum(axis=1)}
 
     clusters = [(f"d{h}", f"d{t}") for h, t in zip(head, tail)]
-    raw = bootstrap_intervals(mean, pairs, BootstrapSpec(replicates=2000, interval="percentile"), clusters=clusters)["mean"]
+    raw = bootstrap_intervals(mean, pairs, BootstrapSpec(replicates=2000, interval="percentile"), clusters=clusters)[
+        "mean"
+    ]
     corrected = bootstrap_intervals(mean, pairs, BootstrapSpec(replicates=2000), clusters=clusters)["mean"]
     z = 2 * 1.959964
     assert (raw[1] - raw[0]) / z == pytest.approx(np.sqrt(dyadic_sd**2 + 2 * iid_sd**2), rel=0.1)
@@ -247,8 +253,12 @@ def test_bca_centres_the_skewed_macro_f1_interval_of_a_drugbank_s0_mlp_like_syst
     counts = np.bincount([s.target for s in test], minlength=86)
     accuracy = np.clip(0.75 + 0.2 * np.log10(counts + 1) / np.log10(counts.max()), 0, 0.97)
     top = int(np.argmax(counts))
-    rng = np.random.default_rng(2024)  # not the bootstrap's seed: the same bits would make weights correlate with the answers
-    preds = {s.id: Prediction(sample_id=s.id, label=s.target if rng.random() < accuracy[s.target] else top) for s in test}
+    rng = np.random.default_rng(
+        2024
+    )  # not the bootstrap's seed: the same bits would make weights correlate with the answers
+    preds = {
+        s.id: Prediction(sample_id=s.id, label=s.target if rng.random() < accuracy[s.target] else top) for s in test
+    }
     evaluator = task.evaluator()
     before = evaluator.evaluate(test, preds, BootstrapSpec(replicates=300, interval="percentile")).metrics["macro_f1"]
     after = evaluator.evaluate(test, preds, BootstrapSpec(replicates=300)).metrics["macro_f1"]

@@ -59,7 +59,9 @@ def test_cuda_profile_without_gpu_is_a_clear_error(cli, tmp_path: Path) -> None:
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    code, _, err = cli("run", "-s", "mlp", "-t", "drugbank_s2", "--profile", "a100-80g", "--run-dir", str(tmp_path / "gpu"))
+    code, _, err = cli(
+        "run", "-s", "mlp", "-t", "drugbank_s2", "--profile", "a100-80g", "--run-dir", str(tmp_path / "gpu")
+    )
     assert code == 2 and "torch sees no CUDA device" in err
 
 
@@ -82,7 +84,9 @@ def test_training_progress_counts_steps_says_the_stopping_state_and_shrinks_on_a
     from ddibench.commands.common import LineProgress
 
     buffer = io.StringIO()
-    shown = LineProgress(Console(file=buffer, width=200), every=0.0)  # a line at every step, as a log would get every 30 s
+    shown = LineProgress(
+        Console(file=buffer, width=200), every=0.0
+    )  # a line at every step, as a log would get every 30 s
     bar = TrainingProgress(shown, "toy", max_epochs=10, steps_per_epoch=4, metric="macro-F1", patience=2)
     bar.step(3)  # a short last batch skipped: epoch_done makes up the fourth step
     bar.epoch_done(1, 12.0, 0.5, 0.5, 1, 0)
@@ -117,7 +121,9 @@ def test_best_epoch_keeps_the_best_weights_and_counts_the_patience() -> None:
             break
     # the NaN and the tie are not better; the patience of 2 ends training after epoch 4
     assert (best.epoch, best.value, best.waited, epoch) == (2, 0.5, 2, 4)
-    assert best.state is not None and torch.equal(best.state["weight"], torch.full((1, 2), 2.0))  # a copy, not the live weights
+    assert best.state is not None and torch.equal(
+        best.state["weight"], torch.full((1, 2), 2.0)
+    )  # a copy, not the live weights
     loss = BestEpoch(lower_is_better=True)
     for epoch, value in enumerate([0.9, 0.7, 0.8], 1):
         loss.update(epoch, value, net)

@@ -19,7 +19,13 @@ YES_NO = LabelSpace((Label(0, "no", "no"), Label(1, "yes", "yes")))
 
 def molecules(n: int, targets: list, meta: list[dict] | None = None, clusters: int = 7) -> list[Sample]:
     return [
-        Sample(id=f"m{i}", input=Molecule(smiles="C"), target=t, clusters=(f"scaffold:{i % clusters}",), meta=MappingProxyType((meta or [{}] * n)[i]))
+        Sample(
+            id=f"m{i}",
+            input=Molecule(smiles="C"),
+            target=t,
+            clusters=(f"scaffold:{i % clusters}",),
+            meta=MappingProxyType((meta or [{}] * n)[i]),
+        )
         for i, t in enumerate(targets)
     ]
 
@@ -47,14 +53,19 @@ def test_toxicity_metrics_equal_sklearn_auroc_included() -> None:
     gold = rng.integers(0, 2, 120).tolist()
     samples = molecules(120, gold)
     p_yes = np.clip(np.array(gold) * 0.3 + rng.random(120) * 0.7, 0, 1).round(3)
-    preds = {s.id: Prediction(sample_id=s.id, label=int(p >= 0.5), scores={"0": 1 - p, "1": float(p)}) for s, p in zip(samples, p_yes)}
+    preds = {
+        s.id: Prediction(sample_id=s.id, label=int(p >= 0.5), scores={"0": 1 - p, "1": float(p)})
+        for s, p in zip(samples, p_yes)
+    }
     invalid = samples[5].id
     preds[invalid] = Prediction.invalid(invalid, "unparsable")
     evaluator = ClassificationEvaluator(YES_NO, breakdown_key=None, positive_label=1)
     result = evaluator.evaluate(samples, preds, BootstrapSpec(replicates=200, seed=1))
     y_pred = [preds[s.id].label if preds[s.id].valid else -1 for s in samples]
     y_score = [0.5 if not preds[s.id].valid else preds[s.id].scores["1"] for s in samples]
-    assert result.metrics["macro_f1"].value == pytest.approx(f1_score(gold, y_pred, labels=[0, 1], average="macro"), abs=1e-12)
+    assert result.metrics["macro_f1"].value == pytest.approx(
+        f1_score(gold, y_pred, labels=[0, 1], average="macro"), abs=1e-12
+    )
     assert result.metrics["accuracy"].value == pytest.approx(accuracy_score(gold, y_pred), abs=1e-12)
     assert result.metrics["auroc"].value == pytest.approx(roc_auc_score(gold, y_score), abs=1e-12)
     low, high = result.metrics["auroc"].ci_low, result.metrics["auroc"].ci_high
@@ -103,16 +114,29 @@ def test_precision_and_recall_at_5_per_slice_equal_a_direct_computation() -> Non
     for s in samples:
         preds[s.id] = Prediction(sample_id=s.id, ranked=[int(x) for x in rng.integers(0, n_labels, 7)])
     preds[samples[4].id] = Prediction.invalid(samples[4].id, "no known symbol")
-    evaluator = RankingEvaluator(labels, k=5, metrics=("precision", "recall"), slice_key="kg", slices=("no-overlap", "overlap"), primary_slice="no-overlap")
+    evaluator = RankingEvaluator(
+        labels,
+        k=5,
+        metrics=("precision", "recall"),
+        slice_key="kg",
+        slices=("no-overlap", "overlap"),
+        primary_slice="no-overlap",
+    )
     result = evaluator.evaluate(samples, preds, BootstrapSpec(replicates=100))
     assert result.primary_metric == "precision@5_no_overlap"
     for name, wanted in (("", None), ("_no_overlap", "no-overlap"), ("_overlap", "overlap")):
         chosen = [s for s, m in zip(samples, slices) if wanted is None or m["kg"] == wanted]
-        direct = [direct_precision_recall(set(s.target), preds[s.id].ranked if preds[s.id].valid else []) for s in chosen]
+        direct = [
+            direct_precision_recall(set(s.target), preds[s.id].ranked if preds[s.id].valid else []) for s in chosen
+        ]
         assert result.metrics[f"precision@5{name}"].value == pytest.approx(np.mean([d[0] for d in direct]), abs=1e-12)
         assert result.metrics[f"recall@5{name}"].value == pytest.approx(np.mean([d[1] for d in direct]), abs=1e-12)
-        assert result.ceilings[f"precision@5{name}"] == pytest.approx(np.mean([min(len(s.target), 5) / 5 for s in chosen]), abs=1e-12)
-        assert result.ceilings[f"recall@5{name}"] == pytest.approx(np.mean([min(len(s.target), 5) / len(s.target) for s in chosen]), abs=1e-12)
+        assert result.ceilings[f"precision@5{name}"] == pytest.approx(
+            np.mean([min(len(s.target), 5) / 5 for s in chosen]), abs=1e-12
+        )
+        assert result.ceilings[f"recall@5{name}"] == pytest.approx(
+            np.mean([min(len(s.target), 5) / len(s.target) for s in chosen]), abs=1e-12
+        )
     assert result.n_invalid == 1 and result.breakdown["kg=no-overlap"]["n_invalid"] == 1
     # slice metrics resample correctly: a unit carries only its own slice's metrics
     units = evaluator.units(samples, preds)
@@ -126,7 +150,9 @@ def test_probe_statistic_equals_sklearn_per_seed_and_column() -> None:
     gold[:, 2] = 1  # a column with one class only: no AUROC, left out
     gold[7, 0] = np.nan  # a missing label
     scores = rng.random((n, seeds, cols)).round(4)
-    units = [{"gold": [None if np.isnan(v) else int(v) for v in gold[i]], "scores": scores[i].tolist()} for i in range(n)]
+    units = [
+        {"gold": [None if np.isnan(v) else int(v) for v in gold[i]], "scores": scores[i].tolist()} for i in range(n)
+    ]
     evaluator = ProbeEvaluator(["a", "b", "c"])
     weights = np.vstack([np.ones(n), rng.integers(0, 3, n)]).astype(float)
     out = evaluator.statistic(units)(weights)

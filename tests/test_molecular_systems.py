@@ -24,7 +24,11 @@ SERVES = {
 
 
 def journal(run_dir: Path) -> dict[str, dict]:
-    return {(p := json.loads(line)["prediction"])["sample_id"]: p for line in (run_dir / "journal.jsonl").read_text().splitlines() if line.strip()}
+    return {
+        (p := json.loads(line)["prediction"])["sample_id"]: p
+        for line in (run_dir / "journal.jsonl").read_text().splitlines()
+        if line.strip()
+    }
 
 
 def submit_verify_add(cli, run_dir: Path, tmp_path: Path, previews: bool = False) -> str:
@@ -32,7 +36,9 @@ def submit_verify_add(cli, run_dir: Path, tmp_path: Path, previews: bool = False
     assert cli("submit", str(run_dir), "--out", str(bundle))[0] == 0
     code, out, err = cli("verify", str(bundle))
     assert ("recomputed" in out) if not previews else ("preview" in out or "--limit" in out), out + err
-    code, out, err = cli("board", "add", "--store", str(tmp_path / "board.duckdb"), *(["--previews"] if previews else []), str(bundle))
+    code, out, err = cli(
+        "board", "add", "--store", str(tmp_path / "board.duckdb"), *(["--previews"] if previews else []), str(bundle)
+    )
     assert code == 0, out + err
     return out
 
@@ -46,7 +52,9 @@ def test_which_baseline_serves_which_task() -> None:
 
 def test_morgan_sklearn_on_toxicity_scores_equal_sklearn_and_reach_the_board(cli, tmp_path: Path) -> None:
     run_dir = tmp_path / "rf"
-    code, out, err = cli("run", "-s", "morgan-sklearn", "-t", "tox_carcinogens", "--run-dir", str(run_dir), "--config", "n_estimators=50")
+    code, out, err = cli(
+        "run", "-s", "morgan-sklearn", "-t", "tox_carcinogens", "--run-dir", str(run_dir), "--config", "n_estimators=50"
+    )
     assert code == 0, out + err
     results = json.loads((run_dir / "results.json").read_text())
     preds = journal(run_dir)
@@ -54,13 +62,30 @@ def test_morgan_sklearn_on_toxicity_scores_equal_sklearn_and_reach_the_board(cli
     assert set(preds) == {s.id for s in test}
     gold = [s.target for s in test]
     metrics = results["evaluation"]["metrics"]
-    assert metrics["macro_f1"]["value"] == pytest.approx(f1_score(gold, [preds[s.id]["label"] for s in test], average="macro"), abs=1e-12)
-    assert metrics["auroc"]["value"] == pytest.approx(roc_auc_score(gold, [preds[s.id]["scores"]["1"] for s in test]), abs=1e-12)
+    assert metrics["macro_f1"]["value"] == pytest.approx(
+        f1_score(gold, [preds[s.id]["label"] for s in test], average="macro"), abs=1e-12
+    )
+    assert metrics["auroc"]["value"] == pytest.approx(
+        roc_auc_score(gold, [preds[s.id]["scores"]["1"] for s in test]), abs=1e-12
+    )
     assert results["system_info"]["estimator"] == "rf"
     submit_verify_add(cli, run_dir, tmp_path)
     # a second run fits nothing: the model is a cached artifact
     again = tmp_path / "rf-again"
-    assert cli("run", "-s", "morgan-sklearn", "-t", "tox_carcinogens", "--run-dir", str(again), "--config", "n_estimators=50")[0] == 0
+    assert (
+        cli(
+            "run",
+            "-s",
+            "morgan-sklearn",
+            "-t",
+            "tox_carcinogens",
+            "--run-dir",
+            str(again),
+            "--config",
+            "n_estimators=50",
+        )[0]
+        == 0
+    )
     assert json.loads((again / "results.json").read_text())["system_info"]["loaded_from_cache"] is True
 
 
@@ -81,7 +106,9 @@ def test_gin_and_popularity_on_drug_targets(cli, tmp_path: Path) -> None:
 
 def test_gin_on_toxicity_gives_scores(cli, tmp_path: Path) -> None:
     run_dir = tmp_path / "gin"
-    code, out, err = cli("run", "-s", "gin", "-t", "tox_carcinogens", "--run-dir", str(run_dir), "--config", "max_epochs=2")
+    code, out, err = cli(
+        "run", "-s", "gin", "-t", "tox_carcinogens", "--run-dir", str(run_dir), "--config", "max_epochs=2"
+    )
     assert code == 0, out + err
     results = json.loads((run_dir / "results.json").read_text())
     assert "auroc" in results["evaluation"]["metrics"]
@@ -112,7 +139,9 @@ def test_zero_shot_on_the_three_families_with_the_stub(cli, stub, tmp_path: Path
     model = f"vllm:stub-model@{stub.base_url}"
     for task, limit in (("tox_carcinogens", "6"), ("targets_activate", "6"), ("caption_bace", "6")):
         run_dir = tmp_path / task
-        code, out, err = cli("run", "-s", "zero-shot", "-t", task, "--limit", limit, "-m", model, "--run-dir", str(run_dir), "--no-cache")
+        code, out, err = cli(
+            "run", "-s", "zero-shot", "-t", task, "--limit", limit, "-m", model, "--run-dir", str(run_dir), "--no-cache"
+        )
         assert code == 0, out + err
         preds = journal(run_dir)
         assert len(preds) == 6 and all(p["valid"] for p in preds.values()), preds
@@ -128,7 +157,10 @@ def test_zero_shot_on_the_three_families_with_the_stub(cli, stub, tmp_path: Path
             assert all(1 <= len(p["ranked"]) <= 5 for p in preds.values())
         else:
             assert schema is None and all(p["text"] for p in preds.values())
-            assert "blood-brain" not in request["messages"][-1]["content"] and "BACE-1" in request["messages"][-1]["content"]
+            assert (
+                "blood-brain" not in request["messages"][-1]["content"]
+                and "BACE-1" in request["messages"][-1]["content"]
+            )
 
 
 def test_molecular_answers_are_parsed_strictly() -> None:
@@ -137,7 +169,11 @@ def test_molecular_answers_are_parsed_strictly() -> None:
 
     labels = LabelSpace(tuple(Label(i, s, s) for i, s in enumerate(["EGFR", "KIT", "ABL1", "MET"])))
     assert parse_targets('{"targets": ["egfr", "EGFR-2", "KIT", "KIT"]}', labels) == ([0, 1], ["EGFR-2"], "json")
-    assert parse_targets("It may inhibit EGFR and the kit of several proteins", labels) == ([0], [], "text")  # "kit" is a word, not KIT
+    assert parse_targets("It may inhibit EGFR and the kit of several proteins", labels) == (
+        [0],
+        [],
+        "text",
+    )  # "kit" is a word, not KIT
     assert parse_targets("no symbol here", labels)[0] == []
     assert parse_yes_no('{"answer": "no"}') == (0, "json")
     assert parse_yes_no("Yes, it blocks the channel.") == (1, "text")

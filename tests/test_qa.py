@@ -30,7 +30,10 @@ def test_ddi_qa_questions_follow_the_drugbank_pairs() -> None:
     for q, b in zip(qa.split("test")[:50], base.split("test")[:50]):
         pair = q.input.pair
         assert pair == b.input and pair.head.name in q.input.text and pair.tail.name in q.input.text
-        assert q.target["answer"] == labels[b.target].render(pair.head.name, pair.tail.name) and q.target["label"] == b.target
+        assert (
+            q.target["answer"] == labels[b.target].render(pair.head.name, pair.tail.name)
+            and q.target["label"] == b.target
+        )
         assert q.clusters == b.clusters
     assert q.blind().target is None
 
@@ -73,7 +76,10 @@ def test_bertscore_is_the_libraries_on_the_same_pairs(encoder) -> None:
     assert ours[:, 1] == pytest.approx(recall.numpy(), abs=1e-6)
     assert ours[:, 2] == pytest.approx(f1.numpy(), abs=1e-6)
     # a pair's score does not depend on the pairs scored with it (the library's batches would make it so)
-    unrelated = ["A plausible mechanism for this pair (note 538).", "The risk or severity of adverse effects can be increased when Masoprocol is combined with Mycophenolic acid."]
+    unrelated = [
+        "A plausible mechanism for this pair (note 538).",
+        "The risk or severity of adverse effects can be increased when Masoprocol is combined with Mycophenolic acid.",
+    ]
     alone = scorer.score(unrelated[:1], unrelated[1:])[0, 2]
     together = scorer.score([candidates[0], unrelated[0]], [references[0], unrelated[1]])[1, 2]
     assert alone == pytest.approx(together, abs=1e-6)
@@ -88,7 +94,9 @@ def test_label_recovery(encoder) -> None:
     exact = labels[46].render("Warfarin", "Fluconazole")
     assert recovery.recover(f"Be careful. {exact} Ask a doctor.", "Warfarin", "Fluconazole") == (46, "template")
     assert recovery.recover(exact.replace("can be", "could be"), "Warfarin", "Fluconazole") == (46, "string")
-    label, how = recovery.recover("Taking them together makes bleeding more likely because the anticoagulant effect rises.", "Warfarin", "Aspirin")
+    label, how = recovery.recover(
+        "Taking them together makes bleeding more likely because the anticoagulant effect rises.", "Warfarin", "Aspirin"
+    )
     assert how == "embedding" and 0 <= label < 86
     assert recovery.recover("  ", "a", "b") == (None, "empty answer")
 
@@ -122,11 +130,33 @@ def test_judge_parsing_and_agreement() -> None:
 def test_qa_run_judge_selfcheck_and_rescore(cli, tmp_path: Path) -> None:
     with running_stub(StubConfig(model="answerer")) as one, running_stub(StubConfig(model="second")) as two:
         run_dir = tmp_path / "run"
-        code, out, err = cli("run", "-s", "no-rag", "-t", "ddi_qa_s2", "--limit", "4", "--selfcheck", "2", "-m", f"vllm:answerer@{one.base_url}", "--run-dir", str(run_dir))
+        code, out, err = cli(
+            "run",
+            "-s",
+            "no-rag",
+            "-t",
+            "ddi_qa_s2",
+            "--limit",
+            "4",
+            "--selfcheck",
+            "2",
+            "-m",
+            f"vllm:answerer@{one.base_url}",
+            "--run-dir",
+            str(run_dir),
+        )
         assert code == 0, err
         results = json.loads((run_dir / "results.json").read_text())
         metrics = results["evaluation"]["metrics"]
-        assert {"embedding_similarity", "bertscore_f1", "label_recovery", "judge_correctness", "judge_clarity", "judge_overall", "selfcheck"} <= set(metrics)
+        assert {
+            "embedding_similarity",
+            "bertscore_f1",
+            "label_recovery",
+            "judge_correctness",
+            "judge_clarity",
+            "judge_overall",
+            "selfcheck",
+        } <= set(metrics)
         scoring = results["manifest"]["scoring"]
         assert scoring["judge"]["identity"]["model"] == "answerer" and len(scoring["judge"]["rubric_sha256"]) == 64
         assert scoring["selfcheck"]["n"] == 2 and scoring["selfcheck"]["seeds"] == [1000, 1001]
@@ -148,7 +178,19 @@ def test_qa_run_judge_selfcheck_and_rescore(cli, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("system", ["sql-agent", "drugrag", "no-rag"])
 def test_free_text_systems_join_the_ddi_matrix(cli, stub, tmp_path: Path, system: str) -> None:
-    code, _, err = cli("run", "-s", system, "-t", "drugbank_s2", "--limit", "3", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "r"))
+    code, _, err = cli(
+        "run",
+        "-s",
+        system,
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "3",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert code == 0, err
     preds = [json.loads(line)["prediction"] for line in (tmp_path / "r" / "journal.jsonl").read_text().splitlines()]
     assert all(isinstance(p["label"], int) and 0 <= p["label"] < 86 and p["text"] for p in preds)
@@ -162,7 +204,11 @@ def test_sql_agent_validity_counters(cli, tmp_path: Path) -> None:
                            "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "r"))  # fmt: skip
     assert code == 0, err
     counters = json.loads((tmp_path / "r" / "results.json").read_text())["system_info"]["counters"]
-    assert counters["sql_written"] >= 3 and counters["sql_parsed"] == counters["sql_written"] and counters["sql_executed"] == counters["sql_parsed"]
+    assert (
+        counters["sql_written"] >= 3
+        and counters["sql_parsed"] == counters["sql_written"]
+        and counters["sql_executed"] == counters["sql_parsed"]
+    )
     assert counters["sql_non_empty"] == 3  # Warfarin is a training drug of S2
 
 
@@ -173,7 +219,11 @@ def test_text_rag_retrieves_from_the_corpus(cli, stub, tmp_path: Path) -> None:
     assert code == 0, err
     trace = json.loads((tmp_path / "r" / "journal.jsonl").read_text().splitlines()[0])["prediction"]["trace"]
     assert len(trace["retrieved"]) == 5 and trace["follow_up_query"]
-    assert {c["source"] for c in trace["retrieved"] + trace["retrieved_again"]} <= {"monograph", "interaction", "medquad"}
+    assert {c["source"] for c in trace["retrieved"] + trace["retrieved_again"]} <= {
+        "monograph",
+        "interaction",
+        "medquad",
+    }
 
 
 def test_scorer_encoder_is_recorded_and_kept_off_the_board(cli, stub, tmp_path: Path) -> None:
@@ -186,14 +236,37 @@ def test_scorer_encoder_is_recorded_and_kept_off_the_board(cli, stub, tmp_path: 
 
     mine = tmp_path / "my-encoder"
     shutil.copytree(encoder_path("minilm"), mine)  # stands for a local biomedical encoder
-    code, _, err = cli("run", "-s", "no-rag", "-t", "drugbank_s2", "--scorer-encoder", str(mine), "-m", f"vllm:stub-model@{stub.base_url}")
+    code, _, err = cli(
+        "run",
+        "-s",
+        "no-rag",
+        "-t",
+        "drugbank_s2",
+        "--scorer-encoder",
+        str(mine),
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+    )
     assert code != 0 and "--scorer-encoder does not apply to drugbank_s2" in err
     code, _, err = cli("run", "-s", "no-rag", "-t", "medquad", "--scorer-encoder", str(tmp_path / "nothing"), "-m", f"vllm:stub-model@{stub.base_url}",
                        "--run-dir", str(tmp_path / "never"))  # fmt: skip
     assert code != 0 and "not a sentence-transformers model directory" in err and not (tmp_path / "never").exists()
 
     run_dir = tmp_path / "run"
-    args = ("run", "-s", "no-rag", "-t", "medquad", "--limit", "3", "--no-judge", "--selfcheck", "0", "-m", f"vllm:stub-model@{stub.base_url}")
+    args = (
+        "run",
+        "-s",
+        "no-rag",
+        "-t",
+        "medquad",
+        "--limit",
+        "3",
+        "--no-judge",
+        "--selfcheck",
+        "0",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+    )
     code, _, err = cli(*args, "--scorer-encoder", str(mine), "--run-dir", str(run_dir))
     assert code == 0, err
     results = json.loads((run_dir / "results.json").read_text())
@@ -202,11 +275,15 @@ def test_scorer_encoder_is_recorded_and_kept_off_the_board(cli, stub, tmp_path: 
     code, _, err = cli(*args, "--run-dir", str(tmp_path / "default"))
     assert code == 0, err
     default = json.loads((tmp_path / "default" / "results.json").read_text())
-    assert default["evaluation"]["metrics"]["embedding_similarity"]["value"] == pytest.approx(similarity)  # same weights, same scores
+    assert default["evaluation"]["metrics"]["embedding_similarity"]["value"] == pytest.approx(
+        similarity
+    )  # same weights, same scores
 
     code, _, err = cli("rescore", str(run_dir), "--no-judge")
     assert code == 0, err
-    assert json.loads((run_dir / "results.json").read_text())["manifest"]["scoring"]["scorers"]["embedding"]["encoder"] == str(mine)
+    assert json.loads((run_dir / "results.json").read_text())["manifest"]["scoring"]["scorers"]["embedding"][
+        "encoder"
+    ] == str(mine)
     code, _, err = cli("submit", str(run_dir), "--out", str(tmp_path / "b.tar.gz"))
     assert code == 0, err
     verdict = verify(tmp_path / "b.tar.gz")

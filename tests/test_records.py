@@ -36,7 +36,10 @@ def test_a_version_1_journal_line_still_loads(tmp_path: Path) -> None:
     journal.append([Prediction(sample_id="b", scores={"0": 0.2, "1": 0.8})])
     journal.close()
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    assert [x["v"] for x in lines] == [1, PREDICTION_SCHEMA_VERSION] and Journal(path).load()["b"].scores == {"0": 0.2, "1": 0.8}
+    assert [x["v"] for x in lines] == [1, PREDICTION_SCHEMA_VERSION] and Journal(path).load()["b"].scores == {
+        "0": 0.2,
+        "1": 0.8,
+    }
     path.write_text(json.dumps({**v1, "v": 99}) + "\n")
     with pytest.raises(RunDirError, match="schema version 99"):
         Journal(path).load()
@@ -103,7 +106,9 @@ def test_a_store_written_before_metric_declarations_is_still_read(cli, mlp_run: 
     conn.close()
     frame = runs(store)  # read-only: the board reads the old layout as it is
     assert frame.iloc[0]["primary_unit"] == "fraction" and cell(frame.iloc[0]).endswith("★")
-    code, _, err = cli("board", "add", "--store", str(store), str(tmp_path / "b.tar.gz"))  # upgraded in place when written
+    code, _, err = cli(
+        "board", "add", "--store", str(store), str(tmp_path / "b.tar.gz")
+    )  # upgraded in place when written
     assert code == 0, err
 
 

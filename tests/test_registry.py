@@ -67,7 +67,9 @@ def test_outside_system_is_discovered_and_runs(plugin: Path, cli, tmp_path: Path
 
 
 def test_conflicting_registrations_are_refused(plugin: Path) -> None:
-    (plugin / "entry_points.txt").write_text("[ddibench.systems]\nmy-majority = ddibench_majority:Majority\nmlp = ddibench_majority:Majority\n")
+    (plugin / "entry_points.txt").write_text(
+        "[ddibench.systems]\nmy-majority = ddibench_majority:Majority\nmlp = ddibench_majority:Majority\n"
+    )
     registry.clear_caches()
     with pytest.raises(ConfigError, match="system 'mlp' is registered twice"):
         registry.system_names()
@@ -86,7 +88,9 @@ def test_a_class_that_lacks_a_protocol_member_is_refused_at_once(plugin: Path) -
     from ddibench.system import SYSTEM_MEMBERS
 
     module = plugin.parent / "ddibench_majority" / "__init__.py"
-    module.write_text(module.read_text() + '''
+    module.write_text(
+        module.read_text()
+        + """
 
 class Bare:
     name, version, description = "my-bare", "0.1", "no base class"
@@ -100,7 +104,8 @@ class Bare:
 
     async def predict(self, samples, ctx):
         return []
-''')
+"""
+    )
     (plugin / "entry_points.txt").write_text("[ddibench.systems]\nmy-bare = ddibench_majority:Bare\n")
     registry.clear_caches()
     sys.modules.pop("ddibench_majority", None)
@@ -127,7 +132,9 @@ def test_built_in_tasks_and_systems_name_families_from_one_place() -> None:
     assert found == [], found
 
 
-def test_a_tasks_toml_table_with_an_unknown_or_missing_key_fails_the_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tasks_toml_table_with_an_unknown_or_missing_key_fails_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each family's tasks.toml is validated against its spec: a misspelt key is an error naming the table and the
     key, not a silently ignored setting."""
     from ddibench.errors import DataError
@@ -138,21 +145,31 @@ def test_a_tasks_toml_table_with_an_unknown_or_missing_key_fails_the_load(tmp_pa
     from ddibench.tasks.molecular.targets import TargetSpec
 
     assert SPECS["drugbank_s2"].unseen["test"] == (0, 0, 1992)
-    assert isinstance(registry.get_task("targets_inhibit").spec, TargetSpec) and FAMILY_SPEC.target_polarity["neither"] == ("inverse agonist",)
+    assert isinstance(registry.get_task("targets_inhibit").spec, TargetSpec) and FAMILY_SPEC.target_polarity[
+        "neither"
+    ] == ("inverse agonist",)
     good = (Path(drugbank.__file__).parent / "tasks.toml").read_text(encoding="utf-8")
     package = tmp_path / "planted_family"
     package.mkdir()
     (package / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     cases = [
-        (good.replace("sizes = { train = 99283, valid = 1606", "size = { train = 99283, valid = 1606", 1), r"\[tasks.drugbank_s2\] (size: Extra inputs|sizes: Field required)"),
-        (good.replace('setting = "S2"', 'setting = "S3"', 1), r"\[tasks.drugbank_s2\] setting: Input should be 'S0', 'S1' or 'S2'"),
+        (
+            good.replace("sizes = { train = 99283, valid = 1606", "size = { train = 99283, valid = 1606", 1),
+            r"\[tasks.drugbank_s2\] (size: Extra inputs|sizes: Field required)",
+        ),
+        (
+            good.replace('setting = "S2"', 'setting = "S3"', 1),
+            r"\[tasks.drugbank_s2\] setting: Input should be 'S0', 'S1' or 'S2'",
+        ),
         (good.replace("recipe_version = 1", "recipe_version = 'one'", 1), r"\[family\] recipe_version"),
     ]
     for text, message in cases:
         (package / "tasks.toml").write_text(text, encoding="utf-8")
         with pytest.raises(DataError, match=message):
             load_task_specs("planted_family", FamilySpec, DrugBankSpec)
-    (package / "tasks.toml").write_text('[family]\ntarget_polarity = {}\n[tasks.x]\nkind = "toxcity"\n', encoding="utf-8")
+    (package / "tasks.toml").write_text(
+        '[family]\ntarget_polarity = {}\n[tasks.x]\nkind = "toxcity"\n', encoding="utf-8"
+    )
     with pytest.raises(DataError, match=r"\[tasks.x\]: Input tag 'toxcity' found using 'kind'"):
         load_task_specs("planted_family", MolecularFamilySpec, AnySpec)

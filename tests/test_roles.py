@@ -42,7 +42,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("system", "task", "config", "typo", "meant"), CASES, ids=[f"{c[0]}-{c[3]}" for c in CASES])
-def test_a_misspelt_role_is_refused_before_anything_starts(stub, tmp_path: Path, system: str, task: str, config: list[str], typo: str, meant: str) -> None:
+def test_a_misspelt_role_is_refused_before_anything_starts(
+    stub, tmp_path: Path, system: str, task: str, config: list[str], typo: str, meant: str
+) -> None:
     model = f"vllm:stub-model@{stub.base_url}"
     run_dir = tmp_path / "run"
     args = ["run", "-s", system, "-t", task, "--limit", "2", "-m", model, "-m", f"{typo}={model}", *config,
@@ -58,7 +60,11 @@ def test_a_misspelt_role_is_refused_before_anything_starts(stub, tmp_path: Path,
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, err
     line = errors[0]
-    assert f"unknown model role '{typo}'" in line and f"system '{system}' uses " in line and f"did you mean '{meant}'?" in line, line
+    assert (
+        f"unknown model role '{typo}'" in line
+        and f"system '{system}' uses " in line
+        and f"did you mean '{meant}'?" in line
+    ), line
     from ddibench.registry import get_system_class
 
     assert all(role in line for role in get_system_class(system).llm_roles), line  # the line names the system's roles
@@ -83,7 +89,9 @@ def test_every_role_of_every_system_is_accepted_and_each_near_miss_is_named() ->
             with pytest.raises(ConfigError) as caught:
                 parse_model_options([f"{role[:-1]}=openai:m"]).check_roles(f"system '{name}'", roles, ())
             text = str(caught.value)
-            assert "\n" not in text and f"unknown model role '{role[:-1]}'" in text and f"did you mean '{role}'?" in text, text
+            assert (
+                "\n" not in text and f"unknown model role '{role[:-1]}'" in text and f"did you mean '{role}'?" in text
+            ), text
             assert ", ".join(roles) in text
 
 
@@ -94,5 +102,7 @@ def test_generator_sets_every_role_and_a_system_without_roles_names_none() -> No
     models = parse_model_options(["generator=openai:gpt-4o-mini"])
     models.check_roles("system 'cladd'", cladd)  # the generator's model is every unset role's
     assert models.for_roles(cladd) == dict.fromkeys(cladd, ModelSpec.parse("openai:gpt-4o-mini"))
-    with pytest.raises(ConfigError, match=r"system 'mlp' uses no model roles; name one of those roles, or give -m SPEC alone"):
+    with pytest.raises(
+        ConfigError, match=r"system 'mlp' uses no model roles; name one of those roles, or give -m SPEC alone"
+    ):
         parse_model_options(["judge=openai:gpt-4o"]).check_roles("system 'mlp'", ())

@@ -19,7 +19,9 @@ from ddibench.runner.plan import stratified_subset
 
 
 def journal_ids(run_dir: Path) -> list[str]:
-    return [json.loads(line)["prediction"]["sample_id"] for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line)["prediction"]["sample_id"] for line in (run_dir / "journal.jsonl").read_text().splitlines()
+    ]
 
 
 def only_run_dir(root: Path) -> Path:
@@ -30,7 +32,21 @@ def only_run_dir(root: Path) -> Path:
 
 def test_zero_shot_run_resume_cache_and_manifest(cli, stub, tmp_path: Path, fresh_cache: Path) -> None:
     model = f"vllm:stub-model@{stub.base_url}"
-    args = ["run", "--system", "zero-shot", "--task", "drugbank_s2", "--limit", "40", "--model", model, "--runs-dir", str(tmp_path / "runs"), "--concurrency", "16"]
+    args = [
+        "run",
+        "--system",
+        "zero-shot",
+        "--task",
+        "drugbank_s2",
+        "--limit",
+        "40",
+        "--model",
+        model,
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--concurrency",
+        "16",
+    ]
     code, out, err = cli(*args)
     assert code == 0, err
     assert "macro-F1" in out and "95% CI" in out and "not submittable: --limit was used" in out
@@ -48,7 +64,11 @@ def test_zero_shot_run_resume_cache_and_manifest(cli, stub, tmp_path: Path, fres
     assert man["submittable"] is False and man["limit"] == 40
     assert man["task"]["name"] == "drugbank_s2" and len(man["task"]["data_sha256"]) == 64
     assert man["system"]["name"] == "zero-shot" and man["system"]["config"]["temperature"] == 0.0
-    assert man["models"]["generator"]["identity"] == {"provider": "vllm", "model": "stub-model", "base_url": stub.base_url}
+    assert man["models"]["generator"]["identity"] == {
+        "provider": "vllm",
+        "model": "stub-model",
+        "base_url": stub.base_url,
+    }
     assert man["profile"]["declared"]["name"] == "cpu" and man["profile"]["detected"]["cpu_count"] >= 1
     assert {"ddibench_version", "git_commit", "git_dirty"} <= set(man)
     assert man["packages"]["numpy"] and man["packages"]["openai"]
@@ -79,10 +99,16 @@ def test_zero_shot_run_resume_cache_and_manifest(cli, stub, tmp_path: Path, fres
 def test_run_dir_of_another_run_is_refused_untouched(cli, stub, tmp_path: Path) -> None:
     model = f"vllm:stub-model@{stub.base_url}"
     run_dir = tmp_path / "mine"
-    code, _, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "5", "-m", model, "--run-dir", str(run_dir))
+    code, _, err = cli(
+        "run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "5", "-m", model, "--run-dir", str(run_dir)
+    )
     assert code == 0, err
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
-    for other in (["-t", "drugbank_s1"], ["-t", "drugbank_s2", "--seed", "1"], ["-t", "drugbank_s2", "-C", "temperature=0.5"]):
+    for other in (
+        ["-t", "drugbank_s1"],
+        ["-t", "drugbank_s2", "--seed", "1"],
+        ["-t", "drugbank_s2", "-C", "temperature=0.5"],
+    ):
         code, out, err = cli("run", "-s", "zero-shot", "--limit", "5", "-m", model, "--run-dir", str(run_dir), *other)
         assert code == 2
         assert "belongs to another run" in err and "use another --run-dir" in err
@@ -120,7 +146,20 @@ def test_unparsable_and_empty_answers_count_as_wrong(cli, tmp_path: Path) -> Non
     for reply, reason in (("I am not sure about this pair.", "no option number"), ("", "empty answer")):
         with running_stub(StubConfig(reply=reply)) as stub:
             run_dir = tmp_path / f"run-{len(reply)}"
-            code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "6", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(run_dir), "--no-cache")
+            code, out, err = cli(
+                "run",
+                "-s",
+                "zero-shot",
+                "-t",
+                "drugbank_s2",
+                "--limit",
+                "6",
+                "-m",
+                f"vllm:stub-model@{stub.base_url}",
+                "--run-dir",
+                str(run_dir),
+                "--no-cache",
+            )
             assert code == 0, err
             results = json.loads((run_dir / "results.json").read_text())
             assert results["evaluation"]["n_invalid"] == 6
@@ -133,7 +172,23 @@ def test_failing_endpoint_aborts_and_resumes(cli, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with running_stub(StubConfig(script=[500] * 5, retry_after=None)) as stub:
         model = f"vllm:stub-model@{stub.base_url}"
-        args = ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "12", "-m", model, "--run-dir", str(run_dir), "--max-retries", "0", "--concurrency", "1"]
+        args = [
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            "12",
+            "-m",
+            model,
+            "--run-dir",
+            str(run_dir),
+            "--max-retries",
+            "0",
+            "--concurrency",
+            "1",
+        ]
         code, _, err = cli(*args)
         assert code == 3
         assert "stopped after 5 consecutive failed calls" in err and "re-run the same command to resume" in err
@@ -147,7 +202,24 @@ def test_failing_endpoint_aborts_and_resumes(cli, tmp_path: Path) -> None:
 def test_sigkill_halfway_then_resume_keeps_every_sample_exactly_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with running_stub(StubConfig(delay=0.02)) as stub:
-        cmd = [sys.executable, "-m", "ddibench", "run", "-s", "zero-shot", "-t", "drugbank_s1", "--limit", "300", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(run_dir), "--concurrency", "4"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ddibench",
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s1",
+            "--limit",
+            "300",
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            "--run-dir",
+            str(run_dir),
+            "--concurrency",
+            "4",
+        ]
         env = {**os.environ, "COLUMNS": "200"}
         kill_run_after(cmd, run_dir / "journal.jsonl", 100, timeout=120)
         partial = journal_ids(run_dir)
@@ -192,7 +264,19 @@ def test_limit_is_stratified_and_seeded() -> None:
 
 def test_report_shows_runs_and_incomplete_runs(cli, stub, tmp_path: Path) -> None:
     root = tmp_path / "runs"
-    code, _, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "4", "-m", f"vllm:stub-model@{stub.base_url}", "--runs-dir", str(root))
+    code, _, err = cli(
+        "run",
+        "-s",
+        "zero-shot",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        "4",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--runs-dir",
+        str(root),
+    )
     assert code == 0, err
     run_dir = only_run_dir(root)
     code, out, _ = cli("report", str(run_dir))
@@ -226,7 +310,9 @@ def test_corrupt_mirror_stops_the_run_with_one_line(cli, tmp_path: Path, monkeyp
     monkeypatch.setitem(task.__dict__, "_loaded", None)  # force a reload from the (corrupt) mirror
     drugbank.read_triples.cache_clear()
     try:
-        code, _, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "5", "--runs-dir", str(tmp_path / "runs"))
+        code, _, err = cli(
+            "run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "5", "--runs-dir", str(tmp_path / "runs")
+        )
         assert code == 2
         assert "test_S2.txt" in err and "sha256" in err and "re-sync the mirror" in err
         assert len(err.strip().splitlines()) == 1
@@ -254,7 +340,10 @@ def test_finished_run_asked_again_reuses_its_results_unless_an_input_changed(cli
     assert json.loads((run_dir / "results.json").read_text())["evaluation"]["bootstrap"]["replicates"] == 200
     code, _, _ = cli(*args)  # and back: the first numbers again, from a new scoring
     again = json.loads((run_dir / "results.json").read_text())
-    assert again["evaluation"] == json.loads(first)["evaluation"] and again["manifest"]["created"] != json.loads(first)["manifest"]["created"]
+    assert (
+        again["evaluation"] == json.loads(first)["evaluation"]
+        and again["manifest"]["created"] != json.loads(first)["manifest"]["created"]
+    )
 
     journal = run_dir / "journal.jsonl"  # a changed journal (every answer moved to the next label) is scored again
     records = [json.loads(line) for line in journal.read_text().splitlines()]
@@ -274,18 +363,26 @@ def test_rescore_needs_only_the_recorded_system(cli, tmp_path: Path, monkeypatch
     import ddibench.registry as registry
 
     run_dir = tmp_path / "run"
-    code, _, err = cli("run", "-s", "majority", "-t", "drugbank_s1", "--limit", "40", "--bootstrap", "200", "--run-dir", str(run_dir))
+    code, _, err = cli(
+        "run", "-s", "majority", "-t", "drugbank_s1", "--limit", "40", "--bootstrap", "200", "--run-dir", str(run_dir)
+    )
     assert code == 0, err
     before = json.loads((run_dir / "results.json").read_text())
     installed = registry._system_entry_points()
-    monkeypatch.setattr(registry, "_system_entry_points", lambda: {k: v for k, v in installed.items() if k != "majority"})
-    code, _, err = cli("run", "-s", "majority", "-t", "drugbank_s1", "--limit", "40", "--run-dir", str(tmp_path / "other"))
+    monkeypatch.setattr(
+        registry, "_system_entry_points", lambda: {k: v for k, v in installed.items() if k != "majority"}
+    )
+    code, _, err = cli(
+        "run", "-s", "majority", "-t", "drugbank_s1", "--limit", "40", "--run-dir", str(tmp_path / "other")
+    )
     assert code != 0 and "majority" in err  # really not installed now
     code, _, err = cli("rescore", str(run_dir), "--bootstrap", "300")
     assert code == 0, err
     after = json.loads((run_dir / "results.json").read_text())
     assert after["run_id"] == before["run_id"] and after["manifest"]["system"] == before["manifest"]["system"]
     assert after["manifest"]["system"]["provenance"]  # the code that answered, not this checkout's
-    assert after["evaluation"]["bootstrap"]["replicates"] == 300 and before["evaluation"]["bootstrap"]["replicates"] == 200
+    assert (
+        after["evaluation"]["bootstrap"]["replicates"] == 300 and before["evaluation"]["bootstrap"]["replicates"] == 200
+    )
     for name, metric in before["evaluation"]["metrics"].items():
         assert after["evaluation"]["metrics"][name]["value"] == metric["value"]

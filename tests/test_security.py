@@ -78,7 +78,14 @@ CYPHER_ATTACKS = [
 def _context(task, stub_url: str, run_dir: Path) -> RunContext:
     spec = ModelSpec.parse(f"vllm:stub-model@{stub_url}")
     pool = LLMPool({"generator": spec, "query_writer": spec}, cache=None, max_retries=0, log_dir=run_dir)
-    return RunContext(task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(run_dir / "artifacts"), llm=pool, run_dir=run_dir)
+    return RunContext(
+        task=task,
+        profile=get_profile("cpu"),
+        seed=0,
+        artifacts=ArtifactStore(run_dir / "artifacts"),
+        llm=pool,
+        run_dir=run_dir,
+    )
 
 
 LOOP = asyncio.new_event_loop()  # one loop for the module: the LLM clients belong to the loop they started in
@@ -175,7 +182,11 @@ def test_sql_databases_hold_training_pairs_only(sql_agents) -> None:
     data = get_task("ddi_qa_s2").load()
     drugbank = {d.node_id: d.drugbank_id for d in data.resources["drugs"].drugs}
     train = {(drugbank[s.input.pair.head.node_id], drugbank[s.input.pair.tail.node_id]) for s in data.split("train")}
-    held_out = {(drugbank[s.input.pair.head.node_id], drugbank[s.input.pair.tail.node_id]) for x in ("valid", "test") for s in data.split(x)}
+    held_out = {
+        (drugbank[s.input.pair.head.node_id], drugbank[s.input.pair.tail.node_id])
+        for x in ("valid", "test")
+        for s in data.split(x)
+    }
     for backend, (system, _) in sql_agents.items():
         _, rows = system.db.query("SELECT drug_id, interacting_drug_id FROM ddi", 10_000_000)
         pairs = {tuple(r) for r in rows}
@@ -198,7 +209,7 @@ def test_cypher_attacks_are_refused_and_write_nothing(drugrag, attack_stub, atta
     system, ctx = drugrag
     before = system.graph.checksum()
     attack_stub.config.reply = attack
-    _, trace = _ask(system, ctx, f"What happens with Warfarin\"}}) DETACH DELETE n //? {attack}")
+    _, trace = _ask(system, ctx, f'What happens with Warfarin"}}) DETACH DELETE n //? {attack}')
     assert system.graph.checksum() == before
     assert trace["cypher"] and all("error" in r for r in trace["cypher"])
     assert all("rejected" in r["error"] for r in trace["cypher"]), trace["cypher"]
@@ -216,9 +227,13 @@ def test_graph_connection_is_read_only(drugrag) -> None:
 def test_graph_holds_training_pairs_only(drugrag) -> None:
     system, _ = drugrag
     data = get_task("ddi_qa_s2").load()
-    held_out = {(s.input.pair.head.drugbank_id, s.input.pair.tail.drugbank_id) for x in ("valid", "test") for s in data.split(x)}
+    held_out = {
+        (s.input.pair.head.drugbank_id, s.input.pair.tail.drugbank_id) for x in ("valid", "test") for s in data.split(x)
+    }
     held_out |= {(b, a) for a, b in held_out}
-    _, rows = system.graph.query("MATCH (a:Drug)-[:INTERACTS_WITH]->(b:Drug) RETURN a.drugbank_id, b.drugbank_id", max_rows=10_000_000)
+    _, rows = system.graph.query(
+        "MATCH (a:Drug)-[:INTERACTS_WITH]->(b:Drug) RETURN a.drugbank_id, b.drugbank_id", max_rows=10_000_000
+    )
     assert len(rows) == system.ingestion["interaction_edges"]
     assert not {tuple(r) for r in rows} & held_out
 
@@ -238,4 +253,7 @@ def test_queries_are_taken_out_of_any_code_fence(answer: str) -> None:
     from ddibench.systems.sql_agent.guard import extract_sql
 
     assert extract_cypher(answer) == "MATCH (a:Drug) RETURN a.name"
-    assert extract_sql(answer.replace("MATCH (a:Drug) RETURN a.name", "SELECT 1").replace("cypher", "sqlite")) == "SELECT 1"
+    assert (
+        extract_sql(answer.replace("MATCH (a:Drug) RETURN a.name", "SELECT 1").replace("cypher", "sqlite"))
+        == "SELECT 1"
+    )

@@ -34,7 +34,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     _run("run", "-s", "morgan-sklearn", "-t", "tox_herg", "--run-dir", str(root / "morgan"))
     _run("run", "-s", "popularity", "-t", "twosides_s2", "--run-dir", str(root / "popularity"))
     with running_stub(StubConfig()) as stub:
-        _run("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "12", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(root / "zs"))
+        _run(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            "12",
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            "--run-dir",
+            str(root / "zs"),
+        )
     return {name: root / name for name in ("majority", "morgan", "popularity", "zs")}
 
 
@@ -48,7 +60,9 @@ def test_compact_bundles_keep_what_the_metrics_read_and_verify_the_same(runs: di
         compact = submit(runs[name], tmp_path / f"{name}.compact.tar.gz", compact=True)
         a, b = verify(full), verify(compact)
         assert a.accepted and b.accepted, (a.reasons, b.reasons)
-        assert {k: v.value for k, v in a.evaluation.metrics.items()} == {k: v.value for k, v in b.evaluation.metrics.items()}
+        assert {k: v.value for k, v in a.evaluation.metrics.items()} == {
+            k: v.value for k, v in b.evaluation.metrics.items()
+        }
         assert ("compact", True) in [(c[0], c[1]) for c in b.checks]
         index = json.loads(read_bundle(compact)["bundle.json"])
         assert index["compact"]["whole_traces"] == 5
@@ -62,11 +76,15 @@ def test_compact_bundles_keep_what_the_metrics_read_and_verify_the_same(runs: di
             assert all(len(set(line["ranked"])) == len(line["ranked"]) <= 5 for line in lines)
 
 
-def test_a_compact_bundle_keeps_whole_traces_for_five_samples_and_call_records_for_the_rest(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_a_compact_bundle_keeps_whole_traces_for_five_samples_and_call_records_for_the_rest(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
     compact = submit(runs["zs"], tmp_path / "zs.tar.gz", compact=True)
     lines = _lines(compact)
     assert len(lines) == 12
-    whole = [line for line in lines if any("messages" in call or "response" in call for call in line["trace"].get("llm", []))]
+    whole = [
+        line for line in lines if any("messages" in call or "response" in call for call in line["trace"].get("llm", []))
+    ]
     assert len(whole) == 5
     for line in lines:
         if line not in whole:
@@ -75,10 +93,14 @@ def test_a_compact_bundle_keeps_whole_traces_for_five_samples_and_call_records_f
     assert verdict.is_preview(), verdict.reasons  # a --limit run: recomputed, its cost checked from the call records
 
 
-def test_compaction_that_would_change_a_metric_is_refused(runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compaction_that_would_change_a_metric_is_refused(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ddibench.evaluation.classification import ClassificationEvaluator
 
-    monkeypatch.setattr(ClassificationEvaluator, "answer_fields", ("scores",))  # an evaluator that under-declares what it reads
+    monkeypatch.setattr(
+        ClassificationEvaluator, "answer_fields", ("scores",)
+    )  # an evaluator that under-declares what it reads
     with pytest.raises(DataError, match="would change the metrics|would change metric"):
         submit(runs["majority"], tmp_path / "bad.tar.gz", compact=True)
     assert not (tmp_path / "bad.tar.gz").exists()
@@ -134,8 +156,12 @@ def test_the_store_of_shipped_results_is_built_once_and_cached(shipped: Path, fr
     path = shipped_store(shipped, progress=lambda outcome: seen.append(outcome.entry["path"]))
     assert path.is_file() and path.is_relative_to(fresh_cache) and len(seen) == 2  # every bundle verified on the way
     frame = runs(path).set_index("system")
-    assert frame.loc["majority", "tier"] == "reproduced" and frame.loc["morgan-sklearn", "tier"] == "recomputed"  # the index's tiers
-    assert shipped_store(shipped, progress=lambda outcome: seen.append("again")) == path and len(seen) == 2  # cached by the index
+    assert (
+        frame.loc["majority", "tier"] == "reproduced" and frame.loc["morgan-sklearn", "tier"] == "recomputed"
+    )  # the index's tiers
+    assert (
+        shipped_store(shipped, progress=lambda outcome: seen.append("again")) == path and len(seen) == 2
+    )  # cached by the index
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
 
 
@@ -154,18 +180,31 @@ def _edit_index(root: Path, change) -> None:
 @pytest.mark.parametrize(
     "tamper, reason",
     [
-        (lambda root: _edit_index(root, lambda runs: runs[0].update(value=runs[0]["value"] + 0.01)), "differs from the index (value"),
-        (lambda root: _edit_index(root, lambda runs: runs[1].update(tier="reproduced")), "differs from the index (reproduction"),
+        (
+            lambda root: _edit_index(root, lambda runs: runs[0].update(value=runs[0]["value"] + 0.01)),
+            "differs from the index (value",
+        ),
+        (
+            lambda root: _edit_index(root, lambda runs: runs[1].update(tier="reproduced")),
+            "differs from the index (reproduction",
+        ),
         (lambda root: (root / read_index(root)["runs"][0]["path"]).unlink(), "listed in the index but missing"),
         (
-            lambda root: shutil.copyfile(root / read_index(root)["runs"][0]["path"], root / "drugbank_s2" / "majority" / "stray.tar.gz"),
+            lambda root: shutil.copyfile(
+                root / read_index(root)["runs"][0]["path"], root / "drugbank_s2" / "majority" / "stray.tar.gz"
+            ),
             "the index does not list",
         ),
-        (lambda root: _edit_index(root, lambda runs: runs[0].update(path="../outside.tar.gz")), "not where its task, system and run id put it"),
+        (
+            lambda root: _edit_index(root, lambda runs: runs[0].update(path="../outside.tar.gz")),
+            "not where its task, system and run id put it",
+        ),
     ],
     ids=["a number", "a claimed reproduction", "a missing bundle", "an unlisted bundle", "a path outside its place"],
 )
-def test_check_fails_when_the_shipped_results_and_the_index_disagree(shipped: Path, tmp_path: Path, tamper, reason: str) -> None:
+def test_check_fails_when_the_shipped_results_and_the_index_disagree(
+    shipped: Path, tmp_path: Path, tamper, reason: str
+) -> None:
     root = _copy(shipped, tmp_path)
     tamper(root)
     report = check(root)
@@ -177,7 +216,9 @@ def test_check_fails_when_a_bundle_changes_under_the_index(shipped: Path, tmp_pa
     root = _copy(shipped, tmp_path)
     rel = read_index(root)["runs"][0]["path"]
     members = read_bundle(root / rel)
-    members["bundle.json"] = members["bundle.json"].replace(b'"trust_tier": "self-reported"', b'"trust_tier": "self-reported" ')
+    members["bundle.json"] = members["bundle.json"].replace(
+        b'"trust_tier": "self-reported"', b'"trust_tier": "self-reported" '
+    )
     pack_bundle(members, root / rel)
     report = check(root, reproduce=False)
     assert any("differs from the index (bytes" in p or "sha256" in p for p in report.problems), report.problems
@@ -222,8 +263,14 @@ def repo_results(shipped_results_log: list[str], tmp_path_factory: pytest.TempPa
         if outcome.problem is not None:
             shipped_results_log.append(f"FAILED {outcome.bundle}: {outcome.problem}")
         else:
-            reproduced = f", {e['reproduction']['identical']} of {e['reproduction']['n']} re-run identical" if e.get("reproduction") else ""
-            shipped_results_log.append(f"ok {e['path']}: {e['tier']}{reproduced}; {e['primary_metric']} {e['value']:.4f} on n={e['n']}")
+            reproduced = (
+                f", {e['reproduction']['identical']} of {e['reproduction']['n']} re-run identical"
+                if e.get("reproduction")
+                else ""
+            )
+            shipped_results_log.append(
+                f"ok {e['path']}: {e['tier']}{reproduced}; {e['primary_metric']} {e['value']:.4f} on n={e['n']}"
+            )
 
     store = tmp_path_factory.mktemp("shipped-store") / "board.duckdb"
     report = check(REPO_RESULTS, progress=log, add_to=store)
@@ -247,10 +294,14 @@ def test_the_results_tables_are_generated_from_the_shipped_results(repo_results)
 
     _, store = repo_results
     table = markdown_table(store)
-    assert (REPO_RESULTS / "README.md").read_text(encoding="utf-8") == results_readme(table), "regenerate with 'ddibench board publish'"
+    assert (REPO_RESULTS / "README.md").read_text(encoding="utf-8") == results_readme(table), (
+        "regenerate with 'ddibench board publish'"
+    )
     readme = (REPO_RESULTS.parent / "README.md").read_text(encoding="utf-8")
     assert RESULTS_MARKERS[0] in readme
-    assert replace_section(readme, table) == readme, "the README's results table differs from results/: regenerate with 'ddibench board publish'"
+    assert replace_section(readme, table) == readme, (
+        "the README's results table differs from results/: regenerate with 'ddibench board publish'"
+    )
 
 
 @CHECK_TIMEOUT
@@ -258,7 +309,11 @@ def test_the_shipped_floors_stand_beside_every_task(repo_results) -> None:
     """Every task on the shipped board has its floor run (majority or popularity) on the full split."""
     index = read_index(REPO_RESULTS)
     tasks = {e["task"] for e in index["runs"]}
-    floors = {e["task"] for e in index["runs"] if e["system"] in ("majority", "popularity", "only-smiles") and not e["preview"]}
+    floors = {
+        e["task"]
+        for e in index["runs"]
+        if e["system"] in ("majority", "popularity", "only-smiles") and not e["preview"]
+    }
     assert tasks <= floors, sorted(tasks - floors)
 
 

@@ -33,8 +33,12 @@ def _hostile(bundle: Path, out: Path) -> Path:
     members = read_bundle(bundle)
     run, results = json.loads(members["run.json"]), json.loads(members["results.json"])
     run["system"]["name"] = results["system"] = EVIL
-    run["system"]["config_hash"] = config_hash({"system": EVIL, "version": run["system"]["version"], "config": run["system"]["config"]})
-    results["manifest"]["system"].update(name=EVIL, config_hash=run["system"]["config_hash"], deviations=[f"card note {SCRIPT}"])
+    run["system"]["config_hash"] = config_hash(
+        {"system": EVIL, "version": run["system"]["version"], "config": run["system"]["config"]}
+    )
+    results["manifest"]["system"].update(
+        name=EVIL, config_hash=run["system"]["config_hash"], deviations=[f"card note {SCRIPT}"]
+    )
     return reseal_bundle(members, run, results, out, trace_note=f"trace {SCRIPT}")
 
 
@@ -113,17 +117,31 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     text = _text(browser)
     assert "4 runs · 1 task · 4 systems" in text
     header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "table.matrix th")]
-    assert header == ["task", "metric", f"{EVIL} unregistered", "majority", "mlp", "floors", "published not ranked"]  # every full run's system
+    assert header == [
+        "task",
+        "metric",
+        f"{EVIL} unregistered",
+        "majority",
+        "mlp",
+        "floors",
+        "published not ranked",
+    ]  # every full run's system
     row = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr td")]
     assert row[0] == "drugbank_s2" and row[1] == "macro_f1"
-    assert sum("★" in cell for cell in row) == 1 and all(re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]( ★| ≈)?( ⚠)?", c) for c in row[2:5])
+    assert sum("★" in cell for cell in row) == 1 and all(
+        re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]( ★| ≈)?( ⚠)?", c) for c in row[2:5]
+    )
     # the outside system answers one label for every pair (a copy of the majority run): flagged; the registered
     # majority floor answers so by design and is not
     assert row[2].endswith(" ⚠") and not row[3].endswith(" ⚠") and not row[4].endswith(" ⚠")
     assert row[5].startswith("majority ") and " · random " in row[5]  # the floors, in the primary metric's unit
-    assert row[6].startswith("EmerGNN 25.0 ± 2.8 (emergnn); ")  # the papers' percent as macro-F1 is shown, apart from the ranked cells
+    assert row[6].startswith(
+        "EmerGNN 25.0 ± 2.8 (emergnn); "
+    )  # the papers' percent as macro-F1 is shown, apart from the ranked cells
     previews = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.previews td")]
-    assert previews[1:4] == ["drugbank_s2", "zero-shot", "—"] and "stub-model" in previews[4] and previews[5] == "20"  # apart, unranked; no variant
+    assert (
+        previews[1:4] == ["drugbank_s2", "zero-shot", "—"] and "stub-model" in previews[4] and previews[5] == "20"
+    )  # apart, unranked; no variant
 
     _click(browser, "drugbank_s2")  # the task's page
     text = _text(browser)
@@ -133,8 +151,14 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     floors = [tr.text for tr in browser.find_elements(By.CSS_SELECTOR, "table.floors tbody tr")]
     assert len(floors) == 2 and floors[0].startswith("majority the most frequent label of the training split")
     published = [tr.text for tr in browser.find_elements(By.CSS_SELECTOR, "table.published-table tbody tr")]
-    rows = [r for r in load_published()[0] if r.task == "drugbank_s2" and r.our_metric]  # every metric of the task has runs here
-    assert len(published) == len(rows) and all(p.startswith("EmerGNN") for p in published[:3]) and "46.3 ± 3.6" in published[1]
+    rows = [
+        r for r in load_published()[0] if r.task == "drugbank_s2" and r.our_metric
+    ]  # every metric of the task has runs here
+    assert (
+        len(published) == len(rows)
+        and all(p.startswith("EmerGNN") for p in published[:3])
+        and "46.3 ± 3.6" in published[1]
+    )
 
     mlp_run = browser.find_element(By.XPATH, "//tr[td/a[text()='mlp']]/td[1]/a").text
     _click(browser, mlp_run)  # a run's page
@@ -142,9 +166,15 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     for fact in ("Provenance", "data sha256", "config", "adapter source", "entry_point ddibench.systems.mlp:MLPSystem", "code", "ddibench",
                  "trust tier", "recomputed", "profile", "cpu", "cost per item", "free (no LLM)", "card", "docs/systems/mlp.md"):  # fmt: skip
         assert fact in text, fact
-    assert [tr.text.split()[0] for tr in browser.find_elements(By.CSS_SELECTOR, "table tbody tr")] == ["accuracy", "macro-F1", "Cohen's"]
+    assert [tr.text.split()[0] for tr in browser.find_elements(By.CSS_SELECTOR, "table tbody tr")] == [
+        "accuracy",
+        "macro-F1",
+        "Cohen's",
+    ]
     samples = browser.find_elements(By.CSS_SELECTOR, "section.sample")
-    assert len(samples) == 5 and all("gold:" in s.text and "prediction:" in s.text and "trace" in s.text for s in samples)
+    assert len(samples) == 5 and all(
+        "gold:" in s.text and "prediction:" in s.text and "trace" in s.text for s in samples
+    )
 
     _click(browser, "mlp")  # the system's page
     assert "System mlp" in _text(browser) and "docs/systems/mlp.md" in _text(browser)
@@ -157,7 +187,9 @@ def test_every_link_resolves_and_nothing_loads_from_elsewhere(site: Path) -> Non
     assert len(pages) == 1 + 1 + 4 + 4  # index, a task, 4 runs, 4 systems
     for page in pages:
         html = page.read_text(encoding="utf-8")
-        assert not re.search(r"<(script|link|img|iframe|object)\b", html), page  # no script, no stylesheet or font to fetch
+        assert not re.search(r"<(script|link|img|iframe|object)\b", html), (
+            page
+        )  # no script, no stylesheet or font to fetch
         for href in re.findall(r'href="([^"]*)"', html):
             if not href.startswith(("https://", "http://")):
                 assert (page.parent / href).resolve().is_file(), f"{page.name}: {href}"
@@ -214,13 +246,19 @@ def test_markdown_table_is_byte_stable_and_complete(store: Path, verdicts, tmp_p
     # the same runs added in the other order: the same store content, the same bytes
     assert markdown_table(_store(tmp_path / "reversed.duckdb", list(reversed(verdicts)))) == text
     lines = text.splitlines()
-    assert lines[0] == "| task | metric | `evil<script>alert('hostile')</script>` (unregistered) | majority | mlp | floors |"  # shown as written
+    assert (
+        lines[0]
+        == "| task | metric | `evil<script>alert('hostile')</script>` (unregistered) | majority | mlp | floors |"
+    )  # shown as written
     assert lines[1] == "| --- | --- | --- | --- | --- | --- |"
     row = lines[2].split(" | ")
     assert row[0] == "| drugbank_s2" and row[1] == "macro_f1" and sum("★" in c for c in row) == 1
     assert row[5].startswith("majority ") and " · random " in row[5]
     assert "<script>" not in re.sub(r"`[^`]*`", "", text)  # a stored name never becomes markup: it sits in a code span
     preview = next(line for line in lines if line.startswith("| drugbank_s2 | zero-shot |"))
-    assert preview.startswith("| drugbank_s2 | zero-shot | — | `vllm:stub-model@http://127.0.0.1:") and "| 20 | macro_f1 | " in preview
+    assert (
+        preview.startswith("| drugbank_s2 | zero-shot | — | `vllm:stub-model@http://127.0.0.1:")
+        and "| 20 | macro_f1 | " in preview
+    )
     assert "★" not in preview and "≈" not in preview  # the model as submitted sits in a code span: never a link
     assert not re.search(r"\d{4}-\d\d-\d\d", text)  # no date: regenerating it changes nothing

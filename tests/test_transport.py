@@ -17,7 +17,10 @@ BODY = json.dumps({"choices": [{"message": {"content": "ok"}, "finish_reason": "
 
 
 def _length(body: bytes = BODY, extra: str = "") -> bytes:
-    return f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
+    return (
+        f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode()
+        + body
+    )
 
 
 class ScriptedServer:
@@ -34,7 +37,13 @@ class ScriptedServer:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+                length = int(
+                    next(
+                        line.split(b":")[1]
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    )
+                )
                 self.requests.append(head + await reader.readexactly(length))
                 step = self.script.pop(0)
                 if step is None:
@@ -50,7 +59,9 @@ class ScriptedServer:
             writer.close()
 
 
-async def _with_server(script: list, body: Callable[[ChatTransport, ScriptedServer], object], timeout: float = 5.0) -> None:
+async def _with_server(
+    script: list, body: Callable[[ChatTransport, ScriptedServer], object], timeout: float = 5.0
+) -> None:
     server = ScriptedServer(script)
     tcp = await asyncio.start_server(server.handle, "127.0.0.1", 0)
     port = tcp.sockets[0].getsockname()[1]
@@ -149,7 +160,7 @@ def test_responses_that_are_not_complete_http_are_transport_errors(response: byt
 
 
 def test_statuses_and_retry_after_pass_through_and_a_silent_server_times_out() -> None:
-    throttled = b'HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 2\r\n\r\n{}'
+    throttled = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 2\r\n\r\n{}"
 
     async def body(t: ChatTransport, s: ScriptedServer) -> None:
         status, headers, raw = await t.post(b"{}")

@@ -48,7 +48,9 @@ def test_tasks_are_registered_with_their_sizes_and_pass_their_checks() -> None:
 
 def test_samples_are_label_sets_clustered_by_drug(s2) -> None:
     task, data = s2
-    sample = data.split("test")[0]  # first positive line of S2_1/test_ddi.txt: 11 24 with side effects 0, 22, 23, 30, ...
+    sample = data.split("test")[
+        0
+    ]  # first positive line of S2_1/test_ddi.txt: 11 24 with side effects 0, 22, 23, 30, ...
     assert (sample.input.head.node_id, sample.input.tail.node_id) == (11, 24)
     assert isinstance(sample.target, tuple) and sample.target[:4] == (0, 22, 23, 30)
     assert sample.clusters == (load_catalog().cids[11], load_catalog().cids[24])
@@ -69,7 +71,12 @@ def test_catalog_and_labels_equal_the_independent_reference() -> None:
     for row in rows:
         i = int(row["node_id"])
         drug = catalog[i]
-        assert (catalog.cids[i], drug.drugbank_id, drug.name, drug.smiles) == (row["pubchem_cid"], row["drugbank_id"], row["name"], row["smiles"])
+        assert (catalog.cids[i], drug.drugbank_id, drug.name, drug.smiles) == (
+            row["pubchem_cid"],
+            row["drugbank_id"],
+            row["name"],
+            row["smiles"],
+        )
         assert catalog.summaries[i] == row["pubchem_summary"]
     labels = load_labels()
     rows = _tsv(REFERENCE / "ddi_derived" / "twosides_side_effects.tsv")
@@ -121,7 +128,9 @@ def test_setting_checks_catch_a_planted_leak(s2) -> None:
     s1_pairs, s1_roles = s1.split_pairs(), drug_roles(s1.seed)
     new_drug = next(d for d in (s1_pairs["test"][0].head, s1_pairs["test"][0].tail) if s1_roles[d] == "test")
     planted = {**s1_pairs, "train": (*s1_pairs["train"], Pair(new_drug, s1_pairs["train"][0].head, (1,)))}
-    assert "S1 holds over both drug columns (test)" in {c.name for c in setting_checks("S1", planted, s1_roles) if not c.ok}
+    assert "S1 holds over both drug columns (test)" in {
+        c.name for c in setting_checks("S1", planted, s1_roles) if not c.ok
+    }
 
 
 def test_a_task_whose_training_pairs_leak_does_not_load() -> None:
@@ -187,15 +196,22 @@ def test_kg_in_the_twosides_space_names_the_catalog_drugs() -> None:
     assert kg.n_drugs == 604 and [kg.name(i) for i in range(604)] == [d.name for d in catalog.drugs]
     if REFERENCE.is_dir():
         rows = _tsv(REFERENCE / "ddi_derived" / "twosides_kg_entities.tsv")
-        assert all((kg.name(int(r["entity_id"])), kg.entity_kinds[int(r["entity_id"])]) == (r["name"], r["kind"]) for r in rows)
-        ref = np.loadtxt(REFERENCE / "ddi2_derived" / "emergnn_kg" / "twosides_KG_hetionet_20rel.tsv.gz", dtype=np.int64)
+        assert all(
+            (kg.name(int(r["entity_id"])), kg.entity_kinds[int(r["entity_id"])]) == (r["name"], r["kind"]) for r in rows
+        )
+        ref = np.loadtxt(
+            REFERENCE / "ddi2_derived" / "emergnn_kg" / "twosides_KG_hetionet_20rel.tsv.gz", dtype=np.int64
+        )
         assert np.array_equal(ref, np.stack([kg.head, kg.tail, kg.rel], 1))
     train = get_task("twosides_s2").load().split("train")[:50]
     graph = interaction_graph(train, [lb.template for lb in load_labels()], space="twosides")
     assert len(graph) == len(kg) + sum(len(s.target) for s in train)
     s = train[0]
     text = graph.verbalise(s.input.head.node_id, s.target[0], s.input.tail.node_id)
-    assert text == f"{s.input.head.name} and {s.input.tail.name} taken together are associated with the side effect {load_labels()[s.target[0]].name}."
+    assert (
+        text
+        == f"{s.input.head.name} and {s.input.tail.name} taken together are associated with the side effect {load_labels()[s.target[0]].name}."
+    )
 
 
 def test_popularity_floor_on_s2_seed_1(cli, tmp_path: Path) -> None:

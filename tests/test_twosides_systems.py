@@ -32,16 +32,26 @@ def _answer(text: str, finish: str = "stop") -> ChatResult:
 
 def test_parser_matches_names_exactly_and_states_its_policy() -> None:
     # case, spacing and punctuation aside, names must match: no fuzzy matching
-    text = json.dumps({"side_effects": ["HYPERCAPNIA", "esophageal  spasm", "Deafness-neurosensory", "appendectomy", "stridor"]})
+    text = json.dumps(
+        {"side_effects": ["HYPERCAPNIA", "esophageal  spasm", "Deafness-neurosensory", "appendectomy", "stridor"]}
+    )
     parsed = parse_choices(text, NAMES)
-    assert [NAMES[i] for i in parsed.indices] == ["Hypercapnia", "esophageal spasm", "Deafness neurosensory", "appendectomy", "stridor"]
+    assert [NAMES[i] for i in parsed.indices] == [
+        "Hypercapnia",
+        "esophageal spasm",
+        "Deafness neurosensory",
+        "appendectomy",
+        "stridor",
+    ]
     pred = answer_to_ranking("s", _answer(text), NAMES, range(200), 5, trace := {})
     assert pred.valid and pred.ranked == parsed.indices and trace["parse"]["flags"] == []
     # unknown names are dropped and flagged, repeats dropped, a short list kept as a shorter ranking
     text = json.dumps({"side_effects": ["Hypercapnia", "hypercapnia", "a headache of sorts", "stridor"]})
     pred = answer_to_ranking("s", _answer(text), NAMES, range(200), 5, trace := {})
     assert pred.valid and pred.ranked == [3, 4]
-    assert set(trace["parse"]["flags"]) == {"unknown", "repeats", "too_few"} and trace["parse"]["unknown"] == ["a headache of sorts"]
+    assert set(trace["parse"]["flags"]) == {"unknown", "repeats", "too_few"} and trace["parse"]["unknown"] == [
+        "a headache of sorts"
+    ]
     # too many: the first five count
     text = json.dumps({"side_effects": NAMES[:8]})
     pred = answer_to_ranking("s", _answer(text), NAMES, list(range(100, 300)), 5, trace := {})
@@ -72,16 +82,32 @@ def test_the_stub_answers_a_top_k_schema_from_its_allowed_values() -> None:
     with running_stub(StubConfig()) as stub:
         client = OpenAI(base_url=stub.base_url, api_key="x")
         reply = client.chat.completions.create(
-            model="stub-model", messages=[{"role": "user", "content": "q"}], extra_body={"response_format": {"type": "json_object", "schema": schema}}
+            model="stub-model",
+            messages=[{"role": "user", "content": "q"}],
+            extra_body={"response_format": {"type": "json_object", "schema": schema}},
         )
     answer = json.loads(reply.choices[0].message.content)
-    assert len(answer["side_effects"]) == len(set(answer["side_effects"])) == 5 and set(answer["side_effects"]) <= set(NAMES[:10])
+    assert len(answer["side_effects"]) == len(set(answer["side_effects"])) == 5 and set(answer["side_effects"]) <= set(
+        NAMES[:10]
+    )
     assert isinstance(answer["mechanism"], str)
 
 
 @pytest.mark.parametrize("system", ["zero-shot", "naive-cbr", "kaping", "k-paths"])
 def test_llm_systems_answer_five_side_effects(cli, stub, tmp_path: Path, system: str) -> None:
-    code, _, err = cli("run", "-s", system, "-t", "twosides_s2", "--limit", "4", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "r"))
+    code, _, err = cli(
+        "run",
+        "-s",
+        system,
+        "-t",
+        "twosides_s2",
+        "--limit",
+        "4",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert code == 0, err
     preds = journal(tmp_path / "r")
     assert len(preds) == 4 and all(p["valid"] and len(set(p["ranked"])) == 5 for p in preds)
@@ -95,7 +121,9 @@ def test_llm_systems_answer_five_side_effects(cli, stub, tmp_path: Path, system:
     assert "Which 5 of the listed side effects" in user
     if system != "zero-shot":
         context = preds[0]["trace"]["context"]
-        assert context[{"naive-cbr": "examples", "kaping": "facts", "k-paths": "paths"}[system]] or context.get("fallback_neighbours")
+        assert context[{"naive-cbr": "examples", "kaping": "facts", "k-paths": "paths"}[system]] or context.get(
+            "fallback_neighbours"
+        )
         for pred in preds:  # the labels the context states (read by 'report --ceilings') are labels the prompt shows
             shown = pred["trace"]["llm"][0]["messages"][1]["content"].split("Drug A:")[0].lower()
             stated = pred["trace"]["context"]["context_labels"]
@@ -113,7 +141,11 @@ def test_llm_answers_that_name_unknown_effects_are_counted(cli, tmp_path: Path) 
                            "--run-dir", str(tmp_path / "r"))  # fmt: skip
     assert code == 0, err
     res = results(tmp_path / "r")
-    assert res["evaluation"]["n_invalid"] == 0 and res["system_info"]["counters"] == {"unknown": 3, "too_few": 3, "answered": 3}
+    assert res["evaluation"]["n_invalid"] == 0 and res["system_info"]["counters"] == {
+        "unknown": 3,
+        "too_few": 3,
+        "answered": 3,
+    }
     assert all(p["ranked"] == [3] for p in journal(tmp_path / "r"))
     with running_stub(StubConfig(reply="Nausea, probably.")) as stub:
         code, _, err = cli("run", "-s", "zero-shot", "-t", "twosides_s2", "--limit", "3", "-m", f"vllm:stub-model@{stub.base_url}", "--no-cache",
@@ -129,7 +161,18 @@ pytest.importorskip("rdkit", reason="the trained systems need the 'ml' extra")
 
 @pytest.mark.parametrize("loss", ["negatives", "bce"])
 def test_mlp_has_a_multilabel_head_and_keeps_its_checkpoint(cli, tmp_path: Path, fresh_cache: Path, loss: str) -> None:
-    budget = ["-C", "max_epochs=2", "-C", "max_train=2000", "-C", "hidden=[64]", "-C", "patience=1", "-C", f"multilabel_loss={loss}"]
+    budget = [
+        "-C",
+        "max_epochs=2",
+        "-C",
+        "max_train=2000",
+        "-C",
+        "hidden=[64]",
+        "-C",
+        "patience=1",
+        "-C",
+        f"multilabel_loss={loss}",
+    ]
     code, _, err = cli("run", "-s", "mlp", "-t", "twosides_s2", *budget, "--run-dir", str(tmp_path / "a"))
     assert code == 0, err
     res = results(tmp_path / "a")
@@ -140,11 +183,16 @@ def test_mlp_has_a_multilabel_head_and_keeps_its_checkpoint(cli, tmp_path: Path,
     assert all(len(set(p["ranked"])) == 5 and p["ranked"] == [k for k, _ in p["trace"]["top10"][:5]] for p in preds)
     scores = [[s for _, s in p["trace"]["top10"]] for p in preds]
     assert all(s == sorted(s, reverse=True) for s in scores)
-    assert ("multilabel_loss" in res["manifest"]["system"]["config"]) == (loss != "negatives")  # left out at its default
+    assert ("multilabel_loss" in res["manifest"]["system"]["config"]) == (
+        loss != "negatives"
+    )  # left out at its default
     code, _, err = cli("run", "-s", "mlp", "-t", "twosides_s2", *budget, "--run-dir", str(tmp_path / "b"))
     assert code == 0, err
     again = results(tmp_path / "b")
-    assert again["system_info"]["loaded_from_cache"] is True and again["evaluation"]["metrics"] == res["evaluation"]["metrics"]
+    assert (
+        again["system_info"]["loaded_from_cache"] is True
+        and again["evaluation"]["metrics"] == res["evaluation"]["metrics"]
+    )
 
 
 def test_drugbank_identities_of_the_trained_systems_did_not_change() -> None:
@@ -159,8 +207,14 @@ def test_drugbank_identities_of_the_trained_systems_did_not_change() -> None:
     assert system_config_hash(build_system("emergnn", get_profile("cpu"), {"max_epochs": 4})) == "d4deb8dec753474c"
     assert build_system("emergnn", get_profile("cpu"), {}).config.max_epochs == 10
     assert system_config_hash(build_system("mlp", get_profile("cpu"), {"multilabel_loss": "bce"})) != "e306d4d2b58cde50"
-    assert system_config_hash(build_system("emergnn", get_profile("cpu"), {"max_epochs": 4, "classifier": "pair"})) == "d4deb8dec753474c"
-    assert system_config_hash(build_system("emergnn", get_profile("cpu"), {"max_epochs": 4, "classifier": "pair+drugs"})) != "d4deb8dec753474c"
+    assert (
+        system_config_hash(build_system("emergnn", get_profile("cpu"), {"max_epochs": 4, "classifier": "pair"}))
+        == "d4deb8dec753474c"
+    )
+    assert (
+        system_config_hash(build_system("emergnn", get_profile("cpu"), {"max_epochs": 4, "classifier": "pair+drugs"}))
+        != "d4deb8dec753474c"
+    )
 
 
 def test_generated_negatives_replace_one_drug_and_are_not_known_pairs() -> None:
@@ -182,7 +236,9 @@ EMERGNN = ["-C", "max_epochs=1", "-C", "train_pairs_per_epoch=48", "-C", "valid_
 
 
 def test_emergnn_ranks_side_effects_with_the_papers_twosides_settings(cli, tmp_path: Path, fresh_cache: Path) -> None:
-    code, _, err = cli("run", "-s", "emergnn", "-t", "twosides_s2", "--limit", "6", *EMERGNN, "--run-dir", str(tmp_path / "s2"))
+    code, _, err = cli(
+        "run", "-s", "emergnn", "-t", "twosides_s2", "--limit", "6", *EMERGNN, "--run-dir", str(tmp_path / "s2")
+    )
     assert code == 0, err
     res = results(tmp_path / "s2")
     info = res["system_info"]
@@ -194,13 +250,21 @@ def test_emergnn_ranks_side_effects_with_the_papers_twosides_settings(cli, tmp_p
     assert any(p["trace"]["paths"] for p in preds) and all(path["text"] for p in preds for path in p["trace"]["paths"])
     deviations = res["manifest"]["system"]["deviations"]
     assert any("side effect as relation" in d for d in deviations)
-    assert any("never learns which side effects are frequent" in d for d in deviations)  # EmerGNN's objective, named as such
+    assert any(
+        "never learns which side effects are frequent" in d for d in deviations
+    )  # EmerGNN's objective, named as such
     code, _, err = cli("run", "-s", "emergnn", "-t", "twosides_s1", "--limit", "4", *EMERGNN, "-C", "multilabel_loss=bce",
                        "-C", "classifier=pair+drugs", "--run-dir", str(tmp_path / "s1"))  # fmt: skip
     assert code == 0, err
     res = results(tmp_path / "s1")
     cfg = res["system_info"]["resolved_config"]
-    assert (cfg["lr"], cfg["batch_size"], cfg["dim"], cfg["weight_decay"], cfg["multilabel_loss"]) == (1e-3, 32, 32, 1e-6, "bce")
+    assert (cfg["lr"], cfg["batch_size"], cfg["dim"], cfg["weight_decay"], cfg["multilabel_loss"]) == (
+        1e-3,
+        32,
+        32,
+        1e-6,
+        "bce",
+    )
     assert cfg["classifier"] == "pair+drugs"
     deviations = res["manifest"]["system"]["deviations"]
     assert not any("never learns which side effects are frequent" in d for d in deviations)
@@ -213,23 +277,53 @@ def test_the_classifier_reads_the_drug_features_only_when_asked() -> None:
 
     fingerprints = np.random.default_rng(0).integers(0, 2, (6, 16)).astype(np.float32)
     paper = EmerGNNNet(n_drugs=6, n_relations=5, n_labels=3, dim=8, fingerprints=fingerprints)
-    diagnostic = EmerGNNNet(n_drugs=6, n_relations=5, n_labels=3, dim=8, fingerprints=fingerprints, drugs_in_classifier=True)
+    diagnostic = EmerGNNNet(
+        n_drugs=6, n_relations=5, n_labels=3, dim=8, fingerprints=fingerprints, drugs_in_classifier=True
+    )
     embeddings = EmerGNNNet(n_drugs=6, n_relations=5, n_labels=3, dim=8)  # S0: learned embeddings always reach it
-    assert (paper.classifier.in_features, diagnostic.classifier.in_features, embeddings.classifier.in_features) == (16, 32, 32)
+    assert (paper.classifier.in_features, diagnostic.classifier.in_features, embeddings.classifier.in_features) == (
+        16,
+        32,
+        32,
+    )
     assert isinstance(paper.classifier.weight, torch.Tensor)
 
 
 pytest.importorskip("sentence_transformers", reason="cbr-ddi needs the 'embed' extra")
 
 GNN = 'gnn={"max_epochs": 1, "train_pairs_per_epoch": 64, "valid_pairs": 32}'
-SMALL = ["-C", "repository_size=16", "-C", "refine_cases=3", "-C", "lambda_valid_pairs=4", "-C", "min_per_class=1", "-C", GNN]
+SMALL = [
+    "-C",
+    "repository_size=16",
+    "-C",
+    "refine_cases=3",
+    "-C",
+    "lambda_valid_pairs=4",
+    "-C",
+    "min_per_class=1",
+    "-C",
+    GNN,
+]
 
 
 def test_cbr_ddi_chooses_five_of_ten_gnn_candidates(cli, stub, tmp_path: Path) -> None:
     from ddibench.registry import get_task
     from ddibench.systems.cbr_ddi.repository import Repository
 
-    code, _, err = cli("run", "-s", "cbr-ddi", "-t", "twosides_s2", "--limit", "3", "-m", f"vllm:stub-model@{stub.base_url}", *SMALL, "--run-dir", str(tmp_path / "r"))
+    code, _, err = cli(
+        "run",
+        "-s",
+        "cbr-ddi",
+        "-t",
+        "twosides_s2",
+        "--limit",
+        "3",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        *SMALL,
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert code == 0, err
     res = results(tmp_path / "r")
     info = res["system_info"]
@@ -242,7 +336,9 @@ def test_cbr_ddi_chooses_five_of_ten_gnn_candidates(cli, stub, tmp_path: Path) -
         assert all(isinstance(c["label"], list) for c in trace["cases"]) and pred["rationale"]
         assert "Candidate side effects:" in trace["llm"][-1]["messages"][1]["content"]
     repo = Repository.load(Path(info["repository"]["artifact"]))
-    train = {(s.input.head.node_id, s.input.tail.node_id): s.target for s in get_task("twosides_s2").load().split("train")}
+    train = {
+        (s.input.head.node_id, s.input.tail.node_id): s.target for s in get_task("twosides_s2").load().split("train")
+    }
     assert repo.cases and all(tuple(c.labels) == train[(c.head, c.tail)] for c in repo.cases)
 
 

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Bundle path (default: beside the run directory).")
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=None, help="Bundle path (default: beside the run directory)."
+)
 @click.option(
     "--compact",
     is_flag=True,
@@ -32,7 +34,11 @@ def submit(run_dir: Path, out: Path | None, compact: bool) -> None:
     console = _console()
     if results is not None and not results.manifest.submittable:
         reason = results.manifest.not_submittable_reason
-        kind = "a preview (metrics recomputed on its samples, shown apart, never ranked)" if reason == "--limit was used" else "not submittable"
+        kind = (
+            "a preview (metrics recomputed on its samples, shown apart, never ranked)"
+            if reason == "--limit was used"
+            else "not submittable"
+        )
         console.print(f"[yellow]warning: this run will be {kind}: {reason}[/yellow]")
     path = make_bundle(run_dir, out, compact=compact)
     console.print(f"bundle: {path}")
@@ -64,14 +70,18 @@ def _check_tolerance(tolerance: float, reproduce: bool) -> None:
     from ddibench.errors import ConfigError
 
     if not 0 <= tolerance < 1:
-        raise ConfigError(f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01")
+        raise ConfigError(
+            f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01"
+        )
     if tolerance and not reproduce:
         raise ConfigError("--tolerance applies to --reproduce only", "add --reproduce, or drop --tolerance")
 
 
 @click.command()
 @click.argument("bundle", type=click.Path(path_type=Path))
-@click.option("--reproduce", is_flag=True, help="Also re-run the system here and compare its predictions sample by sample.")
+@click.option(
+    "--reproduce", is_flag=True, help="Also re-run the system here and compare its predictions sample by sample."
+)
 @click.option(
     "--tolerance",
     type=float,
@@ -79,7 +89,13 @@ def _check_tolerance(tolerance: float, reproduce: bool) -> None:
     show_default=True,
     help="With --reproduce: the share of samples whose re-run prediction may differ (recorded with the verdict).",
 )
-@click.option("--add", "store", type=click.Path(path_type=Path), default=None, help="Add an accepted bundle to this results store.")
+@click.option(
+    "--add",
+    "store",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Add an accepted bundle to this results store.",
+)
 def verify(bundle: Path, reproduce: bool, tolerance: float, store: Path | None) -> None:
     """Check a bundle: hashes, identity, traces and cost, task version and data, full split, no --limit,
     recomputed metrics."""
@@ -111,15 +127,30 @@ def board() -> None:
 
 @board.command("add")
 @click.argument("bundles", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD or board.duckdb).")
-@click.option("--previews", is_flag=True, help="Also add runs that fail only because they are not submittable (--limit), as previews.")
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results store (default: $DDIBENCH_BOARD or board.duckdb).",
+)
+@click.option(
+    "--previews",
+    is_flag=True,
+    help="Also add runs that fail only because they are not submittable (--limit), as previews.",
+)
 @click.option(
     "--reproduce",
     is_flag=True,
     help="Also re-run each accepted bundle's system here with empty caches; a bundle whose predictions come out the same "
     "is stored with the tier 'reproduced', one that differs is rejected.",
 )
-@click.option("--tolerance", type=float, default=0.0, show_default=True, help="With --reproduce: the share of samples that may differ.")
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="With --reproduce: the share of samples that may differ.",
+)
 def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool, reproduce: bool, tolerance: float) -> None:
     """Verify bundles and add the accepted ones to the results store; each bundle gets its own verdict,
     and one that cannot be read or verified never stops the others."""
@@ -165,13 +196,25 @@ def _report(outcome: Any) -> None:
         return
     e = outcome.entry
     interval = f"[{e['ci_low']:.4f}, {e['ci_high']:.4f}]" if e["ci_low"] is not None else ""
-    reproduced = f", {e['reproduction']['identical']:,} of {e['reproduction']['n']:,} predictions reproduced" if e.get("reproduction") else ""
-    console.print(f"{escape(name)}: [green]ok[/green] {e['tier']}{reproduced}; {e['primary_metric']} {e['value']:.4f} {interval} on n={e['n']:,}")
+    reproduced = (
+        f", {e['reproduction']['identical']:,} of {e['reproduction']['n']:,} predictions reproduced"
+        if e.get("reproduction")
+        else ""
+    )
+    console.print(
+        f"{escape(name)}: [green]ok[/green] {e['tier']}{reproduced}; {e['primary_metric']} {e['value']:.4f} {interval} on n={e['n']:,}"
+    )
 
 
 @board.command("publish")
 @click.argument("bundles", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--results", "root", type=click.Path(path_type=Path), default=None, help="Results folder (default: results/ of this checkout).")
+@click.option(
+    "--results",
+    "root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results folder (default: results/ of this checkout).",
+)
 @click.option("--previews", is_flag=True, help="Also publish --limit previews (shown apart, never ranked).")
 @click.option(
     "--reproduce/--no-reproduce",
@@ -201,7 +244,10 @@ def _default_results() -> Path:
     return Path(value) if value else checkout_results()
 
 
-RESULTS_MARKERS = ("<!-- results:start (generated by 'ddibench board publish'; do not edit) -->", "<!-- results:end -->")
+RESULTS_MARKERS = (
+    "<!-- results:start (generated by 'ddibench board publish'; do not edit) -->",
+    "<!-- results:end -->",
+)
 
 
 def _write_tables(folder: Path) -> None:
@@ -234,7 +280,13 @@ def replace_section(text: str, table: str) -> str:
 
 
 @board.command("check")
-@click.option("--results", "root", type=click.Path(path_type=Path), default=None, help="Results folder (default: results/ of this checkout).")
+@click.option(
+    "--results",
+    "root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results folder (default: results/ of this checkout).",
+)
 @click.option("--no-reproduce", is_flag=True, help="Recompute only; do not re-run the runs the index calls reproduced.")
 def board_check(root: Path | None, no_reproduce: bool) -> None:
     """Verify every shipped bundle against results/index.json (recomputed numbers, hashes, reproductions, size budget)."""
@@ -247,7 +299,9 @@ def board_check(root: Path | None, no_reproduce: bool) -> None:
         if not any(o.problem == problem for o in report.outcomes):
             console.print(f"[red]FAILED[/red]: {escape(problem)}")
     verified = sum(o.problem is None for o in report.outcomes)
-    console.print(f"{verified} of {len(report.outcomes)} shipped bundles verified; results/ holds {report.total_bytes / 2**20:.1f} MiB")
+    console.print(
+        f"{verified} of {len(report.outcomes)} shipped bundles verified; results/ holds {report.total_bytes / 2**20:.1f} MiB"
+    )
     sys.exit(0 if report.ok else 1)
 
 
@@ -272,7 +326,8 @@ def board_store(store: Path | None, root: Path | None) -> Path:
             from ddibench.errors import ConfigError
 
             raise ConfigError(
-                f"no results store at {path}", "add bundles with 'ddibench board add --store PATH BUNDLE', or drop --store to show the shipped results"
+                f"no results store at {path}",
+                "add bundles with 'ddibench board add --store PATH BUNDLE', or drop --store to show the shipped results",
             )
         return path
     folder = results_root(root)
@@ -282,10 +337,23 @@ def board_store(store: Path | None, root: Path | None) -> Path:
 
 
 @board.command("serve")
-@click.option("--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD, else the shipped results).")
-@click.option("--results", "root", type=click.Path(path_type=Path), default=None, help="Shipped results folder to serve (default: results/ of this checkout).")
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results store (default: $DDIBENCH_BOARD, else the shipped results).",
+)
+@click.option(
+    "--results",
+    "root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Shipped results folder to serve (default: results/ of this checkout).",
+)
 @click.option("--port", type=int, default=8501, show_default=True)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 to serve other machines).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 to serve other machines)."
+)
 def board_serve(store: Path | None, root: Path | None, port: int, host: str) -> None:
     """Serve the leaderboard on http://HOST:PORT (stops the whole server on Ctrl-C or SIGTERM); with no
     --store, the results that ship with ddibench."""
@@ -298,7 +366,9 @@ def board_serve(store: Path | None, root: Path | None, port: int, host: str) -> 
     path = board_store(store, root)
     app = Path(ddibench.leaderboard.__file__).parent / "app.py"
     env = {**os.environ, "DDIBENCH_BOARD": str(path.resolve())}
-    child = subprocess.Popen(streamlit_command(app, port, host), env=env, start_new_session=True)  # its own process group: stopped as a whole
+    child = subprocess.Popen(
+        streamlit_command(app, port, host), env=env, start_new_session=True
+    )  # its own process group: stopped as a whole
 
     def stop(signum: int, frame: object) -> None:
         try:
@@ -322,7 +392,11 @@ def board_serve(store: Path | None, root: Path | None, port: int, host: str) -> 
 
 @board.command("export")
 @click.option(
-    "--html", "html_dir", type=click.Path(path_type=Path), default=None, help="Write a static site (opens from the file system, no server) into this directory."
+    "--html",
+    "html_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write a static site (opens from the file system, no server) into this directory.",
 )
 @click.option(
     "--markdown",
@@ -331,8 +405,19 @@ def board_serve(store: Path | None, root: Path | None, port: int, host: str) -> 
     default=None,
     help="Write the results table as GitHub markdown to this file ('-': standard output).",
 )
-@click.option("--store", type=click.Path(path_type=Path), default=None, help="Results store (default: $DDIBENCH_BOARD, else the shipped results).")
-@click.option("--results", "root", type=click.Path(path_type=Path), default=None, help="Shipped results folder (default: results/ of this checkout).")
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results store (default: $DDIBENCH_BOARD, else the shipped results).",
+)
+@click.option(
+    "--results",
+    "root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Shipped results folder (default: results/ of this checkout).",
+)
 def board_export(html_dir: Path | None, markdown_file: Path | None, store: Path | None, root: Path | None) -> None:
     """Export the leaderboard: a self-contained static site (--html DIR) and/or a markdown table (--markdown FILE)."""
     from ddibench.errors import ConfigError

@@ -34,10 +34,15 @@ def bootstrap_option(help_text: str = "Bootstrap replicates for confidence inter
 
     def check(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
         if value < MIN_REPLICATES:
-            raise ConfigError(f"--bootstrap {value} is too few replicates for a 95% interval", f"use at least {MIN_REPLICATES} (default 1000)")
+            raise ConfigError(
+                f"--bootstrap {value} is too few replicates for a 95% interval",
+                f"use at least {MIN_REPLICATES} (default 1000)",
+            )
         return value
 
-    return click.option("--bootstrap", "replicates", type=int, default=1000, show_default=True, callback=check, help=help_text)
+    return click.option(
+        "--bootstrap", "replicates", type=int, default=1000, show_default=True, callback=check, help=help_text
+    )
 
 
 def console(stderr: bool = False) -> Console:

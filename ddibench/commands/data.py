@@ -129,7 +129,9 @@ def data_stats(tasks: tuple[str, ...]) -> None:
 
     names = list(tasks) or task_names()
     console = _console()
-    table = Table(title="split sizes (samples) and cluster keys per split (what the bootstrap resamples)", title_justify="left")
+    table = Table(
+        title="split sizes (samples) and cluster keys per split (what the bootstrap resamples)", title_justify="left"
+    )
     for col in ("task", "setting", "train", "valid", "test", "clusters train/valid/test", "checks"):
         table.add_column(col, justify="right" if col in ("train", "valid", "test") else "left")
     failed_checks = []
@@ -160,12 +162,16 @@ def data_stats(tasks: tuple[str, ...]) -> None:
     console.print(table)
     if source_stats:  # what each task states about its source rows (e.g. counts before and after deduplication)
         columns = list(dict.fromkeys(k for row in source_stats.values() for k in row))
-        extra = Table(title="source rows, before and after each task's deduplication (see the notes below)", title_justify="left")
+        extra = Table(
+            title="source rows, before and after each task's deduplication (see the notes below)", title_justify="left"
+        )
         extra.add_column("task")
         for col in columns:
             extra.add_column(col, justify="right")
         for name, row in source_stats.items():
-            extra.add_row(name, *(f"{row[c]:,}" if isinstance(row.get(c), int) else str(row.get(c, "")) for c in columns))
+            extra.add_row(
+                name, *(f"{row[c]:,}" if isinstance(row.get(c), int) else str(row.get(c, "")) for c in columns)
+            )
         console.print(extra)
     for name, checks in all_checks.items():
         console.print(f"\n[bold]{name}[/bold]")
@@ -192,4 +198,6 @@ def data_export(task_name: str, out: Path, fmt: str, splits: tuple[str, ...]) ->
     task = get_task(task_name)
     written = export(task, out, fmt, list(splits) or None)
     sizes = ", ".join(f"{k} {v:,}" for k, v in written["sizes"].items())
-    _console().print(f"{task_name} -> {out} ({fmt}: {sizes}; {written['bytes'] / 1e6:.1f} MB, data sha256 {task.data_sha256[:12]})")
+    _console().print(
+        f"{task_name} -> {out} ({fmt}: {sizes}; {written['bytes'] / 1e6:.1f} MB, data sha256 {task.data_sha256[:12]})"
+    )

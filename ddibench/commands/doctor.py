@@ -49,7 +49,9 @@ class Check:
 
 
 @click.command("doctor")
-@click.option("--model", "-m", "model", default="embedded", show_default=True, help="The model to try (a --model spec).")
+@click.option(
+    "--model", "-m", "model", default="embedded", show_default=True, help="The model to try (a --model spec)."
+)
 @click.option("--no-model", is_flag=True, help="Skip the completion (only look at the installation).")
 def doctor(model: str, no_model: bool) -> None:
     """Check this machine: one real completion through the model, data and cache locations, extras,
@@ -80,7 +82,11 @@ def doctor(model: str, no_model: bool) -> None:
 def _python() -> Check:
     from importlib.metadata import version
 
-    return Check("python", True, f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, ddibench {version('ddibench')}")
+    return Check(
+        "python",
+        True,
+        f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, ddibench {version('ddibench')}",
+    )
 
 
 def _cpu_flags() -> set[str]:
@@ -102,7 +108,12 @@ def _cpu() -> Check:
     wide = sorted(f for f in flags if f.startswith(("avx512", "amx")))
     extra = f"; also reports {', '.join(wide[:4])}{'…' if len(wide) > 4 else ''} (not needed)" if wide else ""
     if "avx2" not in flags or "fma" not in flags:
-        return Check("cpu", False, f"{cores} cores without AVX2/FMA; the embedded model's prebuilt server needs them: use --model with a served model", required=False)
+        return Check(
+            "cpu",
+            False,
+            f"{cores} cores without AVX2/FMA; the embedded model's prebuilt server needs them: use --model with a served model",
+            required=False,
+        )
     return Check("cpu", True, f"{cores} cores, AVX2 and FMA{extra}")
 
 
@@ -113,7 +124,11 @@ def _mirror() -> Check:
     if root is None:
         return Check("data", True, f"downloads pinned files from GitHub (${MIRROR_ENV} unset)")
     if not root.is_dir():
-        return Check("data", False, f"${MIRROR_ENV}={root} does not exist; point it at the mirror's github/ directory, or unset it to download")
+        return Check(
+            "data",
+            False,
+            f"${MIRROR_ENV}={root} does not exist; point it at the mirror's github/ directory, or unset it to download",
+        )
     return Check("data", True, f"mirror {root}")
 
 
@@ -126,7 +141,9 @@ def _cache() -> Check:
         with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
             pass
     except OSError as exc:
-        return Check("cache", False, f"{root} is not writable ({exc.strerror or exc}); set ${CACHE_ENV} to a writable directory")
+        return Check(
+            "cache", False, f"{root} is not writable ({exc.strerror or exc}); set ${CACHE_ENV} to a writable directory"
+        )
     free = shutil.disk_usage(root).free / 2**30
     return Check("cache", True, f"{root} ({free:.0f} GiB free)")
 
@@ -134,7 +151,12 @@ def _cache() -> Check:
 def _extra(extra: str, modules: tuple[str, ...]) -> Check:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        return Check(f"extra [{extra}]", False, f"missing {', '.join(missing)}: pip install 'ddibench[{extra}]'", required=extra == "llm")
+        return Check(
+            f"extra [{extra}]",
+            False,
+            f"missing {', '.join(missing)}: pip install 'ddibench[{extra}]'",
+            required=extra == "llm",
+        )
     return Check(f"extra [{extra}]", True, "installed")
 
 
@@ -142,14 +164,24 @@ def _postgres() -> Check:
     which = shutil.which("initdb")
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb")) or ([which] if which else [])
     if not found:
-        return Check("postgresql", False, "not found (the sql-agent system and its tests start a throwaway cluster): apt-get install postgresql", required=False)
+        return Check(
+            "postgresql",
+            False,
+            "not found (the sql-agent system and its tests start a throwaway cluster): apt-get install postgresql",
+            required=False,
+        )
     return Check("postgresql", True, str(Path(found[-1]).parent))
 
 
 def _chromium() -> Check:
     browser, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
     if not (browser and driver):
-        return Check("chromium", False, "not found (the leaderboard's browser test): apt-get install chromium chromium-driver", required=False)
+        return Check(
+            "chromium",
+            False,
+            "not found (the leaderboard's browser test): apt-get install chromium chromium-driver",
+            required=False,
+        )
     return Check("chromium", True, f"{browser}, {driver}")
 
 
@@ -165,7 +197,7 @@ def _completion(text: str) -> Check:
         return Check(name, False, str(exc))
     options = [3, 7, 11]
     schema = {"type": "object", "properties": {"answer": {"type": "integer", "enum": options}}, "required": ["answer"]}
-    messages = [{"role": "user", "content": f"Pick one of {options}. Reply as JSON: {{\"answer\": N}}."}]
+    messages = [{"role": "user", "content": f'Pick one of {options}. Reply as JSON: {{"answer": N}}.'}]
     log_dir = Path(tempfile.mkdtemp(prefix="ddibench-doctor-"))
     keep_log = False
 
@@ -194,5 +226,13 @@ def _completion(text: str) -> Check:
     except (ValueError, KeyError, TypeError):
         value = None
     if value not in options:
-        return Check(name, False, f"{spec.display()} answered {answer[:80]!r}, not JSON with one of {options}: the constraint was not applied")
-    return Check(name, True, f"{spec.display()} answered {json.dumps({'answer': value})} under a JSON schema (ready in {ready:.1f} s, answer in {latency:.1f} s)")
+        return Check(
+            name,
+            False,
+            f"{spec.display()} answered {answer[:80]!r}, not JSON with one of {options}: the constraint was not applied",
+        )
+    return Check(
+        name,
+        True,
+        f"{spec.display()} answered {json.dumps({'answer': value})} under a JSON schema (ready in {ready:.1f} s, answer in {latency:.1f} s)",
+    )

@@ -18,7 +18,10 @@ def export() -> None:
 @export.command("lm-eval")
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--task", "-t", "tasks", multiple=True, required=True, help="Task to export (repeatable).")
-@limit_option("Export the stratified, seeded subset of N samples that 'ddibench run --limit N' uses.", "omit it to export the whole evaluation split")
+@limit_option(
+    "Export the stratified, seeded subset of N samples that 'ddibench run --limit N' uses.",
+    "omit it to export the whole evaluation split",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --limit subset.")
 @click.option("--json-mode", type=click.Choice(["none", "schema", "object", "llamacpp"]), default="none", show_default=True,
               help="Ask the server for constrained JSON as ddibench would (schema: OpenAI/vLLM; llamacpp: llama.cpp's server).")  # fmt: skip
@@ -44,7 +47,13 @@ def import_() -> None:
 
 @import_.command("lm-eval")
 @click.argument("samples", type=click.Path(path_type=Path))
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True, help="Root directory shared by runs.")
+@click.option(
+    "--runs-dir",
+    type=click.Path(path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Root directory shared by runs.",
+)
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Write exactly this run directory.")
 def import_lm_eval(samples: Path, runs_dir: Path, run_dir: Path | None) -> None:
     """Turn lm-eval's --log_samples output of an exported task into a ddibench run directory."""

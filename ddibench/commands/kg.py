@@ -25,13 +25,19 @@ def _drug_id(text: str) -> int:
                                "give a DrugBank id (DB00945), the catalog's name or a common name (aspirin)")  # fmt: skip
     if text.strip().lower() not in (drug.name.lower(), drug.drugbank_id.lower(), str(drug.node_id)):
         how = find_drug_by_synonym(text)
-        _console().print(f"[dim]{text} is {drug.name} ({drug.drugbank_id}): {how[1] if how else 'a synonym'}[/dim]", highlight=False)
+        _console().print(
+            f"[dim]{text} is {drug.name} ({drug.drugbank_id}): {how[1] if how else 'a synonym'}[/dim]", highlight=False
+        )
     return drug.node_id
 
 
 @kg.command("info")
 @click.option(
-    "--edges", "full_edges", type=click.Path(path_type=Path), default=None, help="Hetionet's full hetionet-v1.0-edges.sif.gz."
+    "--edges",
+    "full_edges",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Hetionet's full hetionet-v1.0-edges.sif.gz.",
 )
 def kg_info(full_edges: Path | None) -> None:
     """Entities, relations, edges per metaedge, and what is missing."""
@@ -42,7 +48,8 @@ def kg_info(full_edges: Path | None) -> None:
     graph = load_kg("drugbank", full_edges)
     card = graph.card
     table = Table(
-        title=f"KG ({card['space']} id space): {card['entities']:,} entities, {card['kg_edges']:,} edges", title_justify="left"
+        title=f"KG ({card['space']} id space): {card['entities']:,} entities, {card['kg_edges']:,} edges",
+        title_justify="left",
     )
     for col in ("metaedge", "relation id", "edges", "published", "source"):
         table.add_column(col)

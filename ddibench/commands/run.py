@@ -39,7 +39,10 @@ def _evaluator_options() -> list[Any]:
             if other is not None and other.key != option.key:
                 from ddibench.errors import ConfigError
 
-                raise ConfigError(f"two evaluators declare {option.flag} for different options ({other.key}, {option.key})", "rename one")
+                raise ConfigError(
+                    f"two evaluators declare {option.flag} for different options ({other.key}, {option.key})",
+                    "rename one",
+                )
             seen[option.flag] = option
     return sorted(seen.values(), key=lambda o: o.flag)
 
@@ -110,26 +113,68 @@ def expand_tasks(text: str) -> list[str]:
     "Default: embedded SmolLM2-135M.",
 )
 @click.option("--base-url", default=None, help="OpenAI-compatible server URL; --model then names the served model.")
-@click.option("--profile", "-p", default="cpu", show_default=True, help="Declared hardware profile (see 'ddibench list profiles').")
-@click.option("--seed", default=0, show_default=True, type=int, help="Run seed (sampling, training, --limit selection).")
-@limit_option("Evaluate a stratified, seeded subset of N samples (the run is then not submittable).", "omit it to run every sample")
-@click.option("--split", type=click.Choice(["test", "valid"]), default=None, help="Split to evaluate (default: the task's evaluation split).")
-@click.option("--config", "-C", "config_items", multiple=True, help="System option KEY=VALUE (JSON values), repeatable.")
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True, help="Root directory shared by runs.")
-@click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Use (or resume) exactly this run directory.")
-@click.option("--concurrency", type=int, default=None, help="Concurrent model requests (default: the profile's). The embedded model answers one request at a time "
-              "unless this is given: then its server has N slots that decode together (about 2x the generated tokens per second "
-              "at 4 slots on 2 cores; nothing gained on prompt-bound work, see benchmarks/reader_throughput.py).")
+@click.option(
+    "--profile",
+    "-p",
+    default="cpu",
+    show_default=True,
+    help="Declared hardware profile (see 'ddibench list profiles').",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=int, help="Run seed (sampling, training, --limit selection)."
+)
+@limit_option(
+    "Evaluate a stratified, seeded subset of N samples (the run is then not submittable).",
+    "omit it to run every sample",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["test", "valid"]),
+    default=None,
+    help="Split to evaluate (default: the task's evaluation split).",
+)
+@click.option(
+    "--config", "-C", "config_items", multiple=True, help="System option KEY=VALUE (JSON values), repeatable."
+)
+@click.option(
+    "--runs-dir",
+    type=click.Path(path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Root directory shared by runs.",
+)
+@click.option(
+    "--run-dir", type=click.Path(path_type=Path), default=None, help="Use (or resume) exactly this run directory."
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    default=None,
+    help="Concurrent model requests (default: the profile's). The embedded model answers one request at a time "
+    "unless this is given: then its server has N slots that decode together (about 2x the generated tokens per second "
+    "at 4 slots on 2 cores; nothing gained on prompt-bound work, see benchmarks/reader_throughput.py).",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the LLM response cache.")
-@click.option("--max-retries", type=int, default=5, show_default=True, help="Retries per model call on 429/5xx/timeouts.")
+@click.option(
+    "--max-retries", type=int, default=5, show_default=True, help="Retries per model call on 429/5xx/timeouts."
+)
 @bootstrap_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of a table.")
 @click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where predictions run: this process, or Ray workers (the journal is still written here).")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where predictions run: this process, or Ray workers (the journal is still written here).",
+)
 @click.option("--ray-address", default=None, help="An existing Ray cluster (default: start a local one).")
 @click.option("--workers", type=int, default=None, help="Ray workers (default: the cluster's CPUs).")
-@click.option("--shard", default=None, help="I/N: predict every N-th sample (shard I, from 1) and score nothing; then 'ddibench merge RUN_DIR'.")
+@click.option(
+    "--shard",
+    default=None,
+    help="I/N: predict every N-th sample (shard I, from 1) and score nothing; then 'ddibench merge RUN_DIR'.",
+)
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -169,7 +214,9 @@ def run(
     from ddibench.system import parse_config_overrides
 
     if concurrency is not None and concurrency <= 0:
-        raise ConfigError(f"--concurrency must be positive, got {concurrency}", "omit it to use the profile's concurrency")
+        raise ConfigError(
+            f"--concurrency must be positive, got {concurrency}", "omit it to use the profile's concurrency"
+        )
     if max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}", "0 tries each call once")
     if workers is not None and workers <= 0:
@@ -185,7 +232,10 @@ def run(
     if shard_spec is not None and len(tasks) > 1:
         raise ConfigError("--shard runs one task", "give one task with -t")
     if run_dir is not None and len(tasks) > 1:
-        raise ConfigError(f"--run-dir names one directory but -t names {len(tasks)} tasks", "drop --run-dir (each task gets its own directory under --runs-dir)")
+        raise ConfigError(
+            f"--run-dir names one directory but -t names {len(tasks)} tasks",
+            "drop --run-dir (each task gets its own directory under --runs-dir)",
+        )
     given = scoring_given(ctx, scoring)
     console = make_console(stderr=as_json)
     outcomes: list[tuple[Results, Path]] = []
@@ -219,7 +269,9 @@ def run(
             return
         outcomes.append((outcome.results, outcome.run_dir))
         if outcome.resumed and outcome.predicted_now:
-            console.print(f"resumed: {outcome.resumed:,} samples were already done, {outcome.predicted_now:,} predicted now")
+            console.print(
+                f"resumed: {outcome.resumed:,} samples were already done, {outcome.predicted_now:,} predicted now"
+            )
         elif outcome.resumed and not outcome.predicted_now:
             console.print(f"all {outcome.resumed:,} samples were already done; nothing was predicted again")
         if not as_json:
@@ -237,11 +289,15 @@ def run(
 
 @click.command(cls=ScoringCommand)
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--model", "-m", "models", multiple=True, help="ROLE=SPEC to change a scoring model, e.g. judge=openai:gpt-4o.")
+@click.option(
+    "--model", "-m", "models", multiple=True, help="ROLE=SPEC to change a scoring model, e.g. judge=openai:gpt-4o."
+)
 @bootstrap_option()
 @click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
 @click.pass_context
-def rescore(ctx: click.Context, run_dir: Path, models: tuple[str, ...], replicates: int, verbose: bool, **scoring: Any) -> None:
+def rescore(
+    ctx: click.Context, run_dir: Path, models: tuple[str, ...], replicates: int, verbose: bool, **scoring: Any
+) -> None:
     """Score a finished run again (another judge, SelfCheckGPT, intervals) without new answers;
     scoring options not given keep the values the run was scored with."""
     from ddibench.errors import ConfigError
@@ -258,7 +314,9 @@ def rescore(ctx: click.Context, run_dir: Path, models: tuple[str, ...], replicat
         overrides[role] = ModelSpec.parse(spec)
     console = make_console()
     with make_progress(console) as progress:
-        results = do_rescore(run_dir, overrides, scoring_given(ctx, scoring), BootstrapSpec(replicates=replicates), progress)
+        results = do_rescore(
+            run_dir, overrides, scoring_given(ctx, scoring), BootstrapSpec(replicates=replicates), progress
+        )
     render_results(results, console, run_dir, verbose=verbose)
 
 
@@ -275,12 +333,16 @@ def merge(run_dir: Path, verbose: bool) -> None:
 
     counts = merge_shards(run_dir)
     console = make_console()
-    console.print(f"merged {counts['shards']} shard(s): {counts['added']:,} predictions added, {counts['journalled']:,} of {counts['expected']:,} journalled")
+    console.print(
+        f"merged {counts['shards']} shard(s): {counts['added']:,} predictions added, {counts['journalled']:,} of {counts['expected']:,} journalled"
+    )
     if counts["journalled"] < counts["expected"]:
         raise RunDirError(f"{run_dir} is incomplete: {counts['expected'] - counts['journalled']:,} samples have no prediction yet",
                           "run the missing shards, then merge again")  # fmt: skip
     with make_progress(console) as progress:
-        results = do_rescore(run_dir, None, {}, BootstrapSpec(), progress, profile=counts["profile"], first_scoring=True)
+        results = do_rescore(
+            run_dir, None, {}, BootstrapSpec(), progress, profile=counts["profile"], first_scoring=True
+        )
     render_results(results, console, run_dir, verbose=verbose)
 
 
@@ -288,9 +350,15 @@ def merge(run_dir: Path, verbose: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print results.json as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="Explain the confidence intervals in full.")
-@click.option("--published", is_flag=True, help="Print every published number the project compares with, ours beside it (from the runs under RUN_DIR).")
 @click.option(
-    "--ceilings", is_flag=True, help="Retrieval ceilings: what a vote over the labels each retrieval run's context states scores, and how often it states the gold."
+    "--published",
+    is_flag=True,
+    help="Print every published number the project compares with, ours beside it (from the runs under RUN_DIR).",
+)
+@click.option(
+    "--ceilings",
+    is_flag=True,
+    help="Retrieval ceilings: what a vote over the labels each retrieval run's context states scores, and how often it states the gold.",
 )
 @click.option("--against", type=click.Path(path_type=Path), default=None,
               help="Another run of the same task: each metric of RUN_DIR minus it, with a paired bootstrap interval on the samples both scored.")  # fmt: skip

@@ -52,8 +52,13 @@ def load_labels() -> LabelSpace:
     raw = json.loads(path.read_text(encoding="utf-8"))
     # ids 0..85 are the DDI types; EmerGNN's file continues with the KG metaedges (86 GiG .. 108 AeG)
     if any("#Drug" not in raw.get(str(i), "") for i in range(N_LABELS)):
-        raise DataError(f"{path.name}: expected DDI templates for relation ids 0..{N_LABELS - 1}", "the pinned file is not EmerGNN's")
-    return LabelSpace(tuple(Label(id=i, template=raw[str(i)].strip(), name=raw[str(i)].strip()) for i in range(N_LABELS)))
+        raise DataError(
+            f"{path.name}: expected DDI templates for relation ids 0..{N_LABELS - 1}",
+            "the pinned file is not EmerGNN's",
+        )
+    return LabelSpace(
+        tuple(Label(id=i, template=raw[str(i)].strip(), name=raw[str(i)].strip()) for i in range(N_LABELS))
+    )
 
 
 @dataclass(frozen=True)
@@ -162,11 +167,15 @@ def find_drug_by_synonym(text: str) -> tuple[Drug, str] | None:
         return None
     for entry in hub:
         if entry.inchikey in by_key:
-            return by_key[entry.inchikey], f"the Drug Repurposing Hub's '{entry.name}' has its InChIKey {entry.inchikey}"
+            return by_key[
+                entry.inchikey
+            ], f"the Drug Repurposing Hub's '{entry.name}' has its InChIKey {entry.inchikey}"
     for entry in hub:
         block = entry.inchikey.split("-")[0]
         if block in by_block:
-            return by_block[block], f"the Drug Repurposing Hub's '{entry.name}' has its InChIKey skeleton {block} (a salt or stereo form)"
+            return by_block[
+                block
+            ], f"the Drug Repurposing Hub's '{entry.name}' has its InChIKey skeleton {block} (a salt or stereo form)"
     return None
 
 

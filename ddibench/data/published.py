@@ -43,7 +43,10 @@ def load_published() -> tuple[list[PublishedRow], dict[str, Paper]]:
     """Every published row, and the papers they come from (by key)."""
     text = resources.files("ddibench.data").joinpath("published.toml").read_text(encoding="utf-8")
     data = tomllib.loads(text)
-    papers = {key: Paper(key=key, cite=str(p["cite"]), where=str(p.get("where", ""))) for key, p in data.get("papers", {}).items()}
+    papers = {
+        key: Paper(key=key, cite=str(p["cite"]), where=str(p.get("where", "")))
+        for key, p in data.get("papers", {}).items()
+    }
     rows = []
     for i, raw in enumerate(data.get("rows", [])):
         try:
@@ -54,7 +57,10 @@ def load_published() -> tuple[list[PublishedRow], dict[str, Paper]]:
                 our_metric=str(raw.get("our_metric", "")), note=str(raw.get("note", "")),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as exc:
-            raise DdibenchError(f"published.toml row {i + 1} is malformed ({type(exc).__name__}: {exc})", "fix the row in ddibench/data/published.toml") from None
+            raise DdibenchError(
+                f"published.toml row {i + 1} is malformed ({type(exc).__name__}: {exc})",
+                "fix the row in ddibench/data/published.toml",
+            ) from None
         if row.paper not in papers:
             raise DdibenchError(f"published.toml row {i + 1} names paper '{row.paper}', which has no [papers.{row.paper}] entry",
                                 "add the paper's citation to ddibench/data/published.toml")  # fmt: skip

@@ -70,8 +70,16 @@ def load_hub() -> tuple[HubDrug, ...]:
     drugs = _rows(str(fetch(source(DATASET, DRUGS))))
     samples = _rows(str(fetch(source(DATASET, SAMPLES))))
     expected = {"pert_iname", "clinical_phase", "moa", "target", "disease_area", "indication"}
-    if not drugs or not expected <= set(drugs[0]) or not samples or not {"broad_id", "pert_iname", "smiles", "InChIKey"} <= set(samples[0]):
-        raise DataError("the Repurposing Hub tables do not have the expected columns", "the pinned files are not the 2020-03-24 release")
+    if (
+        not drugs
+        or not expected <= set(drugs[0])
+        or not samples
+        or not {"broad_id", "pert_iname", "smiles", "InChIKey"} <= set(samples[0])
+    ):
+        raise DataError(
+            "the Repurposing Hub tables do not have the expected columns",
+            "the pinned files are not the 2020-03-24 release",
+        )
     structure: dict[str, tuple[str, str, str]] = {}
     for row in samples:
         name = row["pert_iname"]

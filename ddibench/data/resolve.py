@@ -161,7 +161,9 @@ def _download(src: SourceFile, dest: Path, progress: ProgressFn | None) -> Path:
     mirror = mirrored_path(src)
     if mirror is not None:
         hint = f"it is not in the mirror either ({mirror}); " + hint
-    return download_verified(url, dest, src.sha256, src.bytes, progress=progress, hint=hint, allow_empty=src.expected_empty)
+    return download_verified(
+        url, dest, src.sha256, src.bytes, progress=progress, hint=hint, allow_empty=src.expected_empty
+    )
 
 
 def download_verified(

@@ -51,7 +51,10 @@ def load_cuis() -> tuple[str, ...]:
     """The UMLS CUI of each side effect, by label id."""
     raw = _json(LABEL_CUIS)
     if sorted(raw, key=int) != [str(i) for i in range(N_LABELS)]:
-        raise DataError(f"id2relation.json: expected side-effect ids 0..{N_LABELS - 1}", "the pinned file is not EmerGNN's TWOSIDES label list")
+        raise DataError(
+            f"id2relation.json: expected side-effect ids 0..{N_LABELS - 1}",
+            "the pinned file is not EmerGNN's TWOSIDES label list",
+        )
     return tuple(raw[str(i)] for i in range(N_LABELS))
 
 
@@ -60,7 +63,10 @@ def load_labels() -> LabelSpace:
     names = _json(LABEL_NAMES)
     load_cuis()  # the CUI list must cover the same ids
     if sorted(names, key=int) != [str(i) for i in range(N_LABELS)] or not all(str(v).strip() for v in names.values()):
-        raise DataError(f"TextDDI id2relation.json: expected a name for side effects 0..{N_LABELS - 1}", "the pinned file is not TextDDI's")
+        raise DataError(
+            f"TextDDI id2relation.json: expected a name for side effects 0..{N_LABELS - 1}",
+            "the pinned file is not TextDDI's",
+        )
     labels = []
     for i in range(N_LABELS):
         name = " ".join(names[str(i)].split())
@@ -89,14 +95,18 @@ def load_catalog() -> TwosidesCatalog:
     ids = _json(DRUG_IDS)
     pubchem = _json(DRUG_NAMES)
     if sorted(ids, key=int) != [str(i) for i in range(N_DRUGS)]:
-        raise DataError(f"id2drug.json: expected node ids 0..{N_DRUGS - 1}", "the pinned file is not EmerGNN's TWOSIDES drug list")
+        raise DataError(
+            f"id2drug.json: expected node ids 0..{N_DRUGS - 1}", "the pinned file is not EmerGNN's TWOSIDES drug list"
+        )
     drugs, cids, summaries = [], [], []
     unnamed, no_smiles = [], []
     for node in range(N_DRUGS):
         entry = ids[str(node)]
         cid = str(entry["cid"])
         if not cid.startswith("CID") or not cid[3:].isdigit():
-            raise DataError(f"id2drug.json: node {node} has CID {cid!r}", "the pinned file is not EmerGNN's TWOSIDES drug list")
+            raise DataError(
+                f"id2drug.json: node {node} has CID {cid!r}", "the pinned file is not EmerGNN's TWOSIDES drug list"
+            )
         info = pubchem.get(str(int(cid[3:]))) or {}
         name = " ".join(str(info.get("name") or "").split())
         if not name:
@@ -110,9 +120,17 @@ def load_catalog() -> TwosidesCatalog:
         summaries.append(" ".join(str(info.get("summary") or "").split()))
     with_db = sum(1 for d in drugs if d.drugbank_id)
     checks = (
-        CatalogCheck("catalog size", len(drugs) == N_DRUGS and len(set(cids)) == N_DRUGS, f"{len(drugs)} drugs, {len(set(cids))} distinct CIDs"),
-        CatalogCheck("PubChem names (TextDDI) for every CID", not unnamed, f"{N_DRUGS - len(unnamed)} of {N_DRUGS} named"),
+        CatalogCheck(
+            "catalog size",
+            len(drugs) == N_DRUGS and len(set(cids)) == N_DRUGS,
+            f"{len(drugs)} drugs, {len(set(cids))} distinct CIDs",
+        ),
+        CatalogCheck(
+            "PubChem names (TextDDI) for every CID", not unnamed, f"{N_DRUGS - len(unnamed)} of {N_DRUGS} named"
+        ),
         CatalogCheck("SMILES present", not no_smiles, f"{N_DRUGS - len(no_smiles)} of {N_DRUGS} drugs"),
-        CatalogCheck("DrugBank ids", with_db == N_WITH_DRUGBANK_ID, f"{with_db} drugs have one (expected {N_WITH_DRUGBANK_ID})"),
+        CatalogCheck(
+            "DrugBank ids", with_db == N_WITH_DRUGBANK_ID, f"{with_db} drugs have one (expected {N_WITH_DRUGBANK_ID})"
+        ),
     )
     return TwosidesCatalog(tuple(drugs), tuple(cids), tuple(summaries), checks)

@@ -85,7 +85,11 @@ def answer_distribution(
     def shown(label: int | None) -> str:
         if label is None:
             return "none"
-        return f"{label_name} {names[label]!r}" if names is not None and 0 <= label < len(names) else f"{label_name} {label}"
+        return (
+            f"{label_name} {names[label]!r}"
+            if names is not None and 0 <= label < len(names)
+            else f"{label_name} {label}"
+        )
 
     message = ""
     if collapsed:

@@ -61,7 +61,9 @@ class MetricSpec(BaseModel):
         """How a table names the metric: its label with its unit (and direction when lower is better)."""
         if self.heading:
             return self.heading
-        notes = {"fraction": ["%"], "score": [], "scale": ["1-5"]}[self.unit] + ([] if self.higher_is_better else ["lower better"])
+        notes = {"fraction": ["%"], "score": [], "scale": ["1-5"]}[self.unit] + (
+            [] if self.higher_is_better else ["lower better"]
+        )
         return f"{self.label} ({', '.join(notes)})" if notes else self.label
 
 
@@ -166,16 +168,25 @@ class Evaluator(Protocol):
         extras: Mapping[str, Any] | None = None,
     ) -> EvaluationResult: ...
 
-    def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult) -> list[dict[str, Any]]: ...
+    def units(
+        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult
+    ) -> list[dict[str, Any]]: ...
 
-    def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = ..., seed: int = ...) -> dict[str, Any]: ...
+    def floors(
+        self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = ..., seed: int = ...
+    ) -> dict[str, Any]: ...
 
     def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic: ...
 
     def reduce(self, prediction: Prediction) -> Prediction: ...
 
     def paired(
-        self, metric: str, clusters: Sequence[Sequence[str]], a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], spec: BootstrapSpec | None = None
+        self,
+        metric: str,
+        clusters: Sequence[Sequence[str]],
+        a: Sequence[Mapping[str, Any]],
+        b: Sequence[Mapping[str, Any]],
+        spec: BootstrapSpec | None = None,
     ) -> tuple[float, float, float]: ...
 
 
@@ -189,7 +200,9 @@ def check_coverage(samples: Sequence[Sample], predictions: Mapping[str, Predicti
     missing = [i for i in ids if i not in predictions]
     extra = [i for i in predictions if i not in wanted]
     if missing:
-        raise EvaluationInputError(f"{len(missing)} of {len(ids)} samples have no prediction (first: {', '.join(missing[:3])})")
+        raise EvaluationInputError(
+            f"{len(missing)} of {len(ids)} samples have no prediction (first: {', '.join(missing[:3])})"
+        )
     if extra:
         raise EvaluationInputError(f"{len(extra)} predictions name no evaluated sample (first: {', '.join(extra[:3])})")
 
@@ -219,7 +232,12 @@ class BaseEvaluator:
     recompute_tolerance: ClassVar[float] = 1e-9
     options: ClassVar[tuple[ScoringOption, ...]] = ()
     metrics: tuple[MetricSpec, ...] = ()
-    answer_fields: ClassVar[tuple[str, ...]] = ("label", "scores", "ranked", "text")  # what the metrics read of an answer
+    answer_fields: ClassVar[tuple[str, ...]] = (
+        "label",
+        "scores",
+        "ranked",
+        "text",
+    )  # what the metrics read of an answer
 
     def __init__(self) -> None:
         self._settings: dict[str, Any] = {o.key: o.default for o in self.options}
@@ -299,7 +317,9 @@ class BaseEvaluator:
     ) -> EvaluationResult:
         raise NotImplementedError
 
-    def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult) -> list[dict[str, Any]]:
+    def units(
+        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult
+    ) -> list[dict[str, Any]]:
         """Per-sample unit records (aligned with ``samples``) from which :meth:`statistic` computes the
         metrics; by default the evaluation's own per-sample scores."""
         return [dict(evaluation.per_sample.get(s.id, {})) for s in samples]
@@ -317,18 +337,28 @@ class BaseEvaluator:
         names = [m.name for m in self.metrics if any(m.name in u for u in units)]
         return mean_statistic({name: np.array([_num(u.get(name)) for u in units], dtype=float) for name in names})
 
-    def intervals(self, units: Sequence[Mapping[str, Any]], clusters: Sequence[Sequence[str]], spec: BootstrapSpec) -> dict[str, tuple[float, float]]:
+    def intervals(
+        self, units: Sequence[Mapping[str, Any]], clusters: Sequence[Sequence[str]], spec: BootstrapSpec
+    ) -> dict[str, tuple[float, float]]:
         return bootstrap_intervals(self.statistic(units), len(units), spec, clusters=clusters)
 
-    def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0) -> dict[str, Any]:
+    def floors(
+        self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0
+    ) -> dict[str, Any]:
         """What answers without skill score on these samples (none for this kind of answer by default)."""
         return {}
 
     def _floor_metrics(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> dict[str, float]:
-        stat = self.statistic(self.units(samples, predictions, EvaluationResult(n=0, n_invalid=0, metrics={}, primary_metric="", bootstrap={})))
+        stat = self.statistic(
+            self.units(
+                samples, predictions, EvaluationResult(n=0, n_invalid=0, metrics={}, primary_metric="", bootstrap={})
+            )
+        )
         return {name: float(values[0]) for name, values in stat(np.ones((1, len(samples)))).items()}
 
-    def _random_floor(self, samples: Sequence[Sample], draw: Callable[[np.random.Generator], Prediction | None], draws: int, seed: int) -> dict[str, float]:
+    def _random_floor(
+        self, samples: Sequence[Sample], draw: Callable[[np.random.Generator], Prediction | None], draws: int, seed: int
+    ) -> dict[str, float]:
         """Mean metrics over ``draws`` seeded draws of random answers (``draw`` makes one sample's answer)."""
         rng = np.random.default_rng(seed)
         total: dict[str, float] = {}

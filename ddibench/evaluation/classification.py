@@ -23,7 +23,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ddibench.evaluation.answers import answer_distribution
-from ddibench.evaluation.base import BaseEvaluator, EvaluationInputError, EvaluationResult, MetricSpec, MetricValue, Statistic, check_coverage
+from ddibench.evaluation.base import (
+    BaseEvaluator,
+    EvaluationInputError,
+    EvaluationResult,
+    MetricSpec,
+    MetricValue,
+    Statistic,
+    check_coverage,
+)
 from ddibench.metrics.auroc import weighted_auroc
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.metrics.classification import INVALID, confusion_matrices, per_class_f1, scores_from_confusion
@@ -31,8 +39,12 @@ from ddibench.schema import LabelSpace, Prediction, Sample
 
 CLASSIFICATION_METRICS = (
     MetricSpec(name="accuracy", label="accuracy", description="share of samples whose label is the gold label"),
-    MetricSpec(name="macro_f1", label="macro-F1", primary=True,
-               description="F1 averaged over the labels present in the gold labels or the valid predictions"),  # fmt: skip
+    MetricSpec(
+        name="macro_f1",
+        label="macro-F1",
+        primary=True,
+        description="F1 averaged over the labels present in the gold labels or the valid predictions",
+    ),  # fmt: skip
     MetricSpec(name="kappa", label="Cohen's kappa", description="agreement with the gold labels beyond chance"),
 )
 AUROC_METRIC = MetricSpec(
@@ -49,7 +61,9 @@ class ClassificationEvaluator(BaseEvaluator):
     metrics: tuple[MetricSpec, ...] = CLASSIFICATION_METRICS
     answer_fields: ClassVar[tuple[str, ...]] = ("label", "position")
 
-    def __init__(self, label_space: LabelSpace, breakdown_key: str | None = "n_unseen", positive_label: int | None = None) -> None:
+    def __init__(
+        self, label_space: LabelSpace, breakdown_key: str | None = "n_unseen", positive_label: int | None = None
+    ) -> None:
         super().__init__()
         self.label_space = label_space
         self.breakdown_key = breakdown_key
@@ -94,7 +108,9 @@ class ClassificationEvaluator(BaseEvaluator):
             return None
         if len(with_scores) != len(valid):
             missing = next(p.sample_id for p in valid if p.scores is None or key not in p.scores)
-            raise EvaluationInputError(f"prediction for {missing} has no score for label {key} while others do; expected {self.expected_format}")
+            raise EvaluationInputError(
+                f"prediction for {missing} has no score for label {key} while others do; expected {self.expected_format}"
+            )
         out = []
         for s in samples:
             pred = predictions[s.id]
@@ -103,7 +119,9 @@ class ClassificationEvaluator(BaseEvaluator):
                 continue
             value = pred.scores[key]  # type: ignore[index]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-                raise EvaluationInputError(f"prediction for {s.id} has score {value!r} for label {key}; expected {self.expected_format}")
+                raise EvaluationInputError(
+                    f"prediction for {s.id} has score {value!r} for label {key}; expected {self.expected_format}"
+                )
             out.append(float(value))
         return out
 
@@ -116,11 +134,18 @@ class ClassificationEvaluator(BaseEvaluator):
                 out[i] = INVALID
                 continue
             if not isinstance(pred.label, int) or isinstance(pred.label, bool) or not 0 <= pred.label < n:
-                raise EvaluationInputError(f"prediction for {sample.id} has label {pred.label!r}; expected {self.expected_format}")
+                raise EvaluationInputError(
+                    f"prediction for {sample.id} has label {pred.label!r}; expected {self.expected_format}"
+                )
             out[i] = pred.label
         return out
 
-    def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult | None = None) -> list[dict[str, Any]]:
+    def units(
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        evaluation: EvaluationResult | None = None,
+    ) -> list[dict[str, Any]]:
         y_pred = self._predicted_labels(samples, predictions)
         units: list[dict[str, Any]] = [{"pred": int(p), "gold": int(s.target)} for s, p in zip(samples, y_pred)]  # type: ignore[arg-type]
         scores = self._positive_scores(samples, predictions)
@@ -146,7 +171,9 @@ class ClassificationEvaluator(BaseEvaluator):
 
         return statistic
 
-    def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0) -> dict[str, Any]:
+    def floors(
+        self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0
+    ) -> dict[str, Any]:
         """The majority floor (the training split's most frequent label for every sample; the evaluated
         samples' own when there is no training split) and the uniform-random floor (mean of ``draws``
         seeded draws of a label uniformly at random), on these samples."""
@@ -177,11 +204,14 @@ class ClassificationEvaluator(BaseEvaluator):
         cm = confusion_matrices(y_true, y_pred, n_labels)
         point = scores_from_confusion(cm)
         if all("score" in u for u in units) and self.positive_label is not None and units:
-            point["auroc"] = np.asarray(weighted_auroc(y_true == self.positive_label, np.array([u["score"] for u in units], dtype=float)))
+            point["auroc"] = np.asarray(
+                weighted_auroc(y_true == self.positive_label, np.array([u["score"] for u in units], dtype=float))
+            )
         f1 = per_class_f1(cm)
         intervals = self.intervals(units, [s.clusters for s in samples], bootstrap)
         metrics = {
-            name: MetricValue(value=float(value), ci_low=intervals[name][0], ci_high=intervals[name][1]) for name, value in point.items()
+            name: MetricValue(value=float(value), ci_low=intervals[name][0], ci_high=intervals[name][1])
+            for name, value in point.items()
         }
         invalid = [s.id for s, p in zip(samples, y_pred) if p == INVALID]
         examples = [{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]]

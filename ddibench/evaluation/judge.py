@@ -28,7 +28,9 @@ from ddibench.hashing import config_hash, sha256_text
 from ddibench.llm import LLMCallError, LLMPool
 from ddibench.schema import Prediction, Sample
 
-JUDGE_SYSTEM = "You are a meticulous clinical pharmacist grading answers to medical questions against a reference answer."
+JUDGE_SYSTEM = (
+    "You are a meticulous clinical pharmacist grading answers to medical questions against a reference answer."
+)
 JUDGE_PROMPT = """Question: {question}
 
 Reference answer: {reference}
@@ -103,7 +105,12 @@ async def _append_records(out: Path, jobs: list[Any], bar: Any, batch: int = 16)
 
 
 async def judge(
-    pool: LLMPool, role: str, samples: Sequence[Sample], predictions: dict[str, Prediction], out: Path, progress: Any = None
+    pool: LLMPool,
+    role: str,
+    samples: Sequence[Sample],
+    predictions: dict[str, Prediction],
+    out: Path,
+    progress: Any = None,
 ) -> dict[str, Any]:
     """Grade every answer not graded yet into ``out``; returns the judge's description."""
     done = read_scores(out)
@@ -130,7 +137,11 @@ async def judge(
         return record
 
     await _append_records(out, [grade(s) for s in todo], bar)
-    return {"identity": pool.identity(role), "rubric_sha256": RUBRIC_SHA256, "combined": "overall = mean(correctness, clarity)"}
+    return {
+        "identity": pool.identity(role),
+        "rubric_sha256": RUBRIC_SHA256,
+        "combined": "overall = mean(correctness, clarity)",
+    }
 
 
 def judge_key(identity: dict[str, Any]) -> str:
@@ -139,7 +150,9 @@ def judge_key(identity: dict[str, Any]) -> str:
 
 def agreement(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Agreement of two judges on the samples both graded (overall scores rounded to integers)."""
-    shared = [sid for sid in first if sid in second and first[sid].get("correctness") and second[sid].get("correctness")]
+    shared = [
+        sid for sid in first if sid in second and first[sid].get("correctness") and second[sid].get("correctness")
+    ]
     if not shared:
         return {"n": 0}
     a = np.array([first[s]["correctness"] for s in shared])
@@ -204,7 +217,13 @@ async def selfcheck_samples(
         return {"sample_id": pred.sample_id, "samples": texts}
 
     await _append_records(out, [sample(p) for p in todo], bar)
-    return {"identity": pool.identity(role), "n": n, "temperature": 1.0, "seeds": [1000 + i for i in range(n)], "max_tokens": 256}
+    return {
+        "identity": pool.identity(role),
+        "n": n,
+        "temperature": 1.0,
+        "seeds": [1000 + i for i in range(n)],
+        "max_tokens": 256,
+    }
 
 
 def selfcheck_key(identity: dict[str, Any], n: int) -> str:

@@ -130,9 +130,13 @@ class ProbeEvaluator(BaseEvaluator):
             raise ConfigError(f"--probe must be one of {', '.join(PROBES)}, got '{self.probe}'")
         epochs = self.setting("probe_epochs")
         if epochs is not None and int(epochs) <= 0:
-            raise ConfigError(f"--probe-epochs must be a positive number of epochs, got {epochs}", "omit it for 10 epochs")
+            raise ConfigError(
+                f"--probe-epochs must be a positive number of epochs, got {epochs}", "omit it for 10 epochs"
+            )
         if self.probe != "finetune" and "probe_epochs" in self.settings():
-            raise ConfigError("--probe-epochs applies to --probe finetune only", "drop --probe-epochs, or add --probe finetune")
+            raise ConfigError(
+                "--probe-epochs applies to --probe finetune only", "drop --probe-epochs, or add --probe finetune"
+            )
         if self.encoder_spec != DEFAULT_ENCODER:
             encoder_path(self.encoder_spec)  # refuses a path that holds no model, before any prediction
 
@@ -147,7 +151,17 @@ class ProbeEvaluator(BaseEvaluator):
         else:
             recipe = {"input": "SMILES [SEP] caption (tokenizer text pair)", "epochs": int(self.setting("probe_epochs")), **FINETUNE,
                       "device": _device()}  # fmt: skip
-        return {"scorers": {"probe": {"probe": self.probe, "encoder": identity, "seeds": self.seeds, "code_version": PROBE_CODE_VERSION, **recipe}}}
+        return {
+            "scorers": {
+                "probe": {
+                    "probe": self.probe,
+                    "encoder": identity,
+                    "seeds": self.seeds,
+                    "code_version": PROBE_CODE_VERSION,
+                    **recipe,
+                }
+            }
+        }
 
     # -- scoring -----------------------------------------------------------------------------------
 
@@ -156,11 +170,15 @@ class ProbeEvaluator(BaseEvaluator):
         for s in samples:
             split = s.meta.get("split")
             if split not in SPLIT_ORDER:
-                raise EvaluationInputError(f"sample {s.id} has no split in its meta ({split!r}); a probe task tags every sample with its split")
+                raise EvaluationInputError(
+                    f"sample {s.id} has no split in its meta ({split!r}); a probe task tags every sample with its split"
+                )
             groups.setdefault(str(split), []).append(s)
         present = [s for s in SPLIT_ORDER if s in groups]
         if "train" not in groups or len(present) < 2:
-            raise EvaluationInputError("the probe needs captions of training molecules and of the evaluated molecules (the task's predict_splits)")
+            raise EvaluationInputError(
+                "the probe needs captions of training molecules and of the evaluated molecules (the task's predict_splits)"
+            )
         scored = present[-1]
         selection = groups.get("valid", []) if scored == "test" else []
         return groups["train"], selection, groups[scored], scored
@@ -170,7 +188,9 @@ class ProbeEvaluator(BaseEvaluator):
         for i, s in enumerate(samples):
             target = s.target
             if not isinstance(target, Mapping):
-                raise EvaluationInputError(f"sample {s.id} has target {target!r}; a probe task's target maps label columns to 0/1")
+                raise EvaluationInputError(
+                    f"sample {s.id} has target {target!r}; a probe task's target maps label columns to 0/1"
+                )
             for j, col in enumerate(self.columns):
                 value = target.get(col)
                 if value is not None:
@@ -181,7 +201,15 @@ class ProbeEvaluator(BaseEvaluator):
         """The probe's scores of the evaluated molecules: shape (seeds, molecules, columns)."""
         if self.probe == "linear":
             return linear_probe(train, valid, test, self.encoder_spec, self.seeds)
-        return finetune_probe(train, valid, test, self.encoder_spec, self.seeds, int(self.setting("probe_epochs")), max_steps=self.max_steps)
+        return finetune_probe(
+            train,
+            valid,
+            test,
+            self.encoder_spec,
+            self.seeds,
+            int(self.setting("probe_epochs")),
+            max_steps=self.max_steps,
+        )
 
     def evaluate(
         self,
@@ -192,7 +220,10 @@ class ProbeEvaluator(BaseEvaluator):
     ) -> EvaluationResult:
         check_coverage(samples, predictions)
         train, selection, scored, scored_split = self._partition(samples)
-        data = {name: self._data(group, predictions) for name, group in (("train", train), ("valid", selection), ("scored", scored))}
+        data = {
+            name: self._data(group, predictions)
+            for name, group in (("train", train), ("valid", selection), ("scored", scored))
+        }
         scores = self.probe_scores(data["train"], data["valid"] if selection else None, data["scored"])
         units = [
             {"gold": [None if np.isnan(v) else int(v) for v in data["scored"].labels[i]],
@@ -203,7 +234,11 @@ class ProbeEvaluator(BaseEvaluator):
         point = statistic(np.ones((1, len(units))))
         intervals = self.intervals(units, [s.clusters for s in scored], bootstrap)
         metrics = {
-            name: MetricValue(value=float(point[name][0]), ci_low=intervals.get(name, (np.nan, np.nan))[0], ci_high=intervals.get(name, (np.nan, np.nan))[1])
+            name: MetricValue(
+                value=float(point[name][0]),
+                ci_low=intervals.get(name, (np.nan, np.nan))[0],
+                ci_high=intervals.get(name, (np.nan, np.nan))[1],
+            )
             for name in ("auroc", "auroc_std")
         }
         per_seed, per_column = _auroc_table(units)
@@ -223,7 +258,9 @@ class ProbeEvaluator(BaseEvaluator):
             metric_specs=list(self.metrics),
             breakdown=breakdown,
             per_label={col: per_column[j] for j, col in enumerate(self.columns)},
-            invalid_examples=[{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]],
+            invalid_examples=[
+                {"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]
+            ],
             per_sample={s.id: u for s, u in zip(scored, units)},
         )
 
@@ -298,7 +335,9 @@ def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def linear_probe(train: ProbeData, valid: ProbeData | None, test: ProbeData, encoder: str = DEFAULT_ENCODER, seeds: int = N_SEEDS) -> np.ndarray:
+def linear_probe(
+    train: ProbeData, valid: ProbeData | None, test: ProbeData, encoder: str = DEFAULT_ENCODER, seeds: int = N_SEEDS
+) -> np.ndarray:
     """Scores of the ``linear`` probe: shape (seeds, test molecules, columns) (see the module docstring)."""
     import warnings
 
@@ -330,7 +369,15 @@ def linear_probe(train: ProbeData, valid: ProbeData | None, test: ProbeData, enc
         y = train.labels[known, c].astype(int)
         if len(set(y.tolist())) < 2:
             return float(y[0]) if y.size else 0.5  # one class among the training molecules: a constant score
-        model = SGDClassifier(loss="log_loss", penalty="l2", alpha=alpha, max_iter=LINEAR_EPOCHS, tol=None, average=True, random_state=seed)
+        model = SGDClassifier(
+            loss="log_loss",
+            penalty="l2",
+            alpha=alpha,
+            max_iter=LINEAR_EPOCHS,
+            tol=None,
+            average=True,
+            random_state=seed,
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             return model.fit(x_train[known], y)
@@ -339,7 +386,9 @@ def linear_probe(train: ProbeData, valid: ProbeData | None, test: ProbeData, enc
         return np.full(len(x), model) if isinstance(model, float) else model.predict_proba(x)[:, 1]
 
     alpha = LINEAR_DEFAULT_ALPHA
-    if valid is not None and x_valid is not None and len(valid.smiles):  # the L2 strength, chosen once on the validation molecules
+    if (
+        valid is not None and x_valid is not None and len(valid.smiles)
+    ):  # the L2 strength, chosen once on the validation molecules
         best = -1.0
         for candidate in LINEAR_ALPHAS:
             scores = np.stack([predict(fit_column(c, candidate, 0), x_valid) for c in range(n_cols)], axis=1)
@@ -416,7 +465,9 @@ def finetune_probe(
     try:
         for seed in range(seeds):
             torch.manual_seed(seed)
-            model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=n_cols, problem_type="multi_label_classification").to(device)
+            model = AutoModelForSequenceClassification.from_pretrained(
+                path, num_labels=n_cols, problem_type="multi_label_classification"
+            ).to(device)
             optimiser = torch.optim.AdamW(model.parameters(), lr=FINETUNE["lr"], weight_decay=FINETUNE["weight_decay"])
             generator = torch.Generator().manual_seed(seed)
             best_value, best_state, steps = -1.0, None, 0
@@ -427,7 +478,9 @@ def finetune_probe(
                 for start in range(0, len(order), batch_size):
                     idx = order[start : start + batch_size]
                     logits = model(**collate([enc_train[i] for i in idx.tolist()])).logits
-                    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels[idx].to(device), weight=mask[idx].to(device), reduction="sum")
+                    loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                        logits, labels[idx].to(device), weight=mask[idx].to(device), reduction="sum"
+                    )
                     loss = loss / mask[idx].sum().clamp(min=1).to(device)
                     optimiser.zero_grad()
                     loss.backward()
@@ -435,8 +488,14 @@ def finetune_probe(
                     steps += 1
                     if max_steps is not None and steps >= max_steps:
                         break
-                value = _mean_auroc(valid.labels, score(model, enc_valid)) if enc_valid is not None and valid is not None else float("nan")
-                if enc_valid is None or best_state is None or value > best_value:  # no validation molecules: the last epoch
+                value = (
+                    _mean_auroc(valid.labels, score(model, enc_valid))
+                    if enc_valid is not None and valid is not None
+                    else float("nan")
+                )
+                if (
+                    enc_valid is None or best_state is None or value > best_value
+                ):  # no validation molecules: the last epoch
                     best_value = value
                     best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
                 if max_steps is not None and steps >= max_steps:

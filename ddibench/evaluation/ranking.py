@@ -28,7 +28,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ddibench.evaluation.answers import answer_distribution
-from ddibench.evaluation.base import BaseEvaluator, EvaluationInputError, EvaluationResult, MetricSpec, MetricValue, check_coverage
+from ddibench.evaluation.base import (
+    BaseEvaluator,
+    EvaluationInputError,
+    EvaluationResult,
+    MetricSpec,
+    MetricValue,
+    check_coverage,
+)
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.schema import LabelSpace, Prediction, Sample
 
@@ -127,19 +134,32 @@ class RankingEvaluator(BaseEvaluator):
             return []
         ranked = pred.ranked
         n = len(self.label_space)
-        if not isinstance(ranked, list) or any(isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < n for x in ranked):
-            raise EvaluationInputError(f"prediction for {sample.id} has ranked {ranked!r}; expected {self.expected_format}")
+        if not isinstance(ranked, list) or any(
+            isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < n for x in ranked
+        ):
+            raise EvaluationInputError(
+                f"prediction for {sample.id} has ranked {ranked!r}; expected {self.expected_format}"
+            )
         return ranked
 
     @staticmethod
     def gold(sample: Sample) -> set[int]:
         target = sample.target
         if not isinstance(target, (tuple, list)) or not target:
-            raise EvaluationInputError(f"sample {sample.id} has target {target!r}; a ranking task's target is a non-empty tuple of label ids")
+            raise EvaluationInputError(
+                f"sample {sample.id} has target {target!r}; a ranking task's target is a non-empty tuple of label ids"
+            )
         return {int(t) for t in target}
 
-    def units(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult | None = None) -> list[dict[str, Any]]:
-        return [self._unit(s, ranking_scores(self.gold(s), self._ranked(s, predictions[s.id]), self.k)) for s in samples]
+    def units(
+        self,
+        samples: Sequence[Sample],
+        predictions: Mapping[str, Prediction],
+        evaluation: EvaluationResult | None = None,
+    ) -> list[dict[str, Any]]:
+        return [
+            self._unit(s, ranking_scores(self.gold(s), self._ranked(s, predictions[s.id]), self.k)) for s in samples
+        ]
 
     def _unit(self, sample: Sample, scores: Mapping[str, float]) -> dict[str, Any]:
         """A sample's metrics: overall, and under its own slice's names."""
@@ -149,7 +169,9 @@ class RankingEvaluator(BaseEvaluator):
             unit.update({self.metric_name(m, slice_name): scores[m] for m in self.kinds})
         return unit
 
-    def floors(self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0) -> dict[str, Any]:
+    def floors(
+        self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0
+    ) -> dict[str, Any]:
         """The popularity floor (the k labels most frequent in the training targets, for every sample) and
         the uniform-random floor (k distinct labels drawn uniformly, mean of ``draws`` seeded draws)."""
         if not samples:
@@ -180,7 +202,9 @@ class RankingEvaluator(BaseEvaluator):
         for spec in self.metrics:
             values = np.array([u[spec.name] for u in units if spec.name in u], dtype=float)
             low, high = intervals.get(spec.name, (float("nan"), float("nan")))
-            metrics[spec.name] = MetricValue(value=float(values.mean()) if values.size else float("nan"), ci_low=low, ci_high=high)
+            metrics[spec.name] = MetricValue(
+                value=float(values.mean()) if values.size else float("nan"), ci_low=low, ci_high=high
+            )
         perfect = [self._unit(s, ranking_scores(self.gold(s), sorted(self.gold(s)), self.k)) for s in samples]
         ceilings = {}
         for spec in self.metrics:
@@ -196,7 +220,10 @@ class RankingEvaluator(BaseEvaluator):
         breakdown: dict[str, dict[str, Any]] = {}
         for slice_name in self.slices:
             idx = [i for i, s in enumerate(samples) if self._slice_of(s) == slice_name]
-            breakdown[f"{self.slice_key}={slice_name}"] = {"n": len(idx), "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid)}
+            breakdown[f"{self.slice_key}={slice_name}"] = {
+                "n": len(idx),
+                "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid),
+            }
         if self.breakdown_key:
             groups: dict[str, list[int]] = {}
             for i, s in enumerate(samples):
@@ -215,7 +242,9 @@ class RankingEvaluator(BaseEvaluator):
             metric_specs=list(self.metrics),
             ceilings=ceilings,
             breakdown=breakdown,
-            invalid_examples=[{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]],
+            invalid_examples=[
+                {"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]
+            ],
             per_sample={s.id: {k: round(v, 4) for k, v in u.items()} for s, u in zip(samples, units)},
             answers=answers,
         )

@@ -22,7 +22,16 @@ import numpy as np
 
 from ddibench.embeddings import DEFAULT_ENCODER
 from ddibench.errors import ConfigError
-from ddibench.evaluation.base import BaseEvaluator, EvaluationInputError, EvaluationResult, MetricSpec, MetricValue, ScoringJob, ScoringOption, check_coverage
+from ddibench.evaluation.base import (
+    BaseEvaluator,
+    EvaluationInputError,
+    EvaluationResult,
+    MetricSpec,
+    MetricValue,
+    ScoringJob,
+    ScoringOption,
+    check_coverage,
+)
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.schema import LabelSpace, Prediction, Sample
 
@@ -54,7 +63,9 @@ class TextEvaluator(BaseEvaluator):
                       default=DEFAULT_ENCODER, portable=False),
         ScoringOption("second_judge", "--second-judge", "A second judge model (SPEC); agreement with the first is reported.", default=None),
     )  # fmt: skip
-    expected_format = "one Prediction per evaluated sample with the answer in text (valid=False or empty text counts as no answer)"
+    expected_format = (
+        "one Prediction per evaluated sample with the answer in text (valid=False or empty text counts as no answer)"
+    )
 
     def __init__(self, label_space: LabelSpace | None, bertscore_layers: int = 6) -> None:
         super().__init__()
@@ -69,7 +80,10 @@ class TextEvaluator(BaseEvaluator):
         from ddibench.embeddings import encoder_path
 
         if self.setting("selfcheck") is not None and int(self.setting("selfcheck")) < 0:
-            raise ConfigError(f"--selfcheck must be 0 or more, got {self.setting('selfcheck')}", "0 turns SelfCheckGPT off; omit it for 3 samples")
+            raise ConfigError(
+                f"--selfcheck must be 0 or more, got {self.setting('selfcheck')}",
+                "0 turns SelfCheckGPT off; omit it for 3 samples",
+            )
         if self.encoder_spec != DEFAULT_ENCODER:
             encoder_path(self.encoder_spec)  # refuses a path that holds no model, before any prediction
         if self.setting("second_judge"):
@@ -81,7 +95,13 @@ class TextEvaluator(BaseEvaluator):
         from ddibench.embeddings import shared_encoder
 
         encoder = shared_encoder(self.encoder_spec)
-        return {"scorers": {"version": self.version, "embedding": encoder.identity, "bertscore": _bert_scorer(encoder, self.bertscore_layers).describe()}}
+        return {
+            "scorers": {
+                "version": self.version,
+                "embedding": encoder.identity,
+                "bertscore": _bert_scorer(encoder, self.bertscore_layers).describe(),
+            }
+        }
 
     # -- models: the judge and SelfCheckGPT ------------------------------------------------------------
 
@@ -105,7 +125,9 @@ class TextEvaluator(BaseEvaluator):
         specs = job.models.for_roles([r for r in roles if r != "second_judge"])
         if "second_judge" in roles:
             specs["second_judge"] = ModelSpec.parse(str(self.setting("second_judge")))
-        pool = LLMPool(specs, cache=job.cache, concurrency=job.concurrency, max_retries=job.max_retries, log_dir=job.run_dir)
+        pool = LLMPool(
+            specs, cache=job.cache, concurrency=job.concurrency, max_retries=job.max_retries, log_dir=job.run_dir
+        )
         predictions = {s.id: job.predictions[s.id] for s in job.samples}
         n = int(self.setting("selfcheck") or 0)
         out: dict[str, Any] = {"info": {}}
@@ -122,7 +144,9 @@ class TextEvaluator(BaseEvaluator):
                 out["info"]["judge_agreement"] = judging.agreement(out["judge"], out["second_judge"])
             if "generator" in roles:
                 path = folder / f"{judging.selfcheck_key(pool.identity('generator'), n)}.jsonl"
-                out["info"]["selfcheck"] = await judging.selfcheck_samples(pool, "generator", job.run_dir, predictions, n, path, job.progress)
+                out["info"]["selfcheck"] = await judging.selfcheck_samples(
+                    pool, "generator", job.run_dir, predictions, n, path, job.progress
+                )
                 out["selfcheck"] = judging.read_scores(path)
         finally:
             await pool.close()
@@ -182,9 +206,17 @@ class TextEvaluator(BaseEvaluator):
             for i, s in enumerate(samples)
         }
         # intervals from the unrounded values (the per-sample records are rounded for display)
-        intervals = self.intervals([{k: float(v[i]) for k, v in per.items()} for i in range(len(samples))], [s.clusters for s in samples], bootstrap)
+        intervals = self.intervals(
+            [{k: float(v[i]) for k, v in per.items()} for i in range(len(samples))],
+            [s.clusters for s in samples],
+            bootstrap,
+        )
         metrics = {
-            name: MetricValue(value=float(np.nanmean(arr)) if np.any(~np.isnan(arr)) else float("nan"), ci_low=intervals[name][0], ci_high=intervals[name][1])
+            name: MetricValue(
+                value=float(np.nanmean(arr)) if np.any(~np.isnan(arr)) else float("nan"),
+                ci_low=intervals[name][0],
+                ci_high=intervals[name][1],
+            )
             for name, arr in per.items()
         }
         invalid = [s.id for s, a in zip(samples, answers) if not a]
@@ -205,7 +237,9 @@ class TextEvaluator(BaseEvaluator):
             bootstrap=bootstrap.describe(),
             metric_specs=[m for m in self.metrics if m.name in per],
             breakdown=breakdown,
-            invalid_examples=[{"sample_id": sid, "error": predictions[sid].error or "empty answer"} for sid in invalid[:5]],
+            invalid_examples=[
+                {"sample_id": sid, "error": predictions[sid].error or "empty answer"} for sid in invalid[:5]
+            ],
             per_sample=per_sample,
         )
 
@@ -220,7 +254,9 @@ def _bert_scorer(encoder: Any, num_layers: int) -> Any:
 
 def _reference(sample: Sample) -> Mapping[str, Any]:
     if not isinstance(sample.target, Mapping) or "answer" not in sample.target:
-        raise EvaluationInputError(f"sample {sample.id} has no reference answer; a free-text task's target is {{'answer': ..., 'label': ...}}")
+        raise EvaluationInputError(
+            f"sample {sample.id} has no reference answer; a free-text task's target is {{'answer': ..., 'label': ...}}"
+        )
     return sample.target
 
 

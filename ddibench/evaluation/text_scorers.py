@@ -76,7 +76,10 @@ class BertScorer:
 
             hf_logging.disable_progress_bar()
             self._scorer = BERTScorer(
-                model_type=str(self.encoder.path), num_layers=self.num_layers, batch_size=self.batch_size, device=self.encoder.device
+                model_type=str(self.encoder.path),
+                num_layers=self.num_layers,
+                batch_size=self.batch_size,
+                device=self.encoder.device,
             )
         return self._scorer
 
@@ -85,7 +88,9 @@ class BertScorer:
         out = np.zeros((len(candidates), 3))
         keep = [i for i, (c, r) in enumerate(zip(candidates, references)) if c.strip() and r.strip()]
         if keep:
-            precision, recall, f1 = self._library().score([candidates[i] for i in keep], [references[i] for i in keep], verbose=False)
+            precision, recall, f1 = self._library().score(
+                [candidates[i] for i in keep], [references[i] for i in keep], verbose=False
+            )
             out[keep] = np.stack([precision.numpy(), recall.numpy(), f1.numpy()], axis=1)
         return out
 

@@ -41,7 +41,14 @@ def _features(task: Task, kind: str) -> Any:
             columns.update({f"{side}_node_id": Value("int32"), f"{side}_drugbank_id": Value("string"),
                             f"{side}_name": Value("string"), f"{side}_smiles": Value("string")})  # fmt: skip
     elif task.input_kind == "molecule":
-        columns.update({"smiles": Value("string"), "inchikey": Value("string"), "name": Value("string"), "molecule_id": Value("string")})
+        columns.update(
+            {
+                "smiles": Value("string"),
+                "inchikey": Value("string"),
+                "name": Value("string"),
+                "molecule_id": Value("string"),
+            }
+        )
     else:
         columns.update({"question": Value("string"), "focus": Value("string"), "qtype": Value("string"), "source": Value("string"),
                         "pair_head": Value("string"), "pair_tail": Value("string")})  # fmt: skip
@@ -74,7 +81,14 @@ def _row(sample: Sample, kind: str) -> dict[str, Any]:
     inp = sample.input
     if isinstance(inp, DrugPair):
         for side, drug in (("head", inp.head), ("tail", inp.tail)):
-            row.update({f"{side}_node_id": drug.node_id, f"{side}_drugbank_id": drug.drugbank_id, f"{side}_name": drug.name, f"{side}_smiles": drug.smiles})
+            row.update(
+                {
+                    f"{side}_node_id": drug.node_id,
+                    f"{side}_drugbank_id": drug.drugbank_id,
+                    f"{side}_name": drug.name,
+                    f"{side}_smiles": drug.smiles,
+                }
+            )
     elif isinstance(inp, Molecule):
         row.update({"smiles": inp.smiles, "inchikey": inp.inchikey, "name": inp.name, "molecule_id": inp.id})
     elif isinstance(inp, Question):
@@ -116,14 +130,19 @@ def dataset_card(task: Task, sizes: Mapping[str, int], fmt: str) -> str:
         "",
         f"- family: `{task.family}`, setting: `{task.setting}`, input: `{task.input_kind}`, evaluation split: `{task.eval_split}`",
         f"- data sha256 (ddibench's pinned sources + recipe): `{task.data_sha256}`",
-        "- splits: " + ", ".join(f"{name} {n:,}" for name, n in sizes.items()) + " (ddibench's `valid` split is `validation` here)",
+        "- splits: "
+        + ", ".join(f"{name} {n:,}" for name, n in sizes.items())
+        + " (ddibench's `valid` split is `validation` here)",
         f"- format: {fmt}; exported by ddibench; score predictions with `ddibench` (`ddibench run` or `ddibench import lm-eval`)",
         "",
         "## Licences",
         "",
     ]
     if restricted:
-        lines += [f"**Non-commercial terms apply**: {', '.join(restricted)}. Check them before redistributing this data.", ""]
+        lines += [
+            f"**Non-commercial terms apply**: {', '.join(restricted)}. Check them before redistributing this data.",
+            "",
+        ]
     lines += [f"- `{lic}`" for lic in licences] + ["", "## Sources", ""]
     lines += [f"- {s.url} (sha256 `{s.sha256}`, {s.license})" for s in task.sources]
     if task.deviations:
@@ -139,12 +158,16 @@ def export(task: Task, out: Path, fmt: str = "parquet", splits: Sequence[str] | 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{shown} exists and is not an empty directory", "give a new or empty directory")
     if not out.parent.is_dir():
-        raise ConfigError(f"the directory {out.parent} does not exist", "create it first, or give a path in an existing directory")
+        raise ConfigError(
+            f"the directory {out.parent} does not exist", "create it first, or give a path in an existing directory"
+        )
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     try:
         import datasets
     except ImportError:
-        raise ConfigError("exporting a Hugging Face dataset needs the datasets package", "pip install 'ddibench[interop]'") from None
+        raise ConfigError(
+            "exporting a Hugging Face dataset needs the datasets package", "pip install 'ddibench[interop]'"
+        ) from None
     datasets.disable_progress_bars()
     data = task.load()
     chosen = list(splits or [s for s in ("train", "valid", "test") if s in data.splits])
@@ -158,7 +181,13 @@ def export(task: Task, out: Path, fmt: str = "parquet", splits: Sequence[str] | 
     sizes = {name: len(t) for name, t in tables.items()}
     _write(out, lambda tmp: _write_tables(datasets, tables, tmp, fmt, dataset_card(task, sizes, fmt)))
     files = sorted(p for p in out.rglob("*") if p.is_file())
-    return {"out": str(out), "format": fmt, "sizes": sizes, "bytes": sum(p.stat().st_size for p in files), "files": [str(p.relative_to(out)) for p in files]}
+    return {
+        "out": str(out),
+        "format": fmt,
+        "sizes": sizes,
+        "bytes": sum(p.stat().st_size for p in files),
+        "files": [str(p.relative_to(out)) for p in files],
+    }
 
 
 def _write_tables(datasets: Any, tables: Mapping[str, Any], folder: Path, fmt: str, card: str) -> None:

@@ -92,9 +92,13 @@ def kind_of(task: Task) -> str:
         return "text"
     raise ConfigError(
         f"task {task.name} ({task.family}, {kind} answers) has no lm-eval export: "
-        + ("its primary metric is the mean over one slice of the samples, which lm-eval cannot aggregate"
-           if task.family == families.DRUG_TARGETS else "it is scored by a probe over every split's captions, not answer by answer"
-           if task.family == families.CAPTIONING else "no export is written for this kind of task"),
+        + (
+            "its primary metric is the mean over one slice of the samples, which lm-eval cannot aggregate"
+            if task.family == families.DRUG_TARGETS
+            else "it is scored by a probe over every split's captions, not answer by answer"
+            if task.family == families.CAPTIONING
+            else "no export is written for this kind of task"
+        ),
         "export a DrugBank, TWOSIDES, toxicity or question-answering task",
     )
 
@@ -110,11 +114,19 @@ def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, 
         "id": sample.id,
     }
     inp = sample.input
-    if isinstance(inp, DrugPair) and isinstance(sample.target, tuple):  # a label set: the gold labels, k of them asked for
+    if isinstance(inp, DrugPair) and isinstance(
+        sample.target, tuple
+    ):  # a label set: the gold labels, k of them asked for
         doc.update(head=inp.head.name, head_id=inp.head.drugbank_id, tail=inp.tail.name, tail_id=inp.tail.drugbank_id,
                    gold=[int(t) for t in sample.target], k=int(getattr(task.evaluator(), "k", 5)))  # fmt: skip
     elif isinstance(inp, DrugPair):
-        doc.update(head=inp.head.name, head_id=inp.head.drugbank_id, tail=inp.tail.name, tail_id=inp.tail.drugbank_id, gold=int(sample.target))  # type: ignore[arg-type]
+        doc.update(
+            head=inp.head.name,
+            head_id=inp.head.drugbank_id,
+            tail=inp.tail.name,
+            tail_id=inp.tail.drugbank_id,
+            gold=int(sample.target),  # type: ignore[arg-type]
+        )
     elif isinstance(inp, Molecule):
         from ddibench.molecule_answers import instruction_of
 
@@ -155,8 +167,12 @@ def _yaml(task: Task, data_file: str, kind: str, json_mode: str) -> str:
         k = int(getattr(task.evaluator(), "k", 5))
         generation["max_gen_toks"] = topk_tokens(k)
         if json_mode != "none":
-            generation["response_format"] = response_format(json_mode, topk_schema([lb.name for lb in task.label_space], k))
-        metrics = [(spec.name, "agg_mean") for spec in task.evaluator().metrics]  # per-answer scores, averaged (recall@5, ndcg@5)
+            generation["response_format"] = response_format(
+                json_mode, topk_schema([lb.name for lb in task.label_space], k)
+            )
+        metrics = [
+            (spec.name, "agg_mean") for spec in task.evaluator().metrics
+        ]  # per-answer scores, averaged (recall@5, ndcg@5)
     else:
         from ddibench.answering import AnswerConfig
 
@@ -174,8 +190,15 @@ def _yaml(task: Task, data_file: str, kind: str, json_mode: str) -> str:
         "doc_to_target": "!function ddibench_utils.doc_to_target",
         "process_results": "!function ddibench_utils.process_results",
         "generation_kwargs": generation,
-        "metric_list": [{"metric": name, "aggregation": f"!function ddibench_utils.{agg}", "higher_is_better": True} for name, agg in metrics],
-        "metadata": {"version": float(EXPORT_VERSION), "ddibench_task_version": task.version, "ddibench_data_sha256": task.data_sha256},
+        "metric_list": [
+            {"metric": name, "aggregation": f"!function ddibench_utils.{agg}", "higher_is_better": True}
+            for name, agg in metrics
+        ],
+        "metadata": {
+            "version": float(EXPORT_VERSION),
+            "ddibench_task_version": task.version,
+            "ddibench_data_sha256": task.data_sha256,
+        },
     }
     return "\n".join(_yaml_lines(config)) + "\n"
 
@@ -191,7 +214,11 @@ def _yaml_lines(value: Any, indent: int = 0) -> list[str]:
         return json.dumps(v)
 
     def flat(v: Any) -> bool:
-        return not isinstance(v, (dict, list)) or not v or (isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v))
+        return (
+            not isinstance(v, (dict, list))
+            or not v
+            or (isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v))
+        )
 
     lines: list[str] = []
     if isinstance(value, dict):
@@ -212,14 +239,18 @@ def _yaml_lines(value: Any, indent: int = 0) -> list[str]:
     return lines
 
 
-def export(tasks: Sequence[Task], out: Path, limit: int | None = None, seed: int = 0, json_mode: str = "none") -> dict[str, Any]:
+def export(
+    tasks: Sequence[Task], out: Path, limit: int | None = None, seed: int = 0, json_mode: str = "none"
+) -> dict[str, Any]:
     """Write lm-eval task configs for ``tasks`` into ``out``; returns what was written."""
     from ddibench.runner.plan import stratified_subset
 
     if json_mode not in JSON_MODES:
         raise ConfigError(f"unknown --json-mode '{json_mode}'", f"use one of: {', '.join(JSON_MODES)}")
     if limit is not None and limit <= 0:
-        raise ConfigError(f"--limit must be a positive number of samples, got {limit}", "omit it to export the whole evaluation split")
+        raise ConfigError(
+            f"--limit must be a positive number of samples, got {limit}", "omit it to export the whole evaluation split"
+        )
     kinds = {task.name: kind_of(task) for task in tasks}
     chosen: dict[str, list[Sample]] = {}
     for task in tasks:  # every task's documents are chosen (and --limit checked) before anything is written
@@ -236,10 +267,16 @@ def export(tasks: Sequence[Task], out: Path, limit: int | None = None, seed: int
     for task in tasks:
         samples = chosen[task.name]
         data_file = out / "ddibench_data" / f"{task.name}.jsonl"
-        data_file.write_text("".join(json.dumps(_doc(task, s, limit, seed), sort_keys=True) + "\n" for s in samples), encoding="utf-8")
+        data_file.write_text(
+            "".join(json.dumps(_doc(task, s, limit, seed), sort_keys=True) + "\n" for s in samples), encoding="utf-8"
+        )
         yaml = _yaml(task, data_file.relative_to(out).as_posix(), kinds[task.name], json_mode)
         (out / f"ddibench_{task.name}.yaml").write_text(yaml, encoding="utf-8")
-        written[task.name] = {"lm_eval_task": f"ddibench_{task.name}", "documents": len(samples), "kind": kinds[task.name]}
+        written[task.name] = {
+            "lm_eval_task": f"ddibench_{task.name}",
+            "documents": len(samples),
+            "kind": kinds[task.name],
+        }
     (out / "ddibench_utils.py").write_text(UTILS, encoding="utf-8")
     return written
 
@@ -286,7 +323,12 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
         from ddibench.molecule_answers import SYSTEM_PROMPTS
         from ddibench.molecule_answers import question as molecule_question
 
-        molecule = Molecule(smiles=str(doc["smiles"]), inchikey=str(doc.get("inchikey", "")), name=str(doc.get("name", "")), id=str(doc.get("molecule_id", "")))
+        molecule = Molecule(
+            smiles=str(doc["smiles"]),
+            inchikey=str(doc.get("inchikey", "")),
+            name=str(doc.get("name", "")),
+            id=str(doc.get("molecule_id", "")),
+        )
         return SYSTEM_PROMPTS[task.family] + "\n\n" + molecule_question(task.family, molecule, str(doc["instruction"]))
     if kind == "ranking":
         from ddibench.label_choice import TOPK_QUESTION, topk_system_prompt
@@ -298,7 +340,9 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
         from ddibench.label_choice import QUESTION, SYSTEM_PROMPT
 
         types = "\n".join(f"{i}. {text}" for i, text in enumerate(_options(task.name), 1))
-        asked = QUESTION.format(head=f"{doc['head']} (DrugBank {doc['head_id']})", tail=f"{doc['tail']} (DrugBank {doc['tail_id']})")
+        asked = QUESTION.format(
+            head=f"{doc['head']} (DrugBank {doc['head_id']})", tail=f"{doc['tail']} (DrugBank {doc['tail_id']})"
+        )
         return SYSTEM_PROMPT.format(types=types) + "\n\n" + asked
     from ddibench.answering import ANSWER_SYSTEM
 
@@ -335,7 +379,15 @@ def parse_answer(doc: Mapping[str, Any], text: str) -> Prediction:
         from ddibench.llm import ChatResult
 
         names = [lb.name for lb in _task(doc["ddibench_task"]).label_space]
-        result = ChatResult(text=text, finish_reason=None, prompt_tokens=0, completion_tokens=0, latency_s=0.0, cached=False, model_reported=None)
+        result = ChatResult(
+            text=text,
+            finish_reason=None,
+            prompt_tokens=0,
+            completion_tokens=0,
+            latency_s=0.0,
+            cached=False,
+            model_reported=None,
+        )
         return answer_to_ranking(str(doc["id"]), result, names, range(len(names)), int(doc["k"]), {})
     from ddibench.parsing import parse_choice
 
@@ -357,7 +409,9 @@ def process_results(doc: Mapping[str, Any], results: Sequence[str]) -> dict[str,
         from ddibench.evaluation import ranking_scores
 
         scores = ranking_scores({int(g) for g in doc["gold"]}, (pred.ranked or []) if pred.valid else [], int(doc["k"]))
-        return {spec.name: float(scores[spec.name.split("@")[0]]) for spec in task.evaluator().metrics}  # "recall@5" -> recall
+        return {
+            spec.name: float(scores[spec.name.split("@")[0]]) for spec in task.evaluator().metrics
+        }  # "recall@5" -> recall
     from ddibench.embeddings import shared_encoder
     from ddibench.evaluation.text import _bert_scorer
     from ddibench.evaluation.text_scorers import LabelRecovery, embedding_similarity
@@ -369,7 +423,11 @@ def process_results(doc: Mapping[str, Any], results: Sequence[str]) -> dict[str,
         "bertscore_f1": float(_bert_scorer(encoder, 6).score([answer], [reference])[0, 2]),
     }
     if len(task.label_space):
-        recovered = LabelRecovery(task.label_space, encoder).recover(answer, doc.get("head", ""), doc.get("tail", ""))[0] if "head" in doc else None
+        recovered = (
+            LabelRecovery(task.label_space, encoder).recover(answer, doc.get("head", ""), doc.get("tail", ""))[0]
+            if "head" in doc
+            else None
+        )
         out["label_recovery"] = float(recovered is not None and recovered == doc.get("gold"))
     return out
 
@@ -437,7 +495,9 @@ def _samples_file(path: Path) -> Path:
             return found[0]
         if not found:
             raise DataError(f"{path} is a folder that holds no samples_*.jsonl file", SAMPLES_FIX)
-        raise DataError(f"{path} is a folder that holds {len(found)} samples files (e.g. {found[0].name})", "give the one to import")
+        raise DataError(
+            f"{path} is a folder that holds {len(found)} samples files (e.g. {found[0].name})", "give the one to import"
+        )
     if not path.is_file():
         raise DataError(f"{path} does not exist", SAMPLES_FIX)
     return path
@@ -474,7 +534,11 @@ def _read_samples(path: Path) -> list[dict[str, Any]]:
         except ValueError:
             record = None
         doc = record.get("doc") if isinstance(record, dict) else None
-        ok = isinstance(doc, dict) and isinstance(doc.get("ddibench_task"), str) and isinstance(doc.get("id"), (str, int))
+        ok = (
+            isinstance(doc, dict)
+            and isinstance(doc.get("ddibench_task"), str)
+            and isinstance(doc.get("id"), (str, int))
+        )
         if not ok or _response(record) is None or _generation(record) is None:
             raise DataError(f"{path}:{lineno} is not an lm-eval sample of a ddibench task",
                             "import the samples of a task written by 'ddibench export lm-eval'")  # fmt: skip
@@ -506,10 +570,14 @@ def _read_meta(path: Path) -> _Meta:
         raise DataError(f"{path} is not valid JSON, so not lm-eval's results file", fix) from None
 
     def wrong(key: str, value: Any, expected: str) -> DataError:
-        return DataError(f"{path} is not lm-eval's results file: '{key}' is {json.dumps(value)[:60]}, not {expected}", fix)
+        return DataError(
+            f"{path} is not lm-eval's results file: '{key}' is {json.dumps(value)[:60]}, not {expected}", fix
+        )
 
     if not isinstance(meta, dict):
-        raise DataError(f"{path} is not lm-eval's results file: it holds a JSON {type(meta).__name__}, not an object", fix)
+        raise DataError(
+            f"{path} is not lm-eval's results file: it holds a JSON {type(meta).__name__}, not an object", fix
+        )
     config = meta.get("config") or {}
     if not isinstance(config, dict):
         raise wrong("config", config, "an object")
@@ -562,7 +630,9 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     records = _read_samples(samples_path)
     names = {r["doc"]["ddibench_task"] for r in records}
     if len(names) != 1:
-        raise DataError(f"{samples_path} mixes tasks ({', '.join(sorted(names))})", "import one task's samples file at a time")
+        raise DataError(
+            f"{samples_path} mixes tasks ({', '.join(sorted(names))})", "import one task's samples file at a time"
+        )
     first = records[0]["doc"]
     task = _task(first["ddibench_task"])
     if first.get("ddibench_data_sha256") != task.data_sha256 or first.get("ddibench_version") != task.version:
@@ -591,7 +661,10 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
         r = by_id[s.id]
         text = _response(r) or ""  # never None: _read_samples refused those
         pred = parse_answer(r["doc"], text)
-        trace = {**pred.trace, "lm_eval": {"doc_id": r.get("doc_id"), "prompt_hash": r.get("prompt_hash"), "response": text}}
+        trace = {
+            **pred.trace,
+            "lm_eval": {"doc_id": r.get("doc_id"), "prompt_hash": r.get("prompt_hash"), "response": text},
+        }
         predictions[s.id] = pred.model_copy(update={"trace": trace})
 
     results_file = _results_file(samples_path)
@@ -632,7 +705,13 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
             wall_s=meta.wall_s,
             predicted=len(samples),
             profile="lm-eval",
-            system_info={"lm_eval": {"version": lm_version, "samples_file": samples_path.name, "results_file": results_file.name if results_file else None}},
+            system_info={
+                "lm_eval": {
+                    "version": lm_version,
+                    "samples_file": samples_path.name,
+                    "results_file": results_file.name if results_file else None,
+                }
+            },
         )
         if not (target / "sessions.jsonl").exists():
             append_session(target, session)
@@ -647,10 +726,16 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
                 description=f"ddibench's {'zero-shot' if kind_of(task) == 'classification' else 'no-rag'} prompt and parser, run by lm-evaluation-harness {lm_version}",
                 config=system_config,
                 config_hash=identity.system.config_hash,
-                deviations=["answers were generated by lm-evaluation-harness and imported; token counts are not in its samples, so cost is not recorded",
-                            "the prompt's system text and question are one user turn (lm-eval's chat path has no per-task system message)"],
+                deviations=[
+                    "answers were generated by lm-evaluation-harness and imported; token counts are not in its samples, so cost is not recorded",
+                    "the prompt's system text and question are one user turn (lm-eval's chat path has no per-task system message)",
+                ],
             ),  # fmt: skip
-            models={"generator": ModelEntry(spec=f"{model_identity['provider']}:{model_identity['model']}", identity=model_identity)},
+            models={
+                "generator": ModelEntry(
+                    spec=f"{model_identity['provider']}:{model_identity['model']}", identity=model_identity
+                )
+            },
             profile=ProfileRecord(declared={"name": "lm-eval"}, detected={"lm_eval_env": meta.env_info[:2000]}),
             seeds=Seeds(run=seed, bootstrap=0, limit_sampling=seed if limit is not None else None),
             scoring_info={},

@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.kg._compounds import CompoundIndex, compound_index, compound_sources, skeleton
-from ddibench.kg._graph import IdSpace, KnowledgeGraph, gather_neighbours, gather_rows, get_space, map_to_space, split_visibility
+from ddibench.kg._graph import (
+    IdSpace,
+    KnowledgeGraph,
+    gather_neighbours,
+    gather_rows,
+    get_space,
+    map_to_space,
+    split_visibility,
+)
 from ddibench.kg._hetionet import METAEDGES, Hetionet, build_hetionet, check_full_edge_file, hetionet_key
 from ddibench.kg._paths import Path as KGPath
 from ddibench.kg._paths import shortest_path, yen_paths
@@ -59,9 +67,7 @@ def load_hetionet(full_edges: Path | None = None) -> Hetionet:
     from ddibench.data.resolve import cache_root
 
     store = ArtifactStore(cache_root() / "artifacts")
-    path, _ = store.get_or_build(
-        "hetionet", hetionet_key(full_edges), lambda tmp: build_hetionet(full_edges).save(tmp)
-    )
+    path, _ = store.get_or_build("hetionet", hetionet_key(full_edges), lambda tmp: build_hetionet(full_edges).save(tmp))
     return Hetionet.load(path)
 
 
@@ -95,12 +101,17 @@ def interaction_triples(samples: Sequence[Any]) -> list[tuple[int, int, int]]:
 
 
 def interaction_graph(
-    samples: Sequence[Any], label_templates: Sequence[str], full_edges: str | Path | None = None, space: str = "drugbank"
+    samples: Sequence[Any],
+    label_templates: Sequence[str],
+    full_edges: str | Path | None = None,
+    space: str = "drugbank",
 ) -> KnowledgeGraph:
     """The KG of an id space plus the interactions of ``samples`` (pass the training split only, so no
     retrieval index holds a validation or test pair), verbalised with the label templates. A task names
     its space in ``resources["kg_space"]`` (DrugBank when it names none)."""
-    return load_kg(space, full_edges).with_interactions(interaction_triples(samples), templates=label_templates, note="training interactions")
+    return load_kg(space, full_edges).with_interactions(
+        interaction_triples(samples), templates=label_templates, note="training interactions"
+    )
 
 
 def interaction_label(kg: KnowledgeGraph, step: tuple[int, int, int]) -> int | None:

@@ -80,7 +80,9 @@ def compound_index(space: str = "drugbank") -> CompoundIndex:
                 by_skeleton.setdefault(key, set()).add(found)
             if row.get("name"):
                 by_name.setdefault(row["name"].lower(), set()).add(found)
-    synonyms: dict[str, str] = json.loads(fetch(source("drug-synonyms", "api/emergnn/name2id.json")).read_text(encoding="utf-8"))
+    synonyms: dict[str, str] = json.loads(
+        fetch(source("drug-synonyms", "api/emergnn/name2id.json")).read_text(encoding="utf-8")
+    )
     for name, drugbank_id in synonyms.items():
         synonym_of = entity_of.get(drugbank_id)
         if synonym_of is not None:
@@ -96,4 +98,9 @@ def compound_sources(space: str = "drugbank") -> list:
     """The pinned files the compound index is read from (their hashes belong in a task's data hash)."""
     from ddibench.data.drugbank import catalog_sources
 
-    return [*get_space(space).sources(), *catalog_sources(), source("drugbank42", "data/drugbank.tsv"), source("drug-synonyms", "api/emergnn/name2id.json")]
+    return [
+        *get_space(space).sources(),
+        *catalog_sources(),
+        source("drugbank42", "data/drugbank.tsv"),
+        source("drug-synonyms", "api/emergnn/name2id.json"),
+    ]

@@ -61,7 +61,9 @@ class IdSpace:
         return {k: int(v) for k, v in json.loads(fetch(source(*self.entities)).read_text(encoding="utf-8")).items()}
 
     def relation_index(self) -> dict[str, int]:
-        return {k: int(v) for k, v in json.loads(fetch(source(*self.relation_types)).read_text(encoding="utf-8")).items()}
+        return {
+            k: int(v) for k, v in json.loads(fetch(source(*self.relation_types)).read_text(encoding="utf-8")).items()
+        }
 
     def sources(self) -> list[Any]:
         return [source(*self.drugs), source(*self.entities), source(*self.relation_types)]
@@ -112,7 +114,12 @@ class KnowledgeGraph:
 
     # -- construction ------------------------------------------------------------------------
 
-    def _derive(self, keep: np.ndarray | None = None, extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, note: str | None = None) -> KnowledgeGraph:
+    def _derive(
+        self,
+        keep: np.ndarray | None = None,
+        extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        note: str | None = None,
+    ) -> KnowledgeGraph:
         head, tail, rel = self.head, self.tail, self.rel
         if keep is not None:
             head, tail, rel = head[keep], tail[keep], rel[keep]
@@ -136,10 +143,15 @@ class KnowledgeGraph:
         ``templates`` (with #Drug1/#Drug2) make them verbalise as sentences."""
         arr = np.asarray(list(triples), dtype=np.int64).reshape(-1, 3)
         if arr.size and (arr[:, :2].max() >= self.n_drugs or arr[:, 2].max() >= self.card["relation_base"]):
-            raise DataError("interaction edges must join drugs and use DDI label ids", "pass (head drug, tail drug, label) triples")
+            raise DataError(
+                "interaction edges must join drugs and use DDI label ids", "pass (head drug, tail drug, label) triples"
+            )
         graph = self._derive(extra=(arr[:, 0], arr[:, 1], arr[:, 2]), note=f"+{len(arr):,} {note}")
         if templates is not None:
-            graph.relation_names = {**self.relation_names, **{i: f"interaction type {i}" for i in range(len(templates))}}
+            graph.relation_names = {
+                **self.relation_names,
+                **{i: f"interaction type {i}" for i in range(len(templates))},
+            }
             graph.relation_verbs = {**self.relation_verbs, **dict(enumerate(templates))}
         return graph
 
@@ -224,7 +236,10 @@ class KnowledgeGraph:
 
     def triples_of(self, entity: int) -> list[tuple[int, int, int]]:
         """Every triple with ``entity`` as head or tail, as stored (forward relations)."""
-        out = [(entity, r, n) if r < self.n_relations else (n, r - self.n_relations, entity) for r, n in self.neighbours(entity)]
+        out = [
+            (entity, r, n) if r < self.n_relations else (n, r - self.n_relations, entity)
+            for r, n in self.neighbours(entity)
+        ]
         return out
 
 
@@ -270,7 +285,9 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
         if abbrev not in rel_index:
             if abbrev == "GpBP":
                 continue  # EmerGNN/KnowDDI leave Biological Process edges out of the KG
-            raise DataError(f"metaedge {abbrev} has no relation id in {space.relation_types[1]}", "use Hetionet v1.0 metaedges")
+            raise DataError(
+                f"metaedge {abbrev} has no relation id in {space.relation_types[1]}", "use Hetionet v1.0 metaedges"
+            )
         mapped = node_map[edges]
         bad = (mapped < 0).any(axis=1)
         if bad.any():
@@ -319,7 +336,9 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
         "id_space_sources": [s.describe() for s in space.sources()],
     }
     symmetric = frozenset(
-        space.relation_base + i for a, i in rel_index.items() if " - " in METAEDGES[a][0] and METAEDGES[a][1] == METAEDGES[a][2]
+        space.relation_base + i
+        for a, i in rel_index.items()
+        if " - " in METAEDGES[a][0] and METAEDGES[a][1] == METAEDGES[a][2]
     )
     return KnowledgeGraph(
         space.name, space.n_drugs, n_entities, n_relations, head[order], tail[order], rel[order],
@@ -327,7 +346,9 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
     )  # fmt: skip
 
 
-def split_visibility(train: Iterable[tuple[int, int]], valid: Iterable[tuple[int, int]], test: Iterable[tuple[int, int]]) -> dict[str, set[int]]:
+def split_visibility(
+    train: Iterable[tuple[int, int]], valid: Iterable[tuple[int, int]], test: Iterable[tuple[int, int]]
+) -> dict[str, set[int]]:
     """EmerGNN's rule for which drugs each split's graph hides.
 
     New drugs are those absent from training pairs: valid-new drugs appear in validation pairs, test-new

@@ -278,12 +278,17 @@ def build_hetionet(full_edges: Path | None = None) -> Hetionet:
         full_sha = check_full_edge_file(full_edges)
         for abbrev, pairs in _full_file_edges(full_edges).items():
             if abbrev not in METAEDGES:
-                raise DataError(f"{full_edges}: unknown metaedge {abbrev!r}", "pass Hetionet v1.0's hetionet-v1.0-edges.sif.gz")
+                raise DataError(
+                    f"{full_edges}: unknown metaedge {abbrev!r}", "pass Hetionet v1.0's hetionet-v1.0-edges.sif.gz"
+                )
             edges[abbrev], dropped[abbrev] = _as_array(pairs, index)
             provenance[abbrev] = f"user's full Hetionet edge file (sha256 {full_sha[:12]}…)"
     else:
         builders: dict[str, tuple[Any, str]] = {
-            **{a: (lambda a=a: _chizy7_edges(a), "chizy7/HetioNet data/edges (verbatim Hetionet subset)") for a in CHIZY7_FILES},
+            **{
+                a: (lambda a=a: _chizy7_edges(a), "chizy7/HetioNet data/edges (verbatim Hetionet subset)")
+                for a in CHIZY7_FILES
+            },
             "DpS": (lambda: _sample_edges("DpS"), "dhimmel/integrate data/edges-5k.sif.gz (complete for DpS)"),
             "GpPW": (_pathway_edges, "rebuilt from dhimmel/pathways data/pathways.tsv (n_coding_genes > 1)"),
             "PCiC": (_pharmacologic_class_edges, "rebuilt from dhimmel/drugcentral rephetio classes"),
@@ -298,7 +303,9 @@ def build_hetionet(full_edges: Path | None = None) -> Hetionet:
         if len(array) == 0:
             raise DataError(f"Hetionet metaedge {abbrev} came out empty", "the sources changed; report it")
         if not _kinds_match(array, kinds, abbrev):
-            raise DataError(f"Hetionet metaedge {abbrev} joins nodes of the wrong kinds", "the sources changed; report it")
+            raise DataError(
+                f"Hetionet metaedge {abbrev} joins nodes of the wrong kinds", "the sources changed; report it"
+            )
     return Hetionet(ids, names, kinds, dict(sorted(edges.items())), provenance, published, dropped, full_sha)
 
 
@@ -327,4 +334,3 @@ def hetionet_key(full_edges: Path | None) -> dict[str, object]:
         "sources": sorted((s.relpath, s.sha256) for s in build_sources()),
         "full_edges_sha256": FULL_EDGES_SHA256 if full_edges is not None else None,
     }
-

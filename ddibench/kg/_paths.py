@@ -99,14 +99,21 @@ def shortest_path(
             if first_block:
                 from_src = origin == src
                 if from_src.any():
-                    bad = np.array([(int(r), int(t)) in first_block for r, t in zip(relation[from_src], target[from_src])])
+                    bad = np.array(
+                        [(int(r), int(t)) in first_block for r, t in zip(relation[from_src], target[from_src])]
+                    )
                     keep[np.flatnonzero(from_src)[bad]] = False
         else:
             keep = ~blocked[target] & ~seen_b[target]
             if first_block:
                 into_src = target == src
                 if into_src.any():
-                    bad = np.array([(_reverse(int(r), n_rel), int(o)) in first_block for r, o in zip(relation[into_src], origin[into_src])])
+                    bad = np.array(
+                        [
+                            (_reverse(int(r), n_rel), int(o)) in first_block
+                            for r, o in zip(relation[into_src], origin[into_src])
+                        ]
+                    )
                     keep[np.flatnonzero(into_src)[bad]] = False
         origin, target, relation = origin[keep], target[keep], relation[keep]
         # CSR rows come in (origin, target, relation) order and frontiers are sorted, so the first
@@ -131,7 +138,9 @@ def shortest_path(
     return None
 
 
-def _join(meet: int, src: int, dst: int, prev_f: np.ndarray, prel_f: np.ndarray, next_b: np.ndarray, nrel_b: np.ndarray) -> Path:
+def _join(
+    meet: int, src: int, dst: int, prev_f: np.ndarray, prel_f: np.ndarray, next_b: np.ndarray, nrel_b: np.ndarray
+) -> Path:
     head: list[Step] = []
     node = meet
     while node != src:
@@ -175,7 +184,9 @@ def yen_paths(
         for i in range(len(last.steps)):
             spur = nodes[i]
             root = last.steps[:i]
-            blocked_first = {(p.steps[i][1], p.steps[i][2]) for p in accepted if len(p.steps) > i and p.steps[:i] == root}
+            blocked_first = {
+                (p.steps[i][1], p.steps[i][2]) for p in accepted if len(p.steps) > i and p.steps[:i] == root
+            }
             spur_path = shortest_path(kg, spur, dst, max_hops - i, blocked_nodes=nodes[:i], blocked_first=blocked_first)
             if spur_path is None or not spur_path.steps:
                 continue

@@ -36,7 +36,15 @@ if TYPE_CHECKING:
     from ddibench.llm._embedded import EmbeddedServer
     from ddibench.llm._policy import EndpointPolicy
     from ddibench.llm._pool import LLMPool
-    from ddibench.llm._spec import EMBEDDED, ROLES, ModelSpec, RoleModels, identity_digest, parse_model_options, parse_role
+    from ddibench.llm._spec import (
+        EMBEDDED,
+        ROLES,
+        ModelSpec,
+        RoleModels,
+        identity_digest,
+        parse_model_options,
+        parse_role,
+    )
     from ddibench.llm._weights import default_gguf, weights_sha256
     from ddibench.llm._wire import response_format
 

@@ -51,7 +51,9 @@ IDLE_S = 5.0  # a writer thread with nothing to write for this long ends (the ne
 _MEMO_LIMIT = 64  # distinct shared texts kept encoded in memory (a run has a handful of system prompts)
 
 
-def cache_key(identity: dict[str, Any], messages: list[dict[str, Any]], params: dict[str, Any], sample_index: int) -> str:
+def cache_key(
+    identity: dict[str, Any], messages: list[dict[str, Any]], params: dict[str, Any], sample_index: int
+) -> str:
     """The cache key: sha256 of the canonical JSON of the identity, the messages, the parameters and the sample index."""
     return sha256_text(
         stable_json({"model": identity, "messages": messages, "params": params, "sample_index": sample_index})
@@ -73,7 +75,9 @@ class Encoded:
 
 
 _KEY_OPEN = '{"messages":['
-_memo: dict[str, tuple[str, str, str, Any]] = {}  # system prompt -> (canonical JSON, stored JSON, sha256, key head state)
+_memo: dict[
+    str, tuple[str, str, str, Any]
+] = {}  # system prompt -> (canonical JSON, stored JSON, sha256, key head state)
 
 
 def shared_text(content: str) -> tuple[str, str, str, Any]:
@@ -161,9 +165,15 @@ class ResponseCache:
         while not parent.exists():
             parent = parent.parent
         if not parent.is_dir():
-            raise StorageError(f"{parent} is in the way: the LLM cache needs a directory there", "remove the file, or point $DDIBENCH_CACHE elsewhere")
+            raise StorageError(
+                f"{parent} is in the way: the LLM cache needs a directory there",
+                "remove the file, or point $DDIBENCH_CACHE elsewhere",
+            )
         if not os.access(parent, os.W_OK):
-            raise StorageError(f"cannot create the LLM cache under {parent}: not writable", "point $DDIBENCH_CACHE to a writable directory, or run with --no-cache")
+            raise StorageError(
+                f"cannot create the LLM cache under {parent}: not writable",
+                "point $DDIBENCH_CACHE to a writable directory, or run with --no-cache",
+            )
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -295,7 +305,9 @@ class ResponseCache:
             if self._writer is not None:
                 self._flush_now = True
                 self._cond.notify_all()
-                self._cond.wait_for(lambda: (not self._queue and not self._inflight) or self._error is not None or self._writer is None)
+                self._cond.wait_for(
+                    lambda: (not self._queue and not self._inflight) or self._error is not None or self._writer is None
+                )
             if self._error is not None:
                 error, self._error = self._error, None
                 self._queue.clear()

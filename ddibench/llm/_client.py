@@ -34,7 +34,15 @@ from typing import Any
 from ddibench.errors import ModelEndpointError
 from ddibench.hashing import stable_json
 from ddibench.llm._cache import ResponseCache, encode_messages, key_of
-from ddibench.llm._completion import _error_text, _field, _short, _status_fix, _top_logprobs, _usable_cached, unusable_reason
+from ddibench.llm._completion import (
+    _error_text,
+    _field,
+    _short,
+    _status_fix,
+    _top_logprobs,
+    _usable_cached,
+    unusable_reason,
+)
 from ddibench.llm._policy import EndpointPolicy, StalledRequest
 from ddibench.llm._spec import ModelSpec, identity_digest
 from ddibench.llm._transport import ChatTransport, TransportError, TransportTimeout
@@ -205,11 +213,17 @@ class LLMClient:
             for digest, text in encoded.texts:
                 self.remember(text, digest)
         params_json, tail_json = _encode_params(params)
-        key = key_of(self._identity_json, encoded, params_json, sample_index)  # == cache_key(identity, messages, params, sample_index)
+        key = key_of(
+            self._identity_json, encoded, params_json, sample_index
+        )  # == cache_key(identity, messages, params, sample_index)
         cache = self._cache if use_cache else None
         if cache is not None:
             hit = cache.get(key)
-            if hit is not None and _usable_cached(hit) and (top_logprobs is None or isinstance(hit.get("top_logprobs"), list)):
+            if (
+                hit is not None
+                and _usable_cached(hit)
+                and (top_logprobs is None or isinstance(hit.get("top_logprobs"), list))
+            ):
                 self._usage.cache_hits += 1
                 self._usage.cached_prompt_tokens += hit.get("prompt_tokens", 0)
                 self._usage.cached_completion_tokens += hit.get("completion_tokens", 0)
@@ -222,7 +236,9 @@ class LLMClient:
                     cached=True,
                     model_reported=hit.get("model_reported"),
                     model_id=self.model_id,
-                    top_logprobs=tuple((str(t), float(lp)) for t, lp in hit["top_logprobs"]) if top_logprobs is not None else None,
+                    top_logprobs=tuple((str(t), float(lp)) for t, lp in hit["top_logprobs"])
+                    if top_logprobs is not None
+                    else None,
                 )
         body = self._body(messages, tail_json)
         result = await self._call(body, want_logprobs=top_logprobs is not None)
@@ -239,7 +255,11 @@ class LLMClient:
                         "prompt_tokens": result.prompt_tokens,
                         "completion_tokens": result.completion_tokens,
                         "model_reported": result.model_reported,
-                        **({"top_logprobs": [list(x) for x in result.top_logprobs]} if result.top_logprobs is not None else {}),
+                        **(
+                            {"top_logprobs": [list(x) for x in result.top_logprobs]}
+                            if result.top_logprobs is not None
+                            else {}
+                        ),
                     }
                 ),
             )
@@ -266,7 +286,11 @@ class LLMClient:
                     self._usage.timeouts += 1
                     self._policy.timed_out()
                     delay = 0.0  # the wait was the backoff; the retry gets a longer deadline (see EndpointPolicy)
-                    error = f"timeout ({exc})" if isinstance(exc, StalledRequest) else f"timeout after {self._policy.timeout:g} s"
+                    error = (
+                        f"timeout ({exc})"
+                        if isinstance(exc, StalledRequest)
+                        else f"timeout after {self._policy.timeout:g} s"
+                    )
                 except TransportError as exc:
                     await self._raise_if_gone()
                     error = str(exc)
@@ -274,7 +298,10 @@ class LLMClient:
                     if not 200 <= status < 300:
                         if status not in RETRYABLE_STATUS:
                             self._usage.failures += 1
-                            raise LLMCallError(f"{where} answered HTTP {status}: {_short(_error_text(raw))}", _status_fix(status, self.spec))
+                            raise LLMCallError(
+                                f"{where} answered HTTP {status}: {_short(_error_text(raw))}",
+                                _status_fix(status, self.spec),
+                            )
                         if status in OVERLOAD_STATUS:
                             self._policy.overloaded()
                         delay = retry_after_seconds(headers)
@@ -289,7 +316,9 @@ class LLMClient:
                             if reason is None:
                                 self._policy.answered(latency)
                                 result = _result(completion, latency, self._usage, self.model_id)
-                                if want_logprobs and result.top_logprobs is None:  # no retry can give what the server does not offer
+                                if (
+                                    want_logprobs and result.top_logprobs is None
+                                ):  # no retry can give what the server does not offer
                                     self._usage.failures += 1
                                     raise LLMCallError(
                                         f"{where} returned no token log-probabilities although they were asked for",

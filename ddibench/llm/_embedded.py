@@ -111,7 +111,9 @@ class EmbeddedServer:
             self.stop()
         raise ModelEndpointError(
             f"the embedded llama.cpp server did not start ({last_error})",
-            f"see {self.log_path}; 'ddibench doctor' checks the embedded model" if self.log_path else "run 'ddibench doctor' to see why",
+            f"see {self.log_path}; 'ddibench doctor' checks the embedded model"
+            if self.log_path
+            else "run 'ddibench doctor' to see why",
         )
 
     def _wait_ready(self) -> tuple[bool, str]:

@@ -57,14 +57,19 @@ class _Reader:
         if kind == _ARRAY:
             item, count = self.scalar("<I"), self.scalar("<Q")
             if count > _MAX_ARRAY or (item not in _SCALARS and item != _STRING):
-                raise DataError(f"{self.path} has a GGUF array of {count} items of type {item}", "the file is damaged; fetch it again")
+                raise DataError(
+                    f"{self.path} has a GGUF array of {count} items of type {item}",
+                    "the file is damaged; fetch it again",
+                )
             if item == _STRING:
                 for _ in range(count):  # skipped, never kept: a vocabulary is 150,000 strings
                     self.fh.seek(self.scalar("<Q"), 1)
             else:
                 self.fh.seek(count * struct.calcsize(_SCALARS[item]), 1)
             return {"array_of": count}
-        raise DataError(f"{self.path} has a GGUF value of unknown type {kind}", "the file is damaged or of a newer GGUF version")
+        raise DataError(
+            f"{self.path} has a GGUF value of unknown type {kind}", "the file is damaged or of a newer GGUF version"
+        )
 
 
 def read_metadata(path: Path, want: Iterable[str] | None = None) -> dict[str, Any]:
@@ -75,11 +80,17 @@ def read_metadata(path: Path, want: Iterable[str] | None = None) -> dict[str, An
         with open(path, "rb") as fh:
             head = fh.read(4)
             if head != MAGIC:
-                raise DataError(f"{path} is not a GGUF file (it starts with {head!r}, not b'GGUF')", "give the path of a .gguf model file")
+                raise DataError(
+                    f"{path} is not a GGUF file (it starts with {head!r}, not b'GGUF')",
+                    "give the path of a .gguf model file",
+                )
             reader = _Reader(fh, path)
             version = reader.scalar("<I")
             if version not in (2, 3):
-                raise DataError(f"{path} is GGUF version {version}; this reader knows versions 2 and 3", "convert the model with a current llama.cpp")
+                raise DataError(
+                    f"{path} is GGUF version {version}; this reader knows versions 2 and 3",
+                    "convert the model with a current llama.cpp",
+                )
             tensors, n_keys = reader.scalar("<Q"), reader.scalar("<Q")
             if n_keys > _MAX_KEYS:
                 raise DataError(f"{path} claims {n_keys} GGUF metadata keys", "the file is damaged; fetch it again")
@@ -100,5 +111,8 @@ def check_metadata(path: Path, expected: dict[str, Any]) -> dict[str, Any]:
     for key, value in expected.items():
         if meta.get(key) != value:
             found = "no such key" if key not in meta else repr(meta[key])
-            raise DataError(f"{path}: GGUF key {key} is {found}, expected {value!r}", "the file is not the pinned model; delete it and fetch it again")
+            raise DataError(
+                f"{path}: GGUF key {key} is {found}, expected {value!r}",
+                "the file is not the pinned model; delete it and fetch it again",
+            )
     return meta

@@ -92,7 +92,9 @@ class LLMPool:
         from ddibench.llm._embedded import EmbeddedServer
 
         log = self.log_dir / "llm-server.log" if self.log_dir else None
-        server = EmbeddedServer(spec.gguf_path(), spec.model, n_threads=self.n_threads, parallel=self.embedded_slots, log_path=log)
+        server = EmbeddedServer(
+            spec.gguf_path(), spec.model, n_threads=self.n_threads, parallel=self.embedded_slots, log_path=log
+        )
         base_url = server.start()
         self._servers.append(server)
         self._liveness[spec] = server.died_error

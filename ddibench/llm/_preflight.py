@@ -25,7 +25,9 @@ def preflight(spec: ModelSpec, timeout: float = 10.0) -> dict[str, Any]:
             payload = json.loads(resp.read() or b"{}")
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
-            raise ModelEndpointError(f"{spec.base_url} rejected the API key (HTTP {exc.code})", _status_fix(exc.code, spec)) from None
+            raise ModelEndpointError(
+                f"{spec.base_url} rejected the API key (HTTP {exc.code})", _status_fix(exc.code, spec)
+            ) from None
         return {"models_endpoint": f"HTTP {exc.code}"}  # some servers do not list models; the first call will tell
     except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -61,7 +63,11 @@ def probe_json_mode(spec: ModelSpec, timeout: float = 60.0) -> tuple[str, str]:
     for mode in ("schema", "llamacpp"):
         body = {"model": spec.model, "messages": [{"role": "user", "content": "Reply with a JSON object."}], "max_tokens": 16,
                 "temperature": 0, "response_format": response_format(mode, PROBE_SCHEMA)}  # fmt: skip
-        request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json", "Authorization": f"Bearer {spec.api_key()}"})
+        request = urllib.request.Request(
+            url,
+            json.dumps(body).encode(),
+            {"Content-Type": "application/json", "Authorization": f"Bearer {spec.api_key()}"},
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - user-given endpoint
                 completion = json.loads(resp.read() or b"{}")

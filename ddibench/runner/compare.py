@@ -62,7 +62,10 @@ def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> 
         )
     options_a, options_b = results_a.manifest.scoring.options, results_b.manifest.scoring.options
     if options_a != options_b:
-        raise RunDirError(f"the two runs were scored with other options ({options_a} and {options_b})", "rescore one with the other's options")
+        raise RunDirError(
+            f"the two runs were scored with other options ({options_a} and {options_b})",
+            "rescore one with the other's options",
+        )
     task = get_task(ident_a.task.name)
     evaluator = task.evaluator().configure(options_a)
     data = task.load()
@@ -70,11 +73,17 @@ def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> 
     in_b = {s.id for s in select_samples(task, data, ident_b.split, ident_b.limit, int(ident_b.seed))}
     shared = [s for s in samples_a if s.id in in_b and s.id in preds_a and s.id in preds_b]
     if not shared:
-        raise RunDirError(f"{run_a} and {run_b} share no scored sample", "compare runs with the same --limit and --seed, or full runs")
+        raise RunDirError(
+            f"{run_a} and {run_b} share no scored sample", "compare runs with the same --limit and --seed, or full runs"
+        )
     spec = BootstrapSpec(replicates=replicates, seed=seed)
     evaluation = evaluator.evaluate(shared, {s.id: preds_a[s.id] for s in shared}, spec)
     units_a = evaluator.units(shared, {s.id: preds_a[s.id] for s in shared}, evaluation)
-    units_b = evaluator.units(shared, {s.id: preds_b[s.id] for s in shared}, evaluator.evaluate(shared, {s.id: preds_b[s.id] for s in shared}, spec))
+    units_b = evaluator.units(
+        shared,
+        {s.id: preds_b[s.id] for s in shared},
+        evaluator.evaluate(shared, {s.id: preds_b[s.id] for s in shared}, spec),
+    )
     clusters = [s.clusters for s in shared]
     ones = np.ones((1, len(shared)))
     stat_a, stat_b = evaluator.statistic(units_a), evaluator.statistic(units_b)
@@ -87,7 +96,13 @@ def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> 
         rows.append(MetricComparison(metric.name, metric.title(), float(point_a[metric.name][0]), float(point_b[metric.name][0]),
                                      float(diff), float(low), float(high), metric))  # fmt: skip
     return Comparison(
-        task=task.name, a=_who(results_a, run_a), b=_who(results_b, run_b), n=len(shared), level=spec.level, replicates=replicates, metrics=rows
+        task=task.name,
+        a=_who(results_a, run_a),
+        b=_who(results_b, run_b),
+        n=len(shared),
+        level=spec.level,
+        replicates=replicates,
+        metrics=rows,
     )
 
 

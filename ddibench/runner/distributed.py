@@ -101,7 +101,10 @@ def check_ray(address: str | None) -> None:
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"--ray-address '{address}' is not HOST:PORT", "write e.g. --ray-address 10.0.0.5:6379 (the head node's GCS port), or auto")
+        raise ConfigError(
+            f"--ray-address '{address}' is not HOST:PORT",
+            "write e.g. --ray-address 10.0.0.5:6379 (the head node's GCS port), or auto",
+        )
     try:
         with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
             pass
@@ -128,8 +131,15 @@ def predict_with_ray(
     request = plan.request
     started_ray = False
     if not ray.is_initialized():
-        env = {k: v for k, v in os.environ.items() if k.startswith(("DDIBENCH_", "HF_", "OPENAI_", "DEEPSEEK_", "VLLM_"))}
-        kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False, "runtime_env": {"env_vars": env}}
+        env = {
+            k: v for k, v in os.environ.items() if k.startswith(("DDIBENCH_", "HF_", "OPENAI_", "DEEPSEEK_", "VLLM_"))
+        }
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "logging_level": "ERROR",
+            "log_to_driver": False,
+            "runtime_env": {"env_vars": env},
+        }
         if request.ray_address:
             kwargs["address"] = request.ray_address
         try:
@@ -146,7 +156,12 @@ def predict_with_ray(
     queue: deque[list[str]] = deque([s.id for s in pending[i : i + chunk]] for i in range(0, len(pending), chunk))
     bar = progress.task(f"{plan.system.name} on {plan.task.name} (ray, {n_workers} workers)", len(plan.selected))
     bar.advance(resumed)
-    info: dict[str, Any] = {"executor": "ray", "workers": n_workers, "replaced_workers": 0, "address": request.ray_address or "local"}
+    info: dict[str, Any] = {
+        "executor": "ray",
+        "workers": n_workers,
+        "replaced_workers": 0,
+        "address": request.ray_address or "local",
+    }
     t0 = time.perf_counter()
     actors = [actor_class.remote(request, env) for _ in range(n_workers)]
     ready = {a: a.prepare.remote() for a in actors}
@@ -201,7 +216,9 @@ def predict_with_ray(
                 consecutive_failures = 0
                 predictions = [Prediction.model_validate(p) for p in result["predictions"]]
                 if sorted(p.sample_id for p in predictions) != sorted(ids):
-                    raise RunDirError(f"a worker returned predictions for other samples than it was given ({len(predictions)} for {len(ids)})")
+                    raise RunDirError(
+                        f"a worker returned predictions for other samples than it was given ({len(predictions)} for {len(ids)})"
+                    )
                 journal.append(predictions)
                 counter["predicted"] += len(predictions)
                 bar.advance(len(predictions))
@@ -221,7 +238,9 @@ def predict_with_ray(
             ray.shutdown()
 
 
-def _replace(actor_class: Any, request: RunRequest, env: dict[str, str], ready: dict[Any, Any], info: dict[str, Any]) -> Any:
+def _replace(
+    actor_class: Any, request: RunRequest, env: dict[str, str], ready: dict[Any, Any], info: dict[str, Any]
+) -> Any:
     actor = actor_class.remote(request, env)
     ready[actor] = actor.prepare.remote()
     info["replaced_workers"] += 1
@@ -241,7 +260,9 @@ def parse_shard(text: str) -> tuple[int, int]:
     try:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
-        raise ConfigError(f"--shard '{text}' is not I/N", "write e.g. --shard 2/8 (shard 2 of 8, counted from 1)") from None
+        raise ConfigError(
+            f"--shard '{text}' is not I/N", "write e.g. --shard 2/8 (shard 2 of 8, counted from 1)"
+        ) from None
     if n < 1 or not 1 <= i <= n:
         raise ConfigError(f"--shard {text}: shard must be between 1 and {max(n, 1)}", "write e.g. --shard 2/8")
     return i, n
@@ -263,7 +284,9 @@ def merge_shards(run_dir: Path) -> dict[str, Any]:
 
     if not (run_dir / "run.json").exists():
         raise RunDirError(f"{run_dir} holds no run.json", "give the run directory the shards were run for")
-    shards = sorted(p for p in (run_dir / "shards").glob("*-of-*") if p.is_dir()) if (run_dir / "shards").is_dir() else []
+    shards = (
+        sorted(p for p in (run_dir / "shards").glob("*-of-*") if p.is_dir()) if (run_dir / "shards").is_dir() else []
+    )
     if not shards:
         raise RunDirError(f"{run_dir} has no shards", "run 'ddibench run ... --shard I/N' for every shard first")
     identity = read_identity(run_dir / "run.json")
@@ -285,7 +308,13 @@ def merge_shards(run_dir: Path) -> dict[str, Any]:
                         known_sessions.add(session.session_id)
         journal.close()
     profile = next((s.profile for s in read_sessions(run_dir) if s.profile), "cpu")
-    return {"shards": len(shards), "added": added, "journalled": len(done), "expected": identity.n_samples, "profile": profile}
+    return {
+        "shards": len(shards),
+        "added": added,
+        "journalled": len(done),
+        "expected": identity.n_samples,
+        "profile": profile,
+    }
 
 
 def run_shard(plan: RunPlan, shard: tuple[int, int], predict: Any) -> tuple[Path, int, int]:

@@ -151,7 +151,10 @@ def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome
         selected_ids = {s.id for s in plan.selected}
         stray = [sid for sid in done if sid not in selected_ids]
         if stray:
-            raise RunDirError(f"{run_dir}/journal.jsonl holds {len(stray)} predictions for samples outside this run", "start a fresh run directory")
+            raise RunDirError(
+                f"{run_dir}/journal.jsonl holds {len(stray)} predictions for samples outside this run",
+                "start a fresh run directory",
+            )
         pending = [s for s in plan.selected if s.id not in done]
         resumed = len(done)
         predicted, failures = 0, dict[str, str]()
@@ -191,7 +194,10 @@ def _execute_shard(plan: RunPlan, progress: Progress) -> RunOutcome:
         predicted, failures = _predict_pending(plan, pending, journal, progress, resumed, session_dir=folder)
         if failures:
             first = next(iter(failures.values()))
-            raise ModelEndpointError(f"{len(failures)} samples of this shard got no answer (e.g. {first})", "re-run the same command to retry them")
+            raise ModelEndpointError(
+                f"{len(failures)} samples of this shard got no answer (e.g. {first})",
+                "re-run the same command to retry them",
+            )
         return predicted
 
     folder, predicted, resumed = run_shard(plan, plan.request.shard, predict)
@@ -199,7 +205,12 @@ def _execute_shard(plan: RunPlan, progress: Progress) -> RunOutcome:
 
 
 def _predict_pending(
-    plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path | None = None
+    plan: RunPlan,
+    pending: list[Sample],
+    journal: Journal,
+    progress: Progress,
+    resumed: int,
+    session_dir: Path | None = None,
 ) -> tuple[int, dict[str, str]]:
     request, pool, system = plan.request, plan.pool, plan.system
     session_dir = session_dir or plan.run_dir
@@ -223,7 +234,18 @@ def _predict_pending(
             await system.prepare(view, ctx)
             book.timing["prepare_s"] = round(time.perf_counter() - t0, 3)
             t0 = time.perf_counter()
-            await predict_samples(system, pending, ctx, journal, concurrency, progress, len(plan.selected), resumed, book.counter, book.failures)
+            await predict_samples(
+                system,
+                pending,
+                ctx,
+                journal,
+                concurrency,
+                progress,
+                len(plan.selected),
+                resumed,
+                book.counter,
+                book.failures,
+            )
             book.timing["predict_s"] = round(time.perf_counter() - t0, 3)
         finally:
             if pool is not None:
@@ -233,14 +255,18 @@ def _predict_pending(
     return book.counter["predicted"], book.failures
 
 
-def _predict_on_ray(plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path) -> tuple[int, dict[str, str]]:
+def _predict_on_ray(
+    plan: RunPlan, pending: list[Sample], journal: Journal, progress: Progress, resumed: int, session_dir: Path
+) -> tuple[int, dict[str, str]]:
     """The Ray executor (runner/distributed.py) inside the same session bookkeeping as a local run."""
     from ddibench.runner.distributed import predict_with_ray
 
     book = _Bookkeeping()
 
     def work() -> None:
-        book.info = predict_with_ray(plan, pending, journal, progress, resumed, book.counter, book.failures, book.timing)
+        book.info = predict_with_ray(
+            plan, pending, journal, progress, resumed, book.counter, book.failures, book.timing
+        )
 
     _in_session(plan, journal, session_dir, work, book)
     return book.counter["predicted"], book.failures
@@ -256,7 +282,14 @@ class _Bookkeeping:
     info: dict[str, Any] = field(default_factory=dict)  # the executor's own record (Ray)
 
 
-def _in_session(plan: RunPlan, journal: Journal, session_dir: Path, work: Callable[[], None], book: _Bookkeeping, concurrency: int | None = None) -> None:
+def _in_session(
+    plan: RunPlan,
+    journal: Journal,
+    session_dir: Path,
+    work: Callable[[], None],
+    book: _Bookkeeping,
+    concurrency: int | None = None,
+) -> None:
     """Run ``work`` as one session of ``sessions.jsonl``: recorded before it starts (an invocation killed from
     then on is still counted) and ended with its state — finished, failed (a DdibenchError, with its message)
     or interrupted (anything else) — after the journal is closed, whatever happened."""
@@ -287,7 +320,19 @@ def _in_session(plan: RunPlan, journal: Journal, session_dir: Path, work: Callab
         try:
             journal.close()
         finally:
-            _end_session(plan, session, state, error, started, cpu_start, book.counter, book.timing, book.failures, session_dir, extra_info=book.info or None)
+            _end_session(
+                plan,
+                session,
+                state,
+                error,
+                started,
+                cpu_start,
+                book.counter,
+                book.timing,
+                book.failures,
+                session_dir,
+                extra_info=book.info or None,
+            )
 
 
 def _end_session(plan: RunPlan, session: SessionRecord, state: str, error: str | None, started: float, cpu_start: float,

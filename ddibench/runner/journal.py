@@ -46,7 +46,9 @@ class Journal:
         try:
             data = self.path.read_bytes()
         except OSError as exc:
-            raise RunDirError(f"cannot read {self.path}: {exc.strerror or exc}", "check the path and its permissions") from None
+            raise RunDirError(
+                f"cannot read {self.path}: {exc.strerror or exc}", "check the path and its permissions"
+            ) from None
         if data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
             if repair:
@@ -103,7 +105,9 @@ class Journal:
                 os.ftruncate(self._fd, size)  # no torn line: the samples of this write are predicted again
             except OSError:
                 pass
-            raise write_error(exc, self.path, "free some space and re-run the same command; the samples journalled so far are kept") from None
+            raise write_error(
+                exc, self.path, "free some space and re-run the same command; the samples journalled so far are kept"
+            ) from None
 
     def sync(self) -> None:
         if self._fd is not None:

@@ -27,7 +27,9 @@ def code_version() -> dict[str, Any]:
         )
         if top.returncode != 0 or Path(top.stdout.strip()).resolve() != source:
             return info
-        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        commit = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
         status = subprocess.run(
             ["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,

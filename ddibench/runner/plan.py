@@ -47,12 +47,16 @@ class RunRequest:
     use_cache: bool = True
     max_retries: int = 5
     scoring: dict[str, Any] = field(default_factory=dict)  # the evaluator's options given on the command line
-    score_with_models: bool = True  # False: skip the evaluator's model-based scores (a reproduction compares predictions only)
+    score_with_models: bool = (
+        True  # False: skip the evaluator's model-based scores (a reproduction compares predictions only)
+    )
     executor: str = "local"  # "local" (asyncio in this process) or "ray" (see runner/distributed.py)
     ray_address: str | None = None  # an existing Ray cluster (default: start a local one)
     workers: int | None = None  # Ray actors (default: the cluster's CPUs)
     shard: tuple[int, int] | None = None  # (i, n): predict every n-th sample into shards/i-of-n, score nothing
-    artifacts_root: Path | None = None  # trained models etc.; None: the user cache (a reproduction starts from an empty one)
+    artifacts_root: Path | None = (
+        None  # trained models etc.; None: the user cache (a reproduction starts from an empty one)
+    )
 
     def artifact_dir(self) -> Path:
         from ddibench.data.resolve import cache_root
@@ -150,7 +154,10 @@ def select_samples(task: Task, data: TaskData, split: str, limit: int | None, se
     if len(pools) == 1:
         return stratified_subset(pools[0], limit, seed)
     if limit < len(pools):
-        raise ConfigError(f"--limit {limit} is too small for {task.name}: it predicts the {', '.join(splits)} splits", f"use --limit {len(pools)} or more")
+        raise ConfigError(
+            f"--limit {limit} is too small for {task.name}: it predicts the {', '.join(splits)} splits",
+            f"use --limit {len(pools)} or more",
+        )
     quotas = split_quotas(limit, [len(p) for p in pools])
     return [s for pool, q in zip(pools, quotas) for s in stratified_subset(pool, q, seed)]
 
@@ -163,7 +170,12 @@ def training_view(plan: RunPlan) -> TrainingView:
     def split(name: str) -> Lazy:  # built when the system first reads it
         return Lazy(lambda: tuple(s.blind() for s in plan.data.split(name)) if blind else plan.data.split(name))
 
-    return TrainingView(task=plan.task, train=split("train"), valid=split("valid") if plan.split != "valid" else (), resources=plan.data.resources)
+    return TrainingView(
+        task=plan.task,
+        train=split("train"),
+        valid=split("valid") if plan.split != "valid" else (),
+        resources=plan.data.resources,
+    )
 
 
 def run_context(plan: RunPlan, progress: Progress | None = None) -> RunContext:
@@ -194,14 +206,32 @@ def build_system(name: str, profile: Profile, overrides: dict[str, Any], task: s
     return cls()  # type: ignore[call-arg]
 
 
-def run_identity(task: Task, system: System, models: dict[str, dict[str, Any]], split: str, seed: int, limit: int | None, ids: list[str]) -> RunIdentity:
-    ident = run_identity_from(task, system.name, system.version, system.config.model_dump(mode="json"), models, split, seed, limit, ids)
+def run_identity(
+    task: Task,
+    system: System,
+    models: dict[str, dict[str, Any]],
+    split: str,
+    seed: int,
+    limit: int | None,
+    ids: list[str],
+) -> RunIdentity:
+    ident = run_identity_from(
+        task, system.name, system.version, system.config.model_dump(mode="json"), models, split, seed, limit, ids
+    )
     assert ident.system.config_hash == system_config_hash(system)
     return ident
 
 
 def run_identity_from(
-    task: Task, system: str, version: str, config: dict[str, Any], models: dict[str, dict[str, Any]], split: str, seed: int, limit: int | None, ids: list[str]
+    task: Task,
+    system: str,
+    version: str,
+    config: dict[str, Any],
+    models: dict[str, dict[str, Any]],
+    split: str,
+    seed: int,
+    limit: int | None,
+    ids: list[str],
 ) -> RunIdentity:
     """A run's identity from the names of what ran (also for runs made elsewhere and imported)."""
     config_id = config_hash({"system": system, "version": version, "config": config})
@@ -223,16 +253,22 @@ def check_writable_dir(path: Path, option: str) -> None:
 
     if path.exists():
         if not path.is_dir():
-            raise StorageError(f"{option} {path} is a file, not a directory", f"give a directory to {option}, or remove the file")
+            raise StorageError(
+                f"{option} {path} is a file, not a directory", f"give a directory to {option}, or remove the file"
+            )
         existing = path
     else:
         existing = path.parent
         while not existing.exists():
             existing = existing.parent
         if not existing.is_dir():
-            raise StorageError(f"{existing} is a file, so {option} {path} cannot be created below it", "choose another path")
+            raise StorageError(
+                f"{existing} is a file, so {option} {path} cannot be created below it", "choose another path"
+            )
     if not os.access(existing, os.W_OK):
-        raise StorageError(f"{existing} is not writable, so the run cannot be written to {path}", f"choose a writable {option}")
+        raise StorageError(
+            f"{existing} is not writable, so the run cannot be written to {path}", f"choose a writable {option}"
+        )
 
 
 def open_cache():  # noqa: ANN201 - the response cache every run and scorer shares
@@ -245,17 +281,23 @@ def open_cache():  # noqa: ANN201 - the response cache every run and scorer shar
 def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
     """What a run will do; ``system`` stands in for the installed one (a rescore plans with the system its results recorded)."""
     if request.limit is not None and request.limit <= 0:
-        raise ConfigError(f"--limit must be a positive number of samples, got {request.limit}", "omit it to run every sample")
+        raise ConfigError(
+            f"--limit must be a positive number of samples, got {request.limit}", "omit it to run every sample"
+        )
     profile = get_profile(request.profile)
     task = get_task(request.task)
     if system is None:
         system = build_system(request.system, profile, request.config, task.name)
     if not system.supports(task):
-        raise ConfigError(f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'")
+        raise ConfigError(
+            f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'"
+        )
     evaluator = task.evaluator().configure(request.scoring, subject=task.name)
     roles = list(system.llm_roles)
     models = request.role_models()
-    models.check_roles(f"system '{system.name}'", roles, evaluator.model_roles())  # a misspelt role, before any model starts
+    models.check_roles(
+        f"system '{system.name}'", roles, evaluator.model_roles()
+    )  # a misspelt role, before any model starts
     split = request.split or task.eval_split
     if split == "train":
         raise ConfigError("cannot evaluate on the training split", "use --split valid or --split test")

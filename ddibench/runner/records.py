@@ -285,7 +285,9 @@ class Results(_Record):
     system_info: dict[str, Any] = {}
     floors: dict[str, Any] = {}  # what answers without skill score on the same samples (majority, uniform random)
     manifest: Manifest
-    scored_from: str | None = None  # digest of what these results were computed from (runner/scoring.py: scoring_inputs)
+    scored_from: str | None = (
+        None  # digest of what these results were computed from (runner/scoring.py: scoring_inputs)
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -297,7 +299,9 @@ class Results(_Record):
         known = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}
         evaluation = data.get("evaluation") or {}
         if isinstance(evaluation, dict) and not evaluation.get("metric_specs"):
-            evaluation["metric_specs"] = [known[name].model_dump() for name in evaluation.get("metrics", {}) if name in known]
+            evaluation["metric_specs"] = [
+                known[name].model_dump() for name in evaluation.get("metrics", {}) if name in known
+            ]
         manifest = data.get("manifest") or {}
         scoring = manifest.get("scoring") if isinstance(manifest, dict) else None
         if isinstance(scoring, dict) and "options" not in scoring and "scorers" in scoring:
@@ -366,13 +370,18 @@ def read_json(path: Path, what: str) -> Any:
     except FileNotFoundError:
         raise RunDirError(f"{path} does not exist", "give a run directory printed by 'ddibench run'") from None
     except UnicodeDecodeError:
-        raise RunDirError(f"{path} is not UTF-8 text ({what})", "the file is damaged; start a fresh run directory") from None
+        raise RunDirError(
+            f"{path} is not UTF-8 text ({what})", "the file is damaged; start a fresh run directory"
+        ) from None
     except OSError as exc:
         raise RunDirError(f"cannot read {path}: {exc.strerror or exc}", "check the path and its permissions") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path} is not valid JSON ({what}: {exc.msg} at line {exc.lineno})", "the file is damaged or was cut off; start a fresh run directory") from None
+        raise RunDirError(
+            f"{path} is not valid JSON ({what}: {exc.msg} at line {exc.lineno})",
+            "the file is damaged or was cut off; start a fresh run directory",
+        ) from None
 
 
 def parse_record(model: type[_Record], data: Any, where: str) -> Any:
@@ -381,7 +390,10 @@ def parse_record(model: type[_Record], data: Any, where: str) -> Any:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise RunDirError(f"{where} is not a valid {model.__name__} record ({loc}: {err['msg']})", "the file was edited or written by another tool; start a fresh run directory") from None
+        raise RunDirError(
+            f"{where} is not a valid {model.__name__} record ({loc}: {err['msg']})",
+            "the file was edited or written by another tool; start a fresh run directory",
+        ) from None
 
 
 def read_identity(path: Path) -> RunIdentity:

@@ -31,7 +31,11 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column(f"{int(boot['level'] * 100)}% CI", justify="right")
-    floors = {name: floor["metrics"] for name, floor in results.floors.items() if isinstance(floor, dict) and "metrics" in floor}
+    floors = {
+        name: floor["metrics"]
+        for name, floor in results.floors.items()
+        if isinstance(floor, dict) and "metrics" in floor
+    }
     for name in floors:
         table.add_column(f"{FLOOR_TITLES.get(name, name)} floor", justify="right", style="dim")
     if ev.ceilings:
@@ -47,9 +51,13 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     console.print(table)
     notes = ["* primary metric (it ranks the board)"]
     if floors:
-        notes.append("floors: what answers without skill score on the same samples (" + _floor_notes(results.floors) + ")")
+        notes.append(
+            "floors: what answers without skill score on the same samples (" + _floor_notes(results.floors) + ")"
+        )
     if ev.ceilings:
-        notes.append("ceiling: what a perfect answer scores on these samples (fewer gold labels than the cut-off caps precision)")
+        notes.append(
+            "ceiling: what a perfect answer scores on these samples (fewer gold labels than the cut-off caps precision)"
+        )
     for note in notes:
         console.print(f"[dim]{escape(note)}[/dim]")
     console.print(
@@ -67,7 +75,9 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     else:
         how = f"{unit} resampled" if boot.get("method") == "cluster" else "samples resampled i.i.d."
         kind = "BCa" if boot.get("interval") == "bca" else "percentile"
-        console.print(f"CI: {kind} bootstrap, {how}, {boot['replicates']:,} replicates, seed {boot['seed']} (--verbose for details)")
+        console.print(
+            f"CI: {kind} bootstrap, {how}, {boot['replicates']:,} replicates, seed {boot['seed']} (--verbose for details)"
+        )
     if ev.breakdown and len(ev.breakdown) > 1:
         parts = []
         for key, values in ev.breakdown.items():
@@ -110,11 +120,17 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
     )  # fmt: skip
     scoring = man.scoring
     if scoring.judge:
-        console.print(escape(f"judge: {_short_identity(scoring.judge['identity'])} {scoring.judge['identity'].get('model')}, rubric {scoring.judge['rubric_sha256'][:12]}"))
+        console.print(
+            escape(
+                f"judge: {_short_identity(scoring.judge['identity'])} {scoring.judge['identity'].get('model')}, rubric {scoring.judge['rubric_sha256'][:12]}"
+            )
+        )
     if scoring.judge_agreement:
         console.print(f"judge agreement: {scoring.judge_agreement}")
     if scoring.selfcheck:
-        console.print(f"SelfCheckGPT: n={scoring.selfcheck['n']} samples at temperature {scoring.selfcheck['temperature']}, seeds {scoring.selfcheck['seeds']}")
+        console.print(
+            f"SelfCheckGPT: n={scoring.selfcheck['n']} samples at temperature {scoring.selfcheck['temperature']}, seeds {scoring.selfcheck['seeds']}"
+        )
     if man.profile.warning:
         console.print(f"[yellow]warning: {escape(man.profile.warning)}[/yellow]")
     for deviation in man.task.deviations:
@@ -145,7 +161,9 @@ def _floor_notes(floors: dict[str, Any]) -> str:
         if name == "majority":
             parts.append(f"majority: label {floor['label']} for every sample, the most frequent in the {floor['from']}")
         elif name == "popularity":
-            parts.append(f"popularity: labels {floor['labels']} for every sample, the most frequent in the {floor['from']}")
+            parts.append(
+                f"popularity: labels {floor['labels']} for every sample, the most frequent in the {floor['from']}"
+            )
         elif name == "uniform_random":
             parts.append(f"random: mean of {floor['draws']} seeded draws of uniformly random answers")
     return "; ".join(parts)
@@ -171,7 +189,11 @@ def render_summary(rows: list[tuple[Results, Path]], console: Console) -> None:
     for results, run_dir in rows:
         name, value, low, high = results.primary
         spec = results.evaluation.spec(name)
-        floors = ", ".join(f"{k.replace('uniform_random', 'random')} {spec.format(f['metrics'].get(name))}" for k, f in results.floors.items() if "metrics" in f)
+        floors = ", ".join(
+            f"{k.replace('uniform_random', 'random')} {spec.format(f['metrics'].get(name))}"
+            for k, f in results.floors.items()
+            if "metrics" in f
+        )
         table.add_row(results.task, results.system, f"{results.evaluation.n:,}", spec.title(), f"{spec.format(value)} [{spec.format(low)}, {spec.format(high)}]",
                       floors or "—", str(run_dir))  # fmt: skip
     console.print(table)
@@ -218,9 +240,19 @@ def render_report(path: Path, console: Console, as_json: bool = False, verbose: 
             name, value, _, _ = res.primary
             spec = res.evaluation.spec(name)
             status = "complete" if res.manifest.submittable else f"complete ({res.manifest.not_submittable_reason})"
-            table.add_row(ident.task.name, ident.system.name, ident.run_id, f"{ident.n_samples:,}", spec.title(), spec.format(value), status)
+            table.add_row(
+                ident.task.name,
+                ident.system.name,
+                ident.run_id,
+                f"{ident.n_samples:,}",
+                spec.title(),
+                spec.format(value),
+                status,
+            )
         else:
-            table.add_row(ident.task.name, ident.system.name, ident.run_id, f"{ident.n_samples:,}", "—", "—", "incomplete")
+            table.add_row(
+                ident.task.name, ident.system.name, ident.run_id, f"{ident.n_samples:,}", "—", "—", "incomplete"
+            )
     console.print(table)
     return 1 if unreadable else 0
 
@@ -238,9 +270,13 @@ def render_ceilings(path: Path, console: Console, as_json: bool = False) -> int:
         console.print_json(json.dumps([c.as_dict() for c in found]))
         return 0 if found else 1
     if not found:
-        console.print(f"{path}: no finished run records context labels (only retrieval systems do: naive-cbr, kaping, k-paths, cbr-ddi)")
+        console.print(
+            f"{path}: no finished run records context labels (only retrieval systems do: naive-cbr, kaping, k-paths, cbr-ddi)"
+        )
         return 1
-    table = Table(title="retrieval ceilings: the reader's score beside what its context could give", title_justify="left")
+    table = Table(
+        title="retrieval ceilings: the reader's score beside what its context could give", title_justify="left"
+    )
     for col in ("task", "system", "n", "metric", "reader (the run)", "vote reader", "coverage", "labels / sample"):
         table.add_column(col, justify="left" if col in ("task", "system", "metric") else "right")
     for c in sorted(found, key=lambda c: (c.task, c.system, str(c.run_dir))):
@@ -267,7 +303,10 @@ def render_published(path: Path, console: Console) -> int:
     from ddibench.data.published import load_published
 
     if not path.exists():
-        raise RunDirError(f"{path} does not exist", "give a run directory, or a directory of runs, to compare with the published numbers")
+        raise RunDirError(
+            f"{path} does not exist",
+            "give a run directory, or a directory of runs, to compare with the published numbers",
+        )
     rows, papers = load_published()
     found: dict[tuple[str, str], tuple[Results, Path]] = {}
     for run in find_runs(path):
@@ -279,10 +318,26 @@ def render_published(path: Path, console: Console) -> int:
             continue
         key = (res.task, res.system)
         rank = (res.manifest.submittable, res.evaluation.n, res.manifest.created)
-        if key not in found or rank > (found[key][0].manifest.submittable, found[key][0].evaluation.n, found[key][0].manifest.created):
+        if key not in found or rank > (
+            found[key][0].manifest.submittable,
+            found[key][0].evaluation.n,
+            found[key][0].manifest.created,
+        ):
             found[key] = (res, run)
     table = Table(title=f"published numbers beside ours (runs under {path})", title_justify="left")
-    for col in ("paper", "table", "setting", "dataset", "method", "metric", "published (%)", "ours [95% CI]", "ours - published", "our run", "note"):
+    for col in (
+        "paper",
+        "table",
+        "setting",
+        "dataset",
+        "method",
+        "metric",
+        "published (%)",
+        "ours [95% CI]",
+        "ours - published",
+        "our run",
+        "note",
+    ):
         table.add_column(col, overflow="fold")
     compared = 0
     used: dict[tuple[str, str], Path] = {}
@@ -306,10 +361,24 @@ def render_published(path: Path, console: Console) -> int:
                 ours = f"{spec.format(metric.value)} [{spec.format(metric.ci_low)}, {spec.format(metric.ci_high)}]"
                 if spec.unit == "fraction":
                     delta = f"{100 * metric.value - row.value:+.1f}"
-                where = f"{res.manifest.profile.name or '?'} profile" + ("" if res.manifest.submittable else ", preview (--limit)")
+                where = f"{res.manifest.profile.name or '?'} profile" + (
+                    "" if res.manifest.submittable else ", preview (--limit)"
+                )
                 used[(row.task, row.system)] = run
                 compared += 1
-        table.add_row(row.paper, row.table, row.setting, row.dataset, row.method, row.metric, published, ours, delta, escape(where), escape(row.note))
+        table.add_row(
+            row.paper,
+            row.table,
+            row.setting,
+            row.dataset,
+            row.method,
+            row.metric,
+            published,
+            ours,
+            delta,
+            escape(where),
+            escape(row.note),
+        )
     console.print(table)
     console.print(f"{compared} of {len(rows)} published rows have a number of ours under {path}")
     for (task, system), run in sorted(used.items()):
@@ -327,7 +396,9 @@ def render_comparison(run_a: Path, run_b: Path, console: Console, as_json: bool 
     if as_json:
         rows = [{"metric": m.name, "a": m.a, "b": m.b, "diff": m.diff, "low": m.low, "high": m.high, "significant": m.significant}
                 for m in result.metrics]  # fmt: skip
-        console.print_json(json.dumps({"task": result.task, "a": result.a, "b": result.b, "n": result.n, "metrics": rows}))
+        console.print_json(
+            json.dumps({"task": result.task, "a": result.a, "b": result.b, "n": result.n, "metrics": rows})
+        )
         return 0
     table = Table(title=f"{result.task}: A minus B on the {result.n:,} samples both scored", title_justify="left")
     for column in ("metric", "A", "B", "A - B", f"{int(result.level * 100)}% CI", "A ≠ B"):

@@ -50,7 +50,10 @@ class RunLock:
             self._fh.seek(0)
             holder = self._fh.read().strip() or "another process"
             self._fh.close()
-            raise RunDirError(f"run directory {self.path.parent} is in use by {holder}", "wait for it to finish, or use another --run-dir") from None
+            raise RunDirError(
+                f"run directory {self.path.parent} is in use by {holder}",
+                "wait for it to finish, or use another --run-dir",
+            ) from None
         self._fh.seek(0)
         self._fh.truncate()
         self._fh.write(f"pid {os.getpid()}")
@@ -164,7 +167,9 @@ def read_sessions(run_dir: Path) -> list[SessionRecord]:
         except ValueError:
             if lineno == len(text.splitlines()) and not text.endswith("\n"):
                 continue  # a last line torn by a kill in the middle of a write
-            raise RunDirError(f"{path}:{lineno} is not JSON", "the file was edited; remove the line or start a fresh run directory") from None
+            raise RunDirError(
+                f"{path}:{lineno} is not JSON", "the file was edited; remove the line or start a fresh run directory"
+            ) from None
         record = parse_record(SessionRecord, data, f"{path}:{lineno}")
         merged[record.session_id or f"line {lineno}"] = record
     sessions = list(merged.values())

@@ -58,7 +58,11 @@ def cost_from_predictions(predictions: Sequence[Prediction]) -> Cost:
             r.served_from_cache += 1 if call.get("cached") else 0
     n = max(1, len(predictions))
     per_item = {
-        role: PerItemCost(calls=round(r.calls / n, 3), prompt_tokens=round(r.prompt_tokens / n, 3), completion_tokens=round(r.completion_tokens / n, 3))
+        role: PerItemCost(
+            calls=round(r.calls / n, 3),
+            prompt_tokens=round(r.prompt_tokens / n, 3),
+            completion_tokens=round(r.completion_tokens / n, 3),
+        )
         for role, r in roles.items()
     }
     return Cost(by_role=roles, per_item=per_item, n_items=len(predictions))
@@ -88,7 +92,9 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
     try:
         evaluation = plan.evaluator.evaluate(plan.selected, predictions, request.bootstrap, extras)
     except EvaluationInputError as exc:
-        raise DdibenchError(f"cannot score {plan.run_dir}: {exc}", "this is a bug in the system's predict(); report it") from None
+        raise DdibenchError(
+            f"cannot score {plan.run_dir}: {exc}", "this is a bug in the system's predict(); report it"
+        ) from None
     sessions = read_sessions(plan.run_dir)
     hardware = detect_hardware()
     results = make_results(
@@ -97,10 +103,18 @@ def score_run(plan: RunPlan, predictions: dict[str, Prediction], extras: dict[st
         evaluation=evaluation,
         identity=identity,
         system=_system_card(plan),
-        models={role: ModelEntry(spec=pool.specs[role].display(), identity=ident, output=pool.output(role)) for role, ident in identity.models.items()}
-        if pool else {},
-        profile=ProfileRecord(declared=plan.profile.as_dict(), detected=hardware, warning=profile_mismatch(plan.profile, hardware)),
-        seeds=Seeds(run=request.seed, bootstrap=request.bootstrap.seed, limit_sampling=request.seed if request.limit else None),
+        models={
+            role: ModelEntry(spec=pool.specs[role].display(), identity=ident, output=pool.output(role))
+            for role, ident in identity.models.items()
+        }
+        if pool
+        else {},
+        profile=ProfileRecord(
+            declared=plan.profile.as_dict(), detected=hardware, warning=profile_mismatch(plan.profile, hardware)
+        ),
+        seeds=Seeds(
+            run=request.seed, bootstrap=request.bootstrap.seed, limit_sampling=request.seed if request.limit else None
+        ),
         scoring_info=extras.get("info", {}),
         sessions=sessions,
         cost=cost_from_predictions([predictions[s.id] for s in plan.selected]),
@@ -149,7 +163,11 @@ class RecordedSystem:
     @classmethod
     def of(cls, card: SystemCard, roles: Sequence[str]) -> RecordedSystem:
         # the protocol's names are class attributes: a subclass per record carries them
-        named = type(f"Recorded[{card.name}]", (cls,), {"name": card.name, "version": card.version, "description": card.description, "llm_roles": tuple(roles)})
+        named = type(
+            f"Recorded[{card.name}]",
+            (cls,),
+            {"name": card.name, "version": card.version, "description": card.description, "llm_roles": tuple(roles)},
+        )
         return named(card)
 
     @property
@@ -210,7 +228,9 @@ def scoring_inputs(plan: RunPlan) -> str:
         "models": {role: spec.display() for role, spec in sorted(pool.specs.items())} if pool else {},
         "profile": plan.profile.as_dict(),
         "task": plan.task.card(),
-        "system": _system_card(plan, provenance=False).model_dump(mode="json", exclude={"provenance"}),  # a commit elsewhere changes no number
+        "system": _system_card(plan, provenance=False).model_dump(
+            mode="json", exclude={"provenance"}
+        ),  # a commit elsewhere changes no number
         "code": [code_version()["ddibench_version"], _scoring_code_digest(type(plan.evaluator))],
         "packages": package_versions(),
     }
@@ -241,7 +261,12 @@ def _scoring_code_digest(evaluator_class: type) -> str:
     import ddibench.evaluation
     import ddibench.metrics
 
-    files = {p for package in (ddibench.evaluation, ddibench.metrics) for folder in package.__path__ for p in Path(folder).glob("*.py")}
+    files = {
+        p
+        for package in (ddibench.evaluation, ddibench.metrics)
+        for folder in package.__path__
+        for p in Path(folder).glob("*.py")
+    }
     files |= {Path(__file__), Path(__file__).with_name("records.py")}  # how results are assembled
     try:
         files.add(Path(inspect.getfile(evaluator_class)))
@@ -322,7 +347,12 @@ def make_results(
         not_submittable_reason="; ".join(reasons) or None,
         n_samples=identity.n_samples,
         sample_ids_sha256=identity.sample_ids_sha256,
-        scoring=Scoring(options=evaluator.settings(), evaluator={"kind": evaluator.kind, "version": evaluator.version}, **scoring_info, **evaluator.describe()),
+        scoring=Scoring(
+            options=evaluator.settings(),
+            evaluator={"kind": evaluator.kind, "version": evaluator.version},
+            **scoring_info,
+            **evaluator.describe(),
+        ),
         sessions=len(sessions),
         sessions_killed=sum(1 for s in sessions if s.state == "killed"),
     )
@@ -363,7 +393,10 @@ def rescore(
     with RunLock(run_dir):  # first: a run still writing this directory is named as the reason, not its half-state
         ident = read_identity(run_file)
         if not results_file.exists() and not first_scoring:  # a merge of shards scores a run for the first time
-            raise RunDirError(f"{run_dir} has not been scored yet (an unfinished run)", "finish it with the same 'ddibench run' command first")
+            raise RunDirError(
+                f"{run_dir} has not been scored yet (an unfinished run)",
+                "finish it with the same 'ddibench run' command first",
+            )
         previous = read_results(results_file) if results_file.exists() else None
         if previous is not None:
             used = {role: m.spec for role, m in previous.manifest.models.items()}
@@ -384,11 +417,17 @@ def rescore(
         recorded = RecordedSystem.of(previous.manifest.system, list(ident.models)) if previous is not None else None
         plan = plan_run(request, recorded)
         if plan.identity.run_id != ident.run_id:
-            raise RunDirError(f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}", "rescore with the ddibench version that made the run")
+            raise RunDirError(
+                f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}",
+                "rescore with the ddibench version that made the run",
+            )
         done = Journal(run_dir / "journal.jsonl").load(repair=False)
         missing = [s.id for s in plan.selected if s.id not in done]
         if missing:
-            raise RunDirError(f"{run_dir} is incomplete ({len(missing)} samples without a prediction)", "finish it with 'ddibench run' first")
+            raise RunDirError(
+                f"{run_dir} is incomplete ({len(missing)} samples without a prediction)",
+                "finish it with 'ddibench run' first",
+            )
         extras = collect_extras(plan, done, progress or NullProgress())
         results = score_run(plan, done, extras)
         write_json_atomic(results_file, results.dump())

@@ -13,13 +13,18 @@ from ddibench.submission.verdict import Verdict
 
 
 def _models(models: dict[str, dict[str, Any]]) -> str:
-    return ", ".join(f"{role}={ident.get('provider')}:{ident.get('model')}" for role, ident in sorted(models.items())) or "none"
+    return (
+        ", ".join(f"{role}={ident.get('provider')}:{ident.get('model')}" for role, ident in sorted(models.items()))
+        or "none"
+    )
 
 
 def _spec_matches(spec_text: str, identity: dict[str, Any]) -> bool:
     from ddibench.llm import ModelSpec
 
-    if str(identity.get("provider", "")).startswith("lm-eval:"):  # imported answers: the spec is the text the importer wrote
+    if str(identity.get("provider", "")).startswith(
+        "lm-eval:"
+    ):  # imported answers: the spec is the text the importer wrote
         return spec_text == f"{identity.get('provider')}:{identity.get('model')}"
     try:
         spec = ModelSpec.parse(spec_text) if not spec_text.startswith("embedded:") else None
@@ -27,24 +32,37 @@ def _spec_matches(spec_text: str, identity: dict[str, Any]) -> bool:
         return False
     if spec is None:  # embedded: the weights live on the submitter's machine; the identity carries their hash
         return identity.get("provider") == "embedded" and spec_text == f"embedded:{identity.get('model')}"
-    return (spec.provider, spec.model, (spec.base_url or "").rstrip("/")) == (identity.get("provider"), identity.get("model"), identity.get("base_url"))
+    return (spec.provider, spec.model, (spec.base_url or "").rstrip("/")) == (
+        identity.get("provider"),
+        identity.get("model"),
+        identity.get("base_url"),
+    )
 
 
 def describe_provenance(provenance: dict[str, Any]) -> str:
     """Where a bundle's adapter code comes from, in one line (what ``verify`` shows)."""
     if not provenance:
         return "the bundle does not say where the adapter's code comes from (made before ddibench recorded it)"
-    what = " ".join(str(provenance[k]) for k in ("distribution", "version") if provenance.get(k)) or "an unnamed distribution"
+    what = (
+        " ".join(str(provenance[k]) for k in ("distribution", "version") if provenance.get(k))
+        or "an unnamed distribution"
+    )
     where = str(provenance.get("source") or "an unknown source")
     if provenance.get("commit"):
-        where += f" at commit {str(provenance['commit'])[:12]}" + (" with uncommitted changes" if provenance.get("dirty") else "")
+        where += f" at commit {str(provenance['commit'])[:12]}" + (
+            " with uncommitted changes" if provenance.get("dirty") else ""
+        )
     files = f"; its files hash to {str(provenance['files_sha256'])[:12]}…" if provenance.get("files_sha256") else ""
     return f"{provenance.get('entry_point', '?')} from {what}, {where}{files}"
 
 
 def install_hint(provenance: dict[str, Any]) -> str:
     """How to get an adapter that is not installed here, from what its bundle records."""
-    name, version, source = provenance.get("distribution"), provenance.get("version"), str(provenance.get("source") or "")
+    name, version, source = (
+        provenance.get("distribution"),
+        provenance.get("version"),
+        str(provenance.get("source") or ""),
+    )
     commit = provenance.get("commit")
     if source.startswith(("git+", "https://", "http://", "git@")) and commit:
         url = source if source.startswith("git+") else f"git+{source}"
@@ -52,7 +70,9 @@ def install_hint(provenance: dict[str, Any]) -> str:
     if provenance.get("index") and name:
         return f"install its adapter: pip install '{name}=={version}' (source: {source})"
     if name:
-        return f"install its adapter, {name} {version}, from {source or 'its author'}" + (f" at commit {commit}" if commit else "")
+        return f"install its adapter, {name} {version}, from {source or 'its author'}" + (
+            f" at commit {commit}" if commit else ""
+        )
     return "install the package that registers it (the bundle does not say which: ask its submitter)"
 
 
@@ -72,7 +92,11 @@ def _check_system(verdict: Verdict, run: RunIdentity) -> None:
     try:
         cls = get_system_class(system.name)
     except UnknownNameError:
-        verdict.check("system", True, f"{system.name} {system.version} is not registered here: its identity is checked by hash only")
+        verdict.check(
+            "system",
+            True,
+            f"{system.name} {system.version} is not registered here: its identity is checked by hash only",
+        )
         return
     if cls.version != system.version:
         verdict.check("system", False, f"{system.name} {system.version} is not the version registered here ({cls.version}); "
@@ -84,11 +108,19 @@ def _check_system(verdict: Verdict, run: RunIdentity) -> None:
         except Exception:  # noqa: BLE001 - any validation failure means: not this system's configuration
             accepted = False
         if not accepted:
-            verdict.check("system", False, f"the configuration is not one {system.name} {system.version} accepts: the bundle names another system")
+            verdict.check(
+                "system",
+                False,
+                f"the configuration is not one {system.name} {system.version} accepts: the bundle names another system",
+            )
             return
     roles = set(getattr(cls, "llm_roles", ()))
     if roles != set(run.models):
-        verdict.check("system", False, f"{system.name} uses LLM roles {sorted(roles) or 'none'}, the run names {sorted(run.models) or 'none'}")
+        verdict.check(
+            "system",
+            False,
+            f"{system.name} uses LLM roles {sorted(roles) or 'none'}, the run names {sorted(run.models) or 'none'}",
+        )
         return
     verdict.check("system", True, f"{system.name} {system.version} as registered here, with a configuration it accepts")
 
@@ -120,7 +152,9 @@ def _check_models(verdict: Verdict, run: RunIdentity, results: Results, predicti
     elif no_tokens:
         detail = f"{no_tokens} of {calls} traced LLM calls report no prompt tokens, so their cost cannot be checked"
     else:
-        detail = f"all {calls:,} traced LLM calls answered by the models the manifest names" if calls else "no LLM calls"
+        detail = (
+            f"all {calls:,} traced LLM calls answered by the models the manifest names" if calls else "no LLM calls"
+        )
     verdict.check("models", not (foreign or unrecorded or other or no_tokens), detail)
 
 
@@ -135,17 +169,25 @@ def _check_cost(verdict: Verdict, results: Results, ordered: list[Prediction]) -
     for role in sorted(set(cost.by_role) | set(claimed.by_role)):
         mine, theirs = cost.by_role.get(role), claimed.by_role.get(role)
         if mine is None or theirs is None:
-            problems.append(f"{role}: {'no' if mine is None else mine.calls} traced calls, {'none' if theirs is None else theirs.calls} claimed")
+            problems.append(
+                f"{role}: {'no' if mine is None else mine.calls} traced calls, {'none' if theirs is None else theirs.calls} claimed"
+            )
             continue
         for key in ("calls", "prompt_tokens", "completion_tokens", "served_from_cache"):
             if getattr(mine, key) != getattr(theirs, key):
                 problems.append(f"{role} {key}: {getattr(mine, key):,} in the traces, {getattr(theirs, key):,} claimed")
         if not math.isclose(mine.latency_s, theirs.latency_s, rel_tol=1e-6, abs_tol=1e-6):
             problems.append(f"{role} latency: {mine.latency_s:.3f} s in the traces, {theirs.latency_s:.3f} s claimed")
-    per_item = {role: v.dump() for role, v in cost.per_item.items()} == {role: v.dump() for role, v in claimed.per_item.items()}
+    per_item = {role: v.dump() for role, v in cost.per_item.items()} == {
+        role: v.dump() for role, v in claimed.per_item.items()
+    }
     if not problems and not per_item:
         problems.append("the per-item cost differs from the traces")
-    verdict.check("cost", not problems, "calls and tokens per role equal the sums over the traces" if not problems else "; ".join(problems[:3]))
+    verdict.check(
+        "cost",
+        not problems,
+        "calls and tokens per role equal the sums over the traces" if not problems else "; ".join(problems[:3]),
+    )
 
 
 def _check_labels(verdict: Verdict, labels: Any, predictions: dict[str, Prediction]) -> None:

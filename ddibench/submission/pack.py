@@ -49,7 +49,10 @@ def submit(run_dir: Path, out: Path | None = None, compact: bool = False, whole_
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory", "give the path of the bundle file, e.g. --out run.tar.gz")
     if not out.parent.is_dir():
-        raise ConfigError(f"--out {out}: directory {out.parent} does not exist", "create it first, or give a path in an existing directory")
+        raise ConfigError(
+            f"--out {out}: directory {out.parent} does not exist",
+            "create it first, or give a path in an existing directory",
+        )
     members: dict[str, bytes] = {
         "run.json": (run_dir / "run.json").read_bytes(),
         "results.json": results_file.read_bytes(),
@@ -109,11 +112,16 @@ def _journal_predictions(journal: Path) -> Iterator[Prediction]:
 
 def _encode(predictions: Iterable[Prediction]) -> bytes:
     """One JSON object a line, as ``verify`` reads them."""
-    lines = [json.dumps(p.model_dump(mode="json", exclude_none=False), ensure_ascii=False, separators=(",", ":")) for p in predictions]
+    lines = [
+        json.dumps(p.model_dump(mode="json", exclude_none=False), ensure_ascii=False, separators=(",", ":"))
+        for p in predictions
+    ]
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def _compact_predictions(run_dir: Path, ident: RunIdentity, results: Results, members: dict[str, bytes], whole_traces: int) -> tuple[bytes, Compaction]:
+def _compact_predictions(
+    run_dir: Path, ident: RunIdentity, results: Results, members: dict[str, bytes], whole_traces: int
+) -> tuple[bytes, Compaction]:
     """The predictions member of a compact bundle, after checking that its predictions score as the run's did."""
     from ddibench.registry import get_task
     from ddibench.runner.plan import select_samples
@@ -129,19 +137,28 @@ def _compact_predictions(run_dir: Path, ident: RunIdentity, results: Results, me
     missing = [s.id for s in samples if s.id not in reduced]
     if missing:
         raise RunDirError(
-            f"{run_dir} has no prediction for {len(missing):,} of its samples (first: {missing[0]})", "finish the run with 'ddibench run' before submitting it"
+            f"{run_dir} has no prediction for {len(missing):,} of its samples (first: {missing[0]})",
+            "finish the run with 'ddibench run' before submitting it",
         )
     under_declared = (f"the {evaluator.kind} evaluator reads more of a prediction than its answer fields {list(evaluator.answer_fields)}",
                       "submit without --compact, and report this as a bug in ddibench")  # fmt: skip
     try:
         evaluation = evaluator.evaluate(samples, reduced, results.bootstrap_spec, evaluator.read_extras(members))
     except (ValueError, KeyError, TypeError) as exc:  # EvaluationInputError is a ValueError
-        raise DataError(f"--compact would change the metrics of {run_dir} ({_first_line(exc)}): {under_declared[0]}", under_declared[1]) from None
+        raise DataError(
+            f"--compact would change the metrics of {run_dir} ({_first_line(exc)}): {under_declared[0]}",
+            under_declared[1],
+        ) from None
     for name, claimed in results.evaluation.metrics.items():
         mine = evaluation.metrics.get(name)
-        if mine is None or not (mine.value == claimed.value or (mine.value != mine.value and claimed.value != claimed.value)):
+        if mine is None or not (
+            mine.value == claimed.value or (mine.value != mine.value and claimed.value != claimed.value)
+        ):
             got = mine.value if mine else "absent"
-            raise DataError(f"--compact would change metric {name} of {run_dir} ({claimed.value} -> {got}): {under_declared[0]}", under_declared[1])
+            raise DataError(
+                f"--compact would change metric {name} of {run_dir} ({claimed.value} -> {got}): {under_declared[0]}",
+                under_declared[1],
+            )
     note = "traces of the other samples keep only their LLM call records (role, model, tokens, latency, cached)"
     compaction = Compaction(answer_fields=list(evaluator.answer_fields), whole_traces=len(whole), note=note)
     return _encode(reduced[s.id] for s in samples), compaction

@@ -28,7 +28,9 @@ def same_answer(a: Prediction | None, b: Prediction | None) -> bool:
         return False
     if not a.scores or not b.scores:
         return not a.scores and not b.scores
-    return a.scores.keys() == b.scores.keys() and all(math.isclose(v, b.scores[k], rel_tol=0.0, abs_tol=SCORE_TOLERANCE) for k, v in a.scores.items())
+    return a.scores.keys() == b.scores.keys() and all(
+        math.isclose(v, b.scores[k], rel_tol=0.0, abs_tol=SCORE_TOLERANCE) for k, v in a.scores.items()
+    )
 
 
 def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = None, tolerance: float = 0.0) -> Verdict:
@@ -43,7 +45,9 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
     from ddibench.runner.plan import RunRequest
 
     if not 0 <= tolerance < 1:
-        raise ConfigError(f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01")
+        raise ConfigError(
+            f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01"
+        )
     if not verdict.accepted or verdict.run is None or verdict.results is None:
         return verdict
     run = verdict.run
@@ -62,7 +66,8 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
         get_system_class(run.system.name)
     except UnknownNameError:
         raise ConfigError(
-            f"system '{run.system.name}' is not installed here, so it cannot be re-run", install_hint(verdict.results.manifest.system.provenance)
+            f"system '{run.system.name}' is not installed here, so it cannot be re-run",
+            install_hint(verdict.results.manifest.system.provenance),
         ) from None
     used = {role: m.spec for role, m in verdict.results.manifest.models.items()}
     specs = parse_model_options([used["generator"]] if "generator" in used else [])
@@ -108,7 +113,11 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
     if verdict.check("reproduction", ok, detail):
         verdict.tier = "reproduced"
         verdict.predictions = {sid: again[sid] for sid in order if sid in again}
-        verdict.traces = {sid: json.dumps(p.trace, ensure_ascii=False) for sid, p in verdict.predictions.items()} if verdict.traces else {}
+        verdict.traces = (
+            {sid: json.dumps(p.trace, ensure_ascii=False) for sid, p in verdict.predictions.items()}
+            if verdict.traces
+            else {}
+        )
     else:
         verdict.accepted = False
     return verdict

@@ -17,7 +17,14 @@ from ddibench.archive import members as bundle_members
 from ddibench.errors import DataError
 from ddibench.schema import Prediction
 
-CALL_FIELDS = ("role", "model", "prompt_tokens", "completion_tokens", "latency_s", "cached")  # what verify keeps of a traced call
+CALL_FIELDS = (
+    "role",
+    "model",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_s",
+    "cached",
+)  # what verify keeps of a traced call
 CHUNK = 1 << 20
 MAX_LINE = 16 * 2**20  # one prediction line; a longer one is refused without being built in memory
 MAX_JSON_DEPTH = 64  # bundle.json, run.json and results.json nest a handful of levels deep
@@ -68,7 +75,10 @@ def _stream(path: Path, keep_traces: bool) -> _Streamed:
 def _check_depth(name: str, data: bytes) -> None:
     """Refuse a JSON member nested deeper than :data:`MAX_JSON_DEPTH` (a member that is not JSON at all
     is left to its record check, which names what is wrong)."""
-    too_deep = DataError(f"bundle member '{name}' nests deeper than {MAX_JSON_DEPTH} levels", "submit the run again with 'ddibench submit'")
+    too_deep = DataError(
+        f"bundle member '{name}' nests deeper than {MAX_JSON_DEPTH} levels",
+        "submit the run again with 'ddibench submit'",
+    )
     try:
         value = json.loads(data)
     except RecursionError:
@@ -105,7 +115,10 @@ def _lines(handle: Any, digest: Any) -> Iterator[bytes]:
 
 
 def _line_too_long(lineno: int) -> DataError:
-    return DataError(f"predictions.jsonl line {lineno:,} is longer than {MAX_LINE // 2**20} MiB", "submit the run again with 'ddibench submit'")
+    return DataError(
+        f"predictions.jsonl line {lineno:,} is longer than {MAX_LINE // 2**20} MiB",
+        "submit the run again with 'ddibench submit'",
+    )
 
 
 def _take_prediction(out: _Streamed, line: bytes, lineno: int, keep_traces: bool) -> None:
@@ -150,7 +163,12 @@ def _calls(trace: Any) -> list[dict[str, Any]]:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"trace.llm {key} {value!r} is not a token count")
         latency = kept.get("latency_s", 0.0)
-        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not math.isfinite(latency) or latency < 0:
+        if (
+            isinstance(latency, bool)
+            or not isinstance(latency, (int, float))
+            or not math.isfinite(latency)
+            or latency < 0
+        ):
             raise ValueError(f"trace.llm latency_s {latency!r} is not a duration")
         out.append(kept)
     return out

@@ -24,7 +24,9 @@ class Verdict:
     run: RunIdentity | None = None
     results: Results | None = None
     predictions: dict[str, Prediction] = field(default_factory=dict)  # answers and traced calls (not whole traces)
-    traces: dict[str, str] = field(default_factory=dict)  # sample id -> the whole trace as JSON (verify(keep_traces=True))
+    traces: dict[str, str] = field(
+        default_factory=dict
+    )  # sample id -> the whole trace as JSON (verify(keep_traces=True))
     evaluator: Evaluator | None = None
     samples: list[Sample] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)

@@ -13,7 +13,15 @@ from ddibench.evaluation import EvaluationResult, Evaluator
 from ddibench.hashing import sha256_text
 from ddibench.runner.records import BundleIndex, Results, RunIdentity
 from ddibench.schema import Prediction, Sample
-from ddibench.submission.checks import _check_cost, _check_labels, _check_models, _check_system, _models, _spec_matches, describe_provenance
+from ddibench.submission.checks import (
+    _check_cost,
+    _check_labels,
+    _check_models,
+    _check_system,
+    _models,
+    _spec_matches,
+    describe_provenance,
+)
 from ddibench.submission.stream import _stream
 from ddibench.submission.verdict import Verdict
 
@@ -29,7 +37,11 @@ def _parse(verdict: Verdict, model: Any, data: bytes, name: str) -> Any:
     except ValueError as exc:
         if isinstance(exc, ValidationError):
             err = exc.errors()[0]
-            verdict.check(name, False, f"is not a valid {model.__name__} ({'.'.join(str(p) for p in err['loc']) or 'top level'}: {err['msg']})")
+            verdict.check(
+                name,
+                False,
+                f"is not a valid {model.__name__} ({'.'.join(str(p) for p in err['loc']) or 'top level'}: {err['msg']})",
+            )
         else:
             verdict.check(name, False, "is not JSON")
     return None
@@ -52,9 +64,15 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     for name, digest in streamed.hashes.items():
         if name != "bundle.json":
             same = bundle.hashes.get(name) == digest
-            verdict.check(f"hash of {name}", same, "matches bundle.json" if same else "differs from bundle.json: the file was changed")
+            verdict.check(
+                f"hash of {name}",
+                same,
+                "matches bundle.json" if same else "differs from bundle.json: the file was changed",
+            )
     missing = sorted(set(bundle.hashes) - set(streamed.hashes))
-    verdict.check("members present", not missing, f"missing {', '.join(missing)}" if missing else "all listed members present")
+    verdict.check(
+        "members present", not missing, f"missing {', '.join(missing)}" if missing else "all listed members present"
+    )
     for required in ("run.json", "results.json", "predictions.jsonl"):
         if required not in streamed.hashes:
             verdict.check(required, False, "not in the bundle")
@@ -78,18 +96,34 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     _check_system(verdict, run)
     verdict.check("adapter", True, describe_provenance(results.manifest.system.provenance))
     if bundle.compact is not None:
-        verdict.check("compact", True, f"predictions hold {', '.join(bundle.compact.answer_fields)}; {bundle.compact.whole_traces} whole traces")
+        verdict.check(
+            "compact",
+            True,
+            f"predictions hold {', '.join(bundle.compact.answer_fields)}; {bundle.compact.whole_traces} whole traces",
+        )
     try:
         task = get_task(run.task.name)
     except DdibenchError as exc:
         verdict.check("task", False, str(exc))
         return verdict
-    verdict.check("task version", run.task.version == task.version, f"bundle {run.task.version}, this ddibench {task.version}")
-    verdict.check("data sha256", run.task.data_sha256 == task.data_sha256, f"bundle {run.task.data_sha256[:12]}…, pinned data {task.data_sha256[:12]}…")
-    verdict.check("no --limit", run.limit is None, "the full evaluation split" if run.limit is None else f"--limit {run.limit} was used")
+    verdict.check(
+        "task version", run.task.version == task.version, f"bundle {run.task.version}, this ddibench {task.version}"
+    )
+    verdict.check(
+        "data sha256",
+        run.task.data_sha256 == task.data_sha256,
+        f"bundle {run.task.data_sha256[:12]}…, pinned data {task.data_sha256[:12]}…",
+    )
+    verdict.check(
+        "no --limit",
+        run.limit is None,
+        "the full evaluation split" if run.limit is None else f"--limit {run.limit} was used",
+    )
     verdict.check("evaluation split", run.split == task.eval_split, f"{run.split} (expected {task.eval_split})")
     smoke = results.manifest.profile.declared.get("rankable") is False
-    verdict.check("profile", not smoke, f"{results.manifest.profile.name}" + (": a smoke budget, never ranked" if smoke else ""))
+    verdict.check(
+        "profile", not smoke, f"{results.manifest.profile.name}" + (": a smoke budget, never ranked" if smoke else "")
+    )
     evaluator: Evaluator | None = None
     try:
         evaluator = task.evaluator().configure(results.manifest.scoring.options)
@@ -140,7 +174,9 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     try:
         verdict.extras = evaluator.read_extras(members)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        verdict.check("scores", False, f"the bundle's scores/ files cannot be read ({type(exc).__name__}: {_first_line(exc)})")
+        verdict.check(
+            "scores", False, f"the bundle's scores/ files cannot be read ({type(exc).__name__}: {_first_line(exc)})"
+        )
         return verdict
     evaluation = _recompute(verdict, samples, predictions)
     if evaluation is None:
@@ -150,8 +186,12 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     allowed = max(tolerance, evaluator.recompute_tolerance)
     for name, metric in evaluation.metrics.items():
         mine, theirs = metric.value, (claimed[name].value if name in claimed else None)
-        same = theirs is not None and (mine == theirs or abs(mine - theirs) <= allowed or (mine != mine and theirs != theirs))
-        verdict.check(f"metric {name}", same, f"recomputed {mine:.6f}, claimed {theirs if theirs is None else f'{theirs:.6f}'}")
+        same = theirs is not None and (
+            mine == theirs or abs(mine - theirs) <= allowed or (mine != mine and theirs != theirs)
+        )
+        verdict.check(
+            f"metric {name}", same, f"recomputed {mine:.6f}, claimed {theirs if theirs is None else f'{theirs:.6f}'}"
+        )
     verdict.accepted = not verdict.reasons
     verdict.tier = "self-reported" if verdict.blocking() else "recomputed"
     return verdict
@@ -175,7 +215,11 @@ def _recompute(verdict: Verdict, samples: list[Sample], predictions: dict[str, P
     except EvaluationInputError as exc:
         verdict.check("prediction format", False, str(exc))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        verdict.check("recomputation", False, f"the metrics cannot be recomputed from the bundle ({type(exc).__name__}: {_first_line(exc)})")
+        verdict.check(
+            "recomputation",
+            False,
+            f"the metrics cannot be recomputed from the bundle ({type(exc).__name__}: {_first_line(exc)})",
+        )
     return None
 
 
@@ -183,22 +227,38 @@ def _check_agreement(verdict: Verdict, bundle: BundleIndex, run: RunIdentity, re
     """bundle.json, run.json and results.json name the same task, system, models, split and samples."""
     man = results.manifest
     problems = []
-    if results.task != run.task.name or (man.task.name, man.task.version, man.task.data_sha256) != (run.task.name, run.task.version, run.task.data_sha256):
-        problems.append(f"results.json names task {man.task.name} {man.task.version}, run.json {run.task.name} {run.task.version}")
+    if results.task != run.task.name or (man.task.name, man.task.version, man.task.data_sha256) != (
+        run.task.name,
+        run.task.version,
+        run.task.data_sha256,
+    ):
+        problems.append(
+            f"results.json names task {man.task.name} {man.task.version}, run.json {run.task.name} {run.task.version}"
+        )
     if bundle.task != run.task:
-        problems.append(f"bundle.json names task {bundle.task.name} {bundle.task.version}, run.json {run.task.name} {run.task.version}")
+        problems.append(
+            f"bundle.json names task {bundle.task.name} {bundle.task.version}, run.json {run.task.name} {run.task.version}"
+        )
     mine = (run.system.name, run.system.version, run.system.config_hash)
-    if results.system != run.system.name or (man.system.name, man.system.version, man.system.config_hash) != mine or man.system.config != run.system.config:
+    if (
+        results.system != run.system.name
+        or (man.system.name, man.system.version, man.system.config_hash) != mine
+        or man.system.config != run.system.config
+    ):
         problems.append(f"results.json names system {man.system.name} {man.system.version} (config {man.system.config_hash}), "
                         f"run.json {run.system.name} {run.system.version} (config {run.system.config_hash})")  # fmt: skip
     if (bundle.system.name, bundle.system.version, bundle.system.config_hash) != mine:
-        problems.append(f"bundle.json names system {bundle.system.name} {bundle.system.version}, run.json {run.system.name} {run.system.version}")
+        problems.append(
+            f"bundle.json names system {bundle.system.name} {bundle.system.version}, run.json {run.system.name} {run.system.version}"
+        )
     claimed_models = {role: entry.identity for role, entry in man.models.items()}
     if claimed_models != run.models:
         problems.append(f"results.json names models {_models(claimed_models)}, run.json {_models(run.models)}")
     for role, entry in man.models.items():
         if not _spec_matches(entry.spec, entry.identity):
-            problems.append(f"results.json's {role} model '{entry.spec}' is not the model its identity names ({_models({role: entry.identity})})")
+            problems.append(
+                f"results.json's {role} model '{entry.spec}' is not the model its identity names ({_models({role: entry.identity})})"
+            )
     settings = (man.split, man.limit, man.n_samples, man.sample_ids_sha256, man.seeds.run)
     if settings != (run.split, run.limit, run.n_samples, run.sample_ids_sha256, run.seed):
         problems.append("results.json and run.json differ in split, --limit, seed or samples")
@@ -220,4 +280,8 @@ def verify_all(paths: Iterable[Path], keep_traces: bool = False) -> Iterator[tup
         except DdibenchError as exc:
             yield path, None, str(exc)
         except Exception as exc:  # noqa: BLE001 - a hostile bundle that finds a bug must not stop the batch
-            yield path, None, f"could not be verified ({type(exc).__name__}: {_first_line(exc)}); this is a bug in ddibench, please report it"
+            yield (
+                path,
+                None,
+                f"could not be verified ({type(exc).__name__}: {_first_line(exc)}); this is a bug in ddibench, please report it",
+            )

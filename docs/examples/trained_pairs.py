@@ -28,8 +28,14 @@ class FingerprintLogReg(BaseSystem):
     async def prepare(self, view, ctx):
         drugs = view.resources["drugs"].drugs  # every Drug of the family, indexed by node_id
         self.bits, _ = morgan_matrix([d.smiles for d in drugs], n_bits=512)
-        key = {"system": self.name, "version": self.version, "config": self.config.model_dump(), "task": view.task.name,
-               "data": view.task.data_sha256, "seed": ctx.seed}  # everything the model depends on
+        key = {
+            "system": self.name,
+            "version": self.version,
+            "config": self.config.model_dump(),
+            "task": view.task.name,
+            "data": view.task.data_sha256,
+            "seed": ctx.seed,
+        }  # everything the model depends on
 
         def train(folder):
             from sklearn.linear_model import LogisticRegression

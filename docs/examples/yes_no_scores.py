@@ -40,7 +40,15 @@ class NeighbourVote(BaseSystem):
                 continue
             top = np.argsort(-sims[i], kind="stable")[: self.config.k]
             weights = sims[i, top] + 1e-6
-            p_yes = min(1.0, float((weights * self.yes[top]).sum() / weights.sum()))  # a probability: at most 1, exactly
-            out.append(Prediction(sample_id=s.id, label=int(p_yes >= self.config.threshold), scores={"1": p_yes},
-                                  trace={"neighbours": top.tolist()}))
+            p_yes = min(
+                1.0, float((weights * self.yes[top]).sum() / weights.sum())
+            )  # a probability: at most 1, exactly
+            out.append(
+                Prediction(
+                    sample_id=s.id,
+                    label=int(p_yes >= self.config.threshold),
+                    scores={"1": p_yes},
+                    trace={"neighbours": top.tolist()},
+                )
+            )
         return out

@@ -56,7 +56,9 @@ class MajoritySystem(BaseSystem):
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         counts = Counter(int(s.target) for s in view.train)  # type: ignore[arg-type]
         if not counts:
-            raise ConfigError(f"task {view.task.name} has no training labels to count", "majority needs a training split")
+            raise ConfigError(
+                f"task {view.task.name} has no training labels to count", "majority needs a training split"
+            )
         n = sum(counts.values())
         self.label = min(counts, key=lambda k: (-counts[k], k))
         self.frequencies = {str(k): counts.get(k, 0) / n for k in range(len(view.task.label_space))}
@@ -98,7 +100,9 @@ class PopularitySystem(BaseSystem):
         for s in view.train:
             counts.update({int(label) for label in s.target})  # type: ignore[union-attr]
         if not counts:
-            raise ConfigError(f"task {view.task.name} has no training labels to count", "popularity needs a training split")
+            raise ConfigError(
+                f"task {view.task.name} has no training labels to count", "popularity needs a training split"
+            )
         self.ranked = sorted(counts, key=lambda k: (-counts[k], k))[: self.config.k]
         self.info = {"ranked": self.ranked, "counts": [counts[k] for k in self.ranked], "n_train": len(view.train)}
 

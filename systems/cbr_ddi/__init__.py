@@ -39,7 +39,14 @@ import numpy as np
 from pydantic import Field
 
 from ddibench import families
-from ddibench.label_choice import answer_to_prediction, answer_to_ranking, choice_count, label_schema, option_texts, topk_schema
+from ddibench.label_choice import (
+    answer_to_prediction,
+    answer_to_ranking,
+    choice_count,
+    label_schema,
+    option_texts,
+    topk_schema,
+)
 from ddibench.llm import ChatResult
 from ddibench.schema import Drug, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace, system_config_hash
@@ -112,15 +119,23 @@ class CBRDDISystem(BaseSystem):
                 "lam is chosen on validation pairs by how often the top-K retrieved cases carry the pair's own label "
                 "(a retrieval proxy needing no LLM answers), not by the LLM's validation accuracy"
             )
-        return out + ["the GNN module is ddibench's EmerGNN (see its deviations), trained under the run's profile budget"]
+        return out + [
+            "the GNN module is ddibench's EmerGNN (see its deviations), trained under the run's profile budget"
+        ]
 
     # -- components ----------------------------------------------------------------------------
 
     async def describe(self, drug: Drug, ctx: RunContext, traces: list[dict[str, Any]] | None = None) -> str:
         key = (drug.node_id, drug.name)
-        ask = prompts.DESCRIBE.format(name=drug.name, drugbank_id=drug.drugbank_id) if drug.drugbank_id else prompts.DESCRIBE_NO_ID.format(name=drug.name)
+        ask = (
+            prompts.DESCRIBE.format(name=drug.name, drugbank_id=drug.drugbank_id)
+            if drug.drugbank_id
+            else prompts.DESCRIBE_NO_ID.format(name=drug.name)
+        )
         messages = [{"role": "system", "content": prompts.DESCRIBE_SYSTEM}, {"role": "user", "content": ask}]
-        result = await ctx.model("describer").chat(messages, temperature=0.0, max_tokens=self.config.description_tokens, seed=ctx.seed)
+        result = await ctx.model("describer").chat(
+            messages, temperature=0.0, max_tokens=self.config.description_tokens, seed=ctx.seed
+        )
         if traces is not None:
             traces.append(llm_trace("describer", messages, result))
         text = " ".join(result.text.split())
@@ -159,7 +174,12 @@ class CBRDDISystem(BaseSystem):
         self._encoder = shared_encoder(self.config.encoder)
         ctx.remember_text(self._predict_system)
         # the GNN module: EmerGNN under the profile's budget; its prediction graph holds training interactions only
-        gnn_options = {**ctx.profile.budget_for("emergnn"), **self.config.gnn, "predict_facts": "train", "explain_paths": 0}
+        gnn_options = {
+            **ctx.profile.budget_for("emergnn"),
+            **self.config.gnn,
+            "predict_facts": "train",
+            "explain_paths": 0,
+        }
         self.gnn = EmerGNNSystem.build(gnn_options)
         await self.gnn.prepare(view, ctx)
         self.info["gnn"] = {k: v for k, v in self.gnn.training_log.items() if k != "epochs"}
@@ -167,11 +187,28 @@ class CBRDDISystem(BaseSystem):
             "recipe": REPOSITORY_RECIPE,
             "system": self.name,
             "version": self.version,
-            "config": {k: getattr(self.config, k) for k in (
-                "repository_size", "p_paths", "sampling", "sampling_ratio", "min_per_class", "refine", "refine_cases",
-                "k_cases", "n_candidates", "use_cases", "use_paths", "use_candidates", "encoder", "temperature",
-                "description_tokens", "insight_tokens", "answer_tokens",
-            )},  # fmt: skip
+            "config": {
+                k: getattr(self.config, k)
+                for k in (
+                    "repository_size",
+                    "p_paths",
+                    "sampling",
+                    "sampling_ratio",
+                    "min_per_class",
+                    "refine",
+                    "refine_cases",
+                    "k_cases",
+                    "n_candidates",
+                    "use_cases",
+                    "use_paths",
+                    "use_candidates",
+                    "encoder",
+                    "temperature",
+                    "description_tokens",
+                    "insight_tokens",
+                    "answer_tokens",
+                )
+            },  # fmt: skip
             "models": ctx.llm.identities(list(self.llm_roles)) if ctx.llm else {},
             "encoder": self._encoder.identity,
             "gnn": system_config_hash(self.gnn),
@@ -232,7 +269,9 @@ class CBRDDISystem(BaseSystem):
         await self._describe_all([d for s in chosen for d in (s.pair.head, s.pair.tail)], ctx, "describing case drugs")
         heads = [s.pair.head.node_id for s in chosen]
         tails = [s.pair.tail.node_id for s in chosen]
-        _, reprs = self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
+        _, reprs = (
+            self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
+        )
         cases: list[Case] = []
         bar = ctx.progress.task("writing case insights", len(chosen))
 
@@ -252,12 +291,17 @@ class CBRDDISystem(BaseSystem):
             cases = list(await asyncio.gather(*(make(s) for s in chosen)))
         finally:
             bar.close()
-        texts = [self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description) for c in cases]
+        texts = [
+            self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description)
+            for c in cases
+        ]
         repo = Repository(
             cases,
             normalise(self._encoder.encode(texts)) if cases else np.zeros((0, self._encoder.dim), dtype=np.float32),
             normalise(reprs),
-            normalise(self._encoder.encode([c.insight or prompts.NO_INSIGHT for c in cases])) if cases else np.zeros((0, self._encoder.dim), dtype=np.float32),
+            normalise(self._encoder.encode([c.insight or prompts.NO_INSIGHT for c in cases]))
+            if cases
+            else np.zeros((0, self._encoder.dim), dtype=np.float32),
         )
         info: dict[str, Any] = {"built_from": len(chosen), "empty_insights": sum(not c.insight for c in cases)}
         if cfg.refine and cases:
@@ -273,12 +317,21 @@ class CBRDDISystem(BaseSystem):
     async def _insight(self, head: Drug, tail: Drug, label: Any, paths: list[str], ctx: RunContext) -> str:
         messages = [
             {"role": "system", "content": prompts.INSIGHT_SYSTEM},
-            {"role": "user", "content": prompts.INSIGHT.format(
-                head=head.name, tail=tail.name, head_description=self._description(head), tail_description=self._description(tail),
-                paths=prompts.paths_block(paths), interaction=self._interaction(label, head.name, tail.name),
-            )},  # fmt: skip
+            {
+                "role": "user",
+                "content": prompts.INSIGHT.format(
+                    head=head.name,
+                    tail=tail.name,
+                    head_description=self._description(head),
+                    tail_description=self._description(tail),
+                    paths=prompts.paths_block(paths),
+                    interaction=self._interaction(label, head.name, tail.name),
+                ),
+            },  # fmt: skip
         ]
-        result = await ctx.model("describer").chat(messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed)
+        result = await ctx.model("describer").chat(
+            messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed
+        )
         return prompts.clean_insight(result.text)
 
     async def _refine(self, repo: Repository, ctx: RunContext, rng: np.random.Generator) -> dict[str, int]:
@@ -293,7 +346,9 @@ class CBRDDISystem(BaseSystem):
             case = repo.cases[i]
             head, tail = self._drugs[case.head], self._drugs[case.tail]
             probs, _ = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)
-            result, labels, _ = await self._answer(ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, exclude=i, query=False)
+            result, labels, _ = await self._answer(
+                ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, exclude=i, query=False
+            )
             stats["checked"] += 1
             if self.k is None:
                 pred = answer_to_prediction(case.sample_id, result, self._option_subset(labels), labels, {})
@@ -309,13 +364,23 @@ class CBRDDISystem(BaseSystem):
             stats["wrong"] += 1
             messages = [
                 {"role": "system", "content": prompts.INSIGHT_SYSTEM},
-                {"role": "user", "content": prompts.REFINE.format(
-                    head=head.name, tail=tail.name, head_description=case.head_description, tail_description=case.tail_description,
-                    paths=prompts.paths_block(case.paths), insight=case.insight or prompts.NO_INSIGHT, predicted=predicted,
-                    interaction=self._interaction(self._target(case), head.name, tail.name),
-                )},  # fmt: skip
+                {
+                    "role": "user",
+                    "content": prompts.REFINE.format(
+                        head=head.name,
+                        tail=tail.name,
+                        head_description=case.head_description,
+                        tail_description=case.tail_description,
+                        paths=prompts.paths_block(case.paths),
+                        insight=case.insight or prompts.NO_INSIGHT,
+                        predicted=predicted,
+                        interaction=self._interaction(self._target(case), head.name, tail.name),
+                    ),
+                },  # fmt: skip
             ]
-            revised = await ctx.model("describer").chat(messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed)
+            revised = await ctx.model("describer").chat(
+                messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed
+            )
             text = prompts.clean_insight(revised.text)
             if text != case.insight:
                 case.insight, case.refined = text, True
@@ -340,8 +405,12 @@ class CBRDDISystem(BaseSystem):
         valid = list(view.valid)
         if self.config.lambda_valid_pairs < len(valid):
             valid = [valid[i] for i in np.sort(rng.choice(len(valid), self.config.lambda_valid_pairs, replace=False))]
-        await self._describe_all([d for s in valid for d in (s.pair.head, s.pair.tail)], ctx, "describing validation drugs")
-        _, reprs = self.gnn.encode([s.pair.head.node_id for s in valid], [s.pair.tail.node_id for s in valid], self._setting, graph="valid")
+        await self._describe_all(
+            [d for s in valid for d in (s.pair.head, s.pair.tail)], ctx, "describing validation drugs"
+        )
+        _, reprs = self.gnn.encode(
+            [s.pair.head.node_id for s in valid], [s.pair.tail.node_id for s in valid], self._setting, graph="valid"
+        )
         texts = normalise(self._encoder.encode([
             self._pair_text(s.pair.head, s.pair.tail, self._description(s.pair.head), self._description(s.pair.tail)) for s in valid
         ]))  # fmt: skip
@@ -359,7 +428,11 @@ class CBRDDISystem(BaseSystem):
                 ]  # fmt: skip
             table[str(lam)] = round(float(np.mean(hits)), 4)
         best = max(grid, key=lambda lam: (table[str(lam)], -abs(lam - 0.5)))
-        self.info["lambda"] = {"chosen": best, "label_hit_rate_at_k" if self.k is None else "label_overlap_at_k": table, "validation_pairs": len(valid)}
+        self.info["lambda"] = {
+            "chosen": best,
+            "label_hit_rate_at_k" if self.k is None else "label_overlap_at_k": table,
+            "validation_pairs": len(valid),
+        }
         return best
 
     # -- answering -------------------------------------------------------------------------------
@@ -407,7 +480,9 @@ class CBRDDISystem(BaseSystem):
             paths="Associations between them in a biomedical knowledge graph:\n" + prompts.paths_block(paths),
         )  # fmt: skip
         if self.k is None:
-            user = prompts.QUERY.format(**fields, candidates="\n".join(f"{i}. {text}" for i, text in enumerate(options, 1)))
+            user = prompts.QUERY.format(
+                **fields, candidates="\n".join(f"{i}. {text}" for i, text in enumerate(options, 1))
+            )
             schema = label_schema(len(options), mechanism=True)
         else:
             user = prompts.QUERY_TOPK.format(**fields, candidates="\n".join(options), k=self.k)
@@ -416,7 +491,9 @@ class CBRDDISystem(BaseSystem):
         result = await ctx.model("generator").chat(
             messages, temperature=self.config.temperature, max_tokens=self.config.answer_tokens, json_schema=schema, seed=ctx.seed,
         )  # fmt: skip
-        case_labels = [int(x) for c in retrieved for x in (c["label"] if isinstance(c["label"], (list, tuple)) else [c["label"]])]
+        case_labels = [
+            int(x) for c in retrieved for x in (c["label"] if isinstance(c["label"], (list, tuple)) else [c["label"]])
+        ]
         trace = {
             "cases": retrieved,
             "context_labels": case_labels,  # what the cases say (the GNN's candidates are under "candidates")
@@ -439,7 +516,9 @@ class CBRDDISystem(BaseSystem):
                 self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))
             ]))[0]  # fmt: skip
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=False)
-            result, labels, trace = await self._answer(ctx, pair.head, pair.tail, probs[0], text_vec, normalise(reprs)[0], paths, self.repository)
+            result, labels, trace = await self._answer(
+                ctx, pair.head, pair.tail, probs[0], text_vec, normalise(reprs)[0], paths, self.repository
+            )
             trace["llm"] = llm + trace["llm"]
             trace["descriptions"] = [self._description(pair.head), self._description(pair.tail)]
             if self.k is None:
@@ -451,4 +530,3 @@ class CBRDDISystem(BaseSystem):
             self.count("answered" if prediction.valid else "invalid_answers")
             out.append(prediction)
         return out
-

@@ -46,7 +46,11 @@ class Repository:
 
     def __post_init__(self) -> None:
         text, pair = np.asarray(self.text), np.asarray(self.pair)
-        self.joint = np.ascontiguousarray(np.concatenate([text, pair], axis=1)) if len(text) or len(pair) else np.zeros((0, 0), text.dtype)
+        self.joint = (
+            np.ascontiguousarray(np.concatenate([text, pair], axis=1))
+            if len(text) or len(pair)
+            else np.zeros((0, 0), text.dtype)
+        )
         if text.dtype == pair.dtype == self.joint.dtype and len(text):
             d = text.shape[1]
             self.text, self.pair = self.joint[:, :d], self.joint[:, d:]  # views: the vectors are held once
@@ -54,7 +58,9 @@ class Repository:
     def __len__(self) -> int:
         return len(self.cases)
 
-    def retrieve(self, text: np.ndarray, pair: np.ndarray, k: int, lam: float, exclude: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def retrieve(
+        self, text: np.ndarray, pair: np.ndarray, k: int, lam: float, exclude: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Indices and scores of the ``k`` best cases for one query (normalised vectors): the highest
         ``lam * cos(text) + (1 - lam) * cos(pair)``, best first, ties by index."""
         if not self.cases or k <= 0:
@@ -62,7 +68,9 @@ class Repository:
         k = min(k, len(self.cases) - (exclude is not None))
         if k <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        query = np.concatenate([lam * np.asarray(text), (1 - lam) * np.asarray(pair)]).astype(self.joint.dtype, copy=False)
+        query = np.concatenate([lam * np.asarray(text), (1 - lam) * np.asarray(pair)]).astype(
+            self.joint.dtype, copy=False
+        )
         scores = self.joint @ query
         if exclude is not None:
             scores[exclude] = -np.inf
@@ -70,7 +78,9 @@ class Repository:
         top = top[np.lexsort((top, -scores[top]))]
         return top, scores[top]
 
-    def retrieve_many(self, texts: np.ndarray, pairs: np.ndarray, k: int, lam: float, chunk: int = 256) -> list[np.ndarray]:
+    def retrieve_many(
+        self, texts: np.ndarray, pairs: np.ndarray, k: int, lam: float, chunk: int = 256
+    ) -> list[np.ndarray]:
         """:meth:`retrieve`'s indices for many queries at once: one matrix-matrix product per ``chunk`` of
         queries reads the repository once for all of them (the 35,000-case matrix is 72 MB: read once per
         query it is the whole cost of a retrieval), then each row's top ``k``, best first, ties by index."""
@@ -78,7 +88,9 @@ class Repository:
         k = min(k, n)
         if not n or k <= 0:
             return [np.zeros(0, dtype=np.int64) for _ in range(len(texts))]
-        queries = np.concatenate([lam * np.asarray(texts), (1 - lam) * np.asarray(pairs)], axis=1).astype(self.joint.dtype, copy=False)
+        queries = np.concatenate([lam * np.asarray(texts), (1 - lam) * np.asarray(pairs)], axis=1).astype(
+            self.joint.dtype, copy=False
+        )
         out: list[np.ndarray] = []
         for start in range(0, len(queries), chunk):
             scores = queries[start : start + chunk] @ self.joint.T  # (chunk, n)
@@ -89,7 +101,9 @@ class Repository:
 
     def subset(self, keep: np.ndarray) -> Repository:
         keep = np.asarray(keep, dtype=np.int64)
-        return Repository([self.cases[i] for i in keep], self.text[keep], self.pair[keep], self.insight[keep], dict(self.info))
+        return Repository(
+            [self.cases[i] for i in keep], self.text[keep], self.pair[keep], self.insight[keep], dict(self.info)
+        )
 
     def save(self, directory: Path) -> None:
         (directory / "cases.json").write_text(json.dumps([asdict(c) for c in self.cases], indent=1), encoding="utf-8")
@@ -121,7 +135,9 @@ def k_medoids(vectors: np.ndarray, k: int, rng: np.random.Generator, iterations:
         nearest = dist[:, medoids].min(axis=1)
         weights = nearest**2
         total = weights.sum()
-        medoids.append(int(rng.choice(n, p=weights / total)) if total > 0 else int(rng.choice(np.setdiff1d(np.arange(n), medoids))))
+        medoids.append(
+            int(rng.choice(n, p=weights / total)) if total > 0 else int(rng.choice(np.setdiff1d(np.arange(n), medoids)))
+        )
     medoids_arr = np.array(sorted(set(medoids)), dtype=np.int64)
     for _ in range(iterations):
         assign = dist[:, medoids_arr].argmin(axis=1)
@@ -140,7 +156,9 @@ def k_medoids(vectors: np.ndarray, k: int, rng: np.random.Generator, iterations:
     return medoids_arr
 
 
-def representative_sample(repo: Repository, ratio: float, minimum: int, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, int]]:
+def representative_sample(
+    repo: Repository, ratio: float, minimum: int, rng: np.random.Generator
+) -> tuple[np.ndarray, dict[str, int]]:
     """K-medoids within each class on insight embeddings: keep max(minimum, ratio * size) cases per class.
 
     With label sets a case belongs to the class of each of its labels; the kept cases are the union."""

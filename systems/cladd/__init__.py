@@ -44,7 +44,15 @@ from pydantic import Field
 from ddibench import families
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
-from ddibench.molecule_answers import FAMILIES, MAX_TOKENS, SYSTEM_PROMPTS, answer_schema, describe_molecule, instruction_of, to_prediction
+from ddibench.molecule_answers import (
+    FAMILIES,
+    MAX_TOKENS,
+    SYSTEM_PROMPTS,
+    answer_schema,
+    describe_molecule,
+    instruction_of,
+    to_prediction,
+)
 from ddibench.schema import LabelSpace, Molecule, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
 from ddibench.systems.cladd import prompts
@@ -104,7 +112,10 @@ class CLADDSystem(BaseSystem):
         super().__init__(config)
         cfg = self.config
         if cfg.annotations == "generated" and not cfg.use_captioning_tool:
-            raise ConfigError("annotations=generated needs the captioning tool", "drop use_captioning_tool=false or choose annotations=expert|both")
+            raise ConfigError(
+                "annotations=generated needs the captioning tool",
+                "drop use_captioning_tool=false or choose annotations=expert|both",
+            )
         self.family = ""
         self.instruction = ""
         self.labels: LabelSpace | None = None  # the answer's label space where the answer names labels (targets)
@@ -141,7 +152,9 @@ class CLADDSystem(BaseSystem):
                 "knowledge graph: the user's PrimeKG file (drug structures from DrugBank 4.2 InChI)" if cfg.kg
                 else "knowledge graph: the project's Hetionet (DrugBank id space, 1,710 drugs with catalog SMILES) stands in for PrimeKG"
             )  # fmt: skip
-        out.append("prompts are written in our own words after the structure of the paper's appendix G; answers are parsed strictly")
+        out.append(
+            "prompts are written in our own words after the structure of the paper's appendix G; answers are parsed strictly"
+        )
         return out
 
     # -- preparation -------------------------------------------------------------------------
@@ -204,8 +217,12 @@ class CLADDSystem(BaseSystem):
     async def _annotate(self, ctx: RunContext, molecule: Molecule, trace: dict[str, Any]) -> list[str]:
         """The annotation lines the molecule-understanding agent (or the predictor) reads."""
         cfg = self.config
-        exclude = ("repurposing-hub",) if self.family == families.DRUG_TARGETS else ()  # the query's own Hub line is its gold
-        found: list[Annotation] = lookup(molecule.inchikey, exclude, cfg.pubchem) if cfg.annotations != "generated" else []
+        exclude = (
+            ("repurposing-hub",) if self.family == families.DRUG_TARGETS else ()
+        )  # the query's own Hub line is its gold
+        found: list[Annotation] = (
+            lookup(molecule.inchikey, exclude, cfg.pubchem) if cfg.annotations != "generated" else []
+        )
         lines = [f"[{a.source}] {a.text}" for a in found]
         trace["annotations"] = [{"source": a.source, "text": a.text} for a in found]
         trace["retrieved"].extend(a.text for a in found)
@@ -214,7 +231,10 @@ class CLADDSystem(BaseSystem):
             call_tool = True
         elif cfg.use_captioning_tool and cfg.annotations == "both":
             user = prompts.ANNOTATION_PLANNER.format(
-                task=self.instruction, molecule=describe_molecule(molecule), n=len(found), annotations=prompts.bullet(lines)
+                task=self.instruction,
+                molecule=describe_molecule(molecule),
+                n=len(found),
+                annotations=prompts.bullet(lines),
             )
             call_tool = await self._plan(ctx, "annotation_planner", prompts.ANNOTATION_PLANNER_SYSTEM, user, trace)
         self.count(f"captioning_tool.{'called' if call_tool else 'not_called'}")
@@ -244,13 +264,17 @@ class CLADDSystem(BaseSystem):
             return []
         trace["kg"]["anchor"] = {"drug": anchor.drug, "name": anchor.name, "similarity": anchor.similarity}
         mol = describe_molecule(molecule)
-        user = prompts.KG_PLANNER.format(task=self.instruction, molecule=mol, anchor=anchor.name, similarity=anchor.similarity)
+        user = prompts.KG_PLANNER.format(
+            task=self.instruction, molecule=mol, anchor=anchor.name, similarity=anchor.similarity
+        )
         if not await self._plan(ctx, "kg_planner", prompts.KG_PLANNER_SYSTEM, user, trace):
             self.count("kg_team.not_called")
             return []
         self.count("kg_team.called")
         related = graph.related(anchor.drug, cfg.k_related, own, sims)
-        trace["kg"]["related"] = [{"drug": r.drug, "name": r.name, "paths": r.paths, "similarity": r.similarity} for r in related]
+        trace["kg"]["related"] = [
+            {"drug": r.drug, "name": r.name, "paths": r.paths, "similarity": r.similarity} for r in related
+        ]
         reports = []
         if cfg.use_drugrel:
             from ddibench.systems.cladd.annotations import drug_line
@@ -292,8 +316,12 @@ class CLADDSystem(BaseSystem):
             if cfg.use_kg_team:
                 context += await self._kg_team(ctx, molecule, trace)
             if cfg.use_mu:
-                user = prompts.MU.format(task=self.instruction, molecule=describe_molecule(molecule), annotations=prompts.bullet(lines))
-                text = await self._call(ctx, "molecule_understanding", prompts.MU_SYSTEM, user, trace, cfg.report_tokens)
+                user = prompts.MU.format(
+                    task=self.instruction, molecule=describe_molecule(molecule), annotations=prompts.bullet(lines)
+                )
+                text = await self._call(
+                    ctx, "molecule_understanding", prompts.MU_SYSTEM, user, trace, cfg.report_tokens
+                )
                 trace["reports"]["molecule_understanding"] = text.strip()
                 context.insert(0, f"Molecule report: {' '.join(text.split()) or '(empty)'}")
             else:
@@ -303,14 +331,22 @@ class CLADDSystem(BaseSystem):
             schema = answer_schema(self.family, self.labels) if cfg.constrained else None
             messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
             result = await ctx.model("predictor").chat(
-                messages, temperature=cfg.temperature, max_tokens=MAX_TOKENS[self.family], json_schema=schema, seed=ctx.seed
+                messages,
+                temperature=cfg.temperature,
+                max_tokens=MAX_TOKENS[self.family],
+                json_schema=schema,
+                seed=ctx.seed,
             )
             trace["llm"].append(llm_trace("predictor", messages, result))
             trace["calls"].append("predictor")
             self.count("calls.predictor")
             trace["predictor_system_sha256"] = sha256_text(system)
             trace["max_tokens"] = MAX_TOKENS[self.family]
-            stated = stated_labels(self.family, self.label_space, trace["retrieved"]) if self.label_space is not None else None
+            stated = (
+                stated_labels(self.family, self.label_space, trace["retrieved"])
+                if self.label_space is not None
+                else None
+            )
             if stated is not None:  # what the retrieved texts state (report --ceilings), gold unseen
                 trace["context_labels"] = stated
             pred = to_prediction(self.family, sample, result, self.labels, trace)

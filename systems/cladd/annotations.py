@@ -105,7 +105,11 @@ def use_index(directory: Path) -> None:
     with np.load(directory / "chebi.npz") as data:
         bits = np.unpackbits(data["bits"], axis=1)
         skeletons = tuple(str(x) for x in data["skeletons"])
-    _loaded.update(path=str(directory), expert={k: tuple(Annotation(a, b) for a, b in v) for k, v in raw.items()}, chebi=(bits, skeletons))
+    _loaded.update(
+        path=str(directory),
+        expert={k: tuple(Annotation(a, b) for a, b in v) for k, v in raw.items()},
+        chebi=(bits, skeletons),
+    )
 
 
 def expert_index() -> dict[str, tuple[Annotation, ...]]:
@@ -124,7 +128,9 @@ def _expert_index() -> dict[str, tuple[Annotation, ...]]:
         for row in csv.DictReader(fh, delimiter="\t"):
             key = row.get("inchikey", "").removeprefix("InChIKey=")
             if key and row.get("description"):
-                index.setdefault(key, []).append(Annotation("drugbank", f"{row['name']}: {' '.join(row['description'].split())}"))
+                index.setdefault(key, []).append(
+                    Annotation("drugbank", f"{row['name']}: {' '.join(row['description'].split())}")
+                )
     for _, smiles, text in _chebi_rows():
         key = _key(smiles)
         if key:
@@ -139,10 +145,14 @@ def _expert_index() -> dict[str, tuple[Annotation, ...]]:
 @cache
 def user_index(path: str) -> dict[str, tuple[Annotation, ...]]:
     """A user's PubChem-style dump: TSV with ``description`` and ``inchikey`` or ``smiles`` columns."""
-    file, header, rows = read_table(path, "pubchem", "a TSV with description and inchikey (or smiles) columns", delimiter="\t")
+    file, header, rows = read_table(
+        path, "pubchem", "a TSV with description and inchikey (or smiles) columns", delimiter="\t"
+    )
     cols = set(header)
     if "description" not in cols or not cols & {"inchikey", "smiles"}:
-        raise DataError(f"{file} has no description column and inchikey or smiles column", "write a TSV with those columns")
+        raise DataError(
+            f"{file} has no description column and inchikey or smiles column", "write a TSV with those columns"
+        )
     index: dict[str, list[Annotation]] = {}
     for row in rows:
         key = (row.get("inchikey") or "").strip() or _key((row.get("smiles") or "").strip())

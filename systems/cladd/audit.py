@@ -49,7 +49,9 @@ def leaked(family: str, labels: LabelSpace, sample: Sample, retrieved: Iterable[
     return [labels[i].template if family == families.TOXICITY else labels[i].name for i in gold if i in hit]
 
 
-def leak_audit(family: str, labels: LabelSpace, samples: Mapping[str, Sample], traces: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+def leak_audit(
+    family: str, labels: LabelSpace, samples: Mapping[str, Sample], traces: Mapping[str, dict[str, Any]]
+) -> dict[str, Any]:
     """Counts over the answered samples: audited, leaked, and the leaked sample ids with their gold texts."""
     out: dict[str, Any] = {"family": family, "answers": len(traces), "audited": 0, "leaked": 0, "samples": {}}
     for sid, trace in traces.items():

@@ -83,7 +83,12 @@ class DrugGraph:
         return self.fingerprints.sum(axis=1) > 0
 
     def card(self) -> dict[str, Any]:
-        return {**self.identity, "drugs": self.n_drugs, "drugs_with_structure": int(self.has_structure.sum()), "edges": len(self.kg)}
+        return {
+            **self.identity,
+            "drugs": self.n_drugs,
+            "drugs_with_structure": int(self.has_structure.sum()),
+            "edges": len(self.kg),
+        }
 
     def same_structure(self, inchikey: str, name: str = "") -> list[int]:
         """The KG drugs that are the query itself: the same InChIKey skeleton, or (Hetionet) the KG's own
@@ -93,7 +98,9 @@ class DrugGraph:
         if self.identity.get("kg") == "hetionet":
             from ddibench.kg import compound_index
 
-            found.update(i for i in compound_index("drugbank").match(inchikey, [name] if name else []) if i < self.n_drugs)
+            found.update(
+                i for i in compound_index("drugbank").match(inchikey, [name] if name else []) if i < self.n_drugs
+            )
         elif name:
             found.update(i for i in range(self.n_drugs) if self.kg.name(i).lower() == name.strip().lower())
         return sorted(found)
@@ -119,7 +126,9 @@ class DrugGraph:
         union = self.bit_counts + q.sum() - inter
         return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
-    def anchor(self, smiles: str, exclude: list[int] | tuple[int, ...] = (), sims: np.ndarray | None = None) -> Anchor | None:
+    def anchor(
+        self, smiles: str, exclude: list[int] | tuple[int, ...] = (), sims: np.ndarray | None = None
+    ) -> Anchor | None:
         sims = self.similarities(smiles) if sims is None else sims
         masked = np.where(self.has_structure, sims, -1.0)
         if len(exclude):
@@ -153,7 +162,9 @@ class DrugGraph:
         ok = drugs != anchor  # the relations are as the CSR reads them: from the anchor, then from the entity
         return first[owner[ok]], mids[owner[ok]], drel[pos[ok]], drugs[ok]
 
-    def related(self, anchor: int, k: int, exclude: list[int] | tuple[int, ...] = (), sims: np.ndarray | None = None) -> list[Related]:
+    def related(
+        self, anchor: int, k: int, exclude: list[int] | tuple[int, ...] = (), sims: np.ndarray | None = None
+    ) -> list[Related]:
         if k <= 0:
             return []
         _, _, _, drugs = self._two_hop(anchor)
@@ -179,7 +190,9 @@ class DrugGraph:
             idx = np.flatnonzero(mask)
             idx = idx[np.lexsort((mids[idx], degree[mids[idx]]))][:per_drug]
             for i in idx.tolist():
-                step2 = self.kg.verbalise(int(mids[i]), int(second[i]), r.drug)  # CSR relations are read from the entity
+                step2 = self.kg.verbalise(
+                    int(mids[i]), int(second[i]), r.drug
+                )  # CSR relations are read from the entity
                 out.append(f"{self.kg.verbalise(anchor, int(first[i]), int(mids[i]))}; {step2}")
         return out
 
@@ -220,7 +233,9 @@ def primekg_graph(path: str) -> DrugGraph:
 
     file, header, rows = read_table(path, "kg", "PrimeKG's kg.csv (or leave kg unset for Hetionet)")
     if not rows or not set(header) >= PRIMEKG_COLUMNS:
-        raise DataError(f"{file} is not PrimeKG's kg.csv (columns {sorted(PRIMEKG_COLUMNS)} expected)", "pass PrimeKG's kg.csv")
+        raise DataError(
+            f"{file} is not PrimeKG's kg.csv (columns {sorted(PRIMEKG_COLUMNS)} expected)", "pass PrimeKG's kg.csv"
+        )
     nodes: dict[tuple[str, str], tuple[str, str]] = {}  # (type, id) -> (name, source)
     for row in rows:
         for side in ("x", "y"):

@@ -65,7 +65,14 @@ class DrugRAGSystem(AnswerSystem):
             (directory / "graph").mkdir()
             LadybugGraph.build(directory / "graph" / "db", data, directory)
             (directory / "ingestion.json").write_text(json.dumps(data["stats"]), encoding="utf-8")
-            for name in ("drug.csv", "compound.csv", "side_effect.csv", "interacts.csv", "causes_Drug.csv", "causes_Compound.csv"):
+            for name in (
+                "drug.csv",
+                "compound.csv",
+                "side_effect.csv",
+                "interacts.csv",
+                "causes_Drug.csv",
+                "causes_Compound.csv",
+            ):
                 (directory / name).unlink(missing_ok=True)
             bar.advance()
             bar.close()
@@ -76,7 +83,11 @@ class DrugRAGSystem(AnswerSystem):
 
     def run_info(self) -> dict[str, Any]:
         graph = getattr(self, "graph", None)
-        return {"counters": dict(self.counters), "ingestion": getattr(self, "ingestion", {}), "backend": getattr(graph, "backend", None)}
+        return {
+            "counters": dict(self.counters),
+            "ingestion": getattr(self, "ingestion", {}),
+            "backend": getattr(graph, "backend", None),
+        }
 
     async def answer(self, question: Question, ctx: RunContext) -> tuple[str, dict[str, Any]]:
         calls: list[dict[str, Any]] = []
@@ -91,7 +102,9 @@ class DrugRAGSystem(AnswerSystem):
         trace["llm"] = calls
         return text, trace
 
-    async def _cypher(self, question: str, ctx: RunContext, calls: list[dict[str, Any]], trace: dict[str, Any]) -> list[str]:
+    async def _cypher(
+        self, question: str, ctx: RunContext, calls: list[dict[str, Any]], trace: dict[str, Any]
+    ) -> list[str]:
         messages = [{"role": "system", "content": CYPHER_SYSTEM}, {"role": "user", "content": question}]
         for attempt in range(2):
             result = await ctx.model("query_writer").chat(messages, temperature=0.0, max_tokens=128, seed=ctx.seed)
@@ -118,7 +131,10 @@ class DrugRAGSystem(AnswerSystem):
             record["error"] = error
             messages = messages + [
                 {"role": "assistant", "content": result.text},
-                {"role": "user", "content": f"That did not work ({error}). Write a corrected read-only Cypher query for: {question}"},
+                {
+                    "role": "user",
+                    "content": f"That did not work ({error}). Write a corrected read-only Cypher query for: {question}",
+                },
             ]
         return []
 
@@ -130,22 +146,31 @@ class DrugRAGSystem(AnswerSystem):
         if len([e for e in drugs if e.kind == "Drug"]) >= 2:
             a, b = [e for e in drugs if e.kind == "Drug"][:2]
             _, rows = self.graph.query(
-                "MATCH (a:Drug {drugbank_id: $a})-[r:INTERACTS_WITH]-(b:Drug {drugbank_id: $b}) RETURN r.description", {"a": a.key, "b": b.key}, n
+                "MATCH (a:Drug {drugbank_id: $a})-[r:INTERACTS_WITH]-(b:Drug {drugbank_id: $b}) RETURN r.description",
+                {"a": a.key, "b": b.key},
+                n,
             )
             facts += [r[0] for r in rows]
         for e in drugs:
             _, rows = self.graph.query(f"MATCH (d:{e.kind} {{drugbank_id: $k}}) RETURN d.description", {"k": e.key}, 1)
             facts += [f"{e.name}: {r[0]}" for r in rows if r[0]]
             if e.kind == "Drug":
-                _, rows = self.graph.query("MATCH (d:Drug {drugbank_id: $k})-[r:INTERACTS_WITH]-(o:Drug) RETURN r.description", {"k": e.key}, n)
+                _, rows = self.graph.query(
+                    "MATCH (d:Drug {drugbank_id: $k})-[r:INTERACTS_WITH]-(o:Drug) RETURN r.description", {"k": e.key}, n
+                )
                 facts += [r[0] for r in rows][: n // 2]
-            _, rows = self.graph.query(f"MATCH (d:{e.kind} {{drugbank_id: $k}})-[:CAUSES_SIDE_EFFECT]->(s:SideEffect) RETURN s.name", {"k": e.key}, n)
+            _, rows = self.graph.query(
+                f"MATCH (d:{e.kind} {{drugbank_id: $k}})-[:CAUSES_SIDE_EFFECT]->(s:SideEffect) RETURN s.name",
+                {"k": e.key},
+                n,
+            )
             if rows:
                 facts.append(f"{e.name} can cause: " + ", ".join(r[0] for r in rows))
         for e in entities:
             if e.kind == "SideEffect":
-                _, rows = self.graph.query("MATCH (d)-[:CAUSES_SIDE_EFFECT]->(s:SideEffect {cui: $k}) RETURN d.name", {"k": e.key}, n)
+                _, rows = self.graph.query(
+                    "MATCH (d)-[:CAUSES_SIDE_EFFECT]->(s:SideEffect {cui: $k}) RETURN d.name", {"k": e.key}, n
+                )
                 if rows:
                     facts.append(f"{e.name} is a side effect of: " + ", ".join(r[0] for r in rows))
         return list(dict.fromkeys(facts))
-

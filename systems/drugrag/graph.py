@@ -56,7 +56,9 @@ def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
     for chunk in corpus.drug_monographs(words=10_000):  # one passage per drug: the whole description
         db = chunk.id.split(":")[1]
         text = chunk.text.split(": ", 1)[1] if ": " in chunk.text else chunk.text
-        (drugs if db in drugs else compounds).setdefault(db, {"name": chunk.title, "description": ""})["description"] = text
+        (drugs if db in drugs else compounds).setdefault(db, {"name": chunk.title, "description": ""})[
+            "description"
+        ] = text
     interactions: dict[tuple[str, str], list[str]] = {}
     for chunk in corpus.interaction_chunks(train, labels):
         stats["interaction_sentences"] += 1
@@ -80,7 +82,14 @@ def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
             continue
         causes.add((compound.kind, compound.key, effect.key))
     stats["side_effect_edges"] = len(causes)
-    return {"drugs": drugs, "compounds": compounds, "side_effects": side_effects, "interactions": interactions, "causes": causes, "stats": stats}
+    return {
+        "drugs": drugs,
+        "compounds": compounds,
+        "side_effects": side_effects,
+        "interactions": interactions,
+        "causes": causes,
+        "stats": stats,
+    }
 
 
 def _csv(path: Path, rows: Iterable[Iterable[Any]]) -> Path:
@@ -101,14 +110,20 @@ class LadybugGraph:
         import ladybug
 
         conn = ladybug.Connection(ladybug.Database(str(path)))
-        conn.execute("CREATE NODE TABLE Drug(drugbank_id STRING, name STRING, description STRING, PRIMARY KEY(drugbank_id))")
-        conn.execute("CREATE NODE TABLE Compound(drugbank_id STRING, name STRING, description STRING, PRIMARY KEY(drugbank_id))")
+        conn.execute(
+            "CREATE NODE TABLE Drug(drugbank_id STRING, name STRING, description STRING, PRIMARY KEY(drugbank_id))"
+        )
+        conn.execute(
+            "CREATE NODE TABLE Compound(drugbank_id STRING, name STRING, description STRING, PRIMARY KEY(drugbank_id))"
+        )
         conn.execute("CREATE NODE TABLE SideEffect(cui STRING, name STRING, PRIMARY KEY(cui))")
         conn.execute("CREATE REL TABLE INTERACTS_WITH(FROM Drug TO Drug, description STRING)")
         conn.execute("CREATE REL TABLE CAUSES_SIDE_EFFECT(FROM Drug TO SideEffect, FROM Compound TO SideEffect)")
         files = {
             "Drug": _csv(scratch / "drug.csv", ((k, v["name"], v["description"]) for k, v in data["drugs"].items())),
-            "Compound": _csv(scratch / "compound.csv", ((k, v["name"], v["description"]) for k, v in data["compounds"].items())),
+            "Compound": _csv(
+                scratch / "compound.csv", ((k, v["name"], v["description"]) for k, v in data["compounds"].items())
+            ),
             "SideEffect": _csv(scratch / "side_effect.csv", data["side_effects"].items()),
         }
         for table, file in files.items():
@@ -117,7 +132,9 @@ class LadybugGraph:
         conn.execute(f"COPY INTERACTS_WITH FROM '{scratch / 'interacts.csv'}' {CSV_OPTIONS}")
         for kind in ("Drug", "Compound"):
             _csv(scratch / f"causes_{kind}.csv", ((k, e) for src, k, e in data["causes"] if src == kind))
-            conn.execute(f"COPY CAUSES_SIDE_EFFECT FROM '{scratch / f'causes_{kind}.csv'}' (from='{kind}', to='SideEffect', {CSV_OPTIONS[1:-1]})")
+            conn.execute(
+                f"COPY CAUSES_SIDE_EFFECT FROM '{scratch / f'causes_{kind}.csv'}' (from='{kind}', to='SideEffect', {CSV_OPTIONS[1:-1]})"
+            )
         del conn
 
     def connection(self) -> Any:
@@ -127,7 +144,9 @@ class LadybugGraph:
             self._conn = ladybug.Connection(ladybug.Database(str(self.path), read_only=True))
         return self._conn
 
-    def query(self, cypher: str, params: dict[str, Any] | None = None, max_rows: int = 50) -> tuple[list[str], list[list[Any]]]:
+    def query(
+        self, cypher: str, params: dict[str, Any] | None = None, max_rows: int = 50
+    ) -> tuple[list[str], list[list[Any]]]:
         result = self.connection().execute(cypher, params or {})
         names = result.get_column_names()
         rows: list[list[Any]] = []
@@ -161,8 +180,14 @@ class Neo4jGraph:
     def build(self, data: dict[str, Any]) -> None:
         with self.driver.session() as session:
             for kind in ("Drug", "Compound"):
-                rows = [{"id": k, "name": v["name"], "description": v["description"]} for k, v in data[kind.lower() + "s"].items()]
-                session.run(f"UNWIND $rows AS r MERGE (n:{kind} {{drugbank_id: r.id}}) SET n.name = r.name, n.description = r.description", rows=rows)
+                rows = [
+                    {"id": k, "name": v["name"], "description": v["description"]}
+                    for k, v in data[kind.lower() + "s"].items()
+                ]
+                session.run(
+                    f"UNWIND $rows AS r MERGE (n:{kind} {{drugbank_id: r.id}}) SET n.name = r.name, n.description = r.description",
+                    rows=rows,
+                )
             session.run("UNWIND $rows AS r MERGE (n:SideEffect {cui: r.cui}) SET n.name = r.name",
                         rows=[{"cui": k, "name": v} for k, v in data["side_effects"].items()])  # fmt: skip
             session.run("UNWIND $rows AS r MATCH (a:Drug {drugbank_id: r.a}), (b:Drug {drugbank_id: r.b}) MERGE (a)-[e:INTERACTS_WITH]->(b) SET e.description = r.d",
@@ -171,7 +196,9 @@ class Neo4jGraph:
                 session.run(f"UNWIND $rows AS r MATCH (a:{kind} {{drugbank_id: r.a}}), (s:SideEffect {{cui: r.s}}) MERGE (a)-[:CAUSES_SIDE_EFFECT]->(s)",
                             rows=[{"a": k, "s": e} for src, k, e in data["causes"] if src == kind])  # fmt: skip
 
-    def query(self, cypher: str, params: dict[str, Any] | None = None, max_rows: int = 50) -> tuple[list[str], list[list[Any]]]:
+    def query(
+        self, cypher: str, params: dict[str, Any] | None = None, max_rows: int = 50
+    ) -> tuple[list[str], list[list[Any]]]:
         import neo4j
 
         with self.driver.session(default_access_mode=neo4j.READ_ACCESS) as session:

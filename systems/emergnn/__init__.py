@@ -42,7 +42,15 @@ from ddibench import families, label_sets
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Prediction, Sample
-from ddibench.system import BaseSystem, BestEpoch, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
+from ddibench.system import (
+    BaseSystem,
+    BestEpoch,
+    RunContext,
+    SystemConfig,
+    TrainingProgress,
+    TrainingView,
+    system_config_hash,
+)
 
 TRAINING_CODE_VERSION = 2  # 2: sums of messages in CSR order (scipy-built matrices), batches prepared ahead
 T = TypeVar("T")
@@ -140,7 +148,9 @@ class EmerGNNSystem(BaseSystem):
         import torch
 
         if self.config.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError("emergnn config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine")
+            raise ConfigError(
+                "emergnn config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine"
+            )
         return torch.device(self.config.device)
 
     # -- graphs ------------------------------------------------------------------------------
@@ -175,7 +185,10 @@ class EmerGNNSystem(BaseSystem):
         if self._label_sets:
             # rows (head, tail, pair index) and the pairs' side effects; graph facts are (head, tail, side effect)
             train, valid = _pair_rows(view.train), _pair_rows(view.valid)
-            self._labels = {"train": label_sets.label_matrix(view.train, self._n_labels), "valid": label_sets.label_matrix(view.valid, self._n_labels)}
+            self._labels = {
+                "train": label_sets.label_matrix(view.train, self._n_labels),
+                "valid": label_sets.label_matrix(view.valid, self._n_labels),
+            }
             train_facts, valid_facts = _facts(train, self._labels["train"]), _facts(valid, self._labels["valid"])
         else:
             train_facts = train = _triples(view.train)
@@ -187,7 +200,11 @@ class EmerGNNSystem(BaseSystem):
         # prediction graph: the whole KG, training and validation interactions as facts
         if self.config.predict_facts not in ("train", "train+valid"):
             raise ConfigError(f"emergnn predict_facts '{self.config.predict_facts}' is not 'train' or 'train+valid'")
-        facts = np.concatenate([train_facts, valid_facts]) if len(valid) and self.config.predict_facts == "train+valid" else train_facts
+        facts = (
+            np.concatenate([train_facts, valid_facts])
+            if len(valid) and self.config.predict_facts == "train+valid"
+            else train_facts
+        )
         self._graphs["predict"] = self._message_graph(kg, set(), facts)
         key = {
             "system": self.name,
@@ -200,7 +217,9 @@ class EmerGNNSystem(BaseSystem):
             "seed": ctx.seed,
             "training_code": TRAINING_CODE_VERSION,
         }
-        path, built = ctx.artifacts.get_or_build("emergnn", key, lambda tmp: self._train(view, ctx, tmp, kg, train, valid, cfg))
+        path, built = ctx.artifacts.get_or_build(
+            "emergnn", key, lambda tmp: self._train(view, ctx, tmp, kg, train, valid, cfg)
+        )
         self.training_log = json.loads((path / "training.json").read_text(encoding="utf-8"))
         self.training_log["loaded_from_cache"] = not built
         self.training_log["artifact"] = str(path)
@@ -233,14 +252,18 @@ class EmerGNNSystem(BaseSystem):
                 "does not have)",
             ]
             if self.config.multilabel_loss == "negatives":
-                out.append("negative pairs are generated once per training run from the training drugs (EmerGNN reads them from its files)")
+                out.append(
+                    "negative pairs are generated once per training run from the training drugs (EmerGNN reads them from its files)"
+                )
                 out.append(
                     "EmerGNN's objective (multilabel_loss=negatives) scores each side effect of a pair against the same side "
                     "effect on a random pair, so it never learns which side effects are frequent: its ranking sits at or below "
                     "the popularity floor (docs/systems/emergnn.md); -C multilabel_loss=bce trains the ranking the task scores"
                 )
         if self.config.classifier == "pair+drugs":
-            out.append("the classifier also reads the drugs' projected Morgan features [x_u; x_v] (not the paper's: a diagnostic)")
+            out.append(
+                "the classifier also reads the drugs' projected Morgan features [x_u; x_v] (not the paper's: a diagnostic)"
+            )
         return out
 
     def _new_net(self, cfg: dict[str, Any], kg: Any, view: TrainingView) -> Any:
@@ -262,7 +285,14 @@ class EmerGNNSystem(BaseSystem):
         )
 
     def _train(
-        self, view: TrainingView, ctx: RunContext, out_dir: Path, kg: Any, train: np.ndarray, valid: np.ndarray, cfg: dict[str, Any]
+        self,
+        view: TrainingView,
+        ctx: RunContext,
+        out_dir: Path,
+        kg: Any,
+        train: np.ndarray,
+        valid: np.ndarray,
+        cfg: dict[str, Any],
     ) -> None:
         """Train with pseudo-emerging resampling, keep the best evaluated epoch, and write ``model.pt`` and
         ``training.json`` into ``out_dir``. One loop for both kinds of task: ``train``/``valid`` are (head, tail,
@@ -291,7 +321,9 @@ class EmerGNNSystem(BaseSystem):
         in_kg[kg_train.tail] = True
         candidates = np.array(sorted(d for d in train_drugs if in_kg[d]), dtype=np.int64)
         negatives = None
-        if self._label_sets and cfg["multilabel_loss"] == "negatives":  # one fixed negative per training pair, as in EmerGNN's files
+        if (
+            self._label_sets and cfg["multilabel_loss"] == "negatives"
+        ):  # one fixed negative per training pair, as in EmerGNN's files
             negatives = label_sets.corrupt_pairs(train[:, :2], np.array(sorted(train_drugs), dtype=np.int64), rng)
         valid_eval = valid
         if cfg["valid_pairs"] and cfg["valid_pairs"] < len(valid):
@@ -305,7 +337,10 @@ class EmerGNNSystem(BaseSystem):
                 recall = label_sets.recall_at_k(probs, self._labels["valid"][valid_eval[:, 2]], self._k)
                 return recall, {metric: round(recall, 5)}
             scores = classification_scores(valid_eval[:, 2], probs.argmax(1), len(view.task.label_space))
-            return scores.macro_f1, {"valid_macro_f1": round(scores.macro_f1, 5), "valid_accuracy": round(scores.accuracy, 5)}
+            return scores.macro_f1, {
+                "valid_macro_f1": round(scores.macro_f1, 5),
+                "valid_accuracy": round(scores.accuracy, 5),
+            }
 
         log: list[dict[str, Any]] = []
         best = BestEpoch()  # no early stopping: the best evaluated epoch is kept
@@ -322,7 +357,9 @@ class EmerGNNSystem(BaseSystem):
                     bar = TrainingProgress(ctx.progress, f"emergnn ({len(data):,} pairs an epoch)", cfg["max_epochs"],
                                            -(-len(data) // cfg["batch_size"]), f"recall@{self._k}" if self._label_sets else "macro-F1")  # fmt: skip
                 graph = self._message_graph(kg_train, set(), known if y_train is None else _facts(known, y_train))
-                loss = self._epoch(net, optimiser, graph, data, cfg, rng, device, bar, labels=y_train, negatives=negatives)
+                loss = self._epoch(
+                    net, optimiser, graph, data, cfg, rng, device, bar, labels=y_train, negatives=negatives
+                )
                 row: dict[str, Any] = {"epoch": epoch, "facts": int(len(known)), "pairs": int(len(data)), "pairs_available": int(available),
                                        "loss": round(loss, 4)}  # fmt: skip
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
@@ -358,8 +395,17 @@ class EmerGNNSystem(BaseSystem):
         )
 
     def _epoch(
-        self, net: Any, optimiser: Any, graph: Any, data: np.ndarray, cfg: dict[str, Any], rng: np.random.Generator, device: Any,
-        bar: TrainingProgress, labels: np.ndarray | None = None, negatives: np.ndarray | None = None,
+        self,
+        net: Any,
+        optimiser: Any,
+        graph: Any,
+        data: np.ndarray,
+        cfg: dict[str, Any],
+        rng: np.random.Generator,
+        device: Any,
+        bar: TrainingProgress,
+        labels: np.ndarray | None = None,
+        negatives: np.ndarray | None = None,
     ) -> float:
         """One pass over ``data``: (head, tail, label) rows, or (head, tail, pair index) rows with ``labels``
         (the pairs' 0/1 side effects) and, for EmerGNN's objective, each pair's generated ``negatives``."""
@@ -380,10 +426,14 @@ class EmerGNNSystem(BaseSystem):
             return batch, pairs, negative
 
         total = 0.0
-        for batch, pairs, negative in _prefetched(prepare, [data[order[start : start + size]] for start in range(0, len(order), size)]):
+        for batch, pairs, negative in _prefetched(
+            prepare, [data[order[start : start + size]] for start in range(0, len(order), size)]
+        ):
             logits, _, _ = net(pairs)
             if labels is None:
-                loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum")
+                loss = torch.nn.functional.cross_entropy(
+                    logits, torch.from_numpy(batch[:, 2]).to(device), reduction="sum"
+                )
             else:
                 target = torch.from_numpy(labels[batch[:, 2]]).to(device)
                 negative_logits = net(negative)[0] if negative is not None else None
@@ -397,7 +447,13 @@ class EmerGNNSystem(BaseSystem):
         return total / max(1, len(data))
 
     def _batches(
-        self, graph: Any, heads: Sequence[int] | np.ndarray, tails: Sequence[int] | np.ndarray, cfg: dict[str, Any], device: Any, hide_pair_below: int = 0
+        self,
+        graph: Any,
+        heads: Sequence[int] | np.ndarray,
+        tails: Sequence[int] | np.ndarray,
+        cfg: dict[str, Any],
+        device: Any,
+        hide_pair_below: int = 0,
     ) -> Iterator[Any]:
         """``PairBatch``es of ``predict_batch`` pairs, in order, each prepared while the previous one runs."""
         from ddibench.systems.emergnn.model import PairBatch
@@ -405,11 +461,15 @@ class EmerGNNSystem(BaseSystem):
         size = cfg["predict_batch"]
         heads, tails = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
         return _prefetched(
-            lambda start: PairBatch.of(graph, heads[start : start + size], tails[start : start + size], cfg["length"], device, hide_pair_below),
+            lambda start: PairBatch.of(
+                graph, heads[start : start + size], tails[start : start + size], cfg["length"], device, hide_pair_below
+            ),
             range(0, len(heads), size),
         )
 
-    def _probabilities(self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any) -> np.ndarray:
+    def _probabilities(
+        self, net: Any, graph: Any, heads: np.ndarray, tails: np.ndarray, cfg: dict[str, Any], device: Any
+    ) -> np.ndarray:
         import torch
 
         net.eval()
@@ -450,7 +510,9 @@ class EmerGNNSystem(BaseSystem):
                 reprs.append(pair.cpu().numpy())
         return np.concatenate(probs), np.concatenate(reprs)
 
-    def explain(self, head: int, tail: int, setting: str, top: int = 5, graph: str = "predict", hide_own: bool = False) -> list[dict[str, Any]]:
+    def explain(
+        self, head: int, tail: int, setting: str, top: int = 5, graph: str = "predict", hide_own: bool = False
+    ) -> list[dict[str, Any]]:
         """The ``top`` relational paths between the pair with the highest attention, verbalised."""
         import torch
 
@@ -458,13 +520,24 @@ class EmerGNNSystem(BaseSystem):
 
         cfg = self.resolved(setting)
         message_graph = self._graphs[graph]
-        batch = PairBatch.of(message_graph, np.array([head]), np.array([tail]), cfg["length"], self._device(), self._n_labels if hide_own else 0)
+        batch = PairBatch.of(
+            message_graph,
+            np.array([head]),
+            np.array([tail]),
+            cfg["length"],
+            self._device(),
+            self._n_labels if hide_own else 0,
+        )
         with torch.no_grad():
             _, _, alpha = self._net(batch)
         walks = batch.walks
         weights = [a.cpu().numpy() for a in alpha]
         return [
-            {"score": round(score, 4), "steps": [list(s) for s in steps], "text": "; ".join(self._kg.verbalise(a, r, b) for a, r, b in steps)}
+            {
+                "score": round(score, 4),
+                "steps": [list(s) for s in steps],
+                "text": "; ".join(self._kg.verbalise(a, r, b) for a, r, b in steps),
+            }
             for score, steps in top_paths(walks, weights, message_graph, 0, top)
         ]
 
@@ -481,7 +554,11 @@ class EmerGNNSystem(BaseSystem):
                     ranked=[int(k) for k in top[i, : self._k]],
                     trace={
                         "top10": [[int(k), round(float(probs[i, k]), 5)] for k in top[i]],
-                        **({"paths": self.explain(heads[i], tails[i], setting, self.config.explain_paths)} if self.config.explain_paths else {}),
+                        **(
+                            {"paths": self.explain(heads[i], tails[i], setting, self.config.explain_paths)}
+                            if self.config.explain_paths
+                            else {}
+                        ),
                     },
                 )
                 for i, sample in enumerate(samples)
@@ -492,17 +569,22 @@ class EmerGNNSystem(BaseSystem):
             trace: dict[str, Any] = {"top5": [[int(k), round(float(probs[i, k]), 5)] for k in top5[i]]}
             if self.config.explain_paths:
                 trace["paths"] = self.explain(heads[i], tails[i], setting, self.config.explain_paths)
-            out.append(Prediction(sample_id=sample.id, label=int(top5[i, 0]), ranked=[int(k) for k in top5[i]], trace=trace))
+            out.append(
+                Prediction(sample_id=sample.id, label=int(top5[i, 0]), ranked=[int(k) for k in top5[i]], trace=trace)
+            )
         return out
 
 
 def _triples(samples: Sequence[Sample]) -> np.ndarray:
-    return np.array([(s.pair.head.node_id, s.pair.tail.node_id, int(s.target)) for s in samples], dtype=np.int64).reshape(-1, 3)  # type: ignore[arg-type]
+    rows = [(s.pair.head.node_id, s.pair.tail.node_id, int(s.target)) for s in samples]  # type: ignore[arg-type]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
 
 
 def _pair_rows(samples: Sequence[Sample]) -> np.ndarray:
     """(head, tail, pair index) rows of label-set samples."""
-    return np.array([(s.pair.head.node_id, s.pair.tail.node_id, i) for i, s in enumerate(samples)], dtype=np.int64).reshape(-1, 3)
+    return np.array(
+        [(s.pair.head.node_id, s.pair.tail.node_id, i) for i, s in enumerate(samples)], dtype=np.int64
+    ).reshape(-1, 3)
 
 
 def _facts(rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -511,7 +593,9 @@ def _facts(rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.stack([rows[pair, 0], rows[pair, 1], label], axis=1).astype(np.int64).reshape(-1, 3)
 
 
-def _pseudo_emerging(setting: str, train: np.ndarray, candidates: np.ndarray, known_ratio: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _pseudo_emerging(
+    setting: str, train: np.ndarray, candidates: np.ndarray, known_ratio: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """One epoch's (fact edges, training pairs), EmerGNN's resampling of pseudo-new drugs."""
     if setting == "S0":
         order = rng.permutation(len(train))

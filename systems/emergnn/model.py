@@ -77,7 +77,9 @@ class TensorWalks:
             n_rel = int(rel.max(initial=0)) + 1
             # one row per target state, columns (relation, source state): the COO -> CSR conversion sums
             # repeated edges and sorts each row's columns, so a row's groups are its runs of one relation
-            by_target = sparse.csr_matrix((np.ones(len(edges), dtype=np.float32), (dst, rel * n_src + src)), shape=(n_dst, n_rel * n_src))
+            by_target = sparse.csr_matrix(
+                (np.ones(len(edges), dtype=np.float32), (dst, rel * n_src + src)), shape=(n_dst, n_rel * n_src)
+            )
             row = np.repeat(np.arange(n_dst), np.diff(by_target.indptr))
             relation = by_target.indices // n_src
             starts = np.flatnonzero(np.diff(row, prepend=-1) | np.diff(relation, prepend=-1))
@@ -110,7 +112,13 @@ class PairBatch:
 
     @classmethod
     def of(
-        cls, graph: MessageGraph, heads: np.ndarray, tails: np.ndarray, length: int, device: torch.device, hide_pair_below: int = 0
+        cls,
+        graph: MessageGraph,
+        heads: np.ndarray,
+        tails: np.ndarray,
+        length: int,
+        device: torch.device,
+        hide_pair_below: int = 0,
     ) -> PairBatch:
         heads, tails = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
         walks = walk_batch(graph, heads, tails, length, hide_pair_below)
@@ -171,7 +179,11 @@ class EmerGNNNet(nn.Module):
             # coefficient of (pair, relation): attention weight times the relation embedding
             relation: torch.Tensor = self.relations[layer].weight  # type: ignore[assignment]  # an nn.Embedding's weight
             table = (alpha[layer].unsqueeze(2) * relation.unsqueeze(0)).reshape(-1, self.dim)
-            grouped = _GroupSum.apply(h, step.gather, step.scatter) if h.shape[0] else h.new_zeros(step.gather.shape[0], self.dim)
+            grouped = (
+                _GroupSum.apply(h, step.gather, step.scatter)
+                if h.shape[0]
+                else h.new_zeros(step.gather.shape[0], self.dim)
+            )
             messages = grouped * table[step.pair * n_rel + step.relation]
             summed = torch.zeros(step.n_targets, self.dim, dtype=h.dtype, device=h.device)
             summed.index_add_(0, step.target, messages)
@@ -202,7 +214,9 @@ def top_paths(
     n_prev = len(walks.states[0])
     scores = np.full((n_prev, top), -np.inf)
     scores[pair, 0] = 0.0
-    back: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per layer: edge rows, beam of origin, per (state, slot)
+    back: list[
+        tuple[np.ndarray, np.ndarray, np.ndarray]
+    ] = []  # per layer: edge rows, beam of origin, per (state, slot)
     layer_edges = []
     for layer in range(length):
         e = walks.edges[layer]

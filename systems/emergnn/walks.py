@@ -44,7 +44,9 @@ class MessageGraph:
         return 2 * self.n_base + 1
 
     @classmethod
-    def from_triples(cls, head: np.ndarray, tail: np.ndarray, rel: np.ndarray, n_nodes: int, n_base: int) -> MessageGraph:
+    def from_triples(
+        cls, head: np.ndarray, tail: np.ndarray, rel: np.ndarray, n_nodes: int, n_base: int
+    ) -> MessageGraph:
         src = np.concatenate([head, tail]).astype(np.int64)
         dst = np.concatenate([tail, head]).astype(np.int64)
         r = np.concatenate([rel, rel + n_base]).astype(np.int64)
@@ -55,7 +57,11 @@ class MessageGraph:
         return cls(n_nodes, n_base, indptr, dst, r)
 
     def reverse(self, relation: np.ndarray) -> np.ndarray:
-        return np.where(relation == self.identity, relation, np.where(relation >= self.n_base, relation - self.n_base, relation + self.n_base))
+        return np.where(
+            relation == self.identity,
+            relation,
+            np.where(relation >= self.n_base, relation - self.n_base, relation + self.n_base),
+        )
 
 
 @dataclass
@@ -82,13 +88,17 @@ class WalkBatch:
         return int(sum(len(e) for e in self.edges))
 
 
-def _rows(graph: MessageGraph, pairs: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _rows(
+    graph: MessageGraph, pairs: np.ndarray, nodes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every CSR entry of each (pair, node): (pair, node, relation, neighbour) columns."""
     pos, owner = gather_rows(graph.indptr, nodes)
     return pairs[owner], nodes[owner], graph.rel[pos], graph.nbr[pos]
 
 
-def _join(graph: MessageGraph, pairs: np.ndarray, nodes: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _join(
+    graph: MessageGraph, pairs: np.ndarray, nodes: np.ndarray, allowed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The CSR entries of each (pair, node) whose (pair, neighbour) key is ``allowed``, as ``_rows`` gives
     them; only the neighbour column is read for every entry, the others for the entries kept."""
     pos, owner = gather_rows(graph.indptr, nodes)
@@ -104,7 +114,11 @@ def _mask(keys: np.ndarray, size: int) -> np.ndarray:
 
 
 def walk_batch(
-    graph: MessageGraph, sources: np.ndarray, targets: np.ndarray, length: int, hide_pair_below: int = 0,
+    graph: MessageGraph,
+    sources: np.ndarray,
+    targets: np.ndarray,
+    length: int,
+    hide_pair_below: int = 0,
     join: Literal["smaller", "source", "target"] = "smaller",
 ) -> WalkBatch:
     """Walk subgraphs of ``length`` (1..3) steps from ``sources[p]`` to ``targets[p]``.
@@ -131,7 +145,9 @@ def walk_batch(
     layer0 = np.stack([pair_ids, sources], 1)  # state index = pair id
     layer_last = np.stack([pair_ids, targets], 1)
 
-    def rows(pair: np.ndarray, frm: np.ndarray, rel: np.ndarray, to: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    def rows(
+        pair: np.ndarray, frm: np.ndarray, rel: np.ndarray, to: np.ndarray, keep: np.ndarray | None = None
+    ) -> np.ndarray:
         """(pair, from, relation, to) rows of the kept edges, without the pair's own label edges when hidden."""
         keep = np.ones(len(pair), dtype=bool) if keep is None else keep
         if hide_pair_below:
@@ -141,7 +157,9 @@ def walk_batch(
             keep &= ~(own & label)
         return np.stack([pair[keep], frm[keep], rel[keep], to[keep]], 1)
 
-    def into(allowed: np.ndarray, pair: np.ndarray, frm: np.ndarray, rel: np.ndarray, to: np.ndarray, key_of: np.ndarray) -> np.ndarray:
+    def into(
+        allowed: np.ndarray, pair: np.ndarray, frm: np.ndarray, rel: np.ndarray, to: np.ndarray, key_of: np.ndarray
+    ) -> np.ndarray:
         return rows(pair, frm, rel, to, allowed[key_of])
 
     if length == 1:  # u -> v directly

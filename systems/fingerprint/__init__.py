@@ -73,7 +73,9 @@ class MorganSklearnSystem(BaseSystem):
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         self.multilabel = view.task.family == families.DRUG_TARGETS
         if not view.train:
-            raise ConfigError(f"task {view.task.name} has no training molecules", "morgan-sklearn needs a training split")
+            raise ConfigError(
+                f"task {view.task.name} has no training molecules", "morgan-sklearn needs a training split"
+            )
         key = {
             "system": self.name,
             "version": self.version,
@@ -106,15 +108,23 @@ class MorganSklearnSystem(BaseSystem):
         kind = self.estimator_kind()
         cfg = self.config
         if kind == "rf":
-            base: Any = RandomForestClassifier(n_estimators=cfg.n_estimators, class_weight="balanced", n_jobs=cfg.n_jobs, random_state=ctx.seed)
+            base: Any = RandomForestClassifier(
+                n_estimators=cfg.n_estimators, class_weight="balanced", n_jobs=cfg.n_jobs, random_state=ctx.seed
+            )
         else:
-            base = LogisticRegression(C=cfg.C, max_iter=2000, class_weight="balanced" if not self.multilabel else None, random_state=ctx.seed)
+            base = LogisticRegression(
+                C=cfg.C, max_iter=2000, class_weight="balanced" if not self.multilabel else None, random_state=ctx.seed
+            )
         if self.multilabel:
             n_labels = len(view.task.label_space)
             binarizer = MultiLabelBinarizer(classes=list(range(n_labels)))
             y = binarizer.fit_transform([list(s.target) for s in view.train])  # type: ignore[arg-type]
             seen = np.flatnonzero(y.sum(axis=0) > 0)
-            model: Any = {"kind": "multilabel", "labels": seen.tolist(), "model": OneVsRestClassifier(base, n_jobs=cfg.n_jobs).fit(x, y[:, seen])}
+            model: Any = {
+                "kind": "multilabel",
+                "labels": seen.tolist(),
+                "model": OneVsRestClassifier(base, n_jobs=cfg.n_jobs).fit(x, y[:, seen]),
+            }
             info = {"labels_learned": len(seen), "labels_total": n_labels}
         else:
             y = np.array([int(s.target) for s in view.train])  # type: ignore[arg-type]
@@ -122,7 +132,12 @@ class MorganSklearnSystem(BaseSystem):
             info = {"positives": int(y.sum())}
         with open(out / "model.pkl", "wb") as fh:
             pickle.dump(model, fh)
-        log = {"estimator": kind, "n_train": len(view.train), "fit_seconds": round(time.perf_counter() - started, 2), **info}
+        log = {
+            "estimator": kind,
+            "n_train": len(view.train),
+            "fit_seconds": round(time.perf_counter() - started, 2),
+            **info,
+        }
         (out / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
@@ -136,7 +151,9 @@ class MorganSklearnSystem(BaseSystem):
             probs = model["model"].predict_proba(x)
             p_yes = probs[:, classes.index(1)] if 1 in classes else np.zeros(len(samples))
             for s, p in zip(samples, p_yes.tolist()):
-                out.append(Prediction(sample_id=s.id, label=int(p >= 0.5), scores={"0": round(1 - p, 6), "1": round(p, 6)}))
+                out.append(
+                    Prediction(sample_id=s.id, label=int(p >= 0.5), scores={"0": round(1 - p, 6), "1": round(p, 6)})
+                )
             return out
         labels = np.array(model["labels"])
         probs = model["model"].predict_proba(x)

@@ -24,7 +24,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ddibench import BaseSystem, BestEpoch, Prediction, RunContext, Sample, SystemConfig, Task, TrainingProgress, TrainingView, families
+from ddibench import (
+    BaseSystem,
+    BestEpoch,
+    Prediction,
+    RunContext,
+    Sample,
+    SystemConfig,
+    Task,
+    TrainingProgress,
+    TrainingView,
+    families,
+)
 from ddibench.errors import ConfigError
 from ddibench.system import system_config_hash
 
@@ -56,9 +67,18 @@ def _network(cfg: GINConfig, n_out: int) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.atom: nn.ModuleList = nn.ModuleList(nn.Embedding(len(v), cfg.hidden) for v in x_map.values())
-            self.bond = nn.ModuleList(nn.ModuleList(nn.Embedding(len(v), cfg.hidden) for v in e_map.values()) for _ in range(cfg.layers))
+            self.bond = nn.ModuleList(
+                nn.ModuleList(nn.Embedding(len(v), cfg.hidden) for v in e_map.values()) for _ in range(cfg.layers)
+            )
             self.convs = nn.ModuleList(
-                GINEConv(nn.Sequential(nn.Linear(cfg.hidden, 2 * cfg.hidden), nn.BatchNorm1d(2 * cfg.hidden), nn.ReLU(), nn.Linear(2 * cfg.hidden, cfg.hidden)))
+                GINEConv(
+                    nn.Sequential(
+                        nn.Linear(cfg.hidden, 2 * cfg.hidden),
+                        nn.BatchNorm1d(2 * cfg.hidden),
+                        nn.ReLU(),
+                        nn.Linear(2 * cfg.hidden, cfg.hidden),
+                    )
+                )
                 for _ in range(cfg.layers)
             )
             self.norms = nn.ModuleList(nn.BatchNorm1d(cfg.hidden) for _ in range(cfg.layers))
@@ -68,7 +88,11 @@ def _network(cfg: GINConfig, n_out: int) -> Any:
         def forward(self, data: Any) -> Any:
             h = sum(emb(data.x[:, i]) for i, emb in enumerate(self.atom))
             for conv, norm, bond in zip(self.convs, self.norms, self.bond):
-                edge = sum(emb(data.edge_attr[:, i]) for i, emb in enumerate(cast(nn.ModuleList, bond))) if data.edge_attr.numel() else torch.zeros(0, cfg.hidden)
+                edge = (
+                    sum(emb(data.edge_attr[:, i]) for i, emb in enumerate(cast(nn.ModuleList, bond)))
+                    if data.edge_attr.numel()
+                    else torch.zeros(0, cfg.hidden)
+                )
                 h = h + self.dropout(torch.relu(norm(conv(h, data.edge_index, edge))))
             return self.head(global_mean_pool(h, data.batch))
 
@@ -92,7 +116,9 @@ def molecule_graphs(smiles: Sequence[str]) -> tuple[list[Any], list[int]]:
             failed.append(i)
             x = torch.zeros(1, 9, dtype=torch.long)
             x[0, 0] = 6
-            graph = Data(x=x, edge_index=torch.zeros(2, 0, dtype=torch.long), edge_attr=torch.zeros(0, 3, dtype=torch.long))
+            graph = Data(
+                x=x, edge_index=torch.zeros(2, 0, dtype=torch.long), edge_attr=torch.zeros(0, 3, dtype=torch.long)
+            )
         graph.smiles = None
         graphs.append(graph)
     return graphs, failed
@@ -101,7 +127,9 @@ def molecule_graphs(smiles: Sequence[str]) -> tuple[list[Any], list[int]]:
 class GINSystem(BaseSystem):
     name = "gin"
     version = "1.0.0"
-    description = "graph isomorphism network (GINE, torch-geometric) over the molecular graph, trained on the training split"
+    description = (
+        "graph isomorphism network (GINE, torch-geometric) over the molecular graph, trained on the training split"
+    )
     Config = GINConfig
     families = FAMILIES
     batch_size = 4096
@@ -122,7 +150,9 @@ class GINSystem(BaseSystem):
         import torch
 
         if self.config.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError("gin config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine")
+            raise ConfigError(
+                "gin config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine"
+            )
         return torch.device(self.config.device)
 
     def _targets(self, samples: Sequence[Sample]) -> Any:
@@ -142,7 +172,10 @@ class GINSystem(BaseSystem):
         self.multilabel = view.task.family == families.DRUG_TARGETS
         self.n_out = len(view.task.label_space) if self.multilabel else 1
         if not view.train or not view.valid:
-            raise ConfigError(f"task {view.task.name} lacks a training or validation split", "gin trains on train and stops early on valid")
+            raise ConfigError(
+                f"task {view.task.name} lacks a training or validation split",
+                "gin trains on train and stops early on valid",
+            )
         key = {
             "system": self.name,
             "version": self.version,
@@ -188,7 +221,9 @@ class GINSystem(BaseSystem):
         loss_fn = torch.nn.BCEWithLogitsLoss()
         best = BestEpoch(cfg.patience, lower_is_better=True)
         epochs: list[dict[str, float]] = []
-        bar = TrainingProgress(ctx.progress, f"gin ({len(view.train):,} molecules)", cfg.max_epochs, len(train), "loss", cfg.patience)
+        bar = TrainingProgress(
+            ctx.progress, f"gin ({len(view.train):,} molecules)", cfg.max_epochs, len(train), "loss", cfg.patience
+        )
         started = time.perf_counter()
         try:
             for epoch in range(cfg.max_epochs):
@@ -232,7 +267,9 @@ class GINSystem(BaseSystem):
         with torch.no_grad():
             for batch in loader:
                 batch = batch.to(device)
-                total += float(torch.nn.functional.binary_cross_entropy_with_logits(model(batch), batch.y, reduction="sum"))
+                total += float(
+                    torch.nn.functional.binary_cross_entropy_with_logits(model(batch), batch.y, reduction="sum")
+                )
                 n += batch.y.numel()
         return total / max(n, 1)
 
@@ -252,7 +289,14 @@ class GINSystem(BaseSystem):
             trace: dict[str, Any] = {"graph_unreadable": True} if i in unreadable else {}
             if not self.multilabel:
                 yes = float(p[i, 0])
-                out.append(Prediction(sample_id=s.id, label=int(yes >= 0.5), scores={"0": round(1 - yes, 6), "1": round(yes, 6)}, trace=trace))
+                out.append(
+                    Prediction(
+                        sample_id=s.id,
+                        label=int(yes >= 0.5),
+                        scores={"0": round(1 - yes, 6), "1": round(yes, 6)},
+                        trace=trace,
+                    )
+                )
             else:
                 order = p[i].argsort()[::-1][: self.config.top_k]
                 trace["top"] = [[int(j), round(float(p[i, j]), 5)] for j in order]

@@ -27,7 +27,9 @@ class KPathsConfig(LabelChoiceConfig):
 class KPathsSystem(LabelChoiceSystem):
     name = "k-paths"
     version = "1.0.0"
-    description = "up to 10 diverse KG paths (<= 3 hops, Yen's algorithm, distinct relation sequences) between the drugs"
+    description = (
+        "up to 10 diverse KG paths (<= 3 hops, Yen's algorithm, distinct relation sequences) between the drugs"
+    )
     paper = "Abdullahi et al. 2025, K-Paths"
     Config = KPathsConfig
     config: KPathsConfig
@@ -37,20 +39,33 @@ class KPathsSystem(LabelChoiceSystem):
         from ddibench.kg import interaction_graph
 
         space = view.resources.get("kg_space", "drugbank")
-        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges, space=space)
+        self._kg = interaction_graph(
+            view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges, space=space
+        )
 
     def paths(self, head: int, tail: int) -> tuple[list[str], dict[str, Any]]:
         from ddibench.kg import interaction_label, touches_pair, yen_paths
 
         kg = self._kg
-        found = yen_paths(kg, head, tail, k=self.config.k_paths + 2, max_hops=self.config.max_hops, max_candidates=self.config.max_candidates)
+        found = yen_paths(
+            kg,
+            head,
+            tail,
+            k=self.config.k_paths + 2,
+            max_hops=self.config.max_hops,
+            max_candidates=self.config.max_candidates,
+        )
         kept = [p for p in found if not any(touches_pair(kg, s, head, tail) for s in p.steps)][: self.config.k_paths]
         guarded = len(found) - len([p for p in found if not any(touches_pair(kg, s, head, tail) for s in p.steps)])
         if guarded:
             self.count("paths_removed_by_label_guard", guarded)
         if kept:
             labels = [label for p in kept for s in p.steps if (label := interaction_label(kg, s)) is not None]
-            return [p.verbalise(kg) for p in kept], {"paths": [p.as_dict(kg) for p in kept], "guarded": guarded, "context_labels": labels}
+            return [p.verbalise(kg) for p in kept], {
+                "paths": [p.as_dict(kg) for p in kept],
+                "guarded": guarded,
+                "context_labels": labels,
+            }
         self.count("not_connected_fallback")
         facts, labels = [], []
         for drug in (head, tail):
@@ -58,7 +73,11 @@ class KPathsSystem(LabelChoiceSystem):
             other = [b if a == drug else a for a, _, b in triples]
             order = sorted(range(len(triples)), key=lambda i: (int(kg.degree[other[i]]), triples[i]))
             facts += [kg.verbalise(*triples[i]) for i in order[: self.config.fallback_neighbours]]
-            labels += [label for i in order[: self.config.fallback_neighbours] if (label := interaction_label(kg, triples[i])) is not None]
+            labels += [
+                label
+                for i in order[: self.config.fallback_neighbours]
+                if (label := interaction_label(kg, triples[i])) is not None
+            ]
         return facts, {"paths": [], "fallback_neighbours": facts, "guarded": guarded, "context_labels": labels}
 
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:

@@ -37,14 +37,20 @@ class KAPINGSystem(LabelChoiceSystem):
         from ddibench.kg import interaction_graph
 
         space = view.resources.get("kg_space", "drugbank")
-        self._kg = interaction_graph(view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges, space=space)
+        self._kg = interaction_graph(
+            view.train, [lb.template for lb in view.task.label_space], self.config.kg_edges, space=space
+        )
         self._encoder = shared_encoder(self.config.encoder)
 
     def facts(self, head: int, tail: int, question: str) -> tuple[list[str], list[float], list[int]]:
         """The top facts, their similarities, and the interaction labels they state (``context_labels``)."""
         from ddibench.kg import interaction_label, touches_pair
 
-        triples = [t for t in dict.fromkeys(self._kg.triples_of(head) + self._kg.triples_of(tail)) if not touches_pair(self._kg, t, head, tail)]
+        triples = [
+            t
+            for t in dict.fromkeys(self._kg.triples_of(head) + self._kg.triples_of(tail))
+            if not touches_pair(self._kg, t, head, tail)
+        ]
         if not triples:
             return [], [], []
         by_text: dict[str, tuple[int, int, int]] = {}

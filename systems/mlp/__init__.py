@@ -41,7 +41,15 @@ from ddibench import families, label_sets
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.schema import Prediction, Sample
-from ddibench.system import BaseSystem, BestEpoch, RunContext, SystemConfig, TrainingProgress, TrainingView, system_config_hash
+from ddibench.system import (
+    BaseSystem,
+    BestEpoch,
+    RunContext,
+    SystemConfig,
+    TrainingProgress,
+    TrainingView,
+    system_config_hash,
+)
 
 TRAINING_CODE_VERSION = 1  # bump when training changes in a way the config does not show
 
@@ -103,7 +111,9 @@ class MLPSystem(BaseSystem):
         import torch
 
         if self.config.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError("mlp config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine")
+            raise ConfigError(
+                "mlp config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine"
+            )
         return torch.device(self.config.device)
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
@@ -200,7 +210,9 @@ class MLPSystem(BaseSystem):
             logits = model(self._inputs(h_tr[idx], t_tr[idx], device))
             if not self._label_sets:
                 return cross_entropy(logits, y_tr[idx].to(device))
-            negative_logits = None if negatives is None else model(self._inputs(negatives[idx, 0], negatives[idx, 1], device))
+            negative_logits = (
+                None if negatives is None else model(self._inputs(negatives[idx, 0], negatives[idx, 1], device))
+            )
             return label_sets.loss(cfg.multilabel_loss, logits, y_tr[idx].to(device), negative_logits)
 
         def validate(model: Any) -> tuple[float, dict[str, float]]:
@@ -208,14 +220,19 @@ class MLPSystem(BaseSystem):
                 recall = label_sets.recall_at_k(self._scores(model, h_va, t_va, device), y_va, self._k)
                 return recall, {f"valid_recall@{self._k}": round(recall, 5)}
             scores = classification_scores(y_va, self._argmax(model, h_va, t_va, device), n_labels)
-            return scores.macro_f1, {"valid_accuracy": round(scores.accuracy, 5), "valid_macro_f1": round(scores.macro_f1, 5)}
+            return scores.macro_f1, {
+                "valid_accuracy": round(scores.accuracy, 5),
+                "valid_macro_f1": round(scores.macro_f1, 5),
+            }
 
         model = _network(cfg, n_labels).to(device)
         optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         generator = torch.Generator().manual_seed(ctx.seed)
         best = BestEpoch(cfg.patience)
         epochs: list[dict[str, float]] = []
-        bar = TrainingProgress(ctx.progress, name, cfg.max_epochs, -(-len(train) // cfg.batch_size), metric, cfg.patience)
+        bar = TrainingProgress(
+            ctx.progress, name, cfg.max_epochs, -(-len(train) // cfg.batch_size), metric, cfg.patience
+        )
         started = time.perf_counter()
         try:
             for epoch in range(cfg.max_epochs):
@@ -234,7 +251,14 @@ class MLPSystem(BaseSystem):
                     total += loss.item() * idx.numel()
                     bar.step()
                 value, shown = validate(model)
-                epochs.append({"epoch": epoch + 1, "train_loss": round(total / len(train), 5), **shown, "seconds": round(time.perf_counter() - t0, 2)})
+                epochs.append(
+                    {
+                        "epoch": epoch + 1,
+                        "train_loss": round(total / len(train), 5),
+                        **shown,
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    }
+                )
                 best.update(epoch + 1, value, model)
                 bar.epoch_done(epoch + 1, time.perf_counter() - t0, value, best.value, best.epoch, best.waited)
                 if best.should_stop:

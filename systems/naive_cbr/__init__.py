@@ -33,7 +33,9 @@ def tanimoto_matrix(bits: np.ndarray) -> np.ndarray:
 class NaiveCBRSystem(LabelChoiceSystem):
     name = "naive-cbr"
     version = "1.0.0"
-    description = "10 training pairs most similar by Morgan-fingerprint Tanimoto (position-wise mean) as few-shot examples"
+    description = (
+        "10 training pairs most similar by Morgan-fingerprint Tanimoto (position-wise mean) as few-shot examples"
+    )
     Config = NaiveCBRConfig
     config: NaiveCBRConfig
     context_heading = "Solved examples of similar drug pairs"
@@ -67,10 +69,17 @@ class NaiveCBRSystem(LabelChoiceSystem):
         for i in top.tolist():
             a, b, target = self._drugs[self._heads[i]], self._drugs[self._tails[i]], self._labels[i]
             if isinstance(target, tuple):  # a label set: the pair's side effects
-                lines.append(f"Drug A = {a.name}, Drug B = {b.name}: side effects {', '.join(self._labels_space[k].name for k in target)}")
+                lines.append(
+                    f"Drug A = {a.name}, Drug B = {b.name}: side effects {', '.join(self._labels_space[k].name for k in target)}"
+                )
                 labels += [int(k) for k in target]
             else:
                 label = int(target)  # type: ignore[arg-type]
-                lines.append(f"Drug A = {a.name}, Drug B = {b.name}: type {label + 1} ({self._labels_space[label].render(a.name, b.name)})")
+                lines.append(
+                    f"Drug A = {a.name}, Drug B = {b.name}: type {label + 1} ({self._labels_space[label].render(a.name, b.name)})"
+                )
                 labels.append(label)
-        return lines, {"examples": [[int(i), round(float(s), 4)] for i, s in zip(top, scores)], "context_labels": labels}
+        return lines, {
+            "examples": [[int(i), round(float(s), 4)] for i, s in zip(top, scores)],
+            "context_labels": labels,
+        }

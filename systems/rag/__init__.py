@@ -50,7 +50,10 @@ class TextRAGSystem(AnswerSystem):
         self.index = build_embedding_index(view, ctx, self.config)
 
     def retrieve(self, query: str) -> list[dict[str, Any]]:
-        return [{"id": c.id, "source": c.source, "text": c.text, "score": round(s, 4)} for c, s in self.index.search(query, self.config.k_chunks)]
+        return [
+            {"id": c.id, "source": c.source, "text": c.text, "score": round(s, 4)}
+            for c, s in self.index.search(query, self.config.k_chunks)
+        ]
 
     async def answer(self, question: Question, ctx: RunContext) -> tuple[str, dict[str, Any]]:
         found = self.retrieve(question.text)
@@ -71,12 +74,22 @@ class AgenticRAGSystem(TextRAGSystem):
 
     async def answer(self, question: Question, ctx: RunContext) -> tuple[str, dict[str, Any]]:
         first = self.retrieve(question.text)
-        messages = [{"role": "user", "content": FOLLOW_UP.format(question=question.text, context="\n".join(f"- {c['text']}" for c in first))}]
+        messages = [
+            {
+                "role": "user",
+                "content": FOLLOW_UP.format(question=question.text, context="\n".join(f"- {c['text']}" for c in first)),
+            }
+        ]
         result = await ctx.model("generator").chat(messages, temperature=0.0, max_tokens=32, seed=ctx.seed)
         follow_up = " ".join(result.text.split())[:300] or question.text
         second = [c for c in self.retrieve(follow_up) if c["id"] not in {f["id"] for f in first}]
         text, call = await self.write(question.text, [c["text"] for c in first + second], ctx)
-        return text, {"retrieved": first, "follow_up_query": follow_up, "retrieved_again": second, "llm": [llm_trace("generator", messages, result), call]}
+        return text, {
+            "retrieved": first,
+            "follow_up_query": follow_up,
+            "retrieved_again": second,
+            "llm": [llm_trace("generator", messages, result), call],
+        }
 
 
 def build_embedding_index(view: TrainingView, ctx: RunContext, config: TextRAGConfig) -> Any:

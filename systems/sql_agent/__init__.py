@@ -46,7 +46,11 @@ DATABASE: the question asks about an interaction between two (or more) named dru
 SEARCH: anything else (what a drug is, dosing, side effects, a disease).
 Question: {question}
 Answer with JSON only: {{"route": "DATABASE"}} or {{"route": "SEARCH"}}"""
-ROUTE_SCHEMA = {"type": "object", "properties": {"route": {"type": "string", "enum": ["DATABASE", "SEARCH"]}}, "required": ["route"]}
+ROUTE_SCHEMA = {
+    "type": "object",
+    "properties": {"route": {"type": "string", "enum": ["DATABASE", "SEARCH"]}},
+    "required": ["route"],
+}
 
 SQL_SYSTEM = """You write one SQLite/PostgreSQL SELECT statement for a drug-interaction table:
 ddi(drug_id TEXT, drug_name TEXT, interacting_drug_id TEXT, interacting_drug_name TEXT, description TEXT)
@@ -100,7 +104,10 @@ class SQLAgentSystem(AnswerSystem):
         else:
             dsn = cfg.postgres_dsn or os.environ.get("DDIBENCH_POSTGRES_DSN")
             if not dsn:
-                raise ConfigError("sql-agent backend=postgres needs a database", "pass --config postgres_dsn=... or set DDIBENCH_POSTGRES_DSN")
+                raise ConfigError(
+                    "sql-agent backend=postgres needs a database",
+                    "pass --config postgres_dsn=... or set DDIBENCH_POSTGRES_DSN",
+                )
             self.db = PostgresDatabase(dsn, f"ddibench_{config_hash(key, 12)}", int(cfg.timeout_s * 1000))
             if not self.db.exists():
                 self.db.build(interaction_rows(train, labels))
@@ -116,7 +123,9 @@ class SQLAgentSystem(AnswerSystem):
     async def answer(self, question: Question, ctx: RunContext) -> tuple[str, dict[str, Any]]:
         calls: list[dict[str, Any]] = []
         messages = [{"role": "user", "content": ROUTER.format(question=question.text)}]
-        result = await ctx.model("generator").chat(messages, temperature=0.0, max_tokens=32, json_schema=ROUTE_SCHEMA, seed=ctx.seed)
+        result = await ctx.model("generator").chat(
+            messages, temperature=0.0, max_tokens=32, json_schema=ROUTE_SCHEMA, seed=ctx.seed
+        )
         calls.append(llm_trace("generator", messages, result))
         said = result.text.upper()
         # an answer naming neither route goes to the database: the agent's primary tool, guarded like any query
@@ -135,13 +144,17 @@ class SQLAgentSystem(AnswerSystem):
         trace["llm"] = calls
         return text, trace
 
-    async def _database(self, question: str, ctx: RunContext, calls: list[dict[str, Any]], trace: dict[str, Any]) -> list[str] | None:
+    async def _database(
+        self, question: str, ctx: RunContext, calls: list[dict[str, Any]], trace: dict[str, Any]
+    ) -> list[str] | None:
         messages = [{"role": "system", "content": SQL_SYSTEM}]
         for q, sql in SQL_EXAMPLES:
             messages += [{"role": "user", "content": q}, {"role": "assistant", "content": sql}]
         messages.append({"role": "user", "content": question})
         for attempt in range(2):
-            result = await ctx.model("query_writer").chat(messages, temperature=self.config.sql_temperature, max_tokens=128, seed=ctx.seed)
+            result = await ctx.model("query_writer").chat(
+                messages, temperature=self.config.sql_temperature, max_tokens=128, seed=ctx.seed
+            )
             calls.append(llm_trace("query_writer", messages, result))
             record: dict[str, Any] = {"attempt": attempt + 1, "written": result.text}
             trace["sql"].append(record)
@@ -167,17 +180,24 @@ class SQLAgentSystem(AnswerSystem):
             record["error"] = error
             messages = messages + [
                 {"role": "assistant", "content": result.text},
-                {"role": "user", "content": f"That did not work ({error}). Write a corrected SELECT statement for: {question}"},
+                {
+                    "role": "user",
+                    "content": f"That did not work ({error}). Write a corrected SELECT statement for: {question}",
+                },
             ]
         return None
 
-    async def _react(self, question: str, ctx: RunContext, calls: list[dict[str, Any]], trace: dict[str, Any]) -> list[str]:
+    async def _react(
+        self, question: str, ctx: RunContext, calls: list[dict[str, Any]], trace: dict[str, Any]
+    ) -> list[str]:
         transcript = f"Question: {question}\n"
         observations: list[str] = []
         steps: list[dict[str, Any]] = []
         for _ in range(self.config.react_steps):
             messages = [{"role": "system", "content": REACT_SYSTEM}, {"role": "user", "content": transcript}]
-            result = await ctx.model("generator").chat(messages, temperature=0.0, max_tokens=96, stop=["Observation:"], seed=ctx.seed)
+            result = await ctx.model("generator").chat(
+                messages, temperature=0.0, max_tokens=96, stop=["Observation:"], seed=ctx.seed
+            )
             calls.append(llm_trace("generator", messages, result))
             if "Final Answer:" in result.text:
                 steps.append({"final": result.text.split("Final Answer:", 1)[1].strip()})
@@ -185,7 +205,14 @@ class SQLAgentSystem(AnswerSystem):
             match = re.search(r"search\[(.+?)\]", result.text, re.IGNORECASE)
             query = match.group(1).strip() if match else question
             found = self.search(query)
-            steps.append({"thought": result.text.strip()[:500], "query": query, "observations": found, "parsed_action": bool(match)})
+            steps.append(
+                {
+                    "thought": result.text.strip()[:500],
+                    "query": query,
+                    "observations": found,
+                    "parsed_action": bool(match),
+                }
+            )
             observations += [o for o in found if o not in observations]
             transcript += f"{result.text.strip()}\nObservation: {' | '.join(found)[:1500]}\n"
             if not match:
@@ -196,7 +223,9 @@ class SQLAgentSystem(AnswerSystem):
 
 
 def serpapi_search(query: str, k: int) -> list[str]:
-    url = "https://serpapi.com/search.json?" + urllib.parse.urlencode({"q": query, "api_key": os.environ["SERPAPI_API_KEY"], "num": k})
+    url = "https://serpapi.com/search.json?" + urllib.parse.urlencode(
+        {"q": query, "api_key": os.environ["SERPAPI_API_KEY"], "num": k}
+    )
     with urllib.request.urlopen(url, timeout=20) as resp:  # noqa: S310 - fixed https endpoint
         payload = json.loads(resp.read())
     return [f"{r.get('title', '')}: {r.get('snippet', '')}" for r in payload.get("organic_results", [])[:k]]

@@ -122,11 +122,15 @@ class PostgresDatabase:
         try:
             return psycopg.connect(self.dsn, connect_timeout=10)
         except psycopg.OperationalError as exc:
-            raise ConfigError(f"cannot connect to PostgreSQL ({str(exc).strip().splitlines()[0]})", "check postgres_dsn") from None
+            raise ConfigError(
+                f"cannot connect to PostgreSQL ({str(exc).strip().splitlines()[0]})", "check postgres_dsn"
+            ) from None
 
     def exists(self) -> bool:
         with self._connect() as conn:
-            row = conn.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'ddi'", (self.schema,)).fetchone()
+            row = conn.execute(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'ddi'", (self.schema,)
+            ).fetchone()
             return row is not None
 
     def build(self, rows: Sequence[tuple[str, ...]]) -> None:
@@ -173,10 +177,14 @@ class PostgresDatabase:
 
         with self._connect() as conn:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-            rows = conn.execute("SELECT md5(string_agg(t::text, '|' ORDER BY drug_id, interacting_drug_id)) FROM ddi t").fetchone()
+            rows = conn.execute(
+                "SELECT md5(string_agg(t::text, '|' ORDER BY drug_id, interacting_drug_id)) FROM ddi t"
+            ).fetchone()
             relations = conn.execute(
                 "SELECT string_agg(table_schema || '.' || table_name, ',' ORDER BY table_schema, table_name) FROM information_schema.tables "
                 "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
             ).fetchone()
-            roles = conn.execute("SELECT string_agg(rolname || ':' || rolsuper::text, ',' ORDER BY rolname) FROM pg_roles").fetchone()
+            roles = conn.execute(
+                "SELECT string_agg(rolname || ':' || rolsuper::text, ',' ORDER BY rolname) FROM pg_roles"
+            ).fetchone()
         return hashlib.sha256(repr((rows, relations, roles)).encode()).hexdigest()

@@ -71,12 +71,16 @@ def check_sql(text: str, dialect: str, allowed_tables: frozenset[str], max_rows:
     for table in tree.find_all(exp.Table):
         name = table.name.lower()
         if table.args.get("db") or table.args.get("catalog"):
-            raise SQLRejected(f"table {table.sql(dialect=dialect)} is qualified; only {', '.join(sorted(allowed_tables))} may be read")
+            raise SQLRejected(
+                f"table {table.sql(dialect=dialect)} is qualified; only {', '.join(sorted(allowed_tables))} may be read"
+            )
         if name not in allowed_tables and name not in ctes:
             raise SQLRejected(f"reads table '{name}'; only {', '.join(sorted(allowed_tables))} may be read")
     for func in tree.find_all(exp.Func):
         name = (func.sql_name() if not isinstance(func, exp.Anonymous) else func.name).lower()
-        if name not in ALLOWED_FUNCTIONS and not isinstance(func, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Lower, exp.Upper, exp.Cast, exp.Coalesce)):
+        if name not in ALLOWED_FUNCTIONS and not isinstance(
+            func, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Lower, exp.Upper, exp.Cast, exp.Coalesce)
+        ):
             raise SQLRejected(f"calls function '{name}', which is not allowed")
     limited = False
     limit = tree.args.get("limit")

@@ -21,13 +21,23 @@ from ddibench import Prediction, RunContext, Sample, TrainingView, families, llm
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
 from ddibench.label_choice import LabelChoiceSystem
-from ddibench.molecule_answers import FAMILIES, MAX_TOKENS, SYSTEM_PROMPTS, answer_schema, instruction_of, messages, to_prediction
+from ddibench.molecule_answers import (
+    FAMILIES,
+    MAX_TOKENS,
+    SYSTEM_PROMPTS,
+    answer_schema,
+    instruction_of,
+    messages,
+    to_prediction,
+)
 from ddibench.schema import LabelSpace, Molecule
 
 
 class ZeroShotSystem(LabelChoiceSystem):
     name = "zero-shot"
-    version = "1.0.0"  # the DDI answers are unchanged (their run ids too); the molecular families were added beside them
+    version = (
+        "1.0.0"  # the DDI answers are unchanged (their run ids too); the molecular families were added beside them
+    )
     description = "the LLM answers from the question alone (DDI type, yes/no, five targets or a caption); no retrieval, no examples"
     families = (*LabelChoiceSystem.families, *FAMILIES)
 
@@ -62,7 +72,11 @@ class ZeroShotSystem(LabelChoiceSystem):
             assert isinstance(sample.input, Molecule)
             chat = messages(family, sample.input, self.instruction)
             result = await ctx.model("generator").chat(
-                chat, temperature=self.config.temperature, max_tokens=MAX_TOKENS[family], json_schema=schema, seed=ctx.seed
+                chat,
+                temperature=self.config.temperature,
+                max_tokens=MAX_TOKENS[family],
+                json_schema=schema,
+                seed=ctx.seed,
             )
             trace = {
                 "llm": [llm_trace("generator", chat, result)],

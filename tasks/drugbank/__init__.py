@@ -72,7 +72,9 @@ def read_triples(src: SourceFile) -> tuple[tuple[int, int, int], ...]:
             try:
                 h, t, r = (int(x) for x in parts)
             except ValueError:
-                raise DataError(f"{src.path}:{lineno}: expected 'head tail label' integers, got {line.strip()!r}") from None
+                raise DataError(
+                    f"{src.path}:{lineno}: expected 'head tail label' integers, got {line.strip()!r}"
+                ) from None
             if not (0 <= h < N_DRUGS and 0 <= t < N_DRUGS and 0 <= r < N_LABELS):
                 raise DataError(f"{src.path}:{lineno}: id out of range in {line.strip()!r}")
             out.append((h, t, r))
@@ -151,7 +153,9 @@ class DrugBankTask(Task):
                 "pairs with such a drug are S2 from a model's point of view"
             )
         for split, n in self.spec.drug_set_violations.items():
-            out.append(f"{n} {split} pairs break DDI-Ben's own drug-set definition of {self.setting} upstream; kept as published")
+            out.append(
+                f"{n} {split} pairs break DDI-Ben's own drug-set definition of {self.setting} upstream; kept as published"
+            )
         return tuple(out)
 
     def evaluator(self) -> Evaluator:
@@ -177,7 +181,10 @@ class DrugBankTask(Task):
         # each split's samples are built (and their ids hashed) when first read: a run on the test split
         # that trains nothing, or resumes, never builds the 134,641 training samples of drugbank_s0
         splits = Splits(
-            {split: Lazy(partial(self._split_samples, split, rows, catalog, train_drugs)) for split, rows in triples.items()}
+            {
+                split: Lazy(partial(self._split_samples, split, rows, catalog, train_drugs))
+                for split, rows in triples.items()
+            }
         )
         labels = self.label_space
         return TaskData(
@@ -192,7 +199,9 @@ class DrugBankTask(Task):
             checks=checks,
         )
 
-    def _split_samples(self, split: str, rows: tuple[tuple[int, int, int], ...], catalog: DrugCatalog, train_drugs: set[int]) -> tuple[Sample, ...]:
+    def _split_samples(
+        self, split: str, rows: tuple[tuple[int, int, int], ...], catalog: DrugCatalog, train_drugs: set[int]
+    ) -> tuple[Sample, ...]:
         return tuple(self._samples(split, rows, catalog, train_drugs))
 
     def _samples(
@@ -233,7 +242,9 @@ class DrugBankTask(Task):
                 )
             )
             overlap = sum(1 for row in triples[split] if row in train_set)
-            checks.append(Check(f"no train triple in {split}", overlap == 0, f"{overlap} shared (head, tail, label) triples"))
+            checks.append(
+                Check(f"no train triple in {split}", overlap == 0, f"{overlap} shared (head, tail, label) triples")
+            )
         if spec.drug_sets:
             checks += self._check_drug_sets(triples)
         for split, rel in spec.new_drug_list.items():
@@ -289,5 +300,11 @@ class DrugBankTask(Task):
 
 TASKS: dict[str, DrugBankTask] = {name: DrugBankTask(name, spec) for name, spec in SPECS.items()}
 
-__all__ = ["TASKS", "DrugBankTask", "DrugCatalog", "load_catalog", "load_labels", "read_triples"]  # catalog and labels re-exported from ddibench.data.drugbank
-
+__all__ = [
+    "TASKS",
+    "DrugBankTask",
+    "DrugCatalog",
+    "load_catalog",
+    "load_labels",
+    "read_triples",
+]  # catalog and labels re-exported from ddibench.data.drugbank

@@ -91,7 +91,11 @@ class MolecularTask(Task):
         if self.spec.files is not None:
             return "the upstream split files"
         share = "/".join(f"{round(100 * f)}" for f in self.fractions)
-        rule = "DeepChem's order (MoleculeNet/OGB)" if self.spec.scaffold_order == "deepchem" else "balanced order (large sets first, then by scaffold hash)"
+        rule = (
+            "DeepChem's order (MoleculeNet/OGB)"
+            if self.spec.scaffold_order == "deepchem"
+            else "balanced order (large sets first, then by scaffold hash)"
+        )
         return f"deterministic Bemis-Murcko scaffold split {share}, {rule}"
 
     @property
@@ -102,7 +106,9 @@ class MolecularTask(Task):
         d = self.spec.dedupe
         note = f"{DEDUPE_RULE}: {d['rows']:,} rows, {d['unique']:,} distinct structures"
         if d.get("conflicting_groups"):
-            note += f", {d['conflicting_groups']} of them labelled both ways in {d['conflicting_rows']} rows and dropped"
+            note += (
+                f", {d['conflicting_groups']} of them labelled both ways in {d['conflicting_rows']} rows and dropped"
+            )
         note += f" -> {d['molecules']:,} molecules"
         if self.spec.paper is not None:
             note += f" (the paper: {self.spec.paper:,}; {self.spec.paper_note})"
@@ -147,7 +153,9 @@ class MolecularTask(Task):
             "rows": stats.rows,
             "unparsable": stats.unparsable,
             "unique structures": stats.unique,
-            "conflicting (dropped)": f"{stats.conflicting_groups} ({stats.conflicting_rows} rows)" if self.merge == "agree" else "— (targets merged)",
+            "conflicting (dropped)": f"{stats.conflicting_groups} ({stats.conflicting_rows} rows)"
+            if self.merge == "agree"
+            else "— (targets merged)",
             "molecules": stats.molecules,
         }
         row.update(stats.extra)
@@ -173,7 +181,9 @@ class MolecularTask(Task):
     def sample(self, entry: Entry, split: str) -> Sample:
         return Sample(
             id=sample_id("mol", [self.name, entry.std.canonical]),
-            input=Molecule(smiles=entry.std.canonical, inchikey=entry.std.inchikey, name=entry.name, id=entry.source_id),
+            input=Molecule(
+                smiles=entry.std.canonical, inchikey=entry.std.inchikey, name=entry.name, id=entry.source_id
+            ),
             target=self.target(entry),
             clusters=(entry.cluster,),
             meta=MappingProxyType({"split": split, **self.meta(entry)}),
@@ -184,9 +194,17 @@ class MolecularTask(Task):
         found = {k: v for k, v in stats.as_dict().items() if k in declared}
         sizes = {s: len(v) for s, v in splits.items()}
         out = [
-            Check("deduplication", found == declared, ", ".join(f"{k} {v:,}" for k, v in found.items()) + ("" if found == declared else f" (declared {declared})")),
-            Check("split sizes", sizes == self.spec.sizes,
-                  ", ".join(f"{s} {sizes[s]:,} (expected {self.spec.sizes[s]:,})" for s in SPLITS)),  # fmt: skip
+            Check(
+                "deduplication",
+                found == declared,
+                ", ".join(f"{k} {v:,}" for k, v in found.items())
+                + ("" if found == declared else f" (declared {declared})"),
+            ),
+            Check(
+                "split sizes",
+                sizes == self.spec.sizes,
+                ", ".join(f"{s} {sizes[s]:,} (expected {self.spec.sizes[s]:,})" for s in SPLITS),
+            ),  # fmt: skip
         ]
         molecules = Counter(s.molecule.smiles for v in splits.values() for s in v)
         repeated = sum(1 for n in molecules.values() if n > 1)
@@ -197,5 +215,7 @@ class MolecularTask(Task):
                 for s in samples:
                     owners.setdefault(s.clusters[0], set()).add(split)
             shared = sum(1 for v in owners.values() if len(v) > 1)
-            out.append(Check("scaffold split", shared == 0, f"{len(owners):,} scaffolds, {shared} in more than one split"))
+            out.append(
+                Check("scaffold split", shared == 0, f"{len(owners):,} scaffolds, {shared} in more than one split")
+            )
         return out + self.extra_checks(splits)

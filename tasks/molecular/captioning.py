@@ -80,7 +80,10 @@ class CaptioningTask(MolecularTask):
         )
 
     def extra_checks(self, splits: dict[str, tuple[Sample, ...]]) -> list[Check]:
-        scorable = {s: sum(1 for c in self.columns if len({x.target[c] for x in splits[s]} - {None}) == 2) for s in SPLITS}  # type: ignore[index, call-overload, misc]
+        def both_classes(c: str, s: str) -> bool:
+            return len({x.target[c] for x in splits[s]} - {None}) == 2  # type: ignore[index, call-overload]
+
+        scorable = {s: sum(1 for c in self.columns if both_classes(c, s)) for s in SPLITS}
         return [Check("label columns with both classes", all(n > 0 for n in scorable.values()),
                       ", ".join(f"{s} {n} of {len(self.columns)}" for s, n in scorable.items()))]  # fmt: skip
 

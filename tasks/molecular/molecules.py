@@ -127,7 +127,14 @@ def label_value(text: str) -> int | None:
     return int(value)
 
 
-def rows_of(table: Iterable[dict[str, str]], smiles: str, labels: Sequence[str], name: str | None, ident: str | None, split: str | None = None) -> list[Row]:
+def rows_of(
+    table: Iterable[dict[str, str]],
+    smiles: str,
+    labels: Sequence[str],
+    name: str | None,
+    ident: str | None,
+    split: str | None = None,
+) -> list[Row]:
     """Rows of a molecule table: SMILES column, label columns (0/1), optional name and id columns."""
     out = []
     for record in table:

@@ -41,7 +41,7 @@ SLICES = ("no-overlap", "overlap")
 
 
 def polarity(term: str, rules: Mapping[str, Sequence[str]]) -> str | None:
-    """"inhibit", "activate" or None for one MoA term: the first rule whose ending (whole words: "antagonist"
+    """ "inhibit", "activate" or None for one MoA term: the first rule whose ending (whole words: "antagonist"
     does not end with the word "agonist") the term has, "neither" first."""
     text = " ".join(term.strip().lower().split())
     for direction in ("neither", "inhibit", "activate"):
@@ -117,7 +117,13 @@ class TargetTask(MolecularTask):
         from ddibench.evaluation import RankingEvaluator
 
         return RankingEvaluator(
-            self.label_space, k=5, metrics=("precision", "recall"), primary="precision", slice_key="kg", slices=SLICES, primary_slice="no-overlap"
+            self.label_space,
+            k=5,
+            metrics=("precision", "recall"),
+            primary="precision",
+            slice_key="kg",
+            slices=SLICES,
+            primary_slice="no-overlap",
         )
 
     def target(self, entry: Entry) -> Target:

@@ -52,10 +52,18 @@ class ToxicityTask(MolecularTask):
 
     def read(self) -> tuple[list[Entry], DedupeStats]:
         if self.spec.files is not None:
-            rows = [row for split in SPLITS for row in rows_of(read_table(self.path(self.spec.files[split]), ","), "Drug", ["Y"], "Drug_ID", "Drug_ID", split)]
+            rows = [
+                row
+                for split in SPLITS
+                for row in rows_of(
+                    read_table(self.path(self.spec.files[split]), ","), "Drug", ["Y"], "Drug_ID", "Drug_ID", split
+                )
+            ]
         else:
             rows = rows_of(read_table(self.path(str(self.spec.file)), "\t"), "Drug", ["Y"], "Drug_ID", "Drug_ID")
-        rows = [r if not _PLACEHOLDER.match(r.name) else type(r)(r.smiles, r.labels, "", r.source_id, r.split) for r in rows]
+        rows = [
+            r if not _PLACEHOLDER.match(r.name) else type(r)(r.smiles, r.labels, "", r.source_id, r.split) for r in rows
+        ]
         return deduplicate(rows, "agree")
 
     def target(self, entry: Entry) -> Target:
@@ -65,6 +73,8 @@ class ToxicityTask(MolecularTask):
         return {**super().resources(splits), "question": self.spec.question}
 
     def extra_checks(self, splits: dict[str, tuple[Sample, ...]]) -> list[Check]:
-        counts = {s: (sum(1 for x in splits[s] if x.target == 0), sum(1 for x in splits[s] if x.target == 1)) for s in SPLITS}
+        counts = {
+            s: (sum(1 for x in splits[s] if x.target == 0), sum(1 for x in splits[s] if x.target == 1)) for s in SPLITS
+        }
         return [Check("both labels in every split", all(min(c) > 0 for c in counts.values()),
                       ", ".join(f"{s} {no} no / {yes} yes" for s, (no, yes) in counts.items()))]  # fmt: skip

@@ -75,8 +75,16 @@ class DDIQATask(Task):
                 out.append(
                     Sample(
                         id=sample_id("ddiqa", f"{s.id}|{text}"),
-                        input=Question(text=text, pair=pair, focus=f"{pair.head.name} + {pair.tail.name}", qtype="interaction", source="DrugBank"),
-                        target=MappingProxyType({"answer": labels[label].render(pair.head.name, pair.tail.name), "label": label}),
+                        input=Question(
+                            text=text,
+                            pair=pair,
+                            focus=f"{pair.head.name} + {pair.tail.name}",
+                            qtype="interaction",
+                            source="DrugBank",
+                        ),
+                        target=MappingProxyType(
+                            {"answer": labels[label].render(pair.head.name, pair.tail.name), "label": label}
+                        ),
                         clusters=s.clusters,
                         meta=s.meta,
                     )
@@ -128,7 +136,9 @@ class MedQuADTask(Task):
             out.append(
                 Sample(
                     id=sid,
-                    input=Question(text=row["question"], focus=row["focus"], qtype=row["qtype"], source=row["collection"]),
+                    input=Question(
+                        text=row["question"], focus=row["focus"], qtype=row["qtype"], source=row["collection"]
+                    ),
                     target=MappingProxyType({"answer": row["answer"], "label": None}),
                     clusters=(row["doc"],),
                     meta=MappingProxyType({"split": split, "slice": slice_of(row)}),
@@ -142,22 +152,45 @@ class MedQuADTask(Task):
         valid_rows = medquad_pairs(f for f in files if f.path.startswith(self.VALID_FOLDERS))
         med_rows = medicationqa_rows()
         test = self._samples(test_rows, lambda r: "medquad", "test") + self._samples(
-            med_rows, lambda r: "medicationqa-interaction" if r["qtype"].lower() == "interaction" else "medicationqa", "test"
+            med_rows,
+            lambda r: "medicationqa-interaction" if r["qtype"].lower() == "interaction" else "medicationqa",
+            "test",
         )
         valid = self._samples(valid_rows, lambda r: "medquad", "valid")
-        slices = {k: sum(1 for s in test if s.meta["slice"] == k) for k in ("medquad", "medicationqa", "medicationqa-interaction")}
+        slices = {
+            k: sum(1 for s in test if s.meta["slice"] == k)
+            for k in ("medquad", "medicationqa", "medicationqa-interaction")
+        }
         checks = [
-            Check("answered MedQuAD test questions", slices["medquad"] == 1039, f"{slices['medquad']} distinct answered pairs in folders 7 and 9 (expected 1,039)"),
-            Check("answered MedicationQA questions", slices["medicationqa"] == 639, f"{slices['medicationqa']} besides interactions (expected 639)"),
-            Check("MedicationQA interaction slice", slices["medicationqa-interaction"] == 51, f"{slices['medicationqa-interaction']} (expected 51)"),
+            Check(
+                "answered MedQuAD test questions",
+                slices["medquad"] == 1039,
+                f"{slices['medquad']} distinct answered pairs in folders 7 and 9 (expected 1,039)",
+            ),
+            Check(
+                "answered MedicationQA questions",
+                slices["medicationqa"] == 639,
+                f"{slices['medicationqa']} besides interactions (expected 639)",
+            ),
+            Check(
+                "MedicationQA interaction slice",
+                slices["medicationqa-interaction"] == 51,
+                f"{slices['medicationqa-interaction']} (expected 51)",
+            ),
             Check("validation (NHLBI) questions", len(valid) == 559, f"{len(valid)} (expected 559)"),
         ]
         require("medquad", checks, "tasks/qa/__init__.py")
         # MedQuAD has no drug pairs of its own: a knowledge base holds DrugBank S0's training interactions
         from ddibench.tasks.drugbank import TASKS as DRUGBANK
 
-        resources = {"interactions": Lazy(lambda: (DRUGBANK["drugbank_s0"].load().split("train"), DRUGBANK["drugbank_s0"].label_space))}
-        return TaskData(splits={"train": (), "valid": tuple(valid), "test": tuple(test)}, resources=resources, checks=checks)
+        resources = {
+            "interactions": Lazy(
+                lambda: (DRUGBANK["drugbank_s0"].load().split("train"), DRUGBANK["drugbank_s0"].label_space)
+            )
+        }
+        return TaskData(
+            splits={"train": (), "valid": tuple(valid), "test": tuple(test)}, resources=resources, checks=checks
+        )
 
 
 TASKS: dict[str, Task] = {

@@ -130,7 +130,10 @@ class _NoClasses(pickle.Unpickler):
     """TextDDI's pickles hold plain lists of strings and integers: anything else is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise DataError(f"pickle refers to {module}.{name}; TextDDI's split files hold plain lists only", "the pinned file is not TextDDI's")
+        raise DataError(
+            f"pickle refers to {module}.{name}; TextDDI's split files hold plain lists only",
+            "the pinned file is not TextDDI's",
+        )
 
 
 @cache
@@ -162,7 +165,9 @@ def read_pairs(dataset: str, path: str) -> tuple[Pair, ...]:
 
 def role_sources(seed: int) -> tuple[SourceFile, SourceFile]:
     """EmerGNN's KG deltas of a seed: edges of its validation drugs and of its test drugs."""
-    return source("emergnn-twosides", f"data/S1_{seed}/valid_KG.txt"), source("emergnn-twosides", f"data/S1_{seed}/test_KG.txt")
+    return source("emergnn-twosides", f"data/S1_{seed}/valid_KG.txt"), source(
+        "emergnn-twosides", f"data/S1_{seed}/test_KG.txt"
+    )
 
 
 @cache
@@ -178,7 +183,10 @@ def drug_roles(seed: int) -> dict[int, str]:
             if (h < N_DRUGS) != (t < N_DRUGS):  # a drug-entity edge: the drug is one the split hides
                 drug = h if h < N_DRUGS else t
                 if roles[drug] not in ("train", role):
-                    raise DataError(f"drug {drug} is both a validation and a test drug of seed {seed}", "the KG delta files disagree")
+                    raise DataError(
+                        f"drug {drug} is both a validation and a test drug of seed {seed}",
+                        "the KG delta files disagree",
+                    )
                 roles[drug] = role
     return roles
 
@@ -215,7 +223,11 @@ def pool_sources() -> tuple[SourceFile, ...]:
 def recover_training(seed: int) -> tuple[Pair, ...]:
     """The leak-free training pairs of a seed: pooled pairs whose two drugs are training drugs, by (head, tail)."""
     roles = drug_roles(seed)
-    return tuple(Pair(h, t, labels) for (h, t), labels in sorted(pool().pairs.items()) if roles[h] == "train" and roles[t] == "train")
+    return tuple(
+        Pair(h, t, labels)
+        for (h, t), labels in sorted(pool().pairs.items())
+        if roles[h] == "train" and roles[t] == "train"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,7 +270,13 @@ def setting_checks(setting: str, splits: dict[str, tuple[Pair, ...]], roles: dic
     for split in ("valid", "test"):
         pairs = splits[split]
         misfit = sum(
-            1 for p in pairs if ((roles[p.head] == split) + (roles[p.tail] == split), (roles[p.head] == "train") + (roles[p.tail] == "train")) != (expected, 2 - expected)
+            1
+            for p in pairs
+            if (
+                (roles[p.head] == split) + (roles[p.tail] == split),
+                (roles[p.head] == "train") + (roles[p.tail] == "train"),
+            )
+            != (expected, 2 - expected)
         )
         checks.append(
             Check(
@@ -278,7 +296,13 @@ def setting_checks(setting: str, splits: dict[str, tuple[Pair, ...]], roles: dic
             )
         )
         shared = sum(1 for p in pairs if (p.head, p.tail) in train_keys or (p.tail, p.head) in train_keys)
-        checks.append(Check(f"no training pair in {split}", shared == 0, f"{shared} {split} pairs are training pairs (either orientation)"))
+        checks.append(
+            Check(
+                f"no training pair in {split}",
+                shared == 0,
+                f"{shared} {split} pairs are training pairs (either orientation)",
+            )
+        )
     return checks
 
 
@@ -348,7 +372,9 @@ class TwosidesTask(Task):
 
         # Recall@5 is primary: the paper's first TWOSIDES metric, and it does not depend on the order within
         # the five, which an LLM's list of names does not reliably express; NDCG@5 is reported beside it.
-        return RankingEvaluator(self.label_space, k=K, metrics=("recall", "ndcg"), primary="recall", breakdown_key="n_unseen")
+        return RankingEvaluator(
+            self.label_space, k=K, metrics=("recall", "ndcg"), primary="recall", breakdown_key="n_unseen"
+        )
 
     def card(self) -> dict[str, Any]:
         card = super().card()
@@ -363,7 +389,11 @@ class TwosidesTask(Task):
     # -- loading -----------------------------------------------------------------------------
 
     def split_pairs(self) -> dict[str, tuple[Pair, ...]]:
-        return {"train": recover_training(self.seed), "valid": read_pairs(*self.spec.valid), "test": read_pairs(*self.spec.test)}
+        return {
+            "train": recover_training(self.seed),
+            "valid": read_pairs(*self.spec.valid),
+            "test": read_pairs(*self.spec.test),
+        }
 
     def build(self) -> TaskData:
         catalog = load_catalog()
@@ -388,7 +418,9 @@ class TwosidesTask(Task):
             checks=checks,
         )
 
-    def _samples(self, split: str, rows: tuple[Pair, ...], catalog: TwosidesCatalog, train_drugs: set[int]) -> Iterable[Sample]:
+    def _samples(
+        self, split: str, rows: tuple[Pair, ...], catalog: TwosidesCatalog, train_drugs: set[int]
+    ) -> Iterable[Sample]:
         drugs, cids = catalog.drugs, catalog.cids
         for p in rows:
             n_unseen = (p.head not in train_drugs) + (p.tail not in train_drugs)
@@ -428,11 +460,16 @@ class TwosidesTask(Task):
             Check(
                 "split sizes",
                 sizes == spec.sizes and triplets == spec.triplets,
-                ", ".join(f"{s} {sizes[s]:,} pairs / {triplets[s]:,} triplets (expected {spec.sizes[s]:,} / {spec.triplets[s]:,})" for s in SPLITS),
+                ", ".join(
+                    f"{s} {sizes[s]:,} pairs / {triplets[s]:,} triplets (expected {spec.sizes[s]:,} / {spec.triplets[s]:,})"
+                    for s in SPLITS
+                ),
             )
         )
         covered = {label for p in pairs["train"] for label in p.labels}
-        checks.append(Check("every side effect occurs in training", len(covered) == N_LABELS, f"{len(covered)} of {N_LABELS}"))
+        checks.append(
+            Check("every side effect occurs in training", len(covered) == N_LABELS, f"{len(covered)} of {N_LABELS}")
+        )
         if spec.valid_equals is not None:
             other = read_pairs(*spec.valid_equals)
             checks.append(
@@ -459,4 +496,14 @@ class TwosidesTask(Task):
 
 TASKS: dict[str, TwosidesTask] = {name: TwosidesTask(name, spec) for name, spec in SPECS.items()}
 
-__all__ = ["TASKS", "Pair", "TwosidesTask", "drug_roles", "pool", "read_pairs", "recover_training", "setting_checks", "unseen_counts"]
+__all__ = [
+    "TASKS",
+    "Pair",
+    "TwosidesTask",
+    "drug_roles",
+    "pool",
+    "read_pairs",
+    "recover_training",
+    "setting_checks",
+    "unseen_counts",
+]
