@@ -10,6 +10,19 @@ from typing import Any
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
+def keep_text(folder: Path, text: str, digest: str | None = None) -> str:
+    """Keep ``text`` once as ``<folder>/texts/<sha256>.txt`` (written whole or not at all) and return its sha256:
+    a long text shared by many samples, such as a system prompt, that traces refer to by hash."""
+    digest = digest or sha256_text(text)
+    path = folder / "texts" / f"{digest}.txt"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return digest
+
+
 def stable_json(obj: Any) -> str:
     """Canonical JSON: sorted keys, no whitespace, UTF-8 kept; the same object gives the same text."""
     return _ENCODER.encode(obj)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ddibench.errors import ConfigError
-from ddibench.hashing import config_hash, sha256_text
+from ddibench.hashing import config_hash, keep_text, sha256_text
 from ddibench.schema import Prediction, Sample
 
 if TYPE_CHECKING:
@@ -220,15 +220,7 @@ class RunContext:
 
         Traces refer to it by hash instead of repeating it in every journal line.
         """
-        digest = sha256_text(text)
-        if self.run_dir is not None:
-            path = self.run_dir / "texts" / f"{digest}.txt"
-            if not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.tmp")
-                tmp.write_text(text, encoding="utf-8")
-                tmp.replace(path)
-        return digest
+        return keep_text(self.run_dir, text) if self.run_dir is not None else sha256_text(text)
 
     def model(self, role: str = "generator") -> LLMClient:
         """The client of a role the system declares in ``llm_roles`` (chat, cached, retried, accounted)."""

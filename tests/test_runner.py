@@ -386,3 +386,16 @@ def test_rescore_needs_only_the_recorded_system(cli, tmp_path: Path, monkeypatch
     )
     for name, metric in before["evaluation"]["metrics"].items():
         assert after["evaluation"]["metrics"][name]["value"] == metric["value"]
+
+
+def test_long_texts_are_kept_once_by_hash(tmp_path: Path) -> None:
+    """A system prompt shared by every sample is written once as texts/<sha256>.txt, by the run's context and by
+    the model pool alike (one helper), and traces refer to it by that hash."""
+    from ddibench.hashing import keep_text, sha256_text
+
+    digest = keep_text(tmp_path, "You classify drug pairs.")
+    path = tmp_path / "texts" / f"{digest}.txt"
+    assert digest == sha256_text("You classify drug pairs.") and path.read_text() == "You classify drug pairs."
+    before = path.stat().st_mtime_ns
+    assert keep_text(tmp_path, "You classify drug pairs.") == digest and path.stat().st_mtime_ns == before
+    assert [p.name for p in (tmp_path / "texts").iterdir()] == [path.name]  # no temporary file left behind

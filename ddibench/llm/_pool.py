@@ -143,20 +143,11 @@ class LLMPool:
 
     def _remember_text(self, text: str, digest: str | None = None) -> None:
         """Keep a system prompt once as ``<log_dir>/texts/<sha256>.txt`` (traces refer to it by hash)."""
-        from ddibench.hashing import sha256_text
+        from ddibench.hashing import keep_text
 
-        if self.log_dir is None:
+        if self.log_dir is None or (digest is not None and digest in self._remembered):
             return
-        digest = digest or sha256_text(text)
-        if digest in self._remembered:
-            return
-        path = self.log_dir / "texts" / f"{digest}.txt"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)
-        self._remembered.add(digest)
+        self._remembered.add(keep_text(self.log_dir, text, digest))
 
     async def close(self) -> None:
         """Close the connections, stop the embedded server, and commit the answers still queued for the cache."""
