@@ -51,6 +51,14 @@ Classify the drug-drug interaction between Drug A and Drug B as exactly one of t
 
 Answer with JSON only, in the form {{"type": N}}, where N is the number of the interaction type."""
 
+# answer_mode=likelihood-text: the same list without numbers; the answer copies a type's text
+TEXT_SYSTEM_PROMPT = """You are an expert clinical pharmacologist.
+Classify the drug-drug interaction between Drug A and Drug B as exactly one of the interaction types below. In every type, "Drug A" and "Drug B" are the two drugs in the order given.
+
+{types}
+
+Answer with JSON only, in the form {{"interaction": "..."}}, the interaction type copied exactly from the list."""
+
 QUESTION = """Drug A: {head}
 Drug B: {tail}
 Which interaction type describes what happens when Drug A is combined with Drug B?"""
@@ -120,10 +128,12 @@ class LabelChoiceConfig(SystemConfig):
     # One order for the whole run, so the list stays the cached prompt prefix; position bias then shows as the
     # difference between a run with and one without (the board's paired test on the same samples).
     shuffle_options: int | None = None
-    # generate: the model writes its answer (greedy, constrained); likelihood: every option is scored by the
-    # model's probability of answering it after the same prompt and the most likely is taken (one-label tasks,
-    # endpoints that return token log-probabilities and continue an assistant prefix: llama.cpp, vLLM)
-    answer_mode: Literal["generate", "likelihood"] = "generate"
+    # generate: the model writes its answer (greedy, constrained); likelihood: every option's number is scored by
+    # the model's probability of answering it after the same prompt and the most likely is taken; likelihood-text:
+    # the same over the options' texts, which the prompt asks the model to copy (as lm-eval scores a choice's text).
+    # Both: one-label tasks, endpoints that return token log-probabilities and continue an assistant prefix
+    # (llama.cpp, vLLM)
+    answer_mode: Literal["generate", "likelihood", "likelihood-text"] = "generate"
 
 
 def option_order(n: int, seed: int | None) -> list[int]:
@@ -159,12 +169,15 @@ class LabelChoiceSystem(BaseSystem):
         self.order = option_order(len(view.task.label_space), self.config.shuffle_options)
         if self.k is None:
             self.options = [option_texts(view.task.label_space)[i] for i in self.order]
-            types = "\n".join(f"{i}. {text}" for i, text in enumerate(self.options, 1))
-            self.system_prompt = SYSTEM_PROMPT.format(types=types)
+            if self.config.answer_mode == "likelihood-text":
+                self.system_prompt = TEXT_SYSTEM_PROMPT.format(types="\n".join(f"- {text}" for text in self.options))
+            else:
+                types = "\n".join(f"{i}. {text}" for i, text in enumerate(self.options, 1))
+                self.system_prompt = SYSTEM_PROMPT.format(types=types)
         else:
-            if self.config.answer_mode == "likelihood":
+            if self.config.answer_mode != "generate":
                 raise ConfigError(
-                    f"answer_mode=likelihood chooses one label; {view.task.name} asks for {self.k}",
+                    f"answer_mode={self.config.answer_mode} chooses one label; {view.task.name} asks for {self.k}",
                     "use answer_mode=generate on label-set tasks",
                 )
             self.options = [view.task.label_space[i].name for i in self.order]
@@ -211,7 +224,7 @@ class LabelChoiceSystem(BaseSystem):
                 {"role": "system", "content": self.system_prompt},
                 {"role": "user", "content": self.question(sample.input, lines)},
             ]
-            if self.config.answer_mode == "likelihood":
+            if self.config.answer_mode != "generate":
                 pred = await self._by_likelihood(sample, messages, context_trace, ctx)
                 self.count("invalid" if not pred.valid else "answered")
                 out.append(pred)
@@ -237,13 +250,16 @@ class LabelChoiceSystem(BaseSystem):
     async def _by_likelihood(
         self, sample: Sample, messages: list[dict[str, Any]], context_trace: dict[str, Any], ctx: RunContext
     ) -> Prediction:
-        """The option the model finds most likely after the answer's opening ``{"type": `` (see :mod:`ddibench.likelihood`)."""
+        """The option the model finds most likely after the answer's opening: its number after ``{"type": ``, or
+        with ``likelihood-text`` its text after ``{"interaction": "`` (see :mod:`ddibench.likelihood`)."""
         from ddibench.likelihood import option_likelihoods
 
         client = ctx.model("generator")
-        scores = await option_likelihoods(
-            client, messages, LIKELIHOOD_PREFIX, [str(i) for i in range(1, len(self.options) + 1)], seed=ctx.seed
-        )
+        if self.config.answer_mode == "likelihood-text":
+            prefix, shown, closers = TEXT_LIKELIHOOD_PREFIX, self.options, '"'
+        else:
+            prefix, shown, closers = LIKELIHOOD_PREFIX, [str(i) for i in range(1, len(self.options) + 1)], " \t\r\n},"
+        scores = await option_likelihoods(client, messages, prefix, shown, seed=ctx.seed, closers=closers)
         trace: dict[str, Any] = {
             "llm": [
                 llm_trace("generator", [*messages, {"role": "assistant", "content": p}], r)
@@ -251,7 +267,7 @@ class LabelChoiceSystem(BaseSystem):
             ],
             "system_prompt_sha256": sha256_text(self.system_prompt),
             "likelihood": {
-                "prefix": LIKELIHOOD_PREFIX,
+                "prefix": prefix,
                 "requests": len(scores.calls),
                 "unscored": sum(lp is None for lp in scores.logprobs),
                 "top": [[i + 1, lp] for i, lp in scores.ranked()],
@@ -261,11 +277,12 @@ class LabelChoiceSystem(BaseSystem):
         best = scores.best()
         if best is None:
             return Prediction.invalid(sample.id, "no option among the most likely next tokens", trace=trace)
-        text = f"{LIKELIHOOD_PREFIX}{best + 1}}}"
+        text = f'{prefix}{shown[best]}"}}' if self.config.answer_mode == "likelihood-text" else f"{prefix}{best + 1}}}"
         return Prediction(sample_id=sample.id, label=self.order[best], position=best + 1, text=text, trace=trace)
 
 
 LIKELIHOOD_PREFIX = '{"type": '  # how a constrained answer opens; the option's number comes next
+TEXT_LIKELIHOOD_PREFIX = '{"interaction": "'  # answer_mode=likelihood-text: the option's text comes next
 
 
 # ---------------------------------------------------------------------------------------------

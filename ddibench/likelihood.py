@@ -1,8 +1,9 @@
-"""Choosing an option by the model's likelihood instead of its greedy answer (``answer_mode=likelihood``).
+"""Choosing an option by the model's likelihood instead of its greedy answer (``answer_mode=likelihood`` and
+``likelihood-text``).
 
 The options are the strings an answer can go on with after a fixed prefix (the option numbers "1" to "86"
-after ``{"type": ``); an option ends where the answer goes on with one of ``closers`` (a space, ``}``
-or ``,`` after a JSON number) that extends no option. lm-eval scores multiple-choice options from the log-probabilities of prompt tokens
+after ``{"type": ``, or the options' texts after ``{"interaction": "``); an option ends where the answer goes on
+with one of ``closers`` (a space, ``}`` or ``,`` after a JSON number; ``"`` after a text) that extends no option. lm-eval scores multiple-choice options from the log-probabilities of prompt tokens
 (``echo``), which llama.cpp's server does not return; what it returns, like vLLM and OpenAI, are the top
 log-probabilities of the *next* token. So the options are walked as a tree of their common prefixes: one
 request per node with more than one way on (``max_tokens=1``, ``top_logprobs=20``, the answer so far as an
@@ -10,7 +11,9 @@ assistant prefix the model continues). At each node the moves that lead into an 
 renormalised — the distribution a decoder constrained to the options draws from — and an option's score
 is the sum of its moves' log-probabilities. With a tokenizer that writes digits one by one (Qwen2.5,
 SmolLM2), 86 numbered options take 9 requests; each continues the cached prompt, so a request costs a few
-new tokens. An option none of whose moves is among a node's top tokens is not scored (``None``).
+new tokens. A node with one way on costs no request: the constrained decoder takes it with probability 1, so
+texts cost one request per point where they part. An option none of whose moves is among a node's top tokens is
+not scored (``None``).
 
 Why not the greedy answer: greedy decoding commits to the first digit before it sees the second, so "1"
 collects the mass of options 1 and 10-19 (eleven options) and "9" only its own; the likelihood compares
@@ -73,9 +76,13 @@ async def option_likelihoods(
     queue: list[tuple[str, float]] = [("", 0.0)]
     while queue:
         here, base = queue.pop(0)
-        if not any(len(o) > len(here) and o.startswith(here) for o in options):  # nothing goes on: it can only end
+        going_on = [o for o in options if len(o) > len(here) and o.startswith(here)]
+        if not going_on:  # nothing goes on: it can only end
             if here in index:
                 out.add(index[here], base)
+            continue
+        if len(going_on) == 1 and here not in index:  # one way on: a decoder held to the options takes it
+            out.add(index[going_on[0]], base)
             continue
         result = await client.chat(
             messages, prefill=prefix + here, max_tokens=1, top_logprobs=top, temperature=0.0, seed=seed

@@ -148,3 +148,67 @@ def test_shuffled_likelihood_runs_verify_and_reproduce_and_an_endpoint_without_p
         code, out, err = cli("run", "-s", "zero-shot", "-t", "twosides_s2", "--limit", "2", "-m", model, "-C", "answer_mode=likelihood",
                              "--run-dir", str(tmp_path / "topk"))  # fmt: skip
     assert code != 0 and "answer_mode=likelihood chooses one label" in err and len(err.strip().splitlines()) == 1
+
+
+def test_text_options_cost_one_request_where_they_part() -> None:
+    """Options scored by their texts: a node with one way on costs no request (the constrained decoder takes it),
+    a text that is also the start of a longer one is asked about, and a closing quote ends a text."""
+    from ddibench.likelihood import option_likelihoods
+    from ddibench.llm import LLMPool, ModelSpec
+
+    prefix = '{"interaction": "'
+    options = ["A raises B", "A raises B's risk of bleeding", "A lowers B"]
+    tree = {
+        prefix: [("A", LOG(0.9)), ("The", LOG(0.1))],
+        prefix + "A": [(" raises", LOG(0.6)), (" lowers", LOG(0.3)), (" is", LOG(0.1))],
+        prefix + "A raises": [(" B", LOG(1.0))],
+        prefix + "A raises B": [('"', LOG(0.2)), ("'s", LOG(0.6)), (".", LOG(0.2))],
+    }
+    with running_stub(StubConfig(next_tokens=tree)) as server:
+        spec = ModelSpec.parse(f"llamacpp:stub-model@{server.base_url}")
+
+        async def go():  # noqa: ANN202
+            pool = LLMPool({"generator": spec}, cache=None)
+            await pool.start(["generator"])
+            try:
+                messages = [{"role": "user", "content": "which?"}]
+                return await option_likelihoods(pool.client("generator"), messages, prefix, options, closers='"')
+            finally:
+                await pool.close()
+
+        scores = asyncio.run(go())
+        asked = [r["messages"][-1]["content"] for r in server.requests]
+    # " lowers" and "'s" each leave one option going on: no request below them
+    assert asked == [prefix, prefix + "A", prefix + "A raises", prefix + "A raises B"]
+    p = [math.exp(lp) for lp in scores.logprobs]  # type: ignore[arg-type]
+    a = 0.6 + 0.3  # "The" at the root and " is" here lead to no option: left out of the renormalisation
+    assert p[2] == pytest.approx(0.3 / a) and p[0] == pytest.approx(0.6 / a * 0.2 / 0.8)
+    assert p[1] == pytest.approx(0.6 / a * 0.6 / 0.8)  # "." ends nothing
+    assert options[scores.best()] == "A raises B's risk of bleeding"
+
+
+def test_likelihood_text_mode_answers_a_types_text_and_reproduces(cli, tmp_path: Path) -> None:
+    from ddibench.label_choice import option_texts
+    from ddibench.registry import get_task
+
+    texts = option_texts(get_task("drugbank_s2").label_space)
+    prefix = '{"interaction": "'
+    tree = {prefix: [(texts[4] + '"', LOG(0.6)), (texts[4][:4], LOG(0.3)), ("{", LOG(0.1))]}  # "{" leads nowhere
+    with running_stub(StubConfig(next_tokens=tree)) as server:
+        model = f"llamacpp:stub-model@{server.base_url}"
+        run_dir = tmp_path / "text"
+        code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "-m", model,
+                             "-C", "answer_mode=likelihood-text", "--run-dir", str(run_dir), "--no-cache")  # fmt: skip
+        assert code == 0, err
+        system = server.requests[0]["messages"][0]["content"]
+        assert f"- {texts[4]}\n" in system and '{"interaction": "..."}' in system and "1. " not in system
+        preds = _journal(run_dir)
+        assert {(p["label"], p["position"], p["text"]) for p in preds} == {(4, 5, prefix + texts[4] + '"}')}
+        assert all(p["trace"]["likelihood"]["prefix"] == prefix for p in preds)
+        code, out, err = cli("submit", "--compact", str(run_dir), "--out", str(tmp_path / "b.tar.gz"))
+        assert code == 0, out + err
+        code, out, err = cli("verify", "--reproduce", str(tmp_path / "b.tar.gz"))
+        assert code == 0 and "1,992 of 1,992 predictions identical" in out, out + err
+        code, _, err = cli("run", "-s", "kaping", "-t", "twosides_s2", "--limit", "2", "-m", model,
+                           "-C", "answer_mode=likelihood-text", "--run-dir", str(tmp_path / "topk"))  # fmt: skip
+    assert code != 0 and "answer_mode=likelihood-text chooses one label" in err
