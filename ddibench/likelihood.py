@@ -11,8 +11,9 @@ assistant prefix the model continues). At each node the moves that lead into an 
 renormalised — the distribution a decoder constrained to the options draws from — and an option's score
 is the sum of its moves' log-probabilities. With a tokenizer that writes digits one by one (Qwen2.5,
 SmolLM2), 86 numbered options take 9 requests; each continues the cached prompt, so a request costs a few
-new tokens. A node with one way on costs no request: the constrained decoder takes it with probability 1, so
-texts cost one request per point where they part. An option none of whose moves is among a node's top tokens is
+new tokens. A stretch that every option still going on shares costs no request: the constrained decoder takes it
+with probability 1, so the walk goes straight to where they part and texts cost about one request per such
+point (86 DrugBank types: 44). An option none of whose moves is among a node's top tokens is
 not scored (``None``).
 
 Why not the greedy answer: greedy decoding commits to the first digit before it sees the second, so "1"
@@ -23,6 +24,7 @@ whole options.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,9 +83,14 @@ async def option_likelihoods(
             if here in index:
                 out.add(index[here], base)
             continue
-        if len(going_on) == 1 and here not in index:  # one way on: a decoder held to the options takes it
-            out.add(index[going_on[0]], base)
-            continue
+        if here not in index:  # a stretch every option still going on shares: a decoder held to them takes it
+            if len(going_on) == 1:
+                out.add(index[going_on[0]], base)
+                continue
+            common = os.path.commonprefix(going_on)
+            if len(common) > len(here):
+                queue.append((common, base))
+                continue
         result = await client.chat(
             messages, prefill=prefix + here, max_tokens=1, top_logprobs=top, temperature=0.0, seed=seed
         )

@@ -151,17 +151,16 @@ def test_shuffled_likelihood_runs_verify_and_reproduce_and_an_endpoint_without_p
 
 
 def test_text_options_cost_one_request_where_they_part() -> None:
-    """Options scored by their texts: a node with one way on costs no request (the constrained decoder takes it),
-    a text that is also the start of a longer one is asked about, and a closing quote ends a text."""
+    """Options scored by their texts: a stretch all the options still going on share costs no request (the
+    constrained decoder takes it), a text that is also the start of a longer one is asked about, and a closing
+    quote ends a text."""
     from ddibench.likelihood import option_likelihoods
     from ddibench.llm import LLMPool, ModelSpec
 
     prefix = '{"interaction": "'
     options = ["A raises B", "A raises B's risk of bleeding", "A lowers B"]
     tree = {
-        prefix: [("A", LOG(0.9)), ("The", LOG(0.1))],
-        prefix + "A": [(" raises", LOG(0.6)), (" lowers", LOG(0.3)), (" is", LOG(0.1))],
-        prefix + "A raises": [(" B", LOG(1.0))],
+        prefix + "A ": [("raises", LOG(0.6)), ("lowers", LOG(0.3)), ("is", LOG(0.1))],
         prefix + "A raises B": [('"', LOG(0.2)), ("'s", LOG(0.6)), (".", LOG(0.2))],
     }
     with running_stub(StubConfig(next_tokens=tree)) as server:
@@ -178,10 +177,10 @@ def test_text_options_cost_one_request_where_they_part() -> None:
 
         scores = asyncio.run(go())
         asked = [r["messages"][-1]["content"] for r in server.requests]
-    # " lowers" and "'s" each leave one option going on: no request below them
-    assert asked == [prefix, prefix + "A", prefix + "A raises", prefix + "A raises B"]
+    # "A " (all three) and "raises B" (both still going on) are shared stretches; "lowers" and "'s" leave one option
+    assert asked == [prefix + "A ", prefix + "A raises B"]
     p = [math.exp(lp) for lp in scores.logprobs]  # type: ignore[arg-type]
-    a = 0.6 + 0.3  # "The" at the root and " is" here lead to no option: left out of the renormalisation
+    a = 0.6 + 0.3  # "is" leads to no option: left out of the renormalisation
     assert p[2] == pytest.approx(0.3 / a) and p[0] == pytest.approx(0.6 / a * 0.2 / 0.8)
     assert p[1] == pytest.approx(0.6 / a * 0.6 / 0.8)  # "." ends nothing
     assert options[scores.best()] == "A raises B's risk of bleeding"
