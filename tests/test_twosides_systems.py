@@ -258,8 +258,9 @@ def test_emergnn_ranks_side_effects_with_the_papers_twosides_settings(cli, tmp_p
     assert code == 0, err
     res = results(tmp_path / "s1")
     cfg = res["system_info"]["resolved_config"]
+    # the paper's S1 batch size, dim and weight decay; the lr of the cpu profile's twosides_s1 budget (the paper: 1e-3)
     assert (cfg["lr"], cfg["batch_size"], cfg["dim"], cfg["weight_decay"], cfg["multilabel_loss"]) == (
-        1e-3,
+        1e-2,
         32,
         32,
         1e-6,
