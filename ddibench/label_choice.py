@@ -44,20 +44,20 @@ from ddibench.parsing import parse_choice
 from ddibench.schema import Drug, DrugPair, LabelSpace, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
 
-SYSTEM_PROMPT = """You are an expert clinical pharmacologist.
+_CLASSIFY = """You are an expert clinical pharmacologist.
 Classify the drug-drug interaction between Drug A and Drug B as exactly one of the interaction types below. In every type, "Drug A" and "Drug B" are the two drugs in the order given.
 
 {types}
 
-Answer with JSON only, in the form {{"type": N}}, where N is the number of the interaction type."""
-
+"""
+SYSTEM_PROMPT = (
+    _CLASSIFY + """Answer with JSON only, in the form {{"type": N}}, where N is the number of the interaction type."""
+)
 # answer_mode=likelihood-text: the same list without numbers; the answer copies a type's text
-TEXT_SYSTEM_PROMPT = """You are an expert clinical pharmacologist.
-Classify the drug-drug interaction between Drug A and Drug B as exactly one of the interaction types below. In every type, "Drug A" and "Drug B" are the two drugs in the order given.
-
-{types}
-
-Answer with JSON only, in the form {{"interaction": "..."}}, the interaction type copied exactly from the list."""
+TEXT_SYSTEM_PROMPT = (
+    _CLASSIFY
+    + """Answer with JSON only, in the form {{"interaction": "..."}}, the interaction type copied exactly from the list."""
+)
 
 QUESTION = """Drug A: {head}
 Drug B: {tail}
@@ -252,13 +252,17 @@ class LabelChoiceSystem(BaseSystem):
     ) -> Prediction:
         """The option the model finds most likely after the answer's opening: its number after ``{"type": ``, or
         with ``likelihood-text`` its text after ``{"interaction": "`` (see :mod:`ddibench.likelihood`)."""
-        from ddibench.likelihood import option_likelihoods
+        from ddibench.likelihood import NUMBER_CLOSERS, option_likelihoods
 
         client = ctx.model("generator")
         if self.config.answer_mode == "likelihood-text":
             prefix, shown, closers = TEXT_LIKELIHOOD_PREFIX, self.options, '"'
         else:
-            prefix, shown, closers = LIKELIHOOD_PREFIX, [str(i) for i in range(1, len(self.options) + 1)], " \t\r\n},"
+            prefix, shown, closers = (
+                LIKELIHOOD_PREFIX,
+                [str(i) for i in range(1, len(self.options) + 1)],
+                NUMBER_CLOSERS,
+            )
         scores = await option_likelihoods(client, messages, prefix, shown, seed=ctx.seed, closers=closers)
         trace: dict[str, Any] = {
             "llm": [

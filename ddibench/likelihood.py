@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+NUMBER_CLOSERS = " \t\r\n},"  # what can follow a JSON number: it ends there
 TOP_LOGPROBS = 20  # the most OpenAI-compatible servers return (OpenAI's and vLLM's default cap)
 
 
@@ -68,7 +69,7 @@ async def option_likelihoods(
     *,
     top: int = TOP_LOGPROBS,
     seed: int | None = None,
-    closers: str = " \t\r\n},",
+    closers: str = NUMBER_CLOSERS,
 ) -> OptionScores:
     """Score each of ``options`` as the continuation of ``prefix`` after ``messages`` (see the module)."""
     if len(set(options)) != len(options) or any(not o for o in options):
@@ -83,14 +84,10 @@ async def option_likelihoods(
             if here in index:
                 out.add(index[here], base)
             continue
-        if here not in index:  # a stretch every option still going on shares: a decoder held to them takes it
-            if len(going_on) == 1:
-                out.add(index[going_on[0]], base)
-                continue
-            common = os.path.commonprefix(going_on)
-            if len(common) > len(here):
-                queue.append((common, base))
-                continue
+        common = os.path.commonprefix(going_on)
+        if here not in index and len(common) > len(here):  # a shared stretch: a decoder held to the options takes it
+            queue.append((common, base))
+            continue
         result = await client.chat(
             messages, prefill=prefix + here, max_tokens=1, top_logprobs=top, temperature=0.0, seed=seed
         )

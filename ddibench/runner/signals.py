@@ -35,11 +35,8 @@ def run_async(main: Coroutine[Any, Any, T]) -> T:
 
         try:
             loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-        except (
-            ValueError,
-            RuntimeError,
-            NotImplementedError,
-        ):  # not the main thread, or a loop without signal handlers (Windows): SIGTERM keeps the command's handler
+        # not the main thread, or a loop without signal handlers (Windows): SIGTERM keeps the command's handler
+        except (ValueError, RuntimeError, NotImplementedError):
             return await main
         try:
             return await main
