@@ -11,7 +11,7 @@ assistant prefix the model continues). At each node the moves that lead into an 
 renormalised — the distribution a decoder constrained to the options draws from — and an option's score
 is the sum of its moves' log-probabilities. With a tokenizer that writes digits one by one (Qwen2.5,
 SmolLM2), 86 numbered options take 9 requests; each continues the cached prompt, so a request costs a few
-new tokens. A stretch that every option still going on shares costs no request: the constrained decoder takes it
+new tokens (the walk holds its endpoint slot, so no other sample's request evicts that prompt in between). A stretch that every option still going on shares costs no request: the constrained decoder takes it
 with probability 1, so the walk goes straight to where they part and texts cost about one request per such
 point (86 DrugBank types: 44). An option none of whose moves is among a node's top tokens is
 not scored (``None``).
@@ -74,6 +74,19 @@ async def option_likelihoods(
     """Score each of ``options`` as the continuation of ``prefix`` after ``messages`` (see the module)."""
     if len(set(options)) != len(options) or any(not o for o in options):
         raise ValueError("options must be distinct, non-empty strings")
+    async with client.holding():  # the walk's requests back to back: each continues the cached prompt
+        return await _walk(client, messages, prefix, options, top, seed, closers)
+
+
+async def _walk(
+    client: Any,
+    messages: list[dict[str, Any]],
+    prefix: str,
+    options: Sequence[str],
+    top: int,
+    seed: int | None,
+    closers: str,
+) -> OptionScores:
     index = {o: i for i, o in enumerate(options)}
     out = OptionScores(logprobs=[None] * len(options))
     queue: list[tuple[str, float]] = [("", 0.0)]

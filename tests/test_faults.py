@@ -224,6 +224,40 @@ def test_the_endpoint_policy_adapts_its_deadline_and_concurrency() -> None:
     assert max(asyncio.run(slots())) == 2
 
 
+def test_a_held_slot_keeps_a_series_of_requests_together() -> None:
+    """The likelihood walk's requests continue one prompt: while one sample holds the endpoint's only slot, no
+    other sample's request comes in between (a one-slot llama.cpp server would evaluate the long prompt again)."""
+    from ddibench.llm import EndpointPolicy
+
+    async def order(hold: bool) -> list[str]:
+        policy = EndpointPolicy(1, timeout=10, adaptive=False)
+        seen: list[str] = []
+
+        async def request(name: str) -> None:
+            async with policy:
+                seen.append(name)
+                await asyncio.sleep(0.005)
+
+        async def series(name: str) -> None:
+            async def three() -> None:
+                for _ in range(3):
+                    await request(name)
+
+            if hold:
+                async with policy.hold():
+                    async with policy.hold():  # nested: the outer slot, no second one
+                        await three()
+            else:
+                await three()
+
+        await asyncio.gather(series("a"), series("b"), series("c"))
+        assert policy.active == 0
+        return seen
+
+    assert asyncio.run(order(hold=False)) == list("abcabcabc")  # one slot, taken in turn: every request interleaves
+    assert asyncio.run(order(hold=True)) == list("aaabbbccc")
+
+
 def test_hung_requests_are_cut_long_before_the_timeout(tmp_path: Path) -> None:
     import time
 

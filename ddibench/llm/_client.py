@@ -23,6 +23,7 @@ call raises :class:`LLMCallError` with the reason, like a 5xx.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import random
@@ -167,6 +168,11 @@ class LLMClient:
         self.remember: Any = None  # set by the pool: keeps each system prompt once in the run directory
         # set by the pool for the embedded server: the error of a server process that has ended, else None
         self.liveness: Callable[[], ModelEndpointError | None] | None = None
+
+    def holding(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Requests made inside go to the endpoint one after another with no other request in between: a
+        series that continues one prompt keeps the server's prompt cache (see :class:`EndpointPolicy`)."""
+        return self._policy.hold()
 
     async def chat(
         self,

@@ -18,13 +18,20 @@ the endpoint did so far:
 
 Only requests to a remote endpoint are cut early; the embedded llama.cpp server answers one request
 at a time and is not second-guessed (``adaptive=False``).
+
+A run of requests that continue one prompt (the likelihood walk's requests, each the last one plus a token)
+can :meth:`EndpointPolicy.hold` a slot for all of them: no other sample's request is answered in between, so
+a server that keeps one prompt cache per slot (llama.cpp) reuses it instead of evaluating the whole prompt
+again for each request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Awaitable
+import contextlib
+import contextvars
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -58,10 +65,27 @@ class EndpointPolicy:
         self._latencies: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self._base: float | None = None  # the adapted deadline of a first attempt (None: not known yet)
         self._fresh = 0  # answers since the deadline was last computed
+        # set inside hold(): the requests of that task (and of tasks it starts) use the slot it holds
+        self._holding: contextvars.ContextVar[bool] = contextvars.ContextVar(f"holding-{id(self)}", default=False)
 
     # -- slots ---------------------------------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        """Keep one slot for the requests made inside (see the module); nested holds use the outer one."""
+        if self._holding.get():
+            yield
+            return
+        async with self:
+            token = self._holding.set(True)
+            try:
+                yield
+            finally:
+                self._holding.reset(token)
+
     async def __aenter__(self) -> EndpointPolicy:
+        if self._holding.get():
+            return self  # the slot this task holds
         if self.active < self.limit and not self._waiters:
             self.active += 1
             return self
@@ -78,7 +102,8 @@ class EndpointPolicy:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._release()
+        if not self._holding.get():
+            self._release()
 
     def _release(self) -> None:
         self.active -= 1
