@@ -10,6 +10,7 @@ their modules, which keep heavy imports inside methods). Unknown names get a "di
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
@@ -236,6 +237,16 @@ def answers_by_design(system: str) -> bool:
         return bool(getattr(get_system_class(system), "constant_answer", False))
     except UnknownNameError:
         return False
+
+
+def scoring_provenance(task: str, scoring: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) lines on how a run of ``task`` was scored, as the task's evaluator reads its manifest's
+    scoring section (its judge, its SelfCheckGPT samples); none for a task not registered here."""
+    try:
+        evaluator = get_task(task).evaluator()
+    except UnknownNameError:
+        return []
+    return evaluator.provenance(scoring)
 
 
 def run_variant(system: str, config: dict[str, Any]) -> str:

@@ -115,12 +115,11 @@ def load_prices() -> dict[str, dict[str, float]]:
     return json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
 
 
-def scoring_variant(evaluator: Any) -> str:
+def scoring_variant(evaluator: Evaluator) -> str:
     """The board groups runs by how they were scored: '' for the task's default scorers at version 1;
-    scorers of another version or with other options form their own group and are never ranked with it."""
-    parts = [
-        f"{k}={v}" for k, v in sorted(evaluator.settings().items()) if k not in ("judge", "selfcheck", "second_judge")
-    ]
+    scorers of another version or with options that change scores form their own group and are never ranked
+    with it (options that only add model-based scores, such as a judge, do not: ``ScoringOption.variant``)."""
+    parts = [f"{k}={v}" for k, v in sorted(evaluator.variant_settings().items())]
     if evaluator.version != 1:
         parts.insert(0, f"{evaluator.kind} scorers v{evaluator.version}")
     return ", ".join(parts)

@@ -21,6 +21,7 @@ import pandas as pd
 import streamlit as st
 
 from ddibench.leaderboard import data as board
+from ddibench.registry import scoring_provenance
 
 st.set_page_config(page_title="ddibench leaderboard", layout="wide")
 STORE = Path(os.environ.get("DDIBENCH_BOARD", "board.duckdb"))
@@ -205,9 +206,8 @@ def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
     )
     for role, model in manifest.models.items():
         fact(f"Model ({role})", model.spec, unchecked=True)
-    if manifest.scoring.judge:
-        judge = manifest.scoring.judge
-        fact("Judge", f"{judge['identity'].get('model')} rubric {judge['rubric_sha256'][:12]}")
+    for label, text in scoring_provenance(manifest.task.name, manifest.scoring.model_dump()):
+        fact(label[0].upper() + label[1:], text)
     if manifest.scoring.options:
         fact("Scoring", ", ".join(f"{k}={v}" for k, v in manifest.scoring.options.items()))
     prose("Deviations", task.deviations + system.deviations)

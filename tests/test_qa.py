@@ -161,6 +161,10 @@ def test_qa_run_judge_selfcheck_and_rescore(cli, tmp_path: Path) -> None:
         assert scoring["judge"]["identity"]["model"] == "answerer" and len(scoring["judge"]["rubric_sha256"]) == 64
         assert scoring["selfcheck"]["n"] == 2 and scoring["selfcheck"]["seeds"] == [1000, 1001]
         assert len(results["evaluation"]["per_sample"]) == 4
+        # the report's scoring lines come from the evaluator (it reads the manifest section it wrote)
+        rubric = scoring["judge"]["rubric_sha256"][:12]
+        assert f"judge: {one.base_url} answerer, rubric {rubric}" in out
+        assert "SelfCheckGPT: n=2 samples at temperature 1.0, seeds [1000, 1001]" in out
         journal = (run_dir / "journal.jsonl").read_bytes()
         calls = len(one.requests)
 
@@ -170,10 +174,18 @@ def test_qa_run_judge_selfcheck_and_rescore(cli, tmp_path: Path) -> None:
         assert again["manifest"]["scoring"]["judge_agreement"]["n"] == 4
         assert len(two.requests) == 4 and len(one.requests) == calls  # first judge and samples reused from scores/
         assert (run_dir / "journal.jsonl").read_bytes() == journal
+        assert f"second judge: {two.base_url} second, rubric {rubric}" in out and "judge agreement: {" in out
         code, _, err = cli("rescore", str(run_dir), "--no-judge", "--selfcheck", "0")
         assert code == 0, err
         bare = json.loads((run_dir / "results.json").read_text())["evaluation"]["metrics"]
         assert "judge_overall" not in bare and "selfcheck" not in bare and "bertscore_f1" in bare
+    # a judge or SelfCheckGPT only adds scores: the board ranks such runs with the plain ones
+    from ddibench.registry import get_task
+    from ddibench.store import scoring_variant
+
+    evaluator = get_task("ddi_qa_s2").evaluator()
+    models = evaluator.configure({"judge": False, "selfcheck": 5, "second_judge": "vllm:x@http://127.0.0.1:1/v1"})
+    assert scoring_variant(models) == scoring_variant(evaluator) == f"text scorers v{evaluator.version}"
 
 
 @pytest.mark.parametrize("system", ["sql-agent", "drugrag", "no-rag"])

@@ -116,6 +116,9 @@ class ScoringOption:
     is_flag: bool = False  # a boolean switch: the flag sets ``key`` to ``flag_value``
     flag_value: Any = True
     portable: bool = True
+    # False for an option that adds model-based scores (a judge, SelfCheckGPT) and leaves every other score as
+    # it is: runs that differ only in such options share a board variant
+    variant: bool = True
 
 
 @dataclass
@@ -159,6 +162,10 @@ class Evaluator(Protocol):
     def read_extras(self, files: Mapping[str, bytes]) -> dict[str, Any]: ...
 
     def describe(self) -> dict[str, Any]: ...
+
+    def provenance(self, scoring: Mapping[str, Any]) -> list[tuple[str, str]]: ...
+
+    def variant_settings(self) -> dict[str, Any]: ...
 
     def evaluate(
         self,
@@ -286,6 +293,12 @@ class BaseEvaluator:
         """Options set to something only this machine has (``verify`` cannot recompute those runs)."""
         return [o.flag for o in self.options if not o.portable and self._settings.get(o.key) != o.default]
 
+    def variant_settings(self) -> dict[str, Any]:
+        """The non-default settings that change scores already there (see :attr:`ScoringOption.variant`): runs
+        that differ in them are shown apart on the board."""
+        apart = {o.key for o in self.options if o.variant}
+        return {k: v for k, v in self.settings().items() if k in apart}
+
     # -- LLM-based scoring --------------------------------------------------------------------------
 
     def model_roles(self) -> tuple[str, ...]:
@@ -305,6 +318,12 @@ class BaseEvaluator:
     def describe(self) -> dict[str, Any]:
         """The identity of the scorers (models, encoders, versions) for the manifest."""
         return {}
+
+    def provenance(self, scoring: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(label, text) lines on how a run was scored, read from its manifest's scoring section (what
+        :meth:`describe` and :meth:`collect` put there): the report prints them and the board's provenance
+        panel shows them. None by default."""
+        return []
 
     # -- scoring -----------------------------------------------------------------------------------
 

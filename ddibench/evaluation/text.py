@@ -57,11 +57,13 @@ class TextEvaluator(BaseEvaluator):
     version = 2  # 2: BERTScore from the bert-score library (1: a hand-written variant that dropped [CLS]/[SEP])
     metrics: tuple[MetricSpec, ...] = TEXT_METRICS
     options: ClassVar[tuple[ScoringOption, ...]] = (
-        ScoringOption("judge", "--no-judge", "Do not grade answers with the judge model.", type=bool, default=True, is_flag=True, flag_value=False),
-        ScoringOption("selfcheck", "--selfcheck", "SelfCheckGPT samples per answer (0: none).", type=int, default=3),
+        ScoringOption("judge", "--no-judge", "Do not grade answers with the judge model.", type=bool, default=True, is_flag=True, flag_value=False,
+                      variant=False),
+        ScoringOption("selfcheck", "--selfcheck", "SelfCheckGPT samples per answer (0: none).", type=int, default=3, variant=False),
         ScoringOption("scorer_encoder", "--scorer-encoder", "Text encoder of the similarity scorers: a local sentence-transformers path (default: MiniLM).",
                       default=DEFAULT_ENCODER, portable=False),
-        ScoringOption("second_judge", "--second-judge", "A second judge model (SPEC); agreement with the first is reported.", default=None),
+        ScoringOption("second_judge", "--second-judge", "A second judge model (SPEC); agreement with the first is reported.", default=None,
+                      variant=False),
     )  # fmt: skip
     expected_format = (
         "one Prediction per evaluated sample with the answer in text (valid=False or empty text counts as no answer)"
@@ -151,6 +153,24 @@ class TextEvaluator(BaseEvaluator):
         finally:
             await pool.close()
         return out
+
+    def provenance(self, scoring: Mapping[str, Any]) -> list[tuple[str, str]]:
+        from ddibench.llm import identity_summary
+
+        lines = []
+        for role in ("judge", "second_judge"):
+            if scoring.get(role):
+                identity, rubric = scoring[role]["identity"], scoring[role]["rubric_sha256"]
+                label = role.replace("_", " ")
+                lines.append((label, f"{identity_summary(identity)} {identity.get('model')}, rubric {rubric[:12]}"))
+        if scoring.get("judge_agreement"):
+            lines.append(("judge agreement", str(scoring["judge_agreement"])))
+        if scoring.get("selfcheck"):
+            sc = scoring["selfcheck"]
+            lines.append(
+                ("SelfCheckGPT", f"n={sc['n']} samples at temperature {sc['temperature']}, seeds {sc['seeds']}")
+            )
+        return lines
 
     def read_extras(self, files: Mapping[str, bytes]) -> dict[str, Any]:
         extras: dict[str, Any] = {}

@@ -24,7 +24,7 @@ _EXPORTS = {
     "response_format": "_wire",
     "EndpointPolicy": "_policy",
     "EmbeddedServer": "_embedded",
-    "EMBEDDED": "_spec", "ROLES": "_spec", "ModelSpec": "_spec", "identity_digest": "_spec", "RoleModels": "_spec", "parse_model_options": "_spec",
+    "EMBEDDED": "_spec", "ROLES": "_spec", "ModelSpec": "_spec", "identity_digest": "_spec", "identity_summary": "_spec", "RoleModels": "_spec", "parse_model_options": "_spec",
     "parse_role": "_spec",
     "default_gguf": "_weights", "weights_sha256": "_weights",
 }  # fmt: skip
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         ModelSpec,
         RoleModels,
         identity_digest,
+        identity_summary,
         parse_model_options,
         parse_role,
     )
@@ -71,6 +72,7 @@ __all__ = [
     "cache_key",
     "default_gguf",
     "identity_digest",
+    "identity_summary",
     "parse_model_options",
     "parse_role",
     "response_format",

@@ -32,7 +32,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -237,6 +237,15 @@ def embedded_engine() -> str:
         return f"xllamacpp {version('xllamacpp')}"
     except PackageNotFoundError:
         return "xllamacpp (not installed)"
+
+
+def identity_summary(identity: Mapping[str, Any]) -> str:
+    """What tells one model from another in a line of a report: its weights' hash, its revision or its endpoint."""
+    if "weights_sha256" in identity:
+        return f"weights {identity['weights_sha256'][:12]}"
+    if "revision" in identity:
+        return f"revision {identity['revision']}"
+    return str(identity.get("base_url", ""))
 
 
 def identity_digest(identity: dict[str, Any]) -> str:

@@ -16,7 +16,8 @@ from rich.table import Table
 
 from ddibench.errors import RunDirError
 from ddibench.evaluation.answers import AnswerDistribution
-from ddibench.registry import answers_by_design
+from ddibench.llm import identity_summary
+from ddibench.registry import answers_by_design, scoring_provenance
 from ddibench.runner.records import Results, read_identity, read_results
 
 FLOOR_TITLES = {"majority": "majority", "popularity": "popularity", "uniform_random": "random"}
@@ -111,26 +112,15 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         f"(prepare {timing.prepare_s_total:.1f} s, predict {timing.predict_s_total:.1f} s)"
     )
     code = f"{man.git_commit[:12]}{' (dirty)' if man.git_dirty else ''}" if man.git_commit else "no git checkout"
-    models = ", ".join(f"{r}={m.spec} ({_short_identity(m.identity)})" for r, m in man.models.items())
+    models = ", ".join(f"{r}={m.spec} ({identity_summary(m.identity)})" for r, m in man.models.items())
     console.print(
         escape(f"provenance: ddibench {man.ddibench_version} [{code}], task {man.task.name} {man.task.version} "
         f"data {man.task.data_sha256[:12]}, system {man.system.name} {man.system.version} "
         f"config {man.system.config_hash}" + (f", {models}" if models else "")
         + f", profile {man.profile.name}")
     )  # fmt: skip
-    scoring = man.scoring
-    if scoring.judge:
-        console.print(
-            escape(
-                f"judge: {_short_identity(scoring.judge['identity'])} {scoring.judge['identity'].get('model')}, rubric {scoring.judge['rubric_sha256'][:12]}"
-            )
-        )
-    if scoring.judge_agreement:
-        console.print(f"judge agreement: {scoring.judge_agreement}")
-    if scoring.selfcheck:
-        console.print(
-            f"SelfCheckGPT: n={scoring.selfcheck['n']} samples at temperature {scoring.selfcheck['temperature']}, seeds {scoring.selfcheck['seeds']}"
-        )
+    for label, text in scoring_provenance(man.task.name, man.scoring.model_dump()):
+        console.print(escape(f"{label}: {text}"))
     if man.profile.warning:
         console.print(f"[yellow]warning: {escape(man.profile.warning)}[/yellow]")
     for deviation in man.task.deviations:
@@ -167,14 +157,6 @@ def _floor_notes(floors: dict[str, Any]) -> str:
         elif name == "uniform_random":
             parts.append(f"random: mean of {floor['draws']} seeded draws of uniformly random answers")
     return "; ".join(parts)
-
-
-def _short_identity(identity: dict[str, Any]) -> str:
-    if "weights_sha256" in identity:
-        return f"weights {identity['weights_sha256'][:12]}"
-    if "revision" in identity:
-        return f"revision {identity['revision']}"
-    return identity.get("base_url", "")
 
 
 def find_runs(root: Path) -> list[Path]:
