@@ -200,10 +200,12 @@ def reader_plan() -> list[Entry]:
         shuffled["zero-shot"],
         likely["zero-shot"],
         likely["kaping"],
-        likely["k-paths"],
+        # the numbers' likelihood collapses onto "1" as the greedy answer does (zero-shot and KAPING: 96%), so the
+        # texts' likelihood, where the context's wording can match the answer, comes before K-Paths' number run
         texts["zero-shot"],
-        texts["k-paths"],
         texts["kaping"],
+        texts["k-paths"],
+        likely["k-paths"],
         shuffled["kaping"],
         shuffled["k-paths"],
     ]
