@@ -11,9 +11,10 @@ assistant prefix the model continues). At each node the moves that lead into an 
 renormalised — the distribution a decoder constrained to the options draws from — and an option's score
 is the sum of its moves' log-probabilities. With a tokenizer that writes digits one by one (Qwen2.5,
 SmolLM2), 86 numbered options take 9 requests; each continues the cached prompt, so a request costs a few
-new tokens (the walk holds its endpoint slot, so no other sample's request evicts that prompt in between). A stretch that every option still going on shares costs no request: the constrained decoder takes it
-with probability 1, so the walk goes straight to where they part and texts cost about one request per such
-point (86 DrugBank types: 44). An option none of whose moves is among a node's top tokens is
+new tokens (the walk holds its endpoint slot, so no other sample's request evicts that prompt in between). A
+stretch that every option still going on shares costs no request: the constrained decoder takes it with
+probability 1, so the walk goes straight to the last word boundary before they part and texts cost about one
+request per such point. An option none of whose moves is among a node's top tokens is
 not scored (``None``).
 
 Why not the greedy answer: greedy decoding commits to the first digit before it sees the second, so "1"
@@ -89,17 +90,24 @@ async def _walk(
 ) -> OptionScores:
     index = {o: i for i, o in enumerate(options)}
     out = OptionScores(logprobs=[None] * len(options))
-    queue: list[tuple[str, float]] = [("", 0.0)]
-    while queue:
-        here, base = queue.pop(0)
+    # the answers so far still to expand, with the log-probabilities of the ways there: the shortest first, so
+    # every way to a node (two tokenisations of one text) is summed before the node is asked about
+    pending: dict[str, list[float]] = {"": [0.0]}
+
+    def reach(text: str, logprob: float) -> None:
+        pending.setdefault(text, []).append(logprob)
+
+    while pending:
+        here = min(pending, key=len)
+        base = _logsumexp(pending.pop(here))
         going_on = [o for o in options if len(o) > len(here) and o.startswith(here)]
         if not going_on:  # nothing goes on: it can only end
             if here in index:
                 out.add(index[here], base)
             continue
-        common = os.path.commonprefix(going_on)
-        if here not in index and len(common) > len(here):  # a shared stretch: a decoder held to the options takes it
-            queue.append((common, base))
+        stretch = _shared_stretch(here, going_on)
+        if here not in index and stretch > len(here):  # a decoder held to the options takes it
+            reach(going_on[0][:stretch], base)
             continue
         result = await client.chat(
             messages, prefill=prefix + here, max_tokens=1, top_logprobs=top, temperature=0.0, seed=seed
@@ -130,5 +138,18 @@ async def _walk(
         for option, lps in endings.items():
             out.add(index[option], base + _logsumexp(lps) - total)
         for text, lps in sorted(children.items()):
-            queue.append((text, base + _logsumexp(lps) - total))
+            reach(text, base + _logsumexp(lps) - total)
     return out
+
+
+def _shared_stretch(here: str, going_on: Sequence[str]) -> int:
+    """How far past ``here`` every option still going on agrees, cut back to where a token can end: before a
+    space that each of them has next (or at an option's end). A walk cut inside a word or after a space would
+    ask the model to go on from a place its tokeniser never stops at ("...may in" + "crease", or "Drug A " +
+    "may" where the model writes " may"), and its top tokens would miss the options. ``len(here)`` when no such
+    place lies beyond it."""
+    common = os.path.commonprefix(list(going_on))
+    for end in range(len(common), len(here), -1):
+        if not common[end - 1].isspace() and all(len(o) == end or o[end].isspace() for o in going_on):
+            return end
+    return len(here)

@@ -152,15 +152,17 @@ def test_shuffled_likelihood_runs_verify_and_reproduce_and_an_endpoint_without_p
 
 def test_text_options_cost_one_request_where_they_part() -> None:
     """Options scored by their texts: a stretch all the options still going on share costs no request (the
-    constrained decoder takes it), a text that is also the start of a longer one is asked about, and a closing
-    quote ends a text."""
+    constrained decoder takes it) up to the last place a token can end (before a space, never inside a word or
+    after a space, where the model's top tokens would miss the options), a text that is also the start of a
+    longer one is asked about, and a closing quote ends a text."""
     from ddibench.likelihood import option_likelihoods
     from ddibench.llm import LLMPool, ModelSpec
 
     prefix = '{"interaction": "'
     options = ["A raises B", "A raises B's risk of bleeding", "A lowers B"]
     tree = {
-        prefix + "A ": [("raises", LOG(0.6)), ("lowers", LOG(0.3)), ("is", LOG(0.1))],
+        prefix + "A": [(" raises", LOG(0.6)), (" lowers", LOG(0.3)), (" is", LOG(0.1))],
+        prefix + "A raises": [(" B", LOG(0.5)), (" C", LOG(0.1))],
         prefix + "A raises B": [('"', LOG(0.2)), ("'s", LOG(0.6)), (".", LOG(0.2))],
     }
     with running_stub(StubConfig(next_tokens=tree)) as server:
@@ -177,8 +179,9 @@ def test_text_options_cost_one_request_where_they_part() -> None:
 
         scores = asyncio.run(go())
         asked = [r["messages"][-1]["content"] for r in server.requests]
-    # "A " (all three) and "raises B" (both still going on) are shared stretches; "lowers" and "'s" leave one option
-    assert asked == [prefix + "A ", prefix + "A raises B"]
+    # "A" (all three) is a shared stretch up to its space; " B" is shared too, but "A raises B" ends one option and
+    # goes on with "'s" in the other: no place a token ends, so it is asked about; "lowers" leaves one option
+    assert asked == [prefix + "A", prefix + "A raises", prefix + "A raises B"]
     p = [math.exp(lp) for lp in scores.logprobs]  # type: ignore[arg-type]
     a = 0.6 + 0.3  # "is" leads to no option: left out of the renormalisation
     assert p[2] == pytest.approx(0.3 / a) and p[0] == pytest.approx(0.6 / a * 0.2 / 0.8)
@@ -211,3 +214,20 @@ def test_likelihood_text_mode_answers_a_types_text_and_reproduces(cli, tmp_path:
         code, _, err = cli("run", "-s", "kaping", "-t", "twosides_s2", "--limit", "2", "-m", model,
                            "-C", "answer_mode=likelihood-text", "--run-dir", str(tmp_path / "topk"))  # fmt: skip
     assert code != 0 and "answer_mode=likelihood-text chooses one label" in err
+
+
+@pytest.mark.parametrize(
+    ("here", "going_on", "to"),
+    [
+        ("", ["Drug A may increase the X", "Drug A may decrease the Y"], "Drug A may"),  # before the space
+        ("Drug A may", [" increase the X", " inhibit the Y"], "Drug A may"),  # parting inside a word: no jump
+        ("", ["Drug A may increase", "Drug A may increase the X"], "Drug A may increase"),  # one ends, one goes on
+        ("", ["Drug A, B", "Drug A, C"], "Drug A,"),  # punctuation ends a token as well
+        ("", ["1", "10", "11"], ""),  # numbers: nothing shared
+    ],
+)
+def test_a_shared_stretch_ends_where_a_token_can(here: str, going_on: list[str], to: str) -> None:
+    from ddibench.likelihood import _shared_stretch
+
+    options = [here + o if not o.startswith(here) else o for o in going_on]
+    assert options[0][: _shared_stretch(here, options)] == to
