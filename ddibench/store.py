@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ddibench.errors import ConfigError
+from ddibench.evaluation.floors import floor_note
 from ddibench.registry import answers_by_design, run_variant
-from ddibench.schema import DrugPair, LabelSpace, Prediction, Sample
+from ddibench.schema import LabelSpace
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
@@ -190,15 +191,10 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
         rows = []
         for sample, unit in zip(shared, units):
             pred = verdict.predictions[sample.id]
-            gold_text, predicted, gold_label = _display(task.label_space, sample, pred)
-            score = (
-                float(pred.valid and pred.label == sample.target)
-                if isinstance(sample.target, int)
-                else evaluation.per_sample.get(sample.id, {}).get(primary)
-            )
+            view = evaluator.sample_view(sample, pred, evaluation)
             rows.append([
-                run.run_id, sample.id, json.dumps(sample.input.as_dict()), gold_text, predicted,
-                score, pred.label, gold_label, pred.valid, (traces.get(sample.id) or json.dumps(pred.trace))[:200_000], json.dumps(unit),
+                run.run_id, sample.id, json.dumps(sample.input.as_dict()), view.gold, view.predicted,
+                view.score, pred.label, view.gold_label, pred.valid, (traces.get(sample.id) or json.dumps(pred.trace))[:200_000], json.dumps(unit),
                 position.get(sample.id),
             ])  # fmt: skip
         if rows:
@@ -220,26 +216,14 @@ def floor_rows(task: Task, evaluator: Evaluator, data: TaskData) -> list[tuple[s
     train = data.split("train") if "train" in data.splits else ()
     floors = evaluator.floors(data.split(task.eval_split), train)
     return [
-        (name, dict(floor["metrics"]), floor_note(name, floor, task.label_space))
+        (name, dict(floor["metrics"]), floor_note(name, floor, _label_namer(task.label_space)))
         for name, floor in floors.items()
         if isinstance(floor, Mapping) and "metrics" in floor
     ]
 
 
-def floor_note(name: str, floor: Mapping[str, Any], labels: LabelSpace) -> str:
-    """What a floor answers, in a reader's words."""
-
-    def label_name(label_id: int) -> str:
-        return labels[label_id].name if 0 <= label_id < len(labels) else str(label_id)
-
-    source = floor.get("from", "training split")
-    if name == "majority":
-        return f"the most frequent label of the {source} for every sample ({label_name(int(floor['label']))})"
-    if name == "popularity":
-        return f"the {len(floor['labels'])} most frequent labels of the {source} for every sample ({', '.join(label_name(int(i)) for i in floor['labels'])})"
-    if name == "uniform_random":
-        return f"uniformly random answers, mean of {floor['draws']} seeded draws"
-    return ""
+def _label_namer(labels: LabelSpace) -> Callable[[int], str]:
+    return lambda label_id: labels[label_id].name if 0 <= label_id < len(labels) else str(label_id)
 
 
 def _has_floors(conn: Any, task: Task, variant: str) -> bool:
@@ -261,37 +245,6 @@ def _replace_floors(conn: Any, task: Task, variant: str, rows: list[tuple[str, d
                 for name, metrics, note in rows
             ],
         )
-
-
-def _display(labels: LabelSpace, sample: Sample, pred: Prediction) -> tuple[str, str, int | None]:
-    """(gold, prediction, gold label id) as a reader sees them: a label as its sentence with the pair's
-    names, ranked labels as their names, free text as it is."""
-    names = (
-        (sample.input.head.name, sample.input.tail.name) if isinstance(sample.input, DrugPair) else ("#Drug1", "#Drug2")
-    )
-    gold = sample.target
-
-    def label_text(label_id: int) -> str:
-        return labels[label_id].render(*names) if 0 <= label_id < len(labels) else str(label_id)
-
-    gold_label: int | None
-    if isinstance(gold, int):
-        gold_text, gold_label = label_text(gold), gold
-    elif isinstance(gold, Mapping):
-        gold_text, gold_label = str(gold.get("answer", dict(gold))), gold.get("label")
-    elif isinstance(gold, tuple):
-        gold_text, gold_label = ", ".join(labels[i].name if 0 <= i < len(labels) else str(i) for i in gold), None
-    else:
-        gold_text, gold_label = str(gold), None
-    if not pred.valid:
-        predicted = f"(no answer: {pred.error or 'unparsable'}) {pred.text or ''}".strip()
-    elif pred.label is not None and isinstance(gold, int):
-        predicted = label_text(pred.label)
-    elif pred.ranked is not None:
-        predicted = ", ".join(labels[i].name if 0 <= i < len(labels) else str(i) for i in pred.ranked)
-    else:
-        predicted = pred.text or ""
-    return gold_text, predicted, gold_label
 
 
 def _legacy_units(row: tuple[Any, ...], metric: str) -> dict[str, Any]:

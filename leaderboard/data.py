@@ -20,6 +20,7 @@ import pandas as pd
 
 from ddibench.evaluation import MetricSpec, MetricValue
 from ddibench.evaluation.classification import CLASSIFICATION_METRICS
+from ddibench.evaluation.floors import floor_title
 from ddibench.evaluation.text import TEXT_METRICS
 from ddibench.runner.records import Manifest
 from ddibench.store import connect
@@ -217,16 +218,13 @@ def floors(path: Path) -> pd.DataFrame:
     return pd.DataFrame([(*row[:3], json.loads(row[3]), row[4]) for row in rows], columns=columns)
 
 
-FLOOR_TITLES = {"majority": "majority", "popularity": "popularity", "uniform_random": "random"}
-
-
 def floor_labels(frame: pd.DataFrame, floor_rows: pd.DataFrame) -> pd.Series:
     """Per task: each floor's value of the task's primary metric, e.g. 'majority 1.0 · random 0.4'."""
     out = {}
     for task, head in task_heads(frame).iterrows():
         mine = floor_rows[(floor_rows["task"] == task) & (floor_rows["scoring_variant"] == head["scoring_variant"])]
         shown = [
-            f"{FLOOR_TITLES.get(f.name, f.name)} {fmt(head['primary_unit'], f.metrics[head['primary_metric']])}"
+            f"{floor_title(f.name)} {fmt(head['primary_unit'], f.metrics[head['primary_metric']])}"
             for f in mine.itertuples()
             if head["primary_metric"] in f.metrics
         ]

@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from ddibench.errors import ConfigError
+from ddibench.evaluation.floors import floor_title
 from ddibench.leaderboard import data as board
 
 TRACES_SHOWN = 5  # samples with their traces on a run page
@@ -295,7 +296,7 @@ def _floors_table(task: str, variant: str, runs: pd.DataFrame, data: _Board) -> 
     rows = []
     for floor in floors.itertuples():
         values = [board.fmt(specs[n].unit if n in specs else "score", floor.metrics.get(n)) for n in names]
-        rows.append([_e(board.FLOOR_TITLES.get(floor.name, floor.name)), _e(floor.note), *map(_e, values)])
+        rows.append([_e(floor_title(floor.name)), _e(floor.note), *map(_e, values)])
     return _table(header, rows, "floors", prose=(1,))
 
 

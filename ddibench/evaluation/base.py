@@ -135,6 +135,30 @@ class ScoringJob:
     progress: Any = None
 
 
+@dataclass(frozen=True)
+class SampleView:
+    """A sample's gold and answer as the board's drill-down shows them, with the sample's own score."""
+
+    gold: str
+    predicted: str
+    gold_label: int | None = None  # the gold's label id, where it has one
+    score: float | None = None  # the sample's primary metric (None: not scored alone)
+
+
+def no_answer_text(prediction: Prediction) -> str:
+    """How an invalid answer reads: why it is not an answer, then what the system wrote."""
+    return f"(no answer: {prediction.error or 'unparsable'}) {prediction.text or ''}".strip()
+
+
+def pair_names(sample: Sample) -> tuple[str, str]:
+    """The names a label's sentence is written with: the pair's drugs, or the placeholders."""
+    from ddibench.schema import DrugPair
+
+    if isinstance(sample.input, DrugPair):
+        return sample.input.head.name, sample.input.tail.name
+    return "#Drug1", "#Drug2"
+
+
 class Evaluator(Protocol):
     kind: ClassVar[str]
     version: ClassVar[int]
@@ -186,6 +210,8 @@ class Evaluator(Protocol):
     def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic: ...
 
     def reduce(self, prediction: Prediction) -> Prediction: ...
+
+    def sample_view(self, sample: Sample, prediction: Prediction, evaluation: EvaluationResult) -> SampleView: ...
 
     def paired(
         self,
@@ -342,6 +368,19 @@ class BaseEvaluator:
         """Per-sample unit records (aligned with ``samples``) from which :meth:`statistic` computes the
         metrics; by default the evaluation's own per-sample scores."""
         return [dict(evaluation.per_sample.get(s.id, {})) for s in samples]
+
+    def sample_view(self, sample: Sample, prediction: Prediction, evaluation: EvaluationResult) -> SampleView:
+        """The sample as the board shows it: free text and the sample's primary score by default (an evaluator
+        of labels writes them as sentences or names, see the subclasses)."""
+        gold = sample.target
+        gold_label: int | None = None
+        if isinstance(gold, Mapping):  # a question's answer with the label it names
+            gold_text, gold_label = str(gold.get("answer", dict(gold))), gold.get("label")
+        else:
+            gold_text = str(gold)
+        predicted = (prediction.text or "") if prediction.valid else no_answer_text(prediction)
+        score = evaluation.per_sample.get(sample.id, {}).get(evaluation.primary_metric)
+        return SampleView(gold_text, predicted, gold_label, score)
 
     def reduce(self, prediction: Prediction) -> Prediction:
         """The prediction with only what this evaluator's metrics read (its ``answer_fields``, validity and

@@ -29,8 +29,11 @@ from ddibench.evaluation.base import (
     EvaluationResult,
     MetricSpec,
     MetricValue,
+    SampleView,
     Statistic,
     check_coverage,
+    no_answer_text,
+    pair_names,
 )
 from ddibench.metrics.auroc import weighted_auroc
 from ddibench.metrics.bootstrap import BootstrapSpec
@@ -170,6 +173,23 @@ class ClassificationEvaluator(BaseEvaluator):
             return out
 
         return statistic
+
+    def sample_view(self, sample: Sample, prediction: Prediction, evaluation: EvaluationResult) -> SampleView:
+        """Labels as their sentences with the pair's names; a sample scores 1 when its answer is the gold."""
+        names = pair_names(sample)
+        labels = self.label_space
+
+        def text(label_id: int) -> str:
+            return labels[label_id].render(*names) if 0 <= label_id < len(labels) else str(label_id)
+
+        gold = int(sample.target)  # type: ignore[arg-type]
+        if not prediction.valid:
+            predicted = no_answer_text(prediction)
+        elif prediction.label is not None:
+            predicted = text(prediction.label)
+        else:
+            predicted = prediction.text or ""
+        return SampleView(text(gold), predicted, gold, float(prediction.valid and prediction.label == gold))
 
     def floors(
         self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0

@@ -34,7 +34,9 @@ from ddibench.evaluation.base import (
     EvaluationResult,
     MetricSpec,
     MetricValue,
+    SampleView,
     check_coverage,
+    no_answer_text,
 )
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.schema import LabelSpace, Prediction, Sample
@@ -168,6 +170,23 @@ class RankingEvaluator(BaseEvaluator):
         if slice_name is not None:
             unit.update({self.metric_name(m, slice_name): scores[m] for m in self.kinds})
         return unit
+
+    def sample_view(self, sample: Sample, prediction: Prediction, evaluation: EvaluationResult) -> SampleView:
+        """Gold and ranked labels as their names, best first; the sample's primary score."""
+        labels = self.label_space
+
+        def names(ids: Sequence[int]) -> str:
+            return ", ".join(labels[i].name if 0 <= i < len(labels) else str(i) for i in ids)
+
+        if not prediction.valid:
+            predicted = no_answer_text(prediction)
+        elif prediction.ranked is not None:
+            predicted = names(prediction.ranked)
+        else:
+            predicted = prediction.text or ""
+        score = evaluation.per_sample.get(sample.id, {}).get(evaluation.primary_metric)
+        gold = sample.target if isinstance(sample.target, (tuple, list)) else sorted(self.gold(sample))
+        return SampleView(names([int(t) for t in gold]), predicted, None, score)
 
     def floors(
         self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0

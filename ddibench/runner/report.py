@@ -16,11 +16,10 @@ from rich.table import Table
 
 from ddibench.errors import RunDirError
 from ddibench.evaluation.answers import AnswerDistribution
+from ddibench.evaluation.floors import floor_note, floor_title
 from ddibench.llm import identity_summary
 from ddibench.registry import answers_by_design, scoring_provenance
 from ddibench.runner.records import Results, read_identity, read_results
-
-FLOOR_TITLES = {"majority": "majority", "popularity": "popularity", "uniform_random": "random"}
 
 
 def render_results(results: Results, console: Console, run_dir: Path | None = None, verbose: bool = False) -> None:
@@ -38,7 +37,7 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         if isinstance(floor, dict) and "metrics" in floor
     }
     for name in floors:
-        table.add_column(f"{FLOOR_TITLES.get(name, name)} floor", justify="right", style="dim")
+        table.add_column(f"{floor_title(name)} floor", justify="right", style="dim")
     if ev.ceilings:
         table.add_column("ceiling", justify="right")
     for name, m in ev.metrics.items():
@@ -146,17 +145,11 @@ def answers_line(answers: AnswerDistribution) -> str:
 
 
 def _floor_notes(floors: dict[str, Any]) -> str:
-    parts = []
-    for name, floor in floors.items():
-        if name == "majority":
-            parts.append(f"majority: label {floor['label']} for every sample, the most frequent in the {floor['from']}")
-        elif name == "popularity":
-            parts.append(
-                f"popularity: labels {floor['labels']} for every sample, the most frequent in the {floor['from']}"
-            )
-        elif name == "uniform_random":
-            parts.append(f"random: mean of {floor['draws']} seeded draws of uniformly random answers")
-    return "; ".join(parts)
+    return "; ".join(
+        f"{floor_title(name)}: {floor_note(name, floor, lambda i: f'label {i}')}"
+        for name, floor in floors.items()
+        if isinstance(floor, dict) and "metrics" in floor
+    )
 
 
 def find_runs(root: Path) -> list[Path]:
