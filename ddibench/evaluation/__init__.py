@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 # names -> defining module; imported on first use, so a task family importing one evaluator loads only that one
 _EXPORTS = {
     **dict.fromkeys(
-        ("BaseEvaluator", "EvaluationInputError", "EvaluationResult", "Evaluator", "MetricSpec", "MetricValue", "ScoringJob",
-         "ScoringOption", "Statistic", "check_coverage", "mean_statistic"),
+        ("BaseEvaluator", "EvaluationInputError", "EvaluationResult", "Evaluator", "MetricSpec", "MetricValue", "ModelScoring",
+         "SampleView", "Scorer", "ScoringJob", "ScoringOption", "Statistic", "check_coverage", "mean_statistic"),
         "ddibench.evaluation.base",
     ),
     "ClassificationEvaluator": "ddibench.evaluation.classification",
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
         Evaluator,
         MetricSpec,
         MetricValue,
+        ModelScoring,
+        SampleView,
+        Scorer,
         ScoringJob,
         ScoringOption,
         Statistic,
@@ -65,9 +68,12 @@ __all__ = [
     "Evaluator",
     "MetricSpec",
     "MetricValue",
+    "ModelScoring",
     "ProbeData",
     "ProbeEvaluator",
     "RankingEvaluator",
+    "SampleView",
+    "Scorer",
     "ScoringJob",
     "ScoringOption",
     "Statistic",

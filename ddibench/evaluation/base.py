@@ -159,37 +159,13 @@ def pair_names(sample: Sample) -> tuple[str, str]:
     return "#Drug1", "#Drug2"
 
 
-class Evaluator(Protocol):
-    kind: ClassVar[str]
-    version: ClassVar[int]
-    options: ClassVar[tuple[ScoringOption, ...]]
+class Scorer(Protocol):
+    """The core of scoring, what a new evaluator writes (as inspect's ``Scorer`` and OGB's ``Evaluator`` are):
+    per-sample units, the statistic that turns units into metrics under bootstrap weights (the point value is
+    the statistic at equal weights, the intervals are it under resampled ones), and ``evaluate``, which returns
+    both with the run's answer spread."""
+
     metrics: tuple[MetricSpec, ...]
-    answer_fields: ClassVar[tuple[str, ...]]
-    recompute_tolerance: ClassVar[float]  # how far a recomputed metric may differ from the claimed one (float noise)
-
-    @property
-    def expected_format(self) -> str: ...
-
-    @property
-    def primary_metric(self) -> str: ...
-
-    def configure(self, options: Mapping[str, Any], subject: str = ...) -> Evaluator: ...
-
-    def settings(self) -> dict[str, Any]: ...
-
-    def non_portable(self) -> list[str]: ...
-
-    def model_roles(self) -> tuple[str, ...]: ...
-
-    async def collect(self, job: ScoringJob) -> dict[str, Any]: ...
-
-    def read_extras(self, files: Mapping[str, bytes]) -> dict[str, Any]: ...
-
-    def describe(self) -> dict[str, Any]: ...
-
-    def provenance(self, scoring: Mapping[str, Any]) -> list[tuple[str, str]]: ...
-
-    def variant_settings(self) -> dict[str, Any]: ...
 
     def evaluate(
         self,
@@ -203,15 +179,62 @@ class Evaluator(Protocol):
         self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], evaluation: EvaluationResult
     ) -> list[dict[str, Any]]: ...
 
-    def floors(
-        self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = ..., seed: int = ...
-    ) -> dict[str, Any]: ...
-
     def statistic(self, units: Sequence[Mapping[str, Any]]) -> Statistic: ...
+
+
+class ModelScoring(Protocol):
+    """The optional extension of a scorer that scores with LLMs (a judge, SelfCheckGPT): which roles it needs
+    under its options, what it collects before :meth:`Scorer.evaluate` (kept under the run's ``scores/``), and
+    how it reads that back from a bundle. :class:`BaseEvaluator` gives the model-free defaults."""
+
+    def model_roles(self) -> tuple[str, ...]: ...
+
+    async def collect(self, job: ScoringJob) -> dict[str, Any]: ...
+
+    def read_extras(self, files: Mapping[str, bytes]) -> dict[str, Any]: ...
+
+
+class Evaluator(Scorer, ModelScoring, Protocol):
+    """Everything the runner, the report, the store and the board ask of a task's evaluator. A new evaluator
+    subclasses :class:`BaseEvaluator` and writes the :class:`Scorer` part; the rest has defaults there: its
+    identity and options (kind, version, options, settings), what its metrics read of an answer
+    (``answer_fields``, ``reduce``), how a run's scoring reads in the manifest, the report and the board
+    (``describe``, ``provenance``, ``sample_view``), its floors and its paired test."""
+
+    kind: ClassVar[str]
+    version: ClassVar[int]
+    options: ClassVar[tuple[ScoringOption, ...]]
+    answer_fields: ClassVar[tuple[str, ...]]
+    recompute_tolerance: ClassVar[float]  # how far a recomputed metric may differ from the claimed one (float noise)
+
+    @property
+    def expected_format(self) -> str: ...
+
+    @property
+    def primary_metric(self) -> str: ...
+
+    # options
+    def configure(self, options: Mapping[str, Any], subject: str = ...) -> Evaluator: ...
+
+    def settings(self) -> dict[str, Any]: ...
+
+    def variant_settings(self) -> dict[str, Any]: ...
+
+    def non_portable(self) -> list[str]: ...
+
+    # how a run's scoring reads
+    def describe(self) -> dict[str, Any]: ...
+
+    def provenance(self, scoring: Mapping[str, Any]) -> list[tuple[str, str]]: ...
+
+    def sample_view(self, sample: Sample, prediction: Prediction, evaluation: EvaluationResult) -> SampleView: ...
 
     def reduce(self, prediction: Prediction) -> Prediction: ...
 
-    def sample_view(self, sample: Sample, prediction: Prediction, evaluation: EvaluationResult) -> SampleView: ...
+    # floors and comparisons
+    def floors(
+        self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = ..., seed: int = ...
+    ) -> dict[str, Any]: ...
 
     def paired(
         self,
