@@ -155,9 +155,9 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
     data = task.load()
     samples = {s.id: s for s in data.split(run.split)}
     shared = [samples[sid] for sid in verdict.predictions if sid in samples]
-    position = {s.id: i for i, s in enumerate(getattr(verdict, "samples", None) or data.split(run.split))}
+    position = {s.id: i for i, s in enumerate(verdict.samples or data.split(run.split))}
     units = evaluator.units(shared, verdict.predictions, evaluation) if shared else []
-    traces = getattr(verdict, "traces", None) or {}  # whole traces, kept by verify(keep_traces=True)
+    traces = verdict.traces  # whole traces, kept by verify(keep_traces=True)
     conn = connect(path)
     try:
         variant = scoring_variant(evaluator)
@@ -182,7 +182,7 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
                 metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}),
                 cost.calls_per_item if cost.recorded else None, cost.tokens_per_item if cost.recorded else None, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
                 spec.unit, spec.higher_is_better, json.dumps([m.model_dump() for m in evaluation.metric_specs]), variant,
-                json.dumps(verdict.reproduction) if getattr(verdict, "reproduction", None) else None,
+                json.dumps(verdict.reproduction) if verdict.reproduction else None,
                 evaluation.answers.model_dump_json() if evaluation.answers else None,
                 bool(evaluation.answers and evaluation.answers.collapsed and not answers_by_design(run.system.name)),  # a floor is not flagged
                 run_variant(run.system.name, run.system.config),

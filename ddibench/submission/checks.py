@@ -114,7 +114,7 @@ def _check_system(verdict: Verdict, run: RunIdentity) -> None:
                 f"the configuration is not one {system.name} {system.version} accepts: the bundle names another system",
             )
             return
-    roles = set(getattr(cls, "llm_roles", ()))
+    roles = set(cls.llm_roles)
     if roles != set(run.models):
         verdict.check(
             "system",
