@@ -23,14 +23,23 @@ from ddibench.runner.records import Results, read_identity, read_results
 
 
 def render_results(results: Results, console: Console, run_dir: Path | None = None, verbose: bool = False) -> None:
+    """A run's report: its metrics beside the floors, its answers, its intervals, its cost and where it came from."""
+    _metrics_table(results, console)
+    _answer_lines(results, console)
+    _interval_lines(results, console, verbose)
+    _cost_lines(results, console)
+    _provenance_lines(results, console)
+    if run_dir is not None:
+        console.print(f"run directory: {run_dir}")
+
+
+def _metrics_table(results: Results, console: Console) -> None:
     ev = results.evaluation
-    man = results.manifest
-    boot = ev.bootstrap
-    title = f"{results.system} on {results.task} ({man.split}, n={ev.n:,})"
+    title = f"{results.system} on {results.task} ({results.manifest.split}, n={ev.n:,})"
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_column(f"{int(boot['level'] * 100)}% CI", justify="right")
+    table.add_column(f"{int(ev.bootstrap['level'] * 100)}% CI", justify="right")
     floors = {
         name: floor["metrics"]
         for name, floor in results.floors.items()
@@ -60,6 +69,10 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         )
     for note in notes:
         console.print(f"[dim]{escape(note)}[/dim]")
+
+
+def _answer_lines(results: Results, console: Console) -> None:
+    ev = results.evaluation
     console.print(
         f"invalid (unparsable) predictions: {ev.n_invalid:,} of {ev.n:,}, scored as wrong"
         + (f"; e.g. {ev.invalid_examples[0]['error']}" if ev.invalid_examples else "")
@@ -68,11 +81,15 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         console.print(escape(answers_line(ev.answers)))
         if ev.answers.collapsed and not answers_by_design(results.system):
             console.print(f"[yellow]warning: collapsed answers: {escape(ev.answers.message)}[/yellow]")
-    unit = man.task.cluster_unit
+
+
+def _interval_lines(results: Results, console: Console, verbose: bool) -> None:
+    ev, boot = results.evaluation, results.evaluation.bootstrap
     if verbose:
         interval = boot.get("interval_description") or "percentile interval of the replicates"
         console.print(f"CI: {boot['description']}, {boot['replicates']} replicates, seed {boot['seed']}; {interval}")
     else:
+        unit = results.manifest.task.cluster_unit
         how = f"{unit} resampled" if boot.get("method") == "cluster" else "samples resampled i.i.d."
         kind = "BCa" if boot.get("interval") == "bca" else "percentile"
         console.print(
@@ -88,7 +105,10 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
             )
             parts.append(f"{key}: n={values['n']:,} {shown}")
         console.print("breakdown: " + "; ".join(parts))
-    cost = results.cost
+
+
+def _cost_lines(results: Results, console: Console) -> None:
+    man, cost = results.manifest, results.cost
     if not cost.recorded:
         console.print("LLM cost: not recorded (the answers were made elsewhere and imported)")
     outputs: dict[str, list[str]] = {}
@@ -110,6 +130,10 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         f"time: {timing.wall_s_total:.1f} s over {man.sessions} session(s){killed} "
         f"(prepare {timing.prepare_s_total:.1f} s, predict {timing.predict_s_total:.1f} s)"
     )
+
+
+def _provenance_lines(results: Results, console: Console) -> None:
+    man = results.manifest
     code = f"{man.git_commit[:12]}{' (dirty)' if man.git_dirty else ''}" if man.git_commit else "no git checkout"
     models = ", ".join(f"{r}={m.spec} ({identity_summary(m.identity)})" for r, m in man.models.items())
     console.print(
@@ -128,8 +152,6 @@ def render_results(results: Results, console: Console, run_dir: Path | None = No
         console.print(f"[dim]system note: {escape(deviation)}[/dim]")
     if not man.submittable:
         console.print(f"[yellow]not submittable: {man.not_submittable_reason}[/yellow]")
-    if run_dir is not None:
-        console.print(f"run directory: {run_dir}")
 
 
 def answers_line(answers: AnswerDistribution) -> str:
