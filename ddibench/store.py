@@ -137,30 +137,12 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
         )
     task = get_task(run.task.name)
     evaluator = verdict.evaluator or task.evaluator()
-    evaluation = verdict.evaluation
-    primary = evaluation.primary_metric
-    spec = evaluation.spec(primary)
-    manifest = results.manifest
-    cost = verdict.cost or results.cost  # recomputed from the traces when the bundle was verified
-    usd = None
-    prices = prices if prices is not None else load_prices()
-    models = manifest.models
-    if cost.per_item and all(role in models and models[role].spec in prices for role in cost.per_item):
-        usd = sum(
-            v.prompt_tokens / 1000 * prices[models[role].spec]["prompt"]
-            + v.completion_tokens / 1000 * prices[models[role].spec]["completion"]
-            for role, v in cost.per_item.items()
-        )
-    metric = evaluation.metrics[primary]
     data = task.load()
-    samples = {s.id: s for s in data.split(run.split)}
-    shared = [samples[sid] for sid in verdict.predictions if sid in samples]
-    position = {s.id: i for i, s in enumerate(verdict.samples or data.split(run.split))}
-    units = evaluator.units(shared, verdict.predictions, evaluation) if shared else []
-    traces = verdict.traces  # whole traces, kept by verify(keep_traces=True)
+    variant = scoring_variant(evaluator)
+    run_row = _run_row(verdict, task, variant, prices if prices is not None else load_prices())
+    sample_rows = _sample_rows(verdict, evaluator, data)
     conn = connect(path)
     try:
-        variant = scoring_variant(evaluator)
         previous = conn.execute(
             "SELECT run_id FROM runs WHERE task = ? AND scoring_variant = ? AND best", [task.name, variant]
         ).fetchone()
@@ -175,39 +157,75 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
             " primary_metric, primary_value, ci_low, ci_high, metrics, calls_per_item, tokens_per_item, usd_per_item, manifest, reasons,"
             " primary_unit, higher_is_better, metric_specs, scoring_variant, reproduction, answers, collapsed, variant)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                run.run_id, task.name, task.family, task.setting, run.system.name, run.system.version,
-                run.system.config_hash, manifest.generator_model, manifest.profile.name,
-                verdict.tier, bool(manifest.submittable), evaluation.n, primary, metric.value, metric.ci_low,
-                metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}),
-                cost.calls_per_item if cost.recorded else None, cost.tokens_per_item if cost.recorded else None, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
-                spec.unit, spec.higher_is_better, json.dumps([m.model_dump() for m in evaluation.metric_specs]), variant,
-                json.dumps(verdict.reproduction) if verdict.reproduction else None,
-                evaluation.answers.model_dump_json() if evaluation.answers else None,
-                bool(evaluation.answers and evaluation.answers.collapsed and not answers_by_design(run.system.name)),  # a floor is not flagged
-                run_variant(run.system.name, run.system.config),
-            ],
+            run_row,
         )  # fmt: skip
-        rows = []
-        for sample, unit in zip(shared, units):
-            pred = verdict.predictions[sample.id]
-            view = evaluator.sample_view(sample, pred, evaluation)
-            rows.append([
-                run.run_id, sample.id, json.dumps(sample.input.as_dict()), view.gold, view.predicted,
-                view.score, pred.label, view.gold_label, pred.valid, (traces.get(sample.id) or json.dumps(pred.trace))[:200_000], json.dumps(unit),
-                position.get(sample.id),
-            ])  # fmt: skip
-        if rows:
+        if sample_rows:
             conn.executemany(
                 "INSERT INTO samples (run_id, sample_id, input, gold, prediction, score, label, gold_label, valid, trace, units, position)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
+                sample_rows,
             )
         conn.execute("COMMIT")
         update_ties(conn, task.name, variant, added=run.run_id, previous_best=previous[0] if previous else None)
     finally:
         conn.close()
     return run.run_id
+
+
+def _run_row(verdict: Verdict, task: Task, variant: str, prices: dict[str, dict[str, float]]) -> list[Any]:
+    """The run's row of the ``runs`` table, in the column order of :func:`add_run`'s insert."""
+    run, results = verdict.run, verdict.results
+    assert run is not None and results is not None
+    evaluation = verdict.evaluation
+    primary = evaluation.primary_metric
+    spec, metric = evaluation.spec(primary), evaluation.metrics[primary]
+    manifest = results.manifest
+    cost = verdict.cost or results.cost  # recomputed from the traces when the bundle was verified
+    usd = None
+    models = manifest.models
+    if cost.per_item and all(role in models and models[role].spec in prices for role in cost.per_item):
+        usd = sum(
+            v.prompt_tokens / 1000 * prices[models[role].spec]["prompt"]
+            + v.completion_tokens / 1000 * prices[models[role].spec]["completion"]
+            for role, v in cost.per_item.items()
+        )
+    return [
+        run.run_id, task.name, task.family, task.setting, run.system.name, run.system.version,
+        run.system.config_hash, manifest.generator_model, manifest.profile.name,
+        verdict.tier, bool(manifest.submittable), evaluation.n, primary, metric.value, metric.ci_low,
+        metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}),
+        cost.calls_per_item if cost.recorded else None, cost.tokens_per_item if cost.recorded else None, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
+        spec.unit, spec.higher_is_better, json.dumps([m.model_dump() for m in evaluation.metric_specs]), variant,
+        json.dumps(verdict.reproduction) if verdict.reproduction else None,
+        evaluation.answers.model_dump_json() if evaluation.answers else None,
+        bool(evaluation.answers and evaluation.answers.collapsed and not answers_by_design(run.system.name)),  # a floor is not flagged
+        run_variant(run.system.name, run.system.config),
+    ]  # fmt: skip
+
+
+def _sample_rows(verdict: Verdict, evaluator: Evaluator, data: TaskData) -> list[list[Any]]:
+    """Each answered sample's row of the ``samples`` table: as the evaluator shows it, with its unit record,
+    its whole trace where verify kept it, and its place in the run's selection."""
+    run = verdict.run
+    assert run is not None
+    evaluation = verdict.evaluation
+    samples = {s.id: s for s in data.split(run.split)}
+    shared = [samples[sid] for sid in verdict.predictions if sid in samples]
+    position = {s.id: i for i, s in enumerate(verdict.samples or data.split(run.split))}
+    units = evaluator.units(shared, verdict.predictions, evaluation) if shared else []
+    rows = []
+    for sample, unit in zip(shared, units):
+        pred = verdict.predictions[sample.id]
+        view = evaluator.sample_view(sample, pred, evaluation)
+        trace = verdict.traces.get(sample.id) or json.dumps(
+            pred.trace
+        )  # whole traces, kept by verify(keep_traces=True)
+        rows.append([
+            run.run_id, sample.id, json.dumps(sample.input.as_dict()), view.gold, view.predicted,
+            view.score, pred.label, view.gold_label, pred.valid, trace[:200_000], json.dumps(unit),
+            position.get(sample.id),
+        ])  # fmt: skip
+    return rows
 
 
 def floor_rows(task: Task, evaluator: Evaluator, data: TaskData) -> list[tuple[str, dict[str, float], str]]:
