@@ -213,16 +213,7 @@ def run(
     from ddibench.runner.report import render_results
     from ddibench.system import parse_config_overrides
 
-    if concurrency is not None and concurrency <= 0:
-        raise ConfigError(
-            f"--concurrency must be positive, got {concurrency}", "omit it to use the profile's concurrency"
-        )
-    if max_retries < 0:
-        raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}", "0 tries each call once")
-    if workers is not None and workers <= 0:
-        raise ConfigError(f"--workers must be positive, got {workers}")
-    if (ray_address or workers) and executor != "ray":
-        raise ConfigError("--ray-address and --workers apply to --executor ray", "add --executor ray")
+    _check_run_options(concurrency, max_retries, workers, ray_address, executor)
     shard_spec = None
     if shard is not None:
         from ddibench.runner.distributed import parse_shard
@@ -268,12 +259,12 @@ def run(
                           f"when every shard is done: ddibench merge {outcome.run_dir.parent.parent}")  # fmt: skip
             return
         outcomes.append((outcome.results, outcome.run_dir))
-        if outcome.resumed and outcome.predicted_now:
+        if outcome.resumed:
             console.print(
                 f"resumed: {outcome.resumed:,} samples were already done, {outcome.predicted_now:,} predicted now"
+                if outcome.predicted_now
+                else f"all {outcome.resumed:,} samples were already done; nothing was predicted again"
             )
-        elif outcome.resumed and not outcome.predicted_now:
-            console.print(f"all {outcome.resumed:,} samples were already done; nothing was predicted again")
         if not as_json:
             render_results(outcome.results, console, outcome.run_dir, verbose=verbose)
     if as_json:
@@ -285,6 +276,24 @@ def run(
         from ddibench.runner.report import render_summary
 
         render_summary(outcomes, console)
+
+
+def _check_run_options(
+    concurrency: int | None, max_retries: int, workers: int | None, ray_address: str | None, executor: str
+) -> None:
+    """The run options whose values click cannot check alone (one-line errors, before anything starts)."""
+    from ddibench.errors import ConfigError
+
+    if concurrency is not None and concurrency <= 0:
+        raise ConfigError(
+            f"--concurrency must be positive, got {concurrency}", "omit it to use the profile's concurrency"
+        )
+    if max_retries < 0:
+        raise ConfigError(f"--max-retries must be 0 or more, got {max_retries}", "0 tries each call once")
+    if workers is not None and workers <= 0:
+        raise ConfigError(f"--workers must be positive, got {workers}")
+    if (ray_address or workers) and executor != "ray":
+        raise ConfigError("--ray-address and --workers apply to --executor ray", "add --executor ray")
 
 
 @click.command(cls=ScoringCommand)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddibench.evaluation import EvaluationResult, Evaluator
 from ddibench.hashing import sha256_text
@@ -22,8 +22,11 @@ from ddibench.submission.checks import (
     _spec_matches,
     describe_provenance,
 )
-from ddibench.submission.stream import _stream
+from ddibench.submission.stream import _stream, _Streamed
 from ddibench.submission.verdict import Verdict
+
+if TYPE_CHECKING:
+    from ddibench.task import Task
 
 
 def _parse(verdict: Verdict, model: Any, data: bytes, name: str) -> Any:
@@ -50,16 +53,63 @@ def _parse(verdict: Verdict, model: Any, data: bytes, name: str) -> Any:
 def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Verdict:
     """Check a bundle (see :mod:`ddibench.submission`). Structural problems of the archive (a member outside
     the format, a link, not a .tar.gz) raise :class:`DataError`; everything else is a failed check with
-    its reason. ``keep_traces`` keeps every sample's whole trace (for the results store)."""
+    its reason. ``keep_traces`` keeps every sample's whole trace (for the results store).
+
+    The checks run in order, each phase only when the one before left something to check: the archive's
+    members, the run's identity, the task and its scorers, the predictions and the samples, then the
+    recomputed metrics."""
     from ddibench.errors import DdibenchError
     from ddibench.registry import get_task
 
     streamed = _stream(path, keep_traces)
-    members = streamed.members
     verdict = Verdict(False, "self-reported")
+    records = _check_members(verdict, streamed)
+    if records is None:
+        return verdict
+    bundle, run, results = records
+    try:
+        task = get_task(run.task.name)
+    except DdibenchError as exc:
+        verdict.check("task", False, str(exc))
+        return verdict
+    evaluator = _check_task(verdict, task, run, results)
+    if streamed.problem is not None:
+        verdict.check("predictions", False, f"predictions.jsonl {streamed.problem}")
+        return verdict
+    predictions = streamed.predictions
+    verdict.predictions, verdict.traces = predictions, streamed.traces
+    _check_labels(verdict, task.label_space, predictions)
+    _check_models(verdict, run, results, predictions)
+    if verdict.blocking() or evaluator is None:
+        return verdict
+    samples = _check_samples(verdict, task, run, streamed)
+    if verdict.blocking():
+        return verdict
+    _check_cost(verdict, results, [predictions[s.id] for s in samples])
+    try:
+        verdict.extras = evaluator.read_extras(streamed.members)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        verdict.check(
+            "scores", False, f"the bundle's scores/ files cannot be read ({type(exc).__name__}: {_first_line(exc)})"
+        )
+        return verdict
+    evaluation = _recompute(verdict, samples, predictions)
+    if evaluation is None:
+        return verdict
+    verdict.recomputed = evaluation
+    _check_metrics(verdict, evaluation, results, max(tolerance, evaluator.recompute_tolerance))
+    verdict.accepted = not verdict.reasons
+    verdict.tier = "self-reported" if verdict.blocking() else "recomputed"
+    return verdict
+
+
+def _check_members(verdict: Verdict, streamed: _Streamed) -> tuple[BundleIndex, RunIdentity, Results] | None:
+    """The archive's members against bundle.json's hashes, then the run's identity and its agreement with the
+    results: the records the other checks read, or None when they cannot be read."""
+    members = streamed.members
     bundle = _parse(verdict, BundleIndex, members["bundle.json"], "bundle.json")
     if bundle is None:
-        return verdict
+        return None
     verdict.bundle = bundle
     for name, digest in streamed.hashes.items():
         if name != "bundle.json":
@@ -76,11 +126,11 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     for required in ("run.json", "results.json", "predictions.jsonl"):
         if required not in streamed.hashes:
             verdict.check(required, False, "not in the bundle")
-            return verdict
+            return None
     run = _parse(verdict, RunIdentity, members["run.json"], "run.json")
     results = _parse(verdict, Results, members["results.json"], "results.json")
     if run is None or results is None:
-        return verdict
+        return None
     verdict.run, verdict.results = run, results
     run_id_ok = run.run_id == bundle.run_id == results.run_id == run.with_id().run_id
     verdict.check(
@@ -101,11 +151,15 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
             True,
             f"predictions hold {', '.join(bundle.compact.answer_fields)}; {bundle.compact.whole_traces} whole traces",
         )
-    try:
-        task = get_task(run.task.name)
-    except DdibenchError as exc:
-        verdict.check("task", False, str(exc))
-        return verdict
+    return bundle, run, results
+
+
+def _check_task(verdict: Verdict, task: Task, run: RunIdentity, results: Results) -> Evaluator | None:
+    """The run against this ddibench's task (version, data, split, --limit, profile, seeds) and its scorers
+    (options, version): the evaluator that recomputes the metrics, or None when the run's scoring cannot be
+    reproduced here."""
+    from ddibench.errors import DdibenchError
+
     verdict.check(
         "task version", run.task.version == task.version, f"bundle {run.task.version}, this ddibench {task.version}"
     )
@@ -136,7 +190,6 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
                       (f"{', '.join(f'{k}={v}' for k, v in evaluator.settings().items())}" if not local else
                        f"scored with {', '.join(local)} set to something only the submitter's machine has; the board compares runs scored "
                        "with the task's default scorers (score again with 'ddibench rescore RUN_DIR --scorer-encoder minilm')"))  # fmt: skip
-    if evaluator is not None:
         claimed_version = int((results.manifest.scoring.evaluator or {}).get("version", 1))
         verdict.check("scorer version", claimed_version == evaluator.version,
                       f"v{evaluator.version}" if claimed_version == evaluator.version else
@@ -145,45 +198,30 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     verdict.evaluator = evaluator
     seeds = 1
     verdict.check("seeds", seeds >= task.required_seeds, f"{seeds} run(s), the task asks for {task.required_seeds}")
-    if streamed.problem is not None:
-        verdict.check("predictions", False, f"predictions.jsonl {streamed.problem}")
-        return verdict
-    predictions = streamed.predictions
-    verdict.predictions, verdict.traces = predictions, streamed.traces
-    _check_labels(verdict, task.label_space, predictions)
-    _check_models(verdict, run, results, predictions)
-    if verdict.blocking() or evaluator is None:
-        return verdict
+    return evaluator
+
+
+def _check_samples(verdict: Verdict, task: Task, run: RunIdentity, streamed: _Streamed) -> list[Sample]:
+    """The samples the run was asked about (a task may predict several splits; a preview's metrics are still
+    recomputed, on the subset --limit draws), each answered once."""
     from ddibench.runner.plan import select_samples
 
-    # the samples the run was asked about (a task may predict several splits); a preview's metrics are
-    # still recomputed, on the subset --limit draws
     samples = select_samples(task, task.load(), task.eval_split, run.limit, int(run.seed))
     verdict.samples = samples
     wanted = {s.id for s in samples}
-    absent = len(wanted - set(predictions))
-    extra = len(set(predictions) - wanted)
+    absent = len(wanted - set(streamed.predictions))
+    extra = len(set(streamed.predictions) - wanted)
     verdict.check("every sample once", not absent and not extra and not streamed.duplicates,
                   f"{absent} missing, {extra} unknown, {streamed.duplicates} repeated of {len(wanted):,}")  # fmt: skip
     verdict.check("sample ids", run.sample_ids_sha256 == sha256_text("\n".join(s.id for s in samples)),
                   "the run's samples are the task's evaluation split (and the splits it predicts)" if run.limit is None
                   else f"the run's samples are the {len(samples):,} that --limit {run.limit} draws from the evaluation split")  # fmt: skip
-    if verdict.blocking():
-        return verdict
-    _check_cost(verdict, results, [predictions[s.id] for s in samples])
-    try:
-        verdict.extras = evaluator.read_extras(members)
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        verdict.check(
-            "scores", False, f"the bundle's scores/ files cannot be read ({type(exc).__name__}: {_first_line(exc)})"
-        )
-        return verdict
-    evaluation = _recompute(verdict, samples, predictions)
-    if evaluation is None:
-        return verdict
-    verdict.recomputed = evaluation
+    return samples
+
+
+def _check_metrics(verdict: Verdict, evaluation: EvaluationResult, results: Results, allowed: float) -> None:
+    """Every recomputed metric against the claimed one, within ``allowed`` (float noise)."""
     claimed = results.evaluation.metrics
-    allowed = max(tolerance, evaluator.recompute_tolerance)
     for name, metric in evaluation.metrics.items():
         mine, theirs = metric.value, (claimed[name].value if name in claimed else None)
         same = theirs is not None and (
@@ -192,9 +230,6 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
         verdict.check(
             f"metric {name}", same, f"recomputed {mine:.6f}, claimed {theirs if theirs is None else f'{theirs:.6f}'}"
         )
-    verdict.accepted = not verdict.reasons
-    verdict.tier = "self-reported" if verdict.blocking() else "recomputed"
-    return verdict
 
 
 def _first_line(exc: BaseException) -> str:
