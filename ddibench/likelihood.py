@@ -114,23 +114,7 @@ async def _walk(
         )
         out.calls.append(result)
         out.prefixes.append(prefix + here)
-        children: dict[str, list[float]] = {}
-        endings: dict[str, list[float]] = {}
-        for token, logprob in result.top_logprobs or ():
-            text = here + token
-            if len(text) > len(here) and any(o.startswith(text) for o in options):
-                children.setdefault(text, []).append(logprob)
-                continue
-            # the token ends an option (here, or a longer one it completes) with a closing character
-            for option in options:
-                closes = (
-                    len(option) >= len(here)
-                    and text.startswith(option)
-                    and len(text) > len(option)
-                    and text[len(option)] in closers
-                )
-                if closes and not any(o.startswith(text[: len(option) + 1]) for o in options):
-                    endings.setdefault(option, []).append(logprob)
+        children, endings = _moves(here, result.top_logprobs or (), options, closers)
         moves = [lp for lps in (*children.values(), *endings.values()) for lp in lps]
         if not moves:
             continue  # no valid move among the top tokens: the options below are not scored
@@ -140,6 +124,31 @@ async def _walk(
         for text, lps in sorted(children.items()):
             reach(text, base + _logsumexp(lps) - total)
     return out
+
+
+def _moves(
+    here: str, top_logprobs: Sequence[tuple[str, float]], options: Sequence[str], closers: str
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """The top tokens after ``here`` that lead into an option (the text they reach -> their log-probabilities)
+    and those that end one (the option -> theirs); any other token leads nowhere."""
+    children: dict[str, list[float]] = {}
+    endings: dict[str, list[float]] = {}
+    for token, logprob in top_logprobs:
+        text = here + token
+        if len(text) > len(here) and any(o.startswith(text) for o in options):
+            children.setdefault(text, []).append(logprob)
+            continue
+        # the token ends an option (here, or a longer one it completes) with a closing character
+        for option in options:
+            closes = (
+                len(option) >= len(here)
+                and text.startswith(option)
+                and len(text) > len(option)
+                and text[len(option)] in closers
+            )
+            if closes and not any(o.startswith(text[: len(option) + 1]) for o in options):
+                endings.setdefault(option, []).append(logprob)
+    return children, endings
 
 
 def _shared_stretch(here: str, going_on: Sequence[str]) -> int:
