@@ -244,9 +244,8 @@ def test_a_held_slot_keeps_a_series_of_requests_together() -> None:
                     await request(name)
 
             if hold:
-                async with policy.hold():
-                    async with policy.hold():  # nested: the outer slot, no second one
-                        await three()
+                async with policy.hold(), policy.hold():  # the inner hold is nested: the outer slot, no second one
+                    await three()
             else:
                 await three()
 

@@ -145,9 +145,12 @@ class SampleView:
     score: float | None = None  # the sample's primary metric (None: not scored alone)
 
 
-def no_answer_text(prediction: Prediction) -> str:
-    """How an invalid answer reads: why it is not an answer, then what the system wrote."""
-    return f"(no answer: {prediction.error or 'unparsable'}) {prediction.text or ''}".strip()
+def answer_text(prediction: Prediction, reading: str | None = None) -> str:
+    """How an answer reads: why it is not one (then what the system wrote), else ``reading`` (the evaluator's
+    reading of its answer fields: a label's sentence, ranked labels' names), else its text."""
+    if not prediction.valid:
+        return f"(no answer: {prediction.error or 'unparsable'}) {prediction.text or ''}".strip()
+    return reading if reading is not None else prediction.text or ""
 
 
 def pair_names(sample: Sample) -> tuple[str, str]:
@@ -401,9 +404,8 @@ class BaseEvaluator:
             gold_text, gold_label = str(gold.get("answer", dict(gold))), gold.get("label")
         else:
             gold_text = str(gold)
-        predicted = (prediction.text or "") if prediction.valid else no_answer_text(prediction)
         score = evaluation.per_sample.get(sample.id, {}).get(evaluation.primary_metric)
-        return SampleView(gold_text, predicted, gold_label, score)
+        return SampleView(gold_text, answer_text(prediction), gold_label, score)
 
     def reduce(self, prediction: Prediction) -> Prediction:
         """The prediction with only what this evaluator's metrics read (its ``answer_fields``, validity and

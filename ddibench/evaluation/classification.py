@@ -31,8 +31,8 @@ from ddibench.evaluation.base import (
     MetricValue,
     SampleView,
     Statistic,
+    answer_text,
     check_coverage,
-    no_answer_text,
     pair_names,
 )
 from ddibench.metrics.auroc import weighted_auroc
@@ -183,12 +183,7 @@ class ClassificationEvaluator(BaseEvaluator):
             return labels[label_id].render(*names) if 0 <= label_id < len(labels) else str(label_id)
 
         gold = int(sample.target)  # type: ignore[arg-type]
-        if not prediction.valid:
-            predicted = no_answer_text(prediction)
-        elif prediction.label is not None:
-            predicted = text(prediction.label)
-        else:
-            predicted = prediction.text or ""
+        predicted = answer_text(prediction, None if prediction.label is None else text(prediction.label))
         return SampleView(text(gold), predicted, gold, float(prediction.valid and prediction.label == gold))
 
     def floors(

@@ -35,8 +35,8 @@ from ddibench.evaluation.base import (
     MetricSpec,
     MetricValue,
     SampleView,
+    answer_text,
     check_coverage,
-    no_answer_text,
 )
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.schema import LabelSpace, Prediction, Sample
@@ -178,12 +178,7 @@ class RankingEvaluator(BaseEvaluator):
         def names(ids: Sequence[int]) -> str:
             return ", ".join(labels[i].name if 0 <= i < len(labels) else str(i) for i in ids)
 
-        if not prediction.valid:
-            predicted = no_answer_text(prediction)
-        elif prediction.ranked is not None:
-            predicted = names(prediction.ranked)
-        else:
-            predicted = prediction.text or ""
+        predicted = answer_text(prediction, None if prediction.ranked is None else names(prediction.ranked))
         score = evaluation.per_sample.get(sample.id, {}).get(evaluation.primary_metric)
         gold = sample.target if isinstance(sample.target, (tuple, list)) else sorted(self.gold(sample))
         return SampleView(names([int(t) for t in gold]), predicted, None, score)
