@@ -180,8 +180,8 @@ class RankingEvaluator(BaseEvaluator):
 
         predicted = answer_text(prediction, None if prediction.ranked is None else names(prediction.ranked))
         score = evaluation.per_sample.get(sample.id, {}).get(evaluation.primary_metric)
-        gold = sample.target if isinstance(sample.target, (tuple, list)) else sorted(self.gold(sample))
-        return SampleView(names([int(t) for t in gold]), predicted, None, score)
+        self.gold(sample)  # refuses a target that is not a tuple of label ids
+        return SampleView(names([int(t) for t in sample.target]), predicted, None, score)  # type: ignore[union-attr]
 
     def floors(
         self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0
