@@ -59,8 +59,21 @@ def template_run(root: Path) -> Path:
 
     with running_stub(StubConfig()) as stub:
         try:
-            main(["run", "-s", "zero-shot", "-t", "drugbank_s2", "-m", f"vllm:stub-model@{stub.base_url}",
-                  "--concurrency", "16", "--run-dir", str(root / "run")])  # fmt: skip
+            main(
+                [
+                    "run",
+                    "-s",
+                    "zero-shot",
+                    "-t",
+                    "drugbank_s2",
+                    "-m",
+                    f"vllm:stub-model@{stub.base_url}",
+                    "--concurrency",
+                    "16",
+                    "--run-dir",
+                    str(root / "run"),
+                ]
+            )
         except SystemExit as exc:
             if exc.code not in (0, None):
                 raise
@@ -77,8 +90,16 @@ def fill(store: Path, n_runs: int, n_samples: int) -> None:
     systems = system_names()
     conn = duckdb.connect(str(store))
     (template,) = conn.execute("SELECT run_id FROM runs").fetchone()
-    conn.execute("CREATE TEMP TABLE tasks AS SELECT * FROM (VALUES " + ", ".join(f"({i}, '{n}', '{f}', '{s}')" for i, (n, f, s) in enumerate(tasks)) + ") t(i, name, family, setting)")  # fmt: skip
-    conn.execute("CREATE TEMP TABLE systems AS SELECT * FROM (VALUES " + ", ".join(f"({i}, '{n}')" for i, n in enumerate(systems)) + ") s(i, name)")  # fmt: skip
+    conn.execute(
+        "CREATE TEMP TABLE tasks AS SELECT * FROM (VALUES "
+        + ", ".join(f"({i}, '{n}', '{f}', '{s}')" for i, (n, f, s) in enumerate(tasks))
+        + ") t(i, name, family, setting)"
+    )
+    conn.execute(
+        "CREATE TEMP TABLE systems AS SELECT * FROM (VALUES "
+        + ", ".join(f"({i}, '{n}')" for i, n in enumerate(systems))
+        + ") s(i, name)"
+    )
     conn.execute("SELECT setseed(0.42)")
     conn.execute(
         f"""INSERT INTO runs SELECT
@@ -129,14 +150,34 @@ def browser_first_render(app: str, store: Path, profile: Path) -> tuple[float, f
     port = free_port()
     start = time.perf_counter()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", app, "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        env={**os.environ, "DDIBENCH_BOARD": str(store)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            app,
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        env={**os.environ, "DDIBENCH_BOARD": str(store)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-dev-shm-usage", "--window-size=1400,2000", f"--user-data-dir={profile}"):  # fmt: skip
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,2000",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(
         service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options

@@ -38,10 +38,40 @@ def _port() -> int:
 
 def _command(engine: str, model: Path, port: int, threads: int) -> list[str]:
     if engine == "xllamacpp":
-        return [sys.executable, "-m", "ddibench.llm._serve", "--model", str(model), "--alias", "local", "--port", str(port),
-                "--n-ctx", "4096", "--threads", str(threads)]  # fmt: skip
-    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "local", "--host", "127.0.0.1",
-            "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads), "--verbose", "False"]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "ddibench.llm._serve",
+            "--model",
+            str(model),
+            "--alias",
+            "local",
+            "--port",
+            str(port),
+            "--n-ctx",
+            "4096",
+            "--threads",
+            str(threads),
+        ]
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--model_alias",
+        "local",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        "--n_threads",
+        str(threads),
+        "--verbose",
+        "False",
+    ]
 
 
 def _post(port: int, body: dict) -> dict:
@@ -80,8 +110,13 @@ def measure(engine: str, model: Path, items: int, threads: int, system: str) -> 
         times, cached, prompt, completion = [], [], [], []
         invalid = 0
         for q in QUESTIONS[:items]:
-            body = {"model": "local", "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}],
-                    "temperature": 0, "max_tokens": 32, "response_format": fmt}  # fmt: skip
+            body = {
+                "model": "local",
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": q}],
+                "temperature": 0,
+                "max_tokens": 32,
+                "response_format": fmt,
+            }
             t = time.perf_counter()
             out = _post(port, body)
             times.append(time.perf_counter() - t)
@@ -133,8 +168,10 @@ def main() -> None:
     )
     for engine in engines:
         r = measure(engine, model, args.items, args.threads, system)
-        print(f"{engine:<18}{r['ready_s']:>9.1f}{r['first_s']:>9.1f}{r['rest_median_s']:>12.2f}{r['prompt_tokens']:>12.0f}"
-              f"{r['completion_tokens']:>9.0f}{str(r['cached_tokens']):>12}{r['invalid']:>10}")  # fmt: skip
+        print(
+            f"{engine:<18}{r['ready_s']:>9.1f}{r['first_s']:>9.1f}{r['rest_median_s']:>12.2f}{r['prompt_tokens']:>12.0f}"
+            f"{r['completion_tokens']:>9.0f}{str(r['cached_tokens']):>12}{r['invalid']:>10}"
+        )
     if len(engines) == 1:
         print("(llama-cpp-python is not installed: only xllamacpp was measured)")
 

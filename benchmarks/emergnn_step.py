@@ -126,9 +126,11 @@ def main() -> None:
         assert before is not None and old_net is not None
         walks = before.walk_batch(graph, b[:, 0], b[:, 1], 3)
         return old_net(
-            torch.from_numpy(b[:, 0]), torch.from_numpy(b[:, 1]),
-            before.TensorWalks.of(walks, device), before.TensorWalks.of(walks.reversed(graph), device),
-        )[0]  # fmt: skip
+            torch.from_numpy(b[:, 0]),
+            torch.from_numpy(b[:, 1]),
+            before.TensorWalks.of(walks, device),
+            before.TensorWalks.of(walks.reversed(graph), device),
+        )[0]
 
     def train_after(prefetch: bool) -> None:
         prepare = lambda b: (b, PairBatch.of(train_graph, b[:, 0], b[:, 1], 3, device))  # noqa: E731

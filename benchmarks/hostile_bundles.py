@@ -212,8 +212,14 @@ def run_measured(args: list[str], timeout: float, cwd: Path | None = None) -> tu
     command, killed at ``timeout`` (status -9)."""
     with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile("r", suffix=".json") as report:
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", _LAUNCHER, report.name, *args], stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                                env={**os.environ, "COLUMNS": "200"}, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER, report.name, *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env={**os.environ, "COLUMNS": "200"},
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout)
             code, peak_kb = json.loads(report.read())

@@ -103,8 +103,11 @@ def main() -> None:
         client(args.client, args.n, args.suffix)
         return
     stub, upstream = start([])
-    variants: list[tuple[str, Path | None, str, float]] = [("no hung requests (reference)", None, "", 0.0), ("adaptive (this ddibench, defaults)", None, "", args.hang),
-                ("adaptive + #timeout=10", None, "#timeout=10", args.hang)]  # fmt: skip
+    variants: list[tuple[str, Path | None, str, float]] = [
+        ("no hung requests (reference)", None, "", 0.0),
+        ("adaptive (this ddibench, defaults)", None, "", args.hang),
+        ("adaptive + #timeout=10", None, "#timeout=10", args.hang),
+    ]
     if args.before_src:
         variants.insert(1, (f"before ({args.before_src.name}, 120 s timeout)", args.before_src, "", args.hang))
     rows = []

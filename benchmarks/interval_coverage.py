@@ -106,8 +106,15 @@ def evaluator(labels: int) -> ClassificationEvaluator:
     )
 
 
-def coverage(world: World, reps: int, replicates: int, drugs: int, pairs: int, seed: int = 0,
-             intervals: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, float]]:  # fmt: skip
+def coverage(
+    world: World,
+    reps: int,
+    replicates: int,
+    drugs: int,
+    pairs: int,
+    seed: int = 0,
+    intervals: dict[str, dict[str, str]] | None = None,
+) -> dict[str, dict[str, float]]:
     """Share of ``reps`` simulated test sets whose interval covers the true metric, per interval and metric."""
     intervals = intervals or INTERVALS
     truth = world.truth()
@@ -130,8 +137,15 @@ def coverage(world: World, reps: int, replicates: int, drugs: int, pairs: int, s
     return {name: {m: hits[name][m] / reps for m in METRICS} for name in intervals}
 
 
-def tie_false_positives(world: World, reps: int, replicates: int, drugs: int, pairs: int, seed: int = 1,
-                        methods: tuple[str, ...] = ("cluster", "iid")) -> dict[str, dict[str, float]]:  # fmt: skip
+def tie_false_positives(
+    world: World,
+    reps: int,
+    replicates: int,
+    drugs: int,
+    pairs: int,
+    seed: int = 1,
+    methods: tuple[str, ...] = ("cluster", "iid"),
+) -> dict[str, dict[str, float]]:
     """Share of ``reps`` test sets on which two equally good systems are *not* called tied, per
     bootstrap method and metric (the paired BCa interval of the difference excludes 0)."""
     ev = evaluator(world.labels)

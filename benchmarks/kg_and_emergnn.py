@@ -50,8 +50,10 @@ def main() -> None:
 
         map_to_space(Hetionet.load(Path(tmp)), get_space("drugbank"))
         t4 = time.perf_counter()
-    print(f"KG build from sources: {t1 - t0:.1f} s ({hetionet.n_edges():,} edges, {len(hetionet.node_ids):,} nodes); "
-          f"id-space mapping {t2 - t1:.2f} s; cached load + mapping {t4 - t3:.2f} s")  # fmt: skip
+    print(
+        f"KG build from sources: {t1 - t0:.1f} s ({hetionet.n_edges():,} edges, {len(hetionet.node_ids):,} nodes); "
+        f"id-space mapping {t2 - t1:.2f} s; cached load + mapping {t4 - t3:.2f} s"
+    )
 
     from ddibench.kg import shortest_path, yen_paths
     from ddibench.registry import get_task

@@ -75,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     test_drugs = {d.drugbank_id: d for s in test for d in (s.input.head, s.input.tail)}  # type: ignore[union-attr]
     emerging = sorted(set(test_drugs) - set(train_drugs))
     train_ids = sorted(train_drugs)
-    print(f"{args.task}: {len(train)} training pairs over {len(train_ids)} drugs; {len(test)} test pairs; "
-          f"{len(emerging)} emerging test drugs (in no training pair)")  # fmt: skip
+    print(
+        f"{args.task}: {len(train)} training pairs over {len(train_ids)} drugs; {len(test)} test pairs; "
+        f"{len(emerging)} emerging test drugs (in no training pair)"
+    )
     smiles_e = [test_drugs[i].smiles for i in emerging]
     smiles_t = [train_drugs[i].smiles for i in train_ids]
     same_1024, sim_1024 = nearest(smiles_e, smiles_t, 1024)
@@ -101,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  same structure without salts and stereo (canonical SMILES): {int(same_skeleton.sum()):>4}  ({same_skeleton.mean():.1%})"
     )
-    print(f"  nearest-neighbour Tanimoto (1,024 bits): median {np.median(sim_1024):.2f}, "
-          f"quartiles {np.quantile(sim_1024, 0.25):.2f}-{np.quantile(sim_1024, 0.75):.2f}")  # fmt: skip
+    print(
+        f"  nearest-neighbour Tanimoto (1,024 bits): median {np.median(sim_1024):.2f}, "
+        f"quartiles {np.quantile(sim_1024, 0.25):.2f}-{np.quantile(sim_1024, 0.75):.2f}"
+    )
     twins = (sim_1024 >= 0.95) | same_skeleton
     print(
         f"  either (a twin: Tanimoto >= 0.95 or the same salt/stereo-free structure):  {int(twins.sum()):>4}  ({twins.mean():.1%})"

@@ -35,8 +35,10 @@ from ddibench.evaluation import ProbeData, finetune_probe, linear_probe
 from ddibench.evaluation.probe import FINETUNE, N_SEEDS
 from ddibench.registry import get_task
 
-WORDS = ("polar lipophilic aromatic amine hydroxyl carboxylic basic acidic charged neutral ring fused halogen ester amide "
-         "sulfonamide ether ketone permeable transporter efflux binding pocket inhibitor substrate metabolite").split()  # fmt: skip
+WORDS = (
+    "polar lipophilic aromatic amine hydroxyl carboxylic basic acidic charged neutral ring fused halogen ester amide "
+    "sulfonamide ether ketone permeable transporter efflux binding pocket inhibitor substrate metabolite"
+).split()
 
 
 def caption(i: int, n_words: int = 60) -> str:
@@ -74,8 +76,10 @@ def auroc_timing() -> None:
     t0 = time.perf_counter()
     weighted_auroc(y, s, w)
     ours = time.perf_counter() - t0
-    print(f"AUROC over 1,000 replicates of 200 molecules: scikit-learn {sk:.2f} s, vectorised {ours * 1000:.1f} ms "
-          f"(x{sk / ours:.0f}); a 27-column, 5-seed probe needs 135 of these")  # fmt: skip
+    print(
+        f"AUROC over 1,000 replicates of 200 molecules: scikit-learn {sk:.2f} s, vectorised {ours * 1000:.1f} ms "
+        f"(x{sk / ours:.0f}); a 27-column, 5-seed probe needs 135 of these"
+    )
 
 
 def main() -> None:
@@ -120,8 +124,10 @@ def main() -> None:
         steps = math.ceil(len(train.smiles) / batch) * args.epochs
         inference = fixed * (len(valid.smiles) / max(len(test.smiles), 1)) * args.epochs  # a validation pass per epoch
         total = N_SEEDS * (steps * per_step + fixed + inference)
-        print(f"  finetune: {per_step:6.1f} s per step at batch {batch} (measured over {args.steps} steps), {fixed:.1f} s load + test pass;"
-              f" estimate for {N_SEEDS} seeds x {args.epochs} epochs ({steps} steps each): {total / 3600:.1f} h")  # fmt: skip
+        print(
+            f"  finetune: {per_step:6.1f} s per step at batch {batch} (measured over {args.steps} steps), {fixed:.1f} s load + test pass;"
+            f" estimate for {N_SEEDS} seeds x {args.epochs} epochs ({steps} steps each): {total / 3600:.1f} h"
+        )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,23 @@ def main() -> None:
     args = parser.parse_args()
     with running_stub(StubConfig(delay=args.delay)) as stub, tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "DDIBENCH_CACHE": str(Path(tmp) / "cache")}
-        base = [sys.executable, "-m", "ddibench", "run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", str(args.n),
-                "-m", f"vllm:stub-model@{stub.base_url}", "--no-cache", "--concurrency", "16"]  # fmt: skip
+        base = [
+            sys.executable,
+            "-m",
+            "ddibench",
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            str(args.n),
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            "--no-cache",
+            "--concurrency",
+            "16",
+        ]
         print(f"{args.n} zero-shot items, stub delay {args.delay} s, {os.cpu_count()} CPUs")
         for name, extra in (
             ("local", []),

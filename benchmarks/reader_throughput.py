@@ -64,8 +64,24 @@ def _post(port: int, body: dict) -> dict:
 
 def run_ddibench(system: str, task: str, items: int, model: str, workdir: Path) -> tuple[dict, list[dict]]:
     run_dir = workdir / "run"
-    cmd = [sys.executable, "-m", "ddibench", "run", "-s", system, "-t", task, "--limit", str(items), "--no-cache", "-m", f"embedded:{model}",
-           "--run-dir", str(run_dir), "--json"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "ddibench",
+        "run",
+        "-s",
+        system,
+        "-t",
+        task,
+        "--limit",
+        str(items),
+        "--no-cache",
+        "-m",
+        f"embedded:{model}",
+        "--run-dir",
+        str(run_dir),
+        "--json",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     results = json.loads((run_dir / "results.json").read_text())
     calls = []
@@ -92,8 +108,23 @@ def run_ddibench(system: str, task: str, items: int, model: str, workdir: Path) 
 def run_direct(gguf: Path, alias: str, bodies: list[dict], threads: int, parallel: int) -> dict:
     port = _port()
     log = tempfile.NamedTemporaryFile(prefix="direct-", suffix=".log", delete=False)
-    cmd = [sys.executable, "-m", "ddibench.llm._serve", "--model", str(gguf), "--alias", alias, "--port", str(port), "--n-ctx", "4096",
-           "--threads", str(threads), "--parallel", str(parallel)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "ddibench.llm._serve",
+        "--model",
+        str(gguf),
+        "--alias",
+        alias,
+        "--port",
+        str(port),
+        "--n-ctx",
+        "4096",
+        "--threads",
+        str(threads),
+        "--parallel",
+        str(parallel),
+    ]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         while True:
@@ -144,9 +175,19 @@ def describe_bodies(model: str, drugs: list[str]) -> list[dict]:
     from ddibench.systems.cbr_ddi import CBRDDIConfig, prompts
 
     budget = CBRDDIConfig().description_tokens
-    return [{"model": model, "temperature": 0.0, "max_tokens": budget, "seed": 0, "messages": [
-        {"role": "system", "content": prompts.DESCRIBE_SYSTEM}, {"role": "user", "content": prompts.DESCRIBE_NO_ID.format(name=name)},
-    ]} for name in drugs]  # fmt: skip
+    return [
+        {
+            "model": model,
+            "temperature": 0.0,
+            "max_tokens": budget,
+            "seed": 0,
+            "messages": [
+                {"role": "system", "content": prompts.DESCRIBE_SYSTEM},
+                {"role": "user", "content": prompts.DESCRIBE_NO_ID.format(name=name)},
+            ],
+        }
+        for name in drugs
+    ]
 
 
 def main() -> None:
@@ -180,8 +221,17 @@ def main() -> None:
     if n_options is None:
         raise SystemExit("this benchmark rebuilds DrugBank label-choice requests only; use a drugbank_* task")
     fmt = response_format(spec.json_mode, label_schema(n_options))
-    bodies = [{"model": spec.model, "messages": c["messages"], "temperature": config.temperature, "max_tokens": config.max_tokens,
-               "seed": results["manifest"]["seeds"]["run"], "response_format": fmt} for c in calls]  # fmt: skip
+    bodies = [
+        {
+            "model": spec.model,
+            "messages": c["messages"],
+            "temperature": config.temperature,
+            "max_tokens": config.max_tokens,
+            "seed": results["manifest"]["seeds"]["run"],
+            "response_format": fmt,
+        }
+        for c in calls
+    ]
     rows = [
         (
             "ddibench run",

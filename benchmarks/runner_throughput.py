@@ -170,7 +170,7 @@ def request_bodies(samples) -> list[bytes]:
                 "max_tokens": 24,
                 "seed": 0,
                 "response_format": fmt,
-            }  # fmt: skip
+            }
         ).encode()
         for s in samples
     ]
@@ -225,10 +225,31 @@ class LMEval:
     def __init__(self, tmp: Path, base_url: str, n: int) -> None:
         out = tmp / "lm-eval-tasks"
         limit = [] if n >= 1992 else ["--limit", str(n)]
-        subprocess.run([sys.executable, "-m", "ddibench", "export", "lm-eval", str(out), "-t", "drugbank_s2", "--json-mode", "schema", *limit],
-                       check=True, stdout=subprocess.DEVNULL)  # fmt: skip
-        self.proc = subprocess.Popen([sys.executable, "-c", LM_EVAL_WORKER, str(out), base_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(out)})  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ddibench",
+                "export",
+                "lm-eval",
+                str(out),
+                "-t",
+                "drugbank_s2",
+                "--json-mode",
+                "schema",
+                *limit,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", LM_EVAL_WORKER, str(out), base_url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(out)},
+        )
         assert self.proc.stdout is not None
         ready = self.proc.stdout.readline()
         if not ready:
@@ -302,10 +323,24 @@ def whole_commands(
         out.append(("ddibench warm rerun (resume)", wall, first, cpu))
         if use_lm_eval:
             tasks = tmp / "lm-eval-tasks"
-            cmd = [sys.executable, "-m", "lm_eval", "--model", "local-chat-completions", "--model_args",
-                   f"base_url={stub.base_url}/chat/completions,model=stub-model,tokenized_requests=False,num_concurrent=64,max_retries=3",
-                   "--tasks", "ddibench_drugbank_s2", "--include_path", str(tasks), "--apply_chat_template",
-                   "--output_path", str(tmp / "lm-eval-out"), "--use_cache", str(tmp / "lm-eval-cache")]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "lm_eval",
+                "--model",
+                "local-chat-completions",
+                "--model_args",
+                f"base_url={stub.base_url}/chat/completions,model=stub-model,tokenized_requests=False,num_concurrent=64,max_retries=3",
+                "--tasks",
+                "ddibench_drugbank_s2",
+                "--include_path",
+                str(tasks),
+                "--apply_chat_template",
+                "--output_path",
+                str(tmp / "lm-eval-out"),
+                "--use_cache",
+                str(tmp / "lm-eval-cache"),
+            ]
             env_cmd = ["env", f"PYTHONPATH={tasks}", "HF_DATASETS_OFFLINE=1", *cmd]
             wall, first, cpu = timed_command(env_cmd, stub)
             out.append((f"lm_eval, {n} items (cold)", wall, first, cpu))
@@ -399,8 +434,10 @@ def main() -> None:
             ours, theirs = rows[f"ddibench c={c}"], rows[f"lm-eval c={c}"]
             speed = [tw / ow for (ow, _), (tw, _) in zip(ours, theirs)]
             cpu = [oc / tc for (_, oc), (_, tc) in zip(ours, theirs)]
-            print(f"  c={c:<3d} items/s x{statistics.median(speed):.2f} ({', '.join(f'{x:.2f}' for x in speed)});"
-                  f"  CPU per item x{statistics.median(cpu):.2f} ({', '.join(f'{x:.2f}' for x in cpu)})")  # fmt: skip
+            print(
+                f"  c={c:<3d} items/s x{statistics.median(speed):.2f} ({', '.join(f'{x:.2f}' for x in speed)});"
+                f"  CPU per item x{statistics.median(cpu):.2f} ({', '.join(f'{x:.2f}' for x in cpu)})"
+            )
     else:
         print("\n(lm-eval is not installed or --no-lm-eval: no comparison)")
     print()

@@ -82,8 +82,14 @@ def measure(what: str, bundle: Path, task: str, src: Path | None) -> dict[str, f
     if src is not None:
         env["PYTHONPATH"] = str(src.resolve())
     # run outside the repository: 'python -c' puts the working directory first on sys.path
-    out = subprocess.run([sys.executable, "-c", MEASURE, what, str(bundle.resolve()), task], capture_output=True, text=True, env=env, check=True,
-                         cwd=tempfile.gettempdir())  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, what, str(bundle.resolve()), task],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=tempfile.gettempdir(),
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

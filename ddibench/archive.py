@@ -35,9 +35,19 @@ BLOCK = 512
 _IN_CHUNK = 1 << 16
 _OUT_CHUNK = 1 << 20
 _USTAR_MAGIC = (b"ustar\x0000", b"ustar  \x00")  # POSIX ustar (what submit writes) and GNU's spelling of it
-_TYPES = {b"x": "a PAX extended header", b"g": "a PAX global header", b"L": "a GNU long-name header", b"K": "a GNU long-link header",
-          b"1": "a hard link", b"2": "a symbolic link", b"3": "a character device", b"4": "a block device",
-          b"5": "a directory", b"6": "a FIFO", b"7": "a contiguous file"}  # fmt: skip
+_TYPES = {
+    b"x": "a PAX extended header",
+    b"g": "a PAX global header",
+    b"L": "a GNU long-name header",
+    b"K": "a GNU long-link header",
+    b"1": "a hard link",
+    b"2": "a symbolic link",
+    b"3": "a character device",
+    b"4": "a block device",
+    b"5": "a directory",
+    b"6": "a FIFO",
+    b"7": "a contiguous file",
+}
 _FIX = "submit the run again with 'ddibench submit'"
 
 

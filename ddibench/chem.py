@@ -98,8 +98,14 @@ def scaffold_split(
         ordered = sorted(groups.values(), key=lambda idx: (len(idx), idx[0]), reverse=True)
     else:
         big = fractions[2] * n / 2
-        keyed = sorted(groups.items(), key=lambda kv: (len(kv[1]) <= big, -len(kv[1]) if len(kv[1]) > big else 0,
-                                                       hashlib.sha256(kv[0].encode()).hexdigest()))  # fmt: skip
+        keyed = sorted(
+            groups.items(),
+            key=lambda kv: (
+                len(kv[1]) <= big,
+                -len(kv[1]) if len(kv[1]) > big else 0,
+                hashlib.sha256(kv[0].encode()).hexdigest(),
+            ),
+        )
         ordered = [idx for _, idx in keyed]
     train_cut, valid_cut = fractions[0] * n, (fractions[0] + fractions[1]) * n
     out = [""] * n

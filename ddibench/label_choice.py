@@ -275,7 +275,7 @@ class LabelChoiceSystem(BaseSystem):
                 "requests": len(scores.calls),
                 "unscored": sum(lp is None for lp in scores.logprobs),
                 "top": [[i + 1, lp] for i, lp in scores.ranked()],
-            },  # fmt: skip
+            },
             **({"context": context_trace} if context_trace else {}),
         }
         best = scores.best()
@@ -427,9 +427,13 @@ def answer_to_ranking(
     if result.finish_reason == "length":
         flags.append("cut_off")
     trace["parse"] = {
-        "method": parsed.method, "named": len(parsed.indices), "unknown": parsed.unknown[:10], "repeats": parsed.repeats,
-        "flags": flags, "detail": parsed.detail,
-    }  # fmt: skip
+        "method": parsed.method,
+        "named": len(parsed.indices),
+        "unknown": parsed.unknown[:10],
+        "repeats": parsed.repeats,
+        "flags": flags,
+        "detail": parsed.detail,
+    }
     rationale = _mechanism(result.text)
     if not parsed.indices:
         reason = parsed.detail or "unparsable answer"

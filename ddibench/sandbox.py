@@ -56,8 +56,18 @@ def verify_isolated(path: Path, keep_traces: bool = False, predictions: bool = T
     os.close(fd)
     out = Path(name)
     try:
-        argv = [sys.executable, "-m", "ddibench.sandbox", str(path), str(out), check, str(int(keep_traces)), str(int(predictions)),
-                str(CPU_LIMIT_S), str(MEMORY_LIMIT)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "ddibench.sandbox",
+            str(path),
+            str(out),
+            check,
+            str(int(keep_traces)),
+            str(int(predictions)),
+            str(CPU_LIMIT_S),
+            str(MEMORY_LIMIT),
+        ]
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(sys.path),

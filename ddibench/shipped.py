@@ -192,8 +192,13 @@ def cheap(verdict: Any) -> bool:
     return verdict.results is not None and verdict.results.timing.wall_s_total < REPRODUCE_UNDER_S
 
 
-def publish(root: Path, bundles: Iterable[Path], previews: bool = False, reproduce: bool | None = None,
-            progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:  # fmt: skip
+def publish(
+    root: Path,
+    bundles: Iterable[Path],
+    previews: bool = False,
+    reproduce: bool | None = None,
+    progress: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
     """Verify bundles and add the accepted ones under ``root`` with their index entries.
 
     ``reproduce``: True re-runs every bundle, False none, None (default) those whose run was cheap
@@ -222,8 +227,10 @@ def publish(root: Path, bundles: Iterable[Path], previews: bool = False, reprodu
                     + bundle.stat().st_size
                 )
                 if total > BUDGET_BYTES:
-                    raise DataError(f"results/ would hold {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget",
-                                    "pack the run with 'ddibench submit --compact', or discuss a larger budget in the pull request")  # fmt: skip
+                    raise DataError(
+                        f"results/ would hold {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget",
+                        "pack the run with 'ddibench submit --compact', or discuss a larger budget in the pull request",
+                    )
                 target = root / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(f".{target.name}.tmp")

@@ -158,7 +158,7 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
             " primary_unit, higher_is_better, metric_specs, scoring_variant, reproduction, answers, collapsed, variant)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             run_row,
-        )  # fmt: skip
+        )
         if sample_rows:
             conn.executemany(
                 "INSERT INTO samples (run_id, sample_id, input, gold, prediction, score, label, gold_label, valid, trace, units, position)"
@@ -190,17 +190,39 @@ def _run_row(verdict: Verdict, task: Task, variant: str, prices: dict[str, dict[
             for role, v in cost.per_item.items()
         )
     return [
-        run.run_id, task.name, task.family, task.setting, run.system.name, run.system.version,
-        run.system.config_hash, manifest.generator_model, manifest.profile.name,
-        verdict.tier, bool(manifest.submittable), evaluation.n, primary, metric.value, metric.ci_low,
-        metric.ci_high, json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}),
-        cost.calls_per_item if cost.recorded else None, cost.tokens_per_item if cost.recorded else None, usd, json.dumps(manifest.dump()), json.dumps(verdict.reasons),
-        spec.unit, spec.higher_is_better, json.dumps([m.model_dump() for m in evaluation.metric_specs]), variant,
+        run.run_id,
+        task.name,
+        task.family,
+        task.setting,
+        run.system.name,
+        run.system.version,
+        run.system.config_hash,
+        manifest.generator_model,
+        manifest.profile.name,
+        verdict.tier,
+        bool(manifest.submittable),
+        evaluation.n,
+        primary,
+        metric.value,
+        metric.ci_low,
+        metric.ci_high,
+        json.dumps({k: v.model_dump() for k, v in evaluation.metrics.items()}),
+        cost.calls_per_item if cost.recorded else None,
+        cost.tokens_per_item if cost.recorded else None,
+        usd,
+        json.dumps(manifest.dump()),
+        json.dumps(verdict.reasons),
+        spec.unit,
+        spec.higher_is_better,
+        json.dumps([m.model_dump() for m in evaluation.metric_specs]),
+        variant,
         json.dumps(verdict.reproduction) if verdict.reproduction else None,
         evaluation.answers.model_dump_json() if evaluation.answers else None,
-        bool(evaluation.answers and evaluation.answers.collapsed and not answers_by_design(run.system.name)),  # a floor is not flagged
+        bool(
+            evaluation.answers and evaluation.answers.collapsed and not answers_by_design(run.system.name)
+        ),  # a floor is not flagged
         run_variant(run.system.name, run.system.config),
-    ]  # fmt: skip
+    ]
 
 
 def _sample_rows(verdict: Verdict, evaluator: Evaluator, data: TaskData) -> list[list[Any]]:
@@ -220,11 +242,22 @@ def _sample_rows(verdict: Verdict, evaluator: Evaluator, data: TaskData) -> list
         trace = verdict.traces.get(sample.id) or json.dumps(
             pred.trace
         )  # whole traces, kept by verify(keep_traces=True)
-        rows.append([
-            run.run_id, sample.id, json.dumps(sample.input.as_dict()), view.gold, view.predicted,
-            view.score, pred.label, view.gold_label, pred.valid, trace[:200_000], json.dumps(unit),
-            position.get(sample.id),
-        ])  # fmt: skip
+        rows.append(
+            [
+                run.run_id,
+                sample.id,
+                json.dumps(sample.input.as_dict()),
+                view.gold,
+                view.predicted,
+                view.score,
+                pred.label,
+                view.gold_label,
+                pred.valid,
+                trace[:200_000],
+                json.dumps(unit),
+                position.get(sample.id),
+            ]
+        )
     return rows
 
 

@@ -96,8 +96,15 @@ class TrainingProgress:
         self.steps += n
         self.bar.advance(n)
 
-    def epoch_done(self, epoch: int, seconds: float, value: float | None = None, best: float | None = None,
-                   best_epoch: int | None = None, waited: int | None = None) -> None:  # fmt: skip
+    def epoch_done(
+        self,
+        epoch: int,
+        seconds: float,
+        value: float | None = None,
+        best: float | None = None,
+        best_epoch: int | None = None,
+        waited: int | None = None,
+    ) -> None:
         """Epoch ``epoch`` (1-based) ended: say its validation score and the early-stopping state; steps the
         epoch did not take (a short last batch skipped) are counted, so the bar stays on schedule."""
         missing = epoch * self.steps_per_epoch - self.steps
@@ -255,8 +262,19 @@ class System(Protocol):
 
 
 # every member of System: the registry refuses a class that lacks one, so the runner can use them without a default
-SYSTEM_MEMBERS = ("name", "version", "description", "llm_roles", "batch_size", "max_concurrency", "supports", "prepare", "predict",
-                  "run_info", "deviations")  # fmt: skip
+SYSTEM_MEMBERS = (
+    "name",
+    "version",
+    "description",
+    "llm_roles",
+    "batch_size",
+    "max_concurrency",
+    "supports",
+    "prepare",
+    "predict",
+    "run_info",
+    "deviations",
+)
 
 
 class SystemConfig(BaseModel):

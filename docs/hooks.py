@@ -77,8 +77,14 @@ def _profiles() -> str:
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001 - mkdocs' hook signature
     def render(match: re.Match[str]) -> str:
         kind, arg = match.group(1), match.group(2)
-        return {"tasks": lambda: _tasks(arg), "systems": _systems, "profiles": _profiles, "system": lambda: _system(arg),
-                "types": _types, "families": _families}[kind]()  # fmt: skip
+        return {
+            "tasks": lambda: _tasks(arg),
+            "systems": _systems,
+            "profiles": _profiles,
+            "system": lambda: _system(arg),
+            "types": _types,
+            "families": _families,
+        }[kind]()
 
     return PLACEHOLDER.sub(render, markdown)
 

@@ -128,8 +128,12 @@ def pick_run(all_runs: pd.DataFrame, runs: pd.DataFrame, wanted: str | None) -> 
     task = task_col.selectbox("task", tasks, index=tasks.index(start["task"]))
     in_task = all_runs[all_runs["task"] == task]
     systems = sorted(in_task["system"].unique())
-    system = system_col.selectbox("system", systems, index=systems.index(start["system"]) if start["system"] in systems else 0,
-                                  format_func=board.system_label)  # fmt: skip
+    system = system_col.selectbox(
+        "system",
+        systems,
+        index=systems.index(start["system"]) if start["system"] in systems else 0,
+        format_func=board.system_label,
+    )
     choices = in_task[in_task["system"] == system].sort_values("primary_value", ascending=False)
     run_ids = list(choices["run_id"])
     shown = {

@@ -370,8 +370,13 @@ class RunDetail:
         rows = []
         for name, value in self.metrics.items():
             spec = self.specs.get(name) or MetricSpec(name=name, label=name, unit="score")
-            rows.append({"metric": spec.title(), "value": spec.format(value.value),
-                         "95% CI": f"[{spec.format(value.ci_low)}, {spec.format(value.ci_high)}]"})  # fmt: skip
+            rows.append(
+                {
+                    "metric": spec.title(),
+                    "value": spec.format(value.value),
+                    "95% CI": f"[{spec.format(value.ci_low)}, {spec.format(value.ci_high)}]",
+                }
+            )
         return rows
 
 
@@ -428,8 +433,15 @@ def first_samples(path: Path, run_id: str, n: int = 5) -> list[dict[str, Any]]:
 
 def _sample(row: tuple[Any, ...]) -> dict[str, Any]:
     sample_id, inputs, gold, prediction, score, valid, trace = row
-    return {"sample_id": sample_id, "input": json.loads(inputs), "gold": gold, "prediction": prediction, "score": score, "valid": valid,
-            "trace": _json_or_text(trace)}  # fmt: skip
+    return {
+        "sample_id": sample_id,
+        "input": json.loads(inputs),
+        "gold": gold,
+        "prediction": prediction,
+        "score": score,
+        "valid": valid,
+        "trace": _json_or_text(trace),
+    }
 
 
 def _json_or_text(text: str) -> Any:
@@ -490,21 +502,29 @@ def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
             {
                 "mark": "rect",
                 "encoding": {
-                    "x": x, "y": y,
-                    "color": {"field": "shown", "type": "quantitative", "title": legend_title(best), "scale": {"scheme": "viridis"},
-                              "legend": {"format": ".3~f"}},
+                    "x": x,
+                    "y": y,
+                    "color": {
+                        "field": "shown",
+                        "type": "quantitative",
+                        "title": legend_title(best),
+                        "scale": {"scheme": "viridis"},
+                        "legend": {"format": ".3~f"},
+                    },
                     "tooltip": [{"field": f} for f in tooltip],
                 },
             },
             {
                 "mark": {"type": "text", "fontSize": 12},
                 "encoding": {
-                    "x": x, "y": y, "text": {"field": "value"},
+                    "x": x,
+                    "y": y,
+                    "text": {"field": "value"},
                     "color": {"condition": {"test": "datum.bright", "value": "black"}, "value": "white"},
                 },
             },
         ],
-    }  # fmt: skip
+    }
 
 
 def cost_label(row: pd.Series) -> str:
@@ -523,11 +543,16 @@ def cost_label(row: pd.Series) -> str:
 
 def cost_table(best: pd.DataFrame) -> pd.DataFrame:
     """The rows under the cost chart, every number in its unit."""
-    return pd.DataFrame({
-        "task": best["task"], "system": best["system"], "model": best["model"], "tier": best["tier"],
-        "primary metric": [fmt(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
-        "cost per item": best.apply(cost_label, axis=1),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "task": best["task"],
+            "system": best["system"],
+            "model": best["model"],
+            "tier": best["tier"],
+            "primary metric": [fmt(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
+            "cost per item": best.apply(cost_label, axis=1),
+        }
+    )
 
 
 def plural(n: int, word: str) -> str:

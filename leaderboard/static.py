@@ -113,9 +113,12 @@ def markdown_table(store: Path) -> str:
         header = [_md(c) if c not in systems else _md_system(c) for c in table.columns]
         lines += [_md_line(["task", *header]), _md_row(["---"] * (len(header) + 1))]
         lines += [_md_row([task, *(value or "—" for value in row)]) for task, row in table.iterrows()]
-        lines += ["", "★ best in the task; ≈ not significantly different from the best (paired bootstrap on shared samples); "
-                  "95% intervals clustered by drug or source document; floors on the task's evaluation split."
-                  + (" ⚠ answers collapsed onto one label." if runs[runs["submittable"]]["collapsed"].any() else "")]  # fmt: skip
+        lines += [
+            "",
+            "★ best in the task; ≈ not significantly different from the best (paired bootstrap on shared samples); "
+            "95% intervals clustered by drug or source document; floors on the task's evaluation split."
+            + (" ⚠ answers collapsed onto one label." if runs[runs["submittable"]]["collapsed"].any() else ""),
+        ]
     previews = runs[~runs["submittable"]]
     if not previews.empty:
         lines += ["", "Previews (`--limit`: metrics on the samples it drew; never ranked):", ""]
@@ -123,12 +126,26 @@ def markdown_table(store: Path) -> str:
             _md_row(["task", "system", "variant", "model", "n", "metric", "value [95% CI]"]),
             _md_row(["---"] * 7),
         ]
-        lines += [_md_line([_md(r["task"]), _md_system(r["system"]), _md(r["variant"] or "—"), board.md_code(r["model"]).replace("|", "\\|") or "—", _md(f"{r['n']:,}"),
-                            _md(r["primary_metric"]), _md(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else ""))])
-                  for _, r in previews.iterrows()]  # fmt: skip
+        lines += [
+            _md_line(
+                [
+                    _md(r["task"]),
+                    _md_system(r["system"]),
+                    _md(r["variant"] or "—"),
+                    board.md_code(r["model"]).replace("|", "\\|") or "—",
+                    _md(f"{r['n']:,}"),
+                    _md(r["primary_metric"]),
+                    _md(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else "")),
+                ]
+            )
+            for _, r in previews.iterrows()
+        ]
         if previews["collapsed"].any():
-            lines += ["", "⚠ collapsed: the run answers one label for most items, far more often than the gold holds it "
-                      "(`ddibench report` says which and how often)."]  # fmt: skip
+            lines += [
+                "",
+                "⚠ collapsed: the run answers one label for most items, far more often than the gold holds it "
+                "(`ddibench report` says which and how often).",
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -168,9 +185,11 @@ def _index(data: _Board) -> str:
     if not full.empty:
         body += ["<h2>Tasks × systems</h2>", _matrix(full, data)]
     if not data.previews.empty:
-        body += ['<h2 id="previews">Previews <span class="tag">not ranked</span></h2>',
-                 "<p>Runs made with <code>--limit</code>: their metrics are recomputed on the samples it drew, and they are never ranked.</p>",
-                 _previews_table(data.previews)]  # fmt: skip
+        body += [
+            '<h2 id="previews">Previews <span class="tag">not ranked</span></h2>',
+            "<p>Runs made with <code>--limit</code>: their metrics are recomputed on the samples it drew, and they are never ranked.</p>",
+            _previews_table(data.previews),
+        ]
     body += [
         "<h2>Systems</h2>",
         "<ul>" + "".join(f"<li>{_system_link('', s)}</li>" for s in sorted(data.runs["system"].unique())) + "</ul>",
@@ -184,13 +203,22 @@ def _matrix(full: pd.DataFrame, data: _Board) -> str:
     heads = board.task_heads(full)
     floors, published = board.floor_labels(full, data.floors), board.published_labels(full, data.published)
     systems = sorted(set(zip(full["system"], full["variant"])))
-    header = ["task", "metric", *(_system_link("", s) + (f" [{_e(v)}]" if v else "") for s, v in systems), "floors",
-              'published <span class="tag">not ranked</span>']  # fmt: skip
+    header = [
+        "task",
+        "metric",
+        *(_system_link("", s) + (f" [{_e(v)}]" if v else "") for s, v in systems),
+        "floors",
+        'published <span class="tag">not ranked</span>',
+    ]
     rows = []
     for task in sorted(heads.index):
         cells = [_link(_page("tasks", task), task), _e(heads.loc[task, "primary_metric"])]
-        cells += [_link(_page("runs", best.loc[(task, *s), "run_id"]), board.cell(best.loc[(task, *s)])) if (task, *s) in best.index else ""
-                  for s in systems]  # fmt: skip
+        cells += [
+            _link(_page("runs", best.loc[(task, *s), "run_id"]), board.cell(best.loc[(task, *s)]))
+            if (task, *s) in best.index
+            else ""
+            for s in systems
+        ]
         cells += [_e(floors.get(task, "")), f'<span class="published">{_e(published.get(task, ""))}</span>']
         rows.append(cells)
     return _table(header, rows, "matrix", prose=(len(header) - 1,))
@@ -219,11 +247,18 @@ def _task_page(task: str, runs: pd.DataFrame, data: _Board) -> str:
 
 def _previews_table(previews: pd.DataFrame) -> str:
     rows = [
-        [_link(_page("runs", r["run_id"]), r["run_id"]), _link(_page("tasks", r["task"]), r["task"]), _system_link("", r["system"]),
-         _e(r["variant"] or "—"), _e(r["model"]), f"{r['n']:,}", _e(r["primary_metric"]),
-         _e(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else ""))]
+        [
+            _link(_page("runs", r["run_id"]), r["run_id"]),
+            _link(_page("tasks", r["task"]), r["task"]),
+            _system_link("", r["system"]),
+            _e(r["variant"] or "—"),
+            _e(r["model"]),
+            f"{r['n']:,}",
+            _e(r["primary_metric"]),
+            _e(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else "")),
+        ]
         for _, r in previews.iterrows()
-    ]  # fmt: skip
+    ]
     return _table(
         ["run", "task", "system", "variant", "model" + _unchecked(), "n", "metric", "value [95% CI]"], rows, "previews"
     )
@@ -238,8 +273,18 @@ def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> s
         for name in detail.metrics if detail else ():
             spec = detail.specs.get(name) if detail else None
             metrics.setdefault(name, spec.title() if spec else name)
-    header = ["run", "system", *([] if by_task else ["task", "primary metric"]), *map(_e, metrics.values()), "model" + _unchecked(),
-              "profile" + _unchecked(), "tier", "n", "against the best", "cost per item"]  # fmt: skip
+    header = [
+        "run",
+        "system",
+        *([] if by_task else ["task", "primary metric"]),
+        *map(_e, metrics.values()),
+        "model" + _unchecked(),
+        "profile" + _unchecked(),
+        "tier",
+        "n",
+        "against the best",
+        "cost per item",
+    ]
     rows = []
     for _, row in board.best_first(runs).iterrows():
         detail = data.details.get(row["run_id"])

@@ -141,8 +141,11 @@ CLADD_ABLATION_TASKS = (*TOX_TASKS, *TARGET_TASKS, "caption_bbbp")
 
 
 def molecular_zero_shot() -> list[Entry]:
-    return ([Entry("zero-shot", task, limit=20) for task in TOX_TASKS] + [Entry("zero-shot", task, limit=10) for task in TARGET_TASKS]
-            + [Entry("zero-shot", task, limit=40) for task in CAPTION_TASKS])  # fmt: skip
+    return (
+        [Entry("zero-shot", task, limit=20) for task in TOX_TASKS]
+        + [Entry("zero-shot", task, limit=10) for task in TARGET_TASKS]
+        + [Entry("zero-shot", task, limit=40) for task in CAPTION_TASKS]
+    )
 
 
 def cladd() -> list[Entry]:
@@ -155,8 +158,16 @@ def cladd() -> list[Entry]:
         Entry("zero-shot", task, limit=limit) for task, limit in CLADD_LIMITS.items() if (task, limit) not in zero_shot
     ]
     for ablation in CLADD_ABLATIONS:
-        entries += [Entry("cladd", task, limit=CLADD_LIMITS[task], options=("--config", ablation), variant=ablation.replace("=", "-"))
-                    for task in CLADD_ABLATION_TASKS]  # fmt: skip
+        entries += [
+            Entry(
+                "cladd",
+                task,
+                limit=CLADD_LIMITS[task],
+                options=("--config", ablation),
+                variant=ablation.replace("=", "-"),
+            )
+            for task in CLADD_ABLATION_TASKS
+        ]
     return entries
 
 
@@ -185,13 +196,29 @@ def reader_plan() -> list[Entry]:
     plain = {system: ddi(system, "drugbank_s1", 100) for system in LLM_DDI_SYSTEMS}
     # position bias on the same pairs: the options in a seeded order, and chosen by likelihood (CBR-DDI's three
     # candidates are one token each: its constrained answer is already the most likely one, so no likelihood run)
-    shuffled = {system: Entry(system, "drugbank_s1", 100, options=("-C", "shuffle_options=1", *(SLOTS if system == "cbr-ddi" else ())),
-                              variant="shuffled") for system in LLM_DDI_SYSTEMS}  # fmt: skip
-    likely = {system: Entry(system, "drugbank_s1", 100, options=("-C", "answer_mode=likelihood"), variant="likelihood")
-              for system in LLM_DDI_SYSTEMS if system != "cbr-ddi"}  # fmt: skip
+    shuffled = {
+        system: Entry(
+            system,
+            "drugbank_s1",
+            100,
+            options=("-C", "shuffle_options=1", *(SLOTS if system == "cbr-ddi" else ())),
+            variant="shuffled",
+        )
+        for system in LLM_DDI_SYSTEMS
+    }
+    likely = {
+        system: Entry(system, "drugbank_s1", 100, options=("-C", "answer_mode=likelihood"), variant="likelihood")
+        for system in LLM_DDI_SYSTEMS
+        if system != "cbr-ddi"
+    }
     # the types' texts instead of their numbers: what the context states can match the answer itself
-    texts = {system: Entry(system, "drugbank_s1", 100, options=("-C", "answer_mode=likelihood-text"), variant="likelihood-text")
-             for system in LLM_DDI_SYSTEMS if system != "cbr-ddi"}  # fmt: skip
+    texts = {
+        system: Entry(
+            system, "drugbank_s1", 100, options=("-C", "answer_mode=likelihood-text"), variant="likelihood-text"
+        )
+        for system in LLM_DDI_SYSTEMS
+        if system != "cbr-ddi"
+    }
     # the plain runs of the four baselines first; then what decides most per CPU hour: whether the collapsed readers
     # (zero-shot, KAPING, K-Paths: option 1 for 72-97% of pairs) answer from their context once position cannot
     # help them, with CBR-DDI (a long prompt per pair plus its repository's refinement) after the first of them

@@ -141,8 +141,10 @@ def by_frequency(run_dir: Path, bins: tuple[int, ...] = (0, 100, 500, 2000)) -> 
         if group:
             pairs = int(sum((y == t).sum() for t in group))
             label = f">= {lo:,}" if hi is None else f"{lo:,}-{hi - 1:,}"
-            lines.append(f"  {label:>11} training pairs: {len(group):3d} types, {pairs:6,} test pairs, mean F1 {100 * np.mean([f1[t] for t in group]):5.1f}, "
-                         f"{sum(f1[t] == 0 for t in group)} never right")  # fmt: skip
+            lines.append(
+                f"  {label:>11} training pairs: {len(group):3d} types, {pairs:6,} test pairs, mean F1 {100 * np.mean([f1[t] for t in group]):5.1f}, "
+                f"{sum(f1[t] == 0 for t in group)} never right"
+            )
     return lines
 
 

@@ -157,9 +157,21 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         capture_output=True,
     )
     subprocess.run(
-        [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(root / "log"),
-         "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start"], check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            *prefix,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-w",
+            "-l",
+            str(root / "log"),
+            "-o",
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
     finally:
@@ -232,8 +244,16 @@ def chrome(profile: Path):  # noqa: ANN201 - selenium's WebDriver, imported only
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-dev-shm-usage", "--window-size=1400,2400", f"--user-data-dir={profile}"):  # fmt: skip
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,2400",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(
         service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")), options=options

@@ -127,8 +127,22 @@ def test_shuffled_likelihood_runs_verify_and_reproduce_and_an_endpoint_without_p
     with running_stub(StubConfig(next_tokens=tree)) as server:
         model = f"llamacpp:stub-model@{server.base_url}"
         run_dir = tmp_path / "likelihood"
-        code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "-m", model, "-C", "answer_mode=likelihood", "-C", "shuffle_options=5",
-                             "--run-dir", str(run_dir), "--no-cache")  # fmt: skip
+        code, out, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "-m",
+            model,
+            "-C",
+            "answer_mode=likelihood",
+            "-C",
+            "shuffle_options=5",
+            "--run-dir",
+            str(run_dir),
+            "--no-cache",
+        )
         assert code == 0, err
         preds = _journal(run_dir)
         fourth = option_order(86, 5)[3]
@@ -142,11 +156,40 @@ def test_shuffled_likelihood_runs_verify_and_reproduce_and_an_endpoint_without_p
         assert code == 0, out + err
         code, out, err = cli("verify", "--reproduce", str(tmp_path / "b.tar.gz"))
         assert code == 0 and "FAILED" not in out and "1,992 of 1,992 predictions identical" in out, out + err
-        code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "2", "--base-url", server.base_url, "-m", "stub-model",
-                             "-C", "answer_mode=likelihood", "--run-dir", str(tmp_path / "refused"), "--no-cache")  # fmt: skip
+        code, out, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            "2",
+            "--base-url",
+            server.base_url,
+            "-m",
+            "stub-model",
+            "-C",
+            "answer_mode=likelihood",
+            "--run-dir",
+            str(tmp_path / "refused"),
+            "--no-cache",
+        )
         assert code != 0 and "cannot continue an answer prefix" in err and len(err.strip().splitlines()) == 1
-        code, out, err = cli("run", "-s", "zero-shot", "-t", "twosides_s2", "--limit", "2", "-m", model, "-C", "answer_mode=likelihood",
-                             "--run-dir", str(tmp_path / "topk"))  # fmt: skip
+        code, out, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "twosides_s2",
+            "--limit",
+            "2",
+            "-m",
+            model,
+            "-C",
+            "answer_mode=likelihood",
+            "--run-dir",
+            str(tmp_path / "topk"),
+        )
     assert code != 0 and "answer_mode=likelihood chooses one label" in err and len(err.strip().splitlines()) == 1
 
 
@@ -199,8 +242,20 @@ def test_likelihood_text_mode_answers_a_types_text_and_reproduces(cli, tmp_path:
     with running_stub(StubConfig(next_tokens=tree)) as server:
         model = f"llamacpp:stub-model@{server.base_url}"
         run_dir = tmp_path / "text"
-        code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "-m", model,
-                             "-C", "answer_mode=likelihood-text", "--run-dir", str(run_dir), "--no-cache")  # fmt: skip
+        code, out, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "-m",
+            model,
+            "-C",
+            "answer_mode=likelihood-text",
+            "--run-dir",
+            str(run_dir),
+            "--no-cache",
+        )
         assert code == 0, err
         system = server.requests[0]["messages"][0]["content"]
         assert f"- {texts[4]}\n" in system and '{"interaction": "..."}' in system and "1. " not in system
@@ -211,8 +266,21 @@ def test_likelihood_text_mode_answers_a_types_text_and_reproduces(cli, tmp_path:
         assert code == 0, out + err
         code, out, err = cli("verify", "--reproduce", str(tmp_path / "b.tar.gz"))
         assert code == 0 and "1,992 of 1,992 predictions identical" in out, out + err
-        code, _, err = cli("run", "-s", "kaping", "-t", "twosides_s2", "--limit", "2", "-m", model,
-                           "-C", "answer_mode=likelihood-text", "--run-dir", str(tmp_path / "topk"))  # fmt: skip
+        code, _, err = cli(
+            "run",
+            "-s",
+            "kaping",
+            "-t",
+            "twosides_s2",
+            "--limit",
+            "2",
+            "-m",
+            model,
+            "-C",
+            "answer_mode=likelihood-text",
+            "--run-dir",
+            str(tmp_path / "topk"),
+        )
     assert code != 0 and "answer_mode=likelihood-text chooses one label" in err
 
 

@@ -39,8 +39,11 @@ def world(stub, tmp_path_factory: pytest.TempPathFactory) -> Path:
     old = os.environ.get("DDIBENCH_CACHE")
     os.environ["DDIBENCH_CACHE"] = str(root / "cache")
     try:
-        for args in (run_args(stub, root), ["submit", str(root / "run"), "--out", str(root / "bundle.tar.gz")],
-                     ["export", "lm-eval", str(root / "lm-tasks"), "-t", "drugbank_s2", "--limit", str(LIMIT)]):  # fmt: skip
+        for args in (
+            run_args(stub, root),
+            ["submit", str(root / "run"), "--out", str(root / "bundle.tar.gz")],
+            ["export", "lm-eval", str(root / "lm-tasks"), "-t", "drugbank_s2", "--limit", str(LIMIT)],
+        ):
             try:
                 main(args)
             except SystemExit as exc:
@@ -66,12 +69,25 @@ def lm_eval_output(root: Path) -> None:
         for line in (root / "lm-tasks" / "ddibench_data" / "drugbank_s2.jsonl").read_text().splitlines()
     ]
     request = {"gen_args_0": {"arg_0": "the prompt", "arg_1": {"until": [], "temperature": 0.0}}}
-    records = [{"doc_id": i, "doc": doc, "target": str(doc["gold"]), "arguments": request, "resps": [["1"]], "filtered_resps": ["1"]}
-               for i, doc in enumerate(docs)]  # fmt: skip
+    records = [
+        {
+            "doc_id": i,
+            "doc": doc,
+            "target": str(doc["gold"]),
+            "arguments": request,
+            "resps": [["1"]],
+            "filtered_resps": ["1"],
+        }
+        for i, doc in enumerate(docs)
+    ]
     (root / "lm").mkdir()
     (root / LM_SAMPLES).write_text("".join(json.dumps(r) + "\n" for r in records))
-    results = {"config": {"model": "local-chat-completions", "model_args": "base_url=http://127.0.0.1:9/v1,model=m"},
-               "lm_eval_version": "0.4.9", "date": 1735689600.0, "total_evaluation_time_seconds": "12.5"}  # fmt: skip
+    results = {
+        "config": {"model": "local-chat-completions", "model_args": "base_url=http://127.0.0.1:9/v1,model=m"},
+        "lm_eval_version": "0.4.9",
+        "date": 1735689600.0,
+        "total_evaluation_time_seconds": "12.5",
+    }
     (root / LM_RESULTS).write_text(json.dumps(results))
 
 
@@ -94,8 +110,20 @@ def _limit_a_word(records: list[dict]) -> None:
 
 
 def run_args(stub, root: Path, *extra: str) -> list[str]:
-    return ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", str(LIMIT), "-m", f"vllm:stub-model@{stub.base_url}",
-            "--run-dir", str(root / "run"), *extra]  # fmt: skip
+    return [
+        "run",
+        "-s",
+        "zero-shot",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        str(LIMIT),
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(root / "run"),
+        *extra,
+    ]
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -590,8 +618,26 @@ def tmpfs(path: Path, size: str, readonly: bool = False) -> Iterator[Path]:
 
 
 def cmd(stub, run_dir: Path, limit: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "ddibench", "run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", str(limit),
-            "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(run_dir), "--no-cache", "--concurrency", "1", *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "ddibench",
+        "run",
+        "-s",
+        "zero-shot",
+        "-t",
+        "drugbank_s2",
+        "--limit",
+        str(limit),
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(run_dir),
+        "--no-cache",
+        "--concurrency",
+        "1",
+        *extra,
+    ]
 
 
 def journal_lines(run_dir: Path) -> list[dict]:
@@ -755,10 +801,17 @@ def test_killed_sessions_are_counted(stub, tmp_path: Path) -> None:
 
 
 PRIMEKG_HEADER = "relation,display_relation,x_index,x_id,x_type,x_name,x_source,y_index,y_id,y_type,y_name,y_source\n"
-PRIMEKG = (PRIMEKG_HEADER + "".join(
-    f"drug_protein,target,0,{db},drug,{name},DrugBank,1,{gene},gene/protein,{gene},NCBI\n"
-    for db, name, gene in (("DB00945", "Aspirin", "PTGS1"), ("DB01050", "Ibuprofen", "PTGS1"), ("DB00945", "Aspirin", "PTGS2"))
-)).encode()  # fmt: skip
+PRIMEKG = (
+    PRIMEKG_HEADER
+    + "".join(
+        f"drug_protein,target,0,{db},drug,{name},DrugBank,1,{gene},gene/protein,{gene},NCBI\n"
+        for db, name, gene in (
+            ("DB00945", "Aspirin", "PTGS1"),
+            ("DB01050", "Ibuprofen", "PTGS1"),
+            ("DB00945", "Aspirin", "PTGS2"),
+        )
+    )
+).encode()
 PUBCHEM = b"inchikey\tdescription\nBSYNRYMUTXBXSQ-UHFFFAOYSA-N\tAspirin is a drug.\nRZVAJINKPMORJF-UHFFFAOYSA-N\tParacetamol is a drug.\n"
 
 
@@ -782,8 +835,23 @@ def test_cladd_files_of_a_user_that_are_cut_short_or_not_utf8(
     file.write_bytes(data)
     run_dir = tmp_path / "run"
     extra = ["-C", "use_kg_team=false"] if option == "pubchem" else []
-    code, _, err = cli("run", "-s", "cladd", "-t", "tox_carcinogens", "--limit", "1", "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(run_dir),
-                       "--no-cache", "-C", f"{option}={file}", *extra)  # fmt: skip
+    code, _, err = cli(
+        "run",
+        "-s",
+        "cladd",
+        "-t",
+        "tox_carcinogens",
+        "--limit",
+        "1",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(run_dir),
+        "--no-cache",
+        "-C",
+        f"{option}={file}",
+        *extra,
+    )
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert message.format(file=file) in lines[0] and ";" in lines[0], lines[0]

@@ -499,11 +499,13 @@ def test_pareto_front_matches_its_definition() -> None:
     from ddibench.leaderboard.data import pareto
 
     rng = np.random.default_rng(3)
-    frame = pd.DataFrame({
-        "task": rng.choice(["a", "b", "c"], 400),
-        "tokens_per_item": rng.integers(0, 40, 400).astype(float),
-        "primary_value": rng.integers(0, 30, 400) / 30,
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "task": rng.choice(["a", "b", "c"], 400),
+            "tokens_per_item": rng.integers(0, 40, 400).astype(float),
+            "primary_value": rng.integers(0, 30, 400) / 30,
+        }
+    )
     front = set(pareto(frame).index)
     for i, row in frame.iterrows():
         same = frame[frame["task"] == row["task"]].drop(index=i)
@@ -604,8 +606,10 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
     port = free_port()
     server = subprocess.Popen(
         streamlit_command(Path(_app()), port),
-        env={**os.environ, "DDIBENCH_BOARD": str(store)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env={**os.environ, "DDIBENCH_BOARD": str(store)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     driver = None
     try:
         driver = chrome(tmp_path / "chrome")
@@ -795,13 +799,30 @@ def test_system_info_names_paper_code_and_card() -> None:
     assert emergnn.code == "https://github.com/LARS-research/EmerGNN" and emergnn.card == "docs/systems/emergnn.md"
     assert "https://arxiv.org/abs/2505.23034" in system_info("cbr-ddi").paper
     assert system_info("mlp").paper == "" and system_info("majority").card == "docs/systems/baselines.md"
-    manifest = Manifest.model_validate({
-        "created": "2026-01-01T00:00:00+00:00", "ddibench_version": "0.1.0", "split": "test", "submittable": True, "n_samples": 1,
-        "sample_ids_sha256": "0" * 64, "seeds": {"run": 0, "bootstrap": 0}, "profile": {"declared": {"name": "cpu"}, "detected": {}},
-        "task": {"name": "drugbank_s2", "version": "1.0.0", "data_sha256": "0" * 64},
-        "system": {"name": "their-system", "version": "2.0", "config_hash": "0" * 16, "provenance": {
-            "distribution": "their-adapter", "version": "2.0.1", "source": "https://github.com/them/adapter", "commit": "abc123"}},
-    })  # fmt: skip
+    manifest = Manifest.model_validate(
+        {
+            "created": "2026-01-01T00:00:00+00:00",
+            "ddibench_version": "0.1.0",
+            "split": "test",
+            "submittable": True,
+            "n_samples": 1,
+            "sample_ids_sha256": "0" * 64,
+            "seeds": {"run": 0, "bootstrap": 0},
+            "profile": {"declared": {"name": "cpu"}, "detected": {}},
+            "task": {"name": "drugbank_s2", "version": "1.0.0", "data_sha256": "0" * 64},
+            "system": {
+                "name": "their-system",
+                "version": "2.0",
+                "config_hash": "0" * 16,
+                "provenance": {
+                    "distribution": "their-adapter",
+                    "version": "2.0.1",
+                    "source": "https://github.com/them/adapter",
+                    "commit": "abc123",
+                },
+            },
+        }
+    )
     outside = system_info("their-system", manifest)
     assert (
         not outside.registered
@@ -851,8 +872,11 @@ def test_board_serve_listens_on_loopback_and_stops_whole(store: Path) -> None:
     import urllib.request
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "ddibench", "board", "serve", "--store", str(store), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddibench", "board", "serve", "--store", str(store), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 90
         up = False

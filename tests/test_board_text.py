@@ -50,8 +50,14 @@ def _forge(bundle: Path, out: Path) -> Path:
     )
     results["system"] = SYSTEM
     manifest = results["manifest"]
-    manifest["system"].update(name=SYSTEM, config=config, config_hash=run["system"]["config_hash"], description=f"description {WORDS}",
-                              deviations=[f"system deviation {WORDS}"], provenance={"entry_point": "forged", "source": LINK, "note": WORDS})  # fmt: skip
+    manifest["system"].update(
+        name=SYSTEM,
+        config=config,
+        config_hash=run["system"]["config_hash"],
+        description=f"description {WORDS}",
+        deviations=[f"system deviation {WORDS}"],
+        provenance={"entry_point": "forged", "source": LINK, "note": WORDS},
+    )
     manifest["task"]["deviations"] = [*manifest["task"].get("deviations", []), f"task deviation {WORDS}"]
     manifest["profile"]["detected"] = {**manifest["profile"].get("detected", {}), "cpu": f"hardware {WORDS}"}
     return reseal_bundle(members, run, results, out, trace_note=f"trace {WORDS}")
@@ -215,8 +221,12 @@ def test_app_in_a_real_browser_renders_no_emphasis_link_or_image_from_the_bundle
 
     path, run_id = store
     port = free_port()
-    server = subprocess.Popen(streamlit_command(Path(_app()), port), env={**os.environ, "DDIBENCH_BOARD": str(path)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        streamlit_command(Path(_app()), port),
+        env={**os.environ, "DDIBENCH_BOARD": str(path)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     driver = None
 
     def body_when(wanted: str, deadline: float) -> str:

@@ -192,10 +192,12 @@ def test_a_users_primekg_and_annotation_files(cli, stubs, tmp_path: Path) -> Non
 
     header = "relation,display_relation,x_index,x_id,x_type,x_name,x_source,y_index,y_id,y_type,y_name,y_source\n"
     rows = [
-        ("drug_protein", "DB00945", "Aspirin", "PTGS1"), ("drug_protein", "DB01050", "Ibuprofen", "PTGS1"),
-        ("drug_protein", "DB00788", "Naproxen", "PTGS1"), ("drug_protein", "DB01050", "Ibuprofen", "PTGS2"),
+        ("drug_protein", "DB00945", "Aspirin", "PTGS1"),
+        ("drug_protein", "DB01050", "Ibuprofen", "PTGS1"),
+        ("drug_protein", "DB00788", "Naproxen", "PTGS1"),
+        ("drug_protein", "DB01050", "Ibuprofen", "PTGS2"),
         ("drug_protein", "DB00945", "Aspirin", "PTGS2"),
-    ]  # fmt: skip
+    ]
     lines = [
         f"{rel},target,0,{db},drug,{name},DrugBank,1,{gene},gene/protein,{gene},NCBI\n" for rel, db, name, gene in rows
     ]

@@ -16,8 +16,20 @@ def test_two_runs_are_compared_pair_by_pair_on_their_shared_samples(cli, tmp_pat
     )
     assert code == 0, err
     with running_stub(StubConfig()) as server:  # answers a type chosen by a hash of each request
-        code, _, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "60", "-m", f"vllm:stub-model@{server.base_url}",
-                           "--no-cache", "--run-dir", str(tmp_path / "stub"))  # fmt: skip
+        code, _, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            "60",
+            "-m",
+            f"vllm:stub-model@{server.base_url}",
+            "--no-cache",
+            "--run-dir",
+            str(tmp_path / "stub"),
+        )
         assert code == 0, err
     code, out, err = cli("report", str(tmp_path / "majority"), "--against", str(tmp_path / "stub"), "--json")
     assert code == 0, err

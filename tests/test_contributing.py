@@ -100,11 +100,13 @@ def test_the_guide_names_only_paths_commands_and_names_that_exist() -> None:
 
 def test_the_checks_catch_what_is_wrong() -> None:
     """Each check bites on a planted mistake, so the guide's test cannot pass by checking nothing."""
-    commands, dotted, paths = names_in(code_spans(
-        "`ddibench lst tasks` `ddibench list metrics` `ddibench run --sytem x` `ddibench.task.RESOURCE` `ddibench.nothing.X` "
-        "`tasks/drugbnk/tasks.toml` `tests/test_docs.py::test_missing` `tasks.tml.toml` `systems/naive_cbr/` "
-        "`python -m pytest tests/test_layers.py` `-t FAMILY` `view.resources` `x = 'ddibench.systems.nothere:X'`\n```\n`systems/not_checked.py`\n```\n"
-    ))  # fmt: skip
+    commands, dotted, paths = names_in(
+        code_spans(
+            "`ddibench lst tasks` `ddibench list metrics` `ddibench run --sytem x` `ddibench.task.RESOURCE` `ddibench.nothing.X` "
+            "`tasks/drugbnk/tasks.toml` `tests/test_docs.py::test_missing` `tasks.tml.toml` `systems/naive_cbr/` "
+            "`python -m pytest tests/test_layers.py` `-t FAMILY` `view.resources` `x = 'ddibench.systems.nothere:X'`\n```\n`systems/not_checked.py`\n```\n"
+        )
+    )
     assert {c for c in commands if command_problem(c)} == {"lst tasks", "list metrics", "run --sytem x"}
     assert {n for n in dotted if dotted_problem(n)} == {
         "ddibench.task.RESOURCE",

@@ -76,8 +76,13 @@ def test_a_killed_ray_worker_loses_no_sample(stub, tmp_path: Path, local_run: Pa
     run_dir = tmp_path / "ray"
     with running_stub(StubConfig(delay=0.15)) as slow:
         args = _args(slow)
-        proc = subprocess.Popen([sys.executable, "-m", "ddibench", *args, "--run-dir", str(run_dir), "--executor", "ray", "--workers", "2"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ddibench", *args, "--run-dir", str(run_dir), "--executor", "ray", "--workers", "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         deadline = time.time() + 240
         workers = run_dir / "ray-workers.jsonl"
         journal = run_dir / "journal.jsonl"

@@ -182,15 +182,23 @@ def test_missing_metaedges_cannot_enter_a_walk_between_two_drugs() -> None:
     rng = np.random.default_rng(0)
     genes = np.flatnonzero(kinds == "Gene")
     extra = []
-    for name, kind in [("Anatomy - expresses - Gene", "Anatomy"), ("Gene - participates - Cellular Component", "Cellular Component"),
-                       ("Gene - participates - Molecular Function", "Molecular Function")]:  # fmt: skip
+    for name, kind in [
+        ("Anatomy - expresses - Gene", "Anatomy"),
+        ("Gene - participates - Cellular Component", "Cellular Component"),
+        ("Gene - participates - Molecular Function", "Molecular Function"),
+    ]:
         other, gene = rng.choice(np.flatnonzero(kinds == kind), 20_000), rng.choice(genes, 20_000)
         head, tail = (other, gene) if kind == "Anatomy" else (gene, other)
         extra.append(np.stack([head, tail, np.full(head.size, relation[name])], 1))
     added = np.concatenate(extra)
     base = MessageGraph.from_triples(kg.head, kg.tail, kg.rel, kg.n_entities, kg.n_relations)
-    full = MessageGraph.from_triples(np.concatenate([kg.head, added[:, 0]]), np.concatenate([kg.tail, added[:, 1]]),
-                                     np.concatenate([kg.rel, added[:, 2]]), kg.n_entities, kg.n_relations)  # fmt: skip
+    full = MessageGraph.from_triples(
+        np.concatenate([kg.head, added[:, 0]]),
+        np.concatenate([kg.tail, added[:, 1]]),
+        np.concatenate([kg.rel, added[:, 2]]),
+        kg.n_entities,
+        kg.n_relations,
+    )
     connected = np.flatnonzero(drug_neighbour[: kg.n_drugs] | np.isin(np.arange(kg.n_drugs), kg.head))
     sources, targets = rng.choice(connected, 48), rng.choice(connected, 48)
     before, after = walk_batch(base, sources, targets, 3), walk_batch(full, sources, targets, 3)

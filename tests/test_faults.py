@@ -21,9 +21,17 @@ from ddibench.llm import LLMCallError, LLMPool, ModelSpec, ResponseCache, unusab
 from ddibench.llm.stub import FAULTS, StubConfig, running_proxy, running_stub
 
 FAULT_SHARES = {
-    "500": 0.03, "503": 0.02, "429": 0.04, "hang": 0.015, "garbage": 0.03, "truncated": 0.02, "list": 0.02,
-    "error200": 0.04, "empty_choices": 0.04, "null_content": 0.03,
-}  # fmt: skip
+    "500": 0.03,
+    "503": 0.02,
+    "429": 0.04,
+    "hang": 0.015,
+    "garbage": 0.03,
+    "truncated": 0.02,
+    "list": 0.02,
+    "error200": 0.04,
+    "empty_choices": 0.04,
+    "null_content": 0.03,
+}
 N_ITEMS = 300
 
 

@@ -56,8 +56,11 @@ def test_paths_from_the_environment_are_made_absolute(cli, tmp_path: Path, monke
     assert cache_root() == here / "xdg" / "ddibench"
 
     monkeypatch.setenv("DDIBENCH_CACHE", "../cache")
-    assert absolutize_env() == {"DDIBENCH_MIRROR": str(here / "mirror/github"), "DDIBENCH_CACHE": str(here / "../cache"),
-                                "DDIBENCH_BOARD": str(Path.home() / "board.duckdb")}  # fmt: skip
+    assert absolutize_env() == {
+        "DDIBENCH_MIRROR": str(here / "mirror/github"),
+        "DDIBENCH_CACHE": str(here / "../cache"),
+        "DDIBENCH_BOARD": str(Path.home() / "board.duckdb"),
+    }
     assert (
         os.environ["DDIBENCH_PRICES"] == "/elsewhere/prices.json"
         and os.environ["DDIBENCH_DOWNLOAD_BASE"] == "http://127.0.0.1:9"
@@ -134,11 +137,37 @@ def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(
 
     def relative(cwd: Path) -> dict[str, str]:
         """The environment as a user writes it: the mirror and the cache given relative to ``cwd``."""
-        return {**os.environ, "DDIBENCH_MIRROR": os.path.relpath(mirror, cwd), "DDIBENCH_CACHE": "cache", "COLUMNS": "200",
-                "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+        return {
+            **os.environ,
+            "DDIBENCH_MIRROR": os.path.relpath(mirror, cwd),
+            "DDIBENCH_CACHE": "cache",
+            "COLUMNS": "200",
+            "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "HF_HOME": str(tmp_path / "hf"),
+        }
 
-    proc = subprocess.run([sys.executable, "-m", "ddibench", "export", "lm-eval", "tasks", "-t", task_name, "--limit", str(limit),
-                           "--json-mode", json_mode], capture_output=True, text=True, env=relative(home), timeout=600, cwd=home)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddibench",
+            "export",
+            "lm-eval",
+            "tasks",
+            "-t",
+            task_name,
+            "--limit",
+            str(limit),
+            "--json-mode",
+            json_mode,
+        ],
+        capture_output=True,
+        text=True,
+        env=relative(home),
+        timeout=600,
+        cwd=home,
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"ddibench_{task_name}" in proc.stdout and (home / "tasks" / "ddibench_utils.py").exists()
     tasks = moved / "lm_tasks"
@@ -148,11 +177,29 @@ def test_lm_eval_runs_an_exported_task_and_its_samples_import_as_a_run(
         {str(tmp_path), str(tmp_path.resolve()), str(mirror), str(mirror.resolve()), os.path.relpath(mirror, home)},
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "lm_eval", "--include_path", "../moved/lm_tasks", "--tasks", f"ddibench_{task_name}", "--model", "local-chat-completions",
-         "--model_args", f"base_url={stub.base_url}/chat/completions,model=stub-model,tokenized_requests=False",
-         "--apply_chat_template", "--log_samples", "--output_path", str(tmp_path / "out")],
-        capture_output=True, text=True, env=relative(elsewhere), timeout=600, cwd=elsewhere,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "lm_eval",
+            "--include_path",
+            "../moved/lm_tasks",
+            "--tasks",
+            f"ddibench_{task_name}",
+            "--model",
+            "local-chat-completions",
+            "--model_args",
+            f"base_url={stub.base_url}/chat/completions,model=stub-model,tokenized_requests=False",
+            "--apply_chat_template",
+            "--log_samples",
+            "--output_path",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env=relative(elsewhere),
+        timeout=600,
+        cwd=elsewhere,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     samples = next((tmp_path / "out").rglob(f"samples_ddibench_{task_name}_*.jsonl"))
     lm_results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"][

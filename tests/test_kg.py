@@ -194,10 +194,13 @@ def test_bad_kg_inputs_are_clear_errors(hetionet: Hetionet, tmp_path) -> None:
     with pytest.raises(DataError, match="does not exist"):
         check_full_edge_file(tmp_path / "missing.sif.gz")
     extra_node = Hetionet(
-        [*hetionet.node_ids, "Gene::999999999"], [*hetionet.node_names, "made up"], [*hetionet.node_kinds, "Gene"],
+        [*hetionet.node_ids, "Gene::999999999"],
+        [*hetionet.node_names, "made up"],
+        [*hetionet.node_kinds, "Gene"],
         {"CbG": np.array([[hetionet.node_ids.index("Compound::DB01320"), len(hetionet.node_ids)]], dtype=np.int32)},
-        {}, hetionet.published_counts,
-    )  # fmt: skip
+        {},
+        hetionet.published_counts,
+    )
     with pytest.raises(DataError, match="outside the drugbank id space .*Gene::999999999"):
         map_to_space(extra_node, get_space("drugbank"))
     unknown_relation = Hetionet(

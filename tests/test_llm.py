@@ -318,8 +318,22 @@ def test_a_generic_base_url_is_probed_and_constrained_like_vllm(cli, tmp_path: P
         probes = [r for r in server.requests if r["messages"][0]["content"] == "Reply with a JSON object."]
         assert len(probes) == 1  # the generic endpoint only
     with running_stub(StubConfig(reply='{"type": 3}')) as server:  # answers the same whatever the schema says
-        code, out, err = cli("run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "4", "--no-cache", "--run-dir", str(tmp_path / "ignores"),
-                             "--base-url", server.base_url, "-m", "stub-model")  # fmt: skip
+        code, out, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            "4",
+            "--no-cache",
+            "--run-dir",
+            str(tmp_path / "ignores"),
+            "--base-url",
+            server.base_url,
+            "-m",
+            "stub-model",
+        )
         assert code == 0, err
         assert "model output (generator): not constrained: the prompt asks for JSON (probed at the start)" in out
         assert [r.get("response_format") for r in server.requests[2:]] == [

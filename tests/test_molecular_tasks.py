@@ -13,9 +13,19 @@ from ddibench.tasks.molecular.molecules import Row, deduplicate
 from ddibench.tasks.molecular.targets import polarity
 
 MOLECULAR = [
-    "tox_herg", "tox_herg_tdc", "tox_dili", "tox_dili_tdc", "tox_skin", "tox_carcinogens",
-    "caption_bbbp", "caption_sider", "caption_clintox", "caption_bace", "targets_inhibit", "targets_activate",
-]  # fmt: skip
+    "tox_herg",
+    "tox_herg_tdc",
+    "tox_dili",
+    "tox_dili_tdc",
+    "tox_skin",
+    "tox_carcinogens",
+    "caption_bbbp",
+    "caption_sider",
+    "caption_clintox",
+    "caption_bace",
+    "targets_inhibit",
+    "targets_activate",
+]
 
 
 def test_list_tasks_shows_the_molecular_tasks(cli) -> None:
@@ -44,10 +54,13 @@ def test_data_stats_prints_sizes_before_and_after_deduplication(cli) -> None:
 
 def test_the_deduplication_rule() -> None:
     rows = [
-        Row("OCC", (1,), "ethanol"), Row("CCO", (1,), "ethanol again"),  # the same structure, the same label: kept once
-        Row("c1ccccc1", (0,)), Row("C1=CC=CC=C1", (1,)),  # benzene labelled both ways (Kekulé and aromatic): dropped
-        Row("not a smiles", (0,)), Row("CC(=O)O", (0,)),
-    ]  # fmt: skip
+        Row("OCC", (1,), "ethanol"),
+        Row("CCO", (1,), "ethanol again"),  # the same structure, the same label: kept once
+        Row("c1ccccc1", (0,)),
+        Row("C1=CC=CC=C1", (1,)),  # benzene labelled both ways (Kekulé and aromatic): dropped
+        Row("not a smiles", (0,)),
+        Row("CC(=O)O", (0,)),
+    ]
     entries, stats = deduplicate(rows, "agree")
     assert [e.std.canonical for e in entries] == ["CCO", "CC(=O)O"]
     assert entries[0].names == ("ethanol", "ethanol again")

@@ -232,9 +232,13 @@ def test_an_outside_adapter_is_traced_to_its_source_and_reproduced(cli, toy_pack
     source_file = toy_package / "toyfam" / "__init__.py"
     files = hashlib.sha256(b"__init__.py\0" + hashlib.sha256(source_file.read_bytes()).digest()).hexdigest()
     assert provenance == {
-        "entry_point": "toyfam:ToyRanker", "distribution": "toyfam", "version": "0.1.0",
-        "source": TOY_SOURCE, "commit": TOY_COMMIT, "files_sha256": files,
-    }  # fmt: skip
+        "entry_point": "toyfam:ToyRanker",
+        "distribution": "toyfam",
+        "version": "0.1.0",
+        "source": TOY_SOURCE,
+        "commit": TOY_COMMIT,
+        "files_sha256": files,
+    }
     bundle = tmp_path / "toy.tar.gz"
     code, _, err = cli("submit", str(run_dir), "--out", str(bundle))
     assert code == 0, err

@@ -49,8 +49,13 @@ def test_every_row_names_a_real_task_system_and_metric() -> None:
 def test_emergnn_rows_equal_the_independent_transcription() -> None:
     names = {"F1": "macro-F1", "Accuracy": "accuracy", "Kappa": "kappa", "PR-AUC": "PR-AUC", "ROC-AUC": "ROC-AUC"}
     with REFERENCE.open(newline="", encoding="utf-8") as fh:
-        reference = {(r["paper_table"], r["setting"], r["dataset"], r["method"], names[r["metric"]]): (float(r["mean_pct"]), float(r["std_pct"]))
-                     for r in csv.DictReader(fh, delimiter="\t")}  # fmt: skip
+        reference = {
+            (r["paper_table"], r["setting"], r["dataset"], r["method"], names[r["metric"]]): (
+                float(r["mean_pct"]),
+                float(r["std_pct"]),
+            )
+            for r in csv.DictReader(fh, delimiter="\t")
+        }
     rows = [r for r in load_published()[0] if r.paper == "emergnn"]
     assert len(rows) == 30
     for row in rows:
@@ -187,8 +192,12 @@ def test_the_other_seed_paper_rows_equal_the_transcription() -> None:
     )
 
     # DrugRAG Table II and the hybrid agent's one number
-    methods = {"no retrieval": "No retrieval", "RAG (text, top-5 chunks)": "RAG, text top-5 chunks",
-               "GraphRAG (agentic, 2 iterations)": "GraphRAG, agentic, 2 iterations", "DrugRAG": "DrugRAG"}  # fmt: skip
+    methods = {
+        "no retrieval": "No retrieval",
+        "RAG (text, top-5 chunks)": "RAG, text top-5 chunks",
+        "GraphRAG (agentic, 2 iterations)": "GraphRAG, agentic, 2 iterations",
+        "DrugRAG": "DrugRAG",
+    }
     assert published("drugrag", "Table II") == markdown(
         "Table II, MedQuAD-style QA",
         lambda s, llm: (

@@ -212,8 +212,22 @@ def test_free_text_systems_join_the_ddi_matrix(cli, stub, tmp_path: Path, system
 def test_sql_agent_validity_counters(cli, tmp_path: Path) -> None:
     sql = "SELECT description FROM ddi WHERE drug_name = 'Warfarin'"
     with running_stub(StubConfig(reply=sql)) as stub:
-        code, _, err = cli("run", "-s", "sql-agent", "-t", "ddi_qa_s2", "--limit", "3", "--no-judge", "--selfcheck", "0",
-                           "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "r"))  # fmt: skip
+        code, _, err = cli(
+            "run",
+            "-s",
+            "sql-agent",
+            "-t",
+            "ddi_qa_s2",
+            "--limit",
+            "3",
+            "--no-judge",
+            "--selfcheck",
+            "0",
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            "--run-dir",
+            str(tmp_path / "r"),
+        )
     assert code == 0, err
     counters = json.loads((tmp_path / "r" / "results.json").read_text())["system_info"]["counters"]
     assert (
@@ -226,8 +240,23 @@ def test_sql_agent_validity_counters(cli, tmp_path: Path) -> None:
 
 def test_text_rag_retrieves_from_the_corpus(cli, stub, tmp_path: Path) -> None:
     small = ["-C", "interaction_chunks=200", "-C", "monograph_chunks=200", "-C", "medquad_chunks=200"]
-    code, _, err = cli("run", "-s", "agentic-rag", "-t", "medquad", "--limit", "2", "--no-judge", "--selfcheck", "0",
-                       "-m", f"vllm:stub-model@{stub.base_url}", *small, "--run-dir", str(tmp_path / "r"))  # fmt: skip
+    code, _, err = cli(
+        "run",
+        "-s",
+        "agentic-rag",
+        "-t",
+        "medquad",
+        "--limit",
+        "2",
+        "--no-judge",
+        "--selfcheck",
+        "0",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        *small,
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert code == 0, err
     trace = json.loads((tmp_path / "r" / "journal.jsonl").read_text().splitlines()[0])["prediction"]["trace"]
     assert len(trace["retrieved"]) == 5 and trace["follow_up_query"]
@@ -260,8 +289,19 @@ def test_scorer_encoder_is_recorded_and_kept_off_the_board(cli, stub, tmp_path: 
         f"vllm:stub-model@{stub.base_url}",
     )
     assert code != 0 and "--scorer-encoder does not apply to drugbank_s2" in err
-    code, _, err = cli("run", "-s", "no-rag", "-t", "medquad", "--scorer-encoder", str(tmp_path / "nothing"), "-m", f"vllm:stub-model@{stub.base_url}",
-                       "--run-dir", str(tmp_path / "never"))  # fmt: skip
+    code, _, err = cli(
+        "run",
+        "-s",
+        "no-rag",
+        "-t",
+        "medquad",
+        "--scorer-encoder",
+        str(tmp_path / "nothing"),
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+        "--run-dir",
+        str(tmp_path / "never"),
+    )
     assert code != 0 and "not a sentence-transformers model directory" in err and not (tmp_path / "never").exists()
 
     run_dir = tmp_path / "run"

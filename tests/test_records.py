@@ -25,8 +25,20 @@ TINY = ["-C", "max_epochs=1", "-C", "max_train=1500", "-C", "hidden=[32]", "-C",
 
 def test_a_version_1_journal_line_still_loads(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
-    v1 = {"v": 1, "t": 0.0, "prediction": {"sample_id": "a", "label": 3, "ranked": None, "text": None, "rationale": None,
-                                           "valid": True, "error": None, "trace": {}}}  # fmt: skip
+    v1 = {
+        "v": 1,
+        "t": 0.0,
+        "prediction": {
+            "sample_id": "a",
+            "label": 3,
+            "ranked": None,
+            "text": None,
+            "rationale": None,
+            "valid": True,
+            "error": None,
+            "trace": {},
+        },
+    }
     path.write_text(json.dumps(v1) + "\n")
     journal = Journal(path)
     loaded = journal.load()

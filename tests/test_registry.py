@@ -127,8 +127,14 @@ def test_built_in_tasks_and_systems_name_families_from_one_place() -> None:
     root = Path(__file__).resolve().parent.parent
     names = "|".join(families.ALL)
     literal = re.compile(r"""\bfamil(y|ies)\b[^#\n]*?(==|!=|\bin\b|=)\s*\(?\s*["'](""" + names + r""")["']""")
-    found = [f"{p.relative_to(root)}:{i}" for folder in ("ddibench", "systems", "tasks", "leaderboard") for p in (root / folder).rglob("*.py")
-             if p.name != "families.py" for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if literal.search(line)]  # fmt: skip
+    found = [
+        f"{p.relative_to(root)}:{i}"
+        for folder in ("ddibench", "systems", "tasks", "leaderboard")
+        for p in (root / folder).rglob("*.py")
+        if p.name != "families.py"
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if literal.search(line)
+    ]
     assert found == [], found
 
 

@@ -47,12 +47,35 @@ def test_a_misspelt_role_is_refused_before_anything_starts(
 ) -> None:
     model = f"vllm:stub-model@{stub.base_url}"
     run_dir = tmp_path / "run"
-    args = ["run", "-s", system, "-t", task, "--limit", "2", "-m", model, "-m", f"{typo}={model}", *config,
-            "--run-dir", str(run_dir), "--runs-dir", str(tmp_path / "runs"), "--no-cache"]  # fmt: skip
+    args = [
+        "run",
+        "-s",
+        system,
+        "-t",
+        task,
+        "--limit",
+        "2",
+        "-m",
+        model,
+        "-m",
+        f"{typo}={model}",
+        *config,
+        "--run-dir",
+        str(run_dir),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--no-cache",
+    ]
     before = len(stub.requests)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ddibench", *args], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"}, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddibench", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=300,
+    )
     took = time.monotonic() - started
     err = proc.stderr.strip()
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], err[-2000:])

@@ -274,8 +274,10 @@ def repo_results(shipped_results_log: list[str], tmp_path_factory: pytest.TempPa
 
     store = tmp_path_factory.mktemp("shipped-store") / "board.duckdb"
     report = check(REPO_RESULTS, progress=log, add_to=store)
-    shipped_results_log.append(f"{sum(o.problem is None for o in report.outcomes)} of {len(report.outcomes)} shipped bundles verified; "
-                               f"results/ holds {report.total_bytes / 2**20:.2f} MiB")  # fmt: skip
+    shipped_results_log.append(
+        f"{sum(o.problem is None for o in report.outcomes)} of {len(report.outcomes)} shipped bundles verified; "
+        f"results/ holds {report.total_bytes / 2**20:.2f} MiB"
+    )
     return report, store
 
 
@@ -350,8 +352,13 @@ def test_board_serve_with_no_store_shows_every_shipped_run_in_a_browser(repo_res
     n_runs, tasks, systems = _counts()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DDIBENCH_BOARD", "DDIBENCH_RESULTS")}
-    server = subprocess.Popen([sys.executable, "-m", "ddibench", "board", "serve", "--port", str(port)], cwd=tmp_path, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ddibench", "board", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     driver = None
     try:
         driver = chrome(tmp_path / "chrome")
@@ -400,8 +407,10 @@ def test_the_shipped_results_export_as_a_static_site_a_browser_reads(repo_result
         assert ranked <= header, sorted(ranked - header)  # every system with a full run has a column
         previews = {(e["task"], e["system"]) for e in index["runs"] if e["preview"]}
         if previews:  # --limit previews sit in their own table, never in the matrix
-            shown = {tuple(td.text for td in row.find_elements(By.TAG_NAME, "td")[1:3])
-                     for row in driver.find_elements(By.CSS_SELECTOR, "table.previews tbody tr")}  # fmt: skip
+            shown = {
+                tuple(td.text for td in row.find_elements(By.TAG_NAME, "td")[1:3])
+                for row in driver.find_elements(By.CSS_SELECTOR, "table.previews tbody tr")
+            }
             assert previews <= shown, sorted(previews - shown)
         assert all(task in text for task in tasks) and systems <= ranked | {system for _, system in previews}
     finally:

@@ -163,8 +163,23 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     mlp_run = browser.find_element(By.XPATH, "//tr[td/a[text()='mlp']]/td[1]/a").text
     _click(browser, mlp_run)  # a run's page
     text = _text(browser)
-    for fact in ("Provenance", "data sha256", "config", "adapter source", "entry_point ddibench.systems.mlp:MLPSystem", "code", "ddibench",
-                 "trust tier", "recomputed", "profile", "cpu", "cost per item", "free (no LLM)", "card", "docs/systems/mlp.md"):  # fmt: skip
+    for fact in (
+        "Provenance",
+        "data sha256",
+        "config",
+        "adapter source",
+        "entry_point ddibench.systems.mlp:MLPSystem",
+        "code",
+        "ddibench",
+        "trust tier",
+        "recomputed",
+        "profile",
+        "cpu",
+        "cost per item",
+        "free (no LLM)",
+        "card",
+        "docs/systems/mlp.md",
+    ):
         assert fact in text, fact
     assert [tr.text.split()[0] for tr in browser.find_elements(By.CSS_SELECTOR, "table tbody tr")] == [
         "accuracy",

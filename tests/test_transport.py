@@ -94,8 +94,15 @@ def test_requests_are_well_formed_and_one_connection_is_kept_alive() -> None:
 
 
 def test_chunked_bodies_with_trailers_and_extensions_are_joined() -> None:
-    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % 10 + BODY[:10] + b"\r\n"
-               + b"%x;ext=1\r\n" % (len(BODY) - 10) + BODY[10:] + b"\r\n0\r\nX-Trailer: 1\r\n\r\n")  # fmt: skip
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"%x\r\n" % 10
+        + BODY[:10]
+        + b"\r\n"
+        + b"%x;ext=1\r\n" % (len(BODY) - 10)
+        + BODY[10:]
+        + b"\r\n0\r\nX-Trailer: 1\r\n\r\n"
+    )
 
     async def body(t: ChatTransport, s: ScriptedServer) -> None:
         assert (await t.post(b"{}"))[2] == BODY

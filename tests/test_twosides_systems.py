@@ -137,8 +137,20 @@ def test_llm_systems_answer_five_side_effects(cli, stub, tmp_path: Path, system:
 def test_llm_answers_that_name_unknown_effects_are_counted(cli, tmp_path: Path) -> None:
     reply = json.dumps({"side_effects": ["Hypercapnia", "an invented effect"]})
     with running_stub(StubConfig(reply=reply)) as stub:
-        code, _, err = cli("run", "-s", "zero-shot", "-t", "twosides_s2", "--limit", "3", "-m", f"vllm:stub-model@{stub.base_url}", "--no-cache",
-                           "--run-dir", str(tmp_path / "r"))  # fmt: skip
+        code, _, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "twosides_s2",
+            "--limit",
+            "3",
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            "--no-cache",
+            "--run-dir",
+            str(tmp_path / "r"),
+        )
     assert code == 0, err
     res = results(tmp_path / "r")
     assert res["evaluation"]["n_invalid"] == 0 and res["system_info"]["counters"] == {
@@ -148,8 +160,20 @@ def test_llm_answers_that_name_unknown_effects_are_counted(cli, tmp_path: Path) 
     }
     assert all(p["ranked"] == [3] for p in journal(tmp_path / "r"))
     with running_stub(StubConfig(reply="Nausea, probably.")) as stub:
-        code, _, err = cli("run", "-s", "zero-shot", "-t", "twosides_s2", "--limit", "3", "-m", f"vllm:stub-model@{stub.base_url}", "--no-cache",
-                           "--run-dir", str(tmp_path / "bad"))  # fmt: skip
+        code, _, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "twosides_s2",
+            "--limit",
+            "3",
+            "-m",
+            f"vllm:stub-model@{stub.base_url}",
+            "--no-cache",
+            "--run-dir",
+            str(tmp_path / "bad"),
+        )
     assert code == 0, err
     res = results(tmp_path / "bad")
     assert res["evaluation"]["n_invalid"] == 3 and res["evaluation"]["metrics"]["recall@5"]["value"] == 0.0
@@ -253,8 +277,22 @@ def test_emergnn_ranks_side_effects_with_the_papers_twosides_settings(cli, tmp_p
     assert any(
         "never learns which side effects are frequent" in d for d in deviations
     )  # EmerGNN's objective, named as such
-    code, _, err = cli("run", "-s", "emergnn", "-t", "twosides_s1", "--limit", "4", *EMERGNN, "-C", "multilabel_loss=bce",
-                       "-C", "classifier=pair+drugs", "--run-dir", str(tmp_path / "s1"))  # fmt: skip
+    code, _, err = cli(
+        "run",
+        "-s",
+        "emergnn",
+        "-t",
+        "twosides_s1",
+        "--limit",
+        "4",
+        *EMERGNN,
+        "-C",
+        "multilabel_loss=bce",
+        "-C",
+        "classifier=pair+drugs",
+        "--run-dir",
+        str(tmp_path / "s1"),
+    )
     assert code == 0, err
     res = results(tmp_path / "s1")
     cfg = res["system_info"]["resolved_config"]

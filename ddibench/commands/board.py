@@ -307,9 +307,27 @@ def board_check(root: Path | None, no_reproduce: bool) -> None:
 
 def streamlit_command(app: Path, port: int, host: str = "127.0.0.1") -> list[str]:
     """The Streamlit server of the board: on one interface, headless, no usage stats, no Deploy button."""
-    return [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port), "--server.address", host,
-            "--server.headless", "true", "--browser.gatherUsageStats", "false", "--browser.serverAddress", host,
-            "--client.toolbarMode", "viewer", "--server.showEmailPrompt", "false"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.port",
+        str(port),
+        "--server.address",
+        host,
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--browser.serverAddress",
+        host,
+        "--client.toolbarMode",
+        "viewer",
+        "--server.showEmailPrompt",
+        "false",
+    ]
 
 
 def board_store(store: Path | None, root: Path | None) -> Path:

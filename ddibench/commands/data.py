@@ -156,9 +156,14 @@ def data_stats(tasks: tuple[str, ...]) -> None:
         if loaded.stats:
             source_stats[name] = loaded.stats
         table.add_row(
-            name, task.setting, f"{sizes['train']:,}", f"{sizes['valid']:,}", f"{sizes['test']:,}",
-            f"{clusters['train']:,} / {clusters['valid']:,} / {clusters['test']:,} {task.cluster_unit}", f"{n_ok}/{len(loaded.checks)} passed",
-        )  # fmt: skip
+            name,
+            task.setting,
+            f"{sizes['train']:,}",
+            f"{sizes['valid']:,}",
+            f"{sizes['test']:,}",
+            f"{clusters['train']:,} / {clusters['valid']:,} / {clusters['test']:,} {task.cluster_unit}",
+            f"{n_ok}/{len(loaded.checks)} passed",
+        )
     console.print(table)
     if source_stats:  # what each task states about its source rows (e.g. counts before and after deduplication)
         columns = list(dict.fromkeys(k for row in source_stats.values() for k in row))
@@ -187,8 +192,14 @@ def data_stats(tasks: tuple[str, ...]) -> None:
 @data.command("export")
 @click.argument("task_name")
 @click.argument("out", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["parquet", "hf"]), default="parquet", show_default=True,
-              help="parquet: one file per split (load_dataset('parquet', ...)); hf: DatasetDict.save_to_disk (load_from_disk).")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "hf"]),
+    default="parquet",
+    show_default=True,
+    help="parquet: one file per split (load_dataset('parquet', ...)); hf: DatasetDict.save_to_disk (load_from_disk).",
+)
 @click.option("--split", "splits", multiple=True, help="Export only this split (repeatable; default: every split).")
 def data_export(task_name: str, out: Path, fmt: str, splits: tuple[str, ...]) -> None:
     """Write a task's splits as a Hugging Face dataset with typed features and a dataset card."""

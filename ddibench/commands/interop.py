@@ -23,8 +23,13 @@ def export() -> None:
     "omit it to export the whole evaluation split",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --limit subset.")
-@click.option("--json-mode", type=click.Choice(["none", "schema", "object", "llamacpp"]), default="none", show_default=True,
-              help="Ask the server for constrained JSON as ddibench would (schema: OpenAI/vLLM; llamacpp: llama.cpp's server).")  # fmt: skip
+@click.option(
+    "--json-mode",
+    type=click.Choice(["none", "schema", "object", "llamacpp"]),
+    default="none",
+    show_default=True,
+    help="Ask the server for constrained JSON as ddibench would (schema: OpenAI/vLLM; llamacpp: llama.cpp's server).",
+)
 def export_lm_eval(out: Path, tasks: tuple[str, ...], limit: int | None, seed: int, json_mode: str) -> None:
     """Write lm-eval task configs (YAML, documents, glue) that use ddibench's prompts, parser and metrics."""
     from ddibench.interop.lm_eval import export as write
@@ -35,9 +40,12 @@ def export_lm_eval(out: Path, tasks: tuple[str, ...], limit: int | None, seed: i
     for name, info in written.items():
         console.print(f"{name} -> {info['lm_eval_task']} ({info['documents']:,} documents, {info['kind']})")
     names = ",".join(info["lm_eval_task"] for info in written.values())
-    console.print(f"run: lm_eval --include_path {out} --tasks {names} --model local-chat-completions "
-                  "--model_args base_url=http://HOST:PORT/v1/chat/completions,model=NAME,tokenized_requests=False "
-                  "--apply_chat_template --log_samples --output_path OUT", markup=False)  # fmt: skip
+    console.print(
+        f"run: lm_eval --include_path {out} --tasks {names} --model local-chat-completions "
+        "--model_args base_url=http://HOST:PORT/v1/chat/completions,model=NAME,tokenized_requests=False "
+        "--apply_chat_template --log_samples --output_path OUT",
+        markup=False,
+    )
 
 
 @click.group("import")

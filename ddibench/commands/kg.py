@@ -21,8 +21,12 @@ def _drug_id(text: str) -> int:
 
     drug = find_drug(text)
     if drug is None:
-        raise UnknownNameError("drug", text, [d.name for d in load_catalog().drugs],
-                               "give a DrugBank id (DB00945), the catalog's name or a common name (aspirin)")  # fmt: skip
+        raise UnknownNameError(
+            "drug",
+            text,
+            [d.name for d in load_catalog().drugs],
+            "give a DrugBank id (DB00945), the catalog's name or a common name (aspirin)",
+        )
     if text.strip().lower() not in (drug.name.lower(), drug.drugbank_id.lower(), str(drug.node_id)):
         how = find_drug_by_synonym(text)
         _console().print(
@@ -59,9 +63,12 @@ def kg_info(full_edges: Path | None) -> None:
     index = get_space("drugbank").relation_index()
     for abbrev, idx in sorted(index.items(), key=lambda x: x[1]):
         table.add_row(
-            abbrev, str(card["relation_base"] + idx), f"{card['edges_by_metaedge'].get(abbrev, 0):,}",
-            f"{het['published_edges_by_metaedge'].get(abbrev, 0):,}", het["provenance"].get(abbrev, ""),
-        )  # fmt: skip
+            abbrev,
+            str(card["relation_base"] + idx),
+            f"{card['edges_by_metaedge'].get(abbrev, 0):,}",
+            f"{het['published_edges_by_metaedge'].get(abbrev, 0):,}",
+            het["provenance"].get(abbrev, ""),
+        )
     console = _console()
     console.print(table)
     if card["deviation"]:

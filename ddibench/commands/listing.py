@@ -149,8 +149,10 @@ def _list_profiles(verbose: bool) -> None:
     ]
     budgets += [
         f"  {p.name} {system} on {task}: {', '.join(f'{k}={v}' for k, v in b.items())}"
-        for p in PROFILES.values() for system, tasks in p.task_budgets.items() for task, b in tasks.items()
-    ]  # fmt: skip
+        for p in PROFILES.values()
+        for system, tasks in p.task_budgets.items()
+        for task, b in tasks.items()
+    ]
     console = _console()
     console.print(table)
     console.print("budgets (what each profile gives the trained and retrieval systems):")

@@ -100,8 +100,13 @@ def expand_tasks(text: str) -> list[str]:
 
 
 @click.command(cls=ScoringCommand)
-@click.option("--task", "-t", "task_name", required=True,
-              help="Task name, or several comma separated, or a task family (see 'ddibench list tasks').")  # fmt: skip
+@click.option(
+    "--task",
+    "-t",
+    "task_name",
+    required=True,
+    help="Task name, or several comma separated, or a task family (see 'ddibench list tasks').",
+)
 @click.option("--system", "-s", "system_name", required=True, help="System name (see 'ddibench list systems').")
 @click.option(
     "--model",
@@ -255,8 +260,10 @@ def run(
         with make_progress(console) as progress:
             outcome = execute(request, progress)
         if outcome.results is None:
-            console.print(f"shard {shard}: {outcome.predicted_now:,} predicted now, {outcome.resumed:,} before, in {outcome.run_dir}; "
-                          f"when every shard is done: ddibench merge {outcome.run_dir.parent.parent}")  # fmt: skip
+            console.print(
+                f"shard {shard}: {outcome.predicted_now:,} predicted now, {outcome.resumed:,} before, in {outcome.run_dir}; "
+                f"when every shard is done: ddibench merge {outcome.run_dir.parent.parent}"
+            )
             return
         outcomes.append((outcome.results, outcome.run_dir))
         if outcome.resumed:
@@ -346,8 +353,10 @@ def merge(run_dir: Path, verbose: bool) -> None:
         f"merged {counts['shards']} shard(s): {counts['added']:,} predictions added, {counts['journalled']:,} of {counts['expected']:,} journalled"
     )
     if counts["journalled"] < counts["expected"]:
-        raise RunDirError(f"{run_dir} is incomplete: {counts['expected'] - counts['journalled']:,} samples have no prediction yet",
-                          "run the missing shards, then merge again")  # fmt: skip
+        raise RunDirError(
+            f"{run_dir} is incomplete: {counts['expected'] - counts['journalled']:,} samples have no prediction yet",
+            "run the missing shards, then merge again",
+        )
     with make_progress(console) as progress:
         results = do_rescore(
             run_dir, None, {}, BootstrapSpec(), progress, profile=counts["profile"], first_scoring=True
@@ -369,8 +378,12 @@ def merge(run_dir: Path, verbose: bool) -> None:
     is_flag=True,
     help="Retrieval ceilings: what a vote over the labels each retrieval run's context states scores, and how often it states the gold.",
 )
-@click.option("--against", type=click.Path(path_type=Path), default=None,
-              help="Another run of the same task: each metric of RUN_DIR minus it, with a paired bootstrap interval on the samples both scored.")  # fmt: skip
+@click.option(
+    "--against",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Another run of the same task: each metric of RUN_DIR minus it, with a paired bootstrap interval on the samples both scored.",
+)
 def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceilings: bool, against: Path | None) -> None:
     """Show the results of a run directory, or list the runs under a directory of runs."""
     from ddibench.runner.report import render_ceilings, render_comparison, render_published, render_report

@@ -30,10 +30,17 @@ def medquad_pairs(files: Iterable[SourceFile]) -> list[dict[str, str]]:
             answer = " ".join((qa.findtext("Answer") or "").split())
             if q is None or not answer:
                 continue
-            out.append({
-                "question": " ".join((q.text or "").split()), "answer": answer, "qid": q.get("qid", ""),
-                "qtype": q.get("qtype", ""), "focus": focus, "doc": doc, "collection": src.path.split("/")[0],
-            })  # fmt: skip
+            out.append(
+                {
+                    "question": " ".join((q.text or "").split()),
+                    "answer": answer,
+                    "qid": q.get("qid", ""),
+                    "qtype": q.get("qtype", ""),
+                    "focus": focus,
+                    "doc": doc,
+                    "collection": src.path.split("/")[0],
+                }
+            )
     return out
 
 
@@ -51,9 +58,15 @@ def medicationqa_rows() -> list[dict[str, str]]:
         question = " ".join((row.get("A") or "").split())
         if not answer or not question:
             continue
-        out.append({
-            "question": question, "answer": answer, "qid": f"medicationqa-{i}", "qtype": (row.get("C") or "").strip(),
-            "focus": (row.get("B") or "").strip(), "doc": f"medicationqa:{(row.get('B') or '').strip().lower()}",
-            "collection": "MedicationQA",
-        })  # fmt: skip
+        out.append(
+            {
+                "question": question,
+                "answer": answer,
+                "qid": f"medicationqa-{i}",
+                "qtype": (row.get("C") or "").strip(),
+                "focus": (row.get("B") or "").strip(),
+                "doc": f"medicationqa:{(row.get('B') or '').strip().lower()}",
+                "collection": "MedicationQA",
+            }
+        )
     return out

@@ -51,18 +51,28 @@ def load_published() -> tuple[list[PublishedRow], dict[str, Paper]]:
     for i, raw in enumerate(data.get("rows", [])):
         try:
             row = PublishedRow(
-                paper=str(raw["paper"]), table=str(raw["table"]), setting=str(raw["setting"]), dataset=str(raw["dataset"]),
-                method=str(raw["method"]), metric=str(raw["metric"]), value=float(raw["value"]),
-                std=float(raw["std"]) if "std" in raw else None, task=str(raw.get("task", "")), system=str(raw.get("system", "")),
-                our_metric=str(raw.get("our_metric", "")), note=str(raw.get("note", "")),
-            )  # fmt: skip
+                paper=str(raw["paper"]),
+                table=str(raw["table"]),
+                setting=str(raw["setting"]),
+                dataset=str(raw["dataset"]),
+                method=str(raw["method"]),
+                metric=str(raw["metric"]),
+                value=float(raw["value"]),
+                std=float(raw["std"]) if "std" in raw else None,
+                task=str(raw.get("task", "")),
+                system=str(raw.get("system", "")),
+                our_metric=str(raw.get("our_metric", "")),
+                note=str(raw.get("note", "")),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise DdibenchError(
                 f"published.toml row {i + 1} is malformed ({type(exc).__name__}: {exc})",
                 "fix the row in ddibench/data/published.toml",
             ) from None
         if row.paper not in papers:
-            raise DdibenchError(f"published.toml row {i + 1} names paper '{row.paper}', which has no [papers.{row.paper}] entry",
-                                "add the paper's citation to ddibench/data/published.toml")  # fmt: skip
+            raise DdibenchError(
+                f"published.toml row {i + 1} names paper '{row.paper}', which has no [papers.{row.paper}] entry",
+                "add the paper's citation to ddibench/data/published.toml",
+            )
         rows.append(row)
     return rows, papers

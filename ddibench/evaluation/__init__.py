@@ -19,8 +19,22 @@ from typing import TYPE_CHECKING, Any
 # names -> defining module; imported on first use, so a task family importing one evaluator loads only that one
 _EXPORTS = {
     **dict.fromkeys(
-        ("BaseEvaluator", "EvaluationInputError", "EvaluationResult", "Evaluator", "MetricSpec", "MetricValue", "ModelScoring",
-         "SampleView", "Scorer", "ScoringJob", "ScoringOption", "Statistic", "check_coverage", "mean_statistic"),
+        (
+            "BaseEvaluator",
+            "EvaluationInputError",
+            "EvaluationResult",
+            "Evaluator",
+            "MetricSpec",
+            "MetricValue",
+            "ModelScoring",
+            "SampleView",
+            "Scorer",
+            "ScoringJob",
+            "ScoringOption",
+            "Statistic",
+            "check_coverage",
+            "mean_statistic",
+        ),
         "ddibench.evaluation.base",
     ),
     "ClassificationEvaluator": "ddibench.evaluation.classification",
@@ -29,7 +43,7 @@ _EXPORTS = {
     "TextEvaluator": "ddibench.evaluation.text",
     **dict.fromkeys(("ProbeEvaluator", "ProbeData", "linear_probe", "finetune_probe"), "ddibench.evaluation.probe"),
     "scoring_encoder_of": "ddibench.evaluation.text",
-}  # fmt: skip
+}
 
 if TYPE_CHECKING:
     from ddibench.evaluation.base import (

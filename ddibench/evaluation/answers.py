@@ -100,8 +100,15 @@ def answer_distribution(
         if first is not None and first >= 0.5:
             message += f"; {first:.0%} of answers are the first option listed"
     return AnswerDistribution(
-        n_answers=len(answers), top_label=top, top_share=round(share, 4), entropy=round(entropy, 4),
-        gold_top_label=gold_top, gold_top_share=round(gold_share, 4), gold_entropy=round(gold_entropy, 4),
-        first_position_share=None if first is None else round(first, 4), n_positions=len(known),
-        collapsed=collapsed, message=message,
-    )  # fmt: skip
+        n_answers=len(answers),
+        top_label=top,
+        top_share=round(share, 4),
+        entropy=round(entropy, 4),
+        gold_top_label=gold_top,
+        gold_top_share=round(gold_share, 4),
+        gold_entropy=round(gold_entropy, 4),
+        first_position_share=None if first is None else round(first, 4),
+        n_positions=len(known),
+        collapsed=collapsed,
+        message=message,
+    )

@@ -323,8 +323,11 @@ class BaseEvaluator:
         for key in options:
             if key not in known:
                 flag = key.replace("_", "-")
-                raise ConfigError(f"--{flag} does not apply to {subject}: its {self.kind} evaluator has no such option",
-                                  f"drop --{flag}" + (f" (its options: {', '.join(o.flag for o in self.options)})" if self.options else ""))  # fmt: skip
+                raise ConfigError(
+                    f"--{flag} does not apply to {subject}: its {self.kind} evaluator has no such option",
+                    f"drop --{flag}"
+                    + (f" (its options: {', '.join(o.flag for o in self.options)})" if self.options else ""),
+                )
         out = copy.copy(self)
         out._settings = {**self._settings, **dict(options)}
         out._validate()

@@ -47,13 +47,14 @@ CLASSIFICATION_METRICS = (
         label="macro-F1",
         primary=True,
         description="F1 averaged over the labels present in the gold labels or the valid predictions",
-    ),  # fmt: skip
+    ),
     MetricSpec(name="kappa", label="Cohen's kappa", description="agreement with the gold labels beyond chance"),
 )
 AUROC_METRIC = MetricSpec(
-    name="auroc", label="AUROC",
+    name="auroc",
+    label="AUROC",
     description="area under the ROC curve of the positive label's score (systems that give scores; unparsable answers rank at 0.5)",
-)  # fmt: skip
+)
 INVALID_SCORE = 0.5  # the score of an answer that could not be parsed: it ranks in the middle
 
 
@@ -198,11 +199,21 @@ class ClassificationEvaluator(BaseEvaluator):
         majority = min(counts, key=lambda k: (-counts[k], k))
         n = len(self.label_space)
         return {
-            "majority": {"label": majority, "from": "training split" if train else "evaluated samples",
-                         "metrics": self._floor_metrics(samples, {s.id: Prediction(sample_id=s.id, label=majority) for s in samples})},
-            "uniform_random": {"draws": draws, "seed": seed,
-                               "metrics": self._random_floor(samples, lambda rng: Prediction(sample_id="", label=int(rng.integers(n))), draws, seed)},
-        }  # fmt: skip
+            "majority": {
+                "label": majority,
+                "from": "training split" if train else "evaluated samples",
+                "metrics": self._floor_metrics(
+                    samples, {s.id: Prediction(sample_id=s.id, label=majority) for s in samples}
+                ),
+            },
+            "uniform_random": {
+                "draws": draws,
+                "seed": seed,
+                "metrics": self._random_floor(
+                    samples, lambda rng: Prediction(sample_id="", label=int(rng.integers(n))), draws, seed
+                ),
+            },
+        }
 
     def evaluate(
         self,
@@ -232,9 +243,12 @@ class ClassificationEvaluator(BaseEvaluator):
         examples = [{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]]
         valid = [s for s, p in zip(samples, y_pred) if p != INVALID]
         answers = answer_distribution(
-            [int(p) for p in y_pred if p != INVALID], [[int(t)] for t in y_true], n_labels,
-            names=[lb.name for lb in self.label_space], positions=[predictions[s.id].position for s in valid],
-        )  # fmt: skip
+            [int(p) for p in y_pred if p != INVALID],
+            [[int(t)] for t in y_true],
+            n_labels,
+            names=[lb.name for lb in self.label_space],
+            positions=[predictions[s.id].position for s in valid],
+        )
         return EvaluationResult(
             n=len(samples),
             n_invalid=len(invalid),

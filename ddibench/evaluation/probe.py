@@ -71,11 +71,19 @@ LINEAR_EPOCHS = 30
 FINETUNE: dict[str, Any] = {"lr": 2e-5, "batch_size": 32, "max_length": 256, "weight_decay": 0.01}
 
 PROBE_METRICS = (
-    MetricSpec(name="auroc", label="probe AUROC", primary=True,
-               description="AUROC of the probe on the evaluated molecules: mean over label columns, then over 5 probe seeds"),
-    MetricSpec(name="auroc_std", label="probe AUROC std", higher_is_better=False,
-               description="standard deviation of the probe AUROC over its 5 seeds"),
-)  # fmt: skip
+    MetricSpec(
+        name="auroc",
+        label="probe AUROC",
+        primary=True,
+        description="AUROC of the probe on the evaluated molecules: mean over label columns, then over 5 probe seeds",
+    ),
+    MetricSpec(
+        name="auroc_std",
+        label="probe AUROC std",
+        higher_is_better=False,
+        description="standard deviation of the probe AUROC over its 5 seeds",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -94,12 +102,27 @@ class ProbeEvaluator(BaseEvaluator):
     answer_fields: ClassVar[tuple[str, ...]] = ("text",)
     metrics: tuple[MetricSpec, ...] = PROBE_METRICS
     options: ClassVar[tuple[ScoringOption, ...]] = (
-        ScoringOption("probe", "--probe", "Captioning probe: linear (frozen encoder + fingerprint, CPU) or finetune (the paper's protocol, GPU).",
-                      default="linear"),
-        ScoringOption("probe_encoder", "--probe-encoder", "Text encoder of the captioning probe: 'minilm' or a local model directory (e.g. SciBERT).",
-                      default=DEFAULT_ENCODER, portable=False),
-        ScoringOption("probe_epochs", "--probe-epochs", "Epochs of the finetune probe (the best validation epoch is kept).", type=int, default=10),
-    )  # fmt: skip
+        ScoringOption(
+            "probe",
+            "--probe",
+            "Captioning probe: linear (frozen encoder + fingerprint, CPU) or finetune (the paper's protocol, GPU).",
+            default="linear",
+        ),
+        ScoringOption(
+            "probe_encoder",
+            "--probe-encoder",
+            "Text encoder of the captioning probe: 'minilm' or a local model directory (e.g. SciBERT).",
+            default=DEFAULT_ENCODER,
+            portable=False,
+        ),
+        ScoringOption(
+            "probe_epochs",
+            "--probe-epochs",
+            "Epochs of the finetune probe (the best validation epoch is kept).",
+            type=int,
+            default=10,
+        ),
+    )
     expected_format = (
         "one Prediction per molecule of every predicted split (train, valid and the evaluated split) with the caption in text; "
         "valid=False or an empty text counts as an empty caption"
@@ -145,12 +168,18 @@ class ProbeEvaluator(BaseEvaluator):
 
         identity = TextEncoder(self.encoder_spec).identity
         if self.probe == "linear":
-            recipe: dict[str, Any] = {"features": f"Morgan radius {FP_RADIUS}, {FP_BITS} bits + frozen caption embedding (standardised)",
-                                      "classifier": f"SGDClassifier(log_loss, L2 alpha chosen once from {list(LINEAR_ALPHAS)} on validation AUROC, "
-                                                    f"{LINEAR_EPOCHS} epochs, averaged)"}  # fmt: skip
+            recipe: dict[str, Any] = {
+                "features": f"Morgan radius {FP_RADIUS}, {FP_BITS} bits + frozen caption embedding (standardised)",
+                "classifier": f"SGDClassifier(log_loss, L2 alpha chosen once from {list(LINEAR_ALPHAS)} on validation AUROC, "
+                f"{LINEAR_EPOCHS} epochs, averaged)",
+            }
         else:
-            recipe = {"input": "SMILES [SEP] caption (tokenizer text pair)", "epochs": int(self.setting("probe_epochs")), **FINETUNE,
-                      "device": _device()}  # fmt: skip
+            recipe = {
+                "input": "SMILES [SEP] caption (tokenizer text pair)",
+                "epochs": int(self.setting("probe_epochs")),
+                **FINETUNE,
+                "device": _device(),
+            }
         return {
             "scorers": {
                 "probe": {
@@ -226,10 +255,12 @@ class ProbeEvaluator(BaseEvaluator):
         }
         scores = self.probe_scores(data["train"], data["valid"] if selection else None, data["scored"])
         units = [
-            {"gold": [None if np.isnan(v) else int(v) for v in data["scored"].labels[i]],
-             "scores": [[round(float(x), 6) for x in scores[k, i]] for k in range(scores.shape[0])]}
+            {
+                "gold": [None if np.isnan(v) else int(v) for v in data["scored"].labels[i]],
+                "scores": [[round(float(x), 6) for x in scores[k, i]] for k in range(scores.shape[0])],
+            }
             for i in range(len(scored))
-        ]  # fmt: skip
+        ]
         statistic = self.statistic(units)
         point = statistic(np.ones((1, len(units))))
         intervals = self.intervals(units, [s.clusters for s in scored], bootstrap)
@@ -243,10 +274,14 @@ class ProbeEvaluator(BaseEvaluator):
         }
         per_seed, per_column = _auroc_table(units)
         breakdown: dict[str, dict[str, Any]] = {
-            f"captions {name}": {"n": len(group), "n_invalid": sum(not predictions[s.id].valid for s in group),
-                                 "n_empty": sum(not _caption(predictions[s.id]) for s in group)}
-            for name, group in (("train", train), ("valid", selection), (scored_split, scored)) if group
-        }  # fmt: skip
+            f"captions {name}": {
+                "n": len(group),
+                "n_invalid": sum(not predictions[s.id].valid for s in group),
+                "n_empty": sum(not _caption(predictions[s.id]) for s in group),
+            }
+            for name, group in (("train", train), ("valid", selection), (scored_split, scored))
+            if group
+        }
         breakdown["probe seeds"] = {"n": len(per_seed), **{f"seed {k}": v for k, v in enumerate(per_seed)}}
         invalid = [s.id for s in scored if not predictions[s.id].valid]
         return EvaluationResult(

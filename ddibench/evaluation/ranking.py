@@ -94,11 +94,15 @@ class RankingEvaluator(BaseEvaluator):
         headline = self.metric_name(primary, primary_slice)
         order = (*((primary_slice,) if primary_slice else ()), None, *(s for s in self.slices if s != primary_slice))
         self.metrics = tuple(
-            MetricSpec(name=self.metric_name(m, s), label=f"{KINDS[m][0]}@{k}" + (f" ({s})" if s else ""), primary=self.metric_name(m, s) == headline,
-                       description=KINDS[m][1].format(k=k) + (f", on the {s} samples" if s else ""))
+            MetricSpec(
+                name=self.metric_name(m, s),
+                label=f"{KINDS[m][0]}@{k}" + (f" ({s})" if s else ""),
+                primary=self.metric_name(m, s) == headline,
+                description=KINDS[m][1].format(k=k) + (f", on the {s} samples" if s else ""),
+            )
             for s in order
             for m in self.kinds
-        )  # fmt: skip
+        )
 
     def metric_name(self, kind: str, slice_name: str | None = None) -> str:
         """``precision@5``, or ``precision@5_no_overlap`` for the slice "no-overlap"."""
@@ -196,11 +200,26 @@ class RankingEvaluator(BaseEvaluator):
         top = sorted(counts, key=lambda k: (-counts[k], k))[: self.k]
         n = len(self.label_space)
         return {
-            "popularity": {"labels": top, "from": "training split" if train else "evaluated samples",
-                           "metrics": self._floor_metrics(samples, {s.id: Prediction(sample_id=s.id, ranked=top) for s in samples})},
-            "uniform_random": {"draws": draws, "seed": seed, "metrics": self._random_floor(
-                samples, lambda rng: Prediction(sample_id="", ranked=[int(x) for x in rng.choice(n, size=min(self.k, n), replace=False)]), draws, seed)},
-        }  # fmt: skip
+            "popularity": {
+                "labels": top,
+                "from": "training split" if train else "evaluated samples",
+                "metrics": self._floor_metrics(
+                    samples, {s.id: Prediction(sample_id=s.id, ranked=top) for s in samples}
+                ),
+            },
+            "uniform_random": {
+                "draws": draws,
+                "seed": seed,
+                "metrics": self._random_floor(
+                    samples,
+                    lambda rng: Prediction(
+                        sample_id="", ranked=[int(x) for x in rng.choice(n, size=min(self.k, n), replace=False)]
+                    ),
+                    draws,
+                    seed,
+                ),
+            },
+        }
 
     def evaluate(
         self,
@@ -227,10 +246,12 @@ class RankingEvaluator(BaseEvaluator):
         invalid = [s.id for s in samples if not predictions[s.id].valid]
         answered = [predictions[s.id] for s in samples if predictions[s.id].valid and predictions[s.id].ranked]
         answers = answer_distribution(
-            [int(p.ranked[0]) for p in answered if p.ranked], [self.gold(s) for s in samples], len(self.label_space),
+            [int(p.ranked[0]) for p in answered if p.ranked],
+            [self.gold(s) for s in samples],
+            len(self.label_space),
             names=[lb.name for lb in self.label_space],
             positions=[p.position for p in answered],
-        )  # fmt: skip
+        )
         breakdown: dict[str, dict[str, Any]] = {}
         for slice_name in self.slices:
             idx = [i for i, s in enumerate(samples) if self._slice_of(s) == slice_name]
@@ -244,9 +265,14 @@ class RankingEvaluator(BaseEvaluator):
                 if self.breakdown_key in s.meta:
                     groups.setdefault(f"{self.breakdown_key}={s.meta[self.breakdown_key]}", []).append(i)
             for key, idx in sorted(groups.items()):
-                breakdown[key] = {"n": len(idx), **{m.name: float(np.mean([units[i][m.name] for i in idx if m.name in units[i]] or [np.nan]))
-                                                    for m in self.metrics},
-                                  "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid)}  # fmt: skip
+                breakdown[key] = {
+                    "n": len(idx),
+                    **{
+                        m.name: float(np.mean([units[i][m.name] for i in idx if m.name in units[i]] or [np.nan]))
+                        for m in self.metrics
+                    },
+                    "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid),
+                }
         return EvaluationResult(
             n=len(samples),
             n_invalid=len(invalid),

@@ -36,16 +36,36 @@ from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.schema import LabelSpace, Prediction, Sample
 
 TEXT_METRICS = (
-    MetricSpec(name="embedding_similarity", label="embedding similarity", unit="score", primary=True,
-               description="cosine of the sentence embeddings of answer and reference"),
-    MetricSpec(name="bertscore_f1", label="BERTScore F1", unit="score", description="greedy token matching of contextual embeddings"),
-    MetricSpec(name="label_recovery", label="label recovery", description="answers mapped back to the pair's interaction type"),
+    MetricSpec(
+        name="embedding_similarity",
+        label="embedding similarity",
+        unit="score",
+        primary=True,
+        description="cosine of the sentence embeddings of answer and reference",
+    ),
+    MetricSpec(
+        name="bertscore_f1",
+        label="BERTScore F1",
+        unit="score",
+        description="greedy token matching of contextual embeddings",
+    ),
+    MetricSpec(
+        name="label_recovery", label="label recovery", description="answers mapped back to the pair's interaction type"
+    ),
     MetricSpec(name="judge_correctness", label="judge correctness", unit="scale"),
     MetricSpec(name="judge_clarity", label="judge clarity", unit="scale"),
-    MetricSpec(name="judge_overall", label="judge overall", unit="scale", description="mean of correctness and clarity"),
-    MetricSpec(name="selfcheck", label="SelfCheckGPT", unit="score", higher_is_better=False, heading="SelfCheckGPT (0-1, lower better)",
-               description="inconsistency of the answer with stochastic resamples (higher = more likely hallucinated)"),
-)  # fmt: skip
+    MetricSpec(
+        name="judge_overall", label="judge overall", unit="scale", description="mean of correctness and clarity"
+    ),
+    MetricSpec(
+        name="selfcheck",
+        label="SelfCheckGPT",
+        unit="score",
+        higher_is_better=False,
+        heading="SelfCheckGPT (0-1, lower better)",
+        description="inconsistency of the answer with stochastic resamples (higher = more likely hallucinated)",
+    ),
+)
 
 
 class TextEvaluator(BaseEvaluator):
@@ -57,14 +77,34 @@ class TextEvaluator(BaseEvaluator):
     version = 2  # 2: BERTScore from the bert-score library (1: a hand-written variant that dropped [CLS]/[SEP])
     metrics: tuple[MetricSpec, ...] = TEXT_METRICS
     options: ClassVar[tuple[ScoringOption, ...]] = (
-        ScoringOption("judge", "--no-judge", "Do not grade answers with the judge model.", type=bool, default=True, is_flag=True, flag_value=False,
-                      variant=False),
-        ScoringOption("selfcheck", "--selfcheck", "SelfCheckGPT samples per answer (0: none).", type=int, default=3, variant=False),
-        ScoringOption("scorer_encoder", "--scorer-encoder", "Text encoder of the similarity scorers: a local sentence-transformers path (default: MiniLM).",
-                      default=DEFAULT_ENCODER, portable=False),
-        ScoringOption("second_judge", "--second-judge", "A second judge model (SPEC); agreement with the first is reported.", default=None,
-                      variant=False),
-    )  # fmt: skip
+        ScoringOption(
+            "judge",
+            "--no-judge",
+            "Do not grade answers with the judge model.",
+            type=bool,
+            default=True,
+            is_flag=True,
+            flag_value=False,
+            variant=False,
+        ),
+        ScoringOption(
+            "selfcheck", "--selfcheck", "SelfCheckGPT samples per answer (0: none).", type=int, default=3, variant=False
+        ),
+        ScoringOption(
+            "scorer_encoder",
+            "--scorer-encoder",
+            "Text encoder of the similarity scorers: a local sentence-transformers path (default: MiniLM).",
+            default=DEFAULT_ENCODER,
+            portable=False,
+        ),
+        ScoringOption(
+            "second_judge",
+            "--second-judge",
+            "A second judge model (SPEC); agreement with the first is reported.",
+            default=None,
+            variant=False,
+        ),
+    )
     expected_format = (
         "one Prediction per evaluated sample with the answer in text (valid=False or empty text counts as no answer)"
     )
@@ -216,10 +256,12 @@ class TextEvaluator(BaseEvaluator):
                 per[f"judge_{key}"] = np.array([_num(judge.get(s.id, {}).get(key)) for s in samples])
         selfcheck: Mapping[str, Any] = extras.get("selfcheck") or {}  # type: ignore[assignment]
         if selfcheck:
-            per["selfcheck"] = np.array([
-                _num(selfcheck_bertscore(scorer, a, selfcheck.get(s.id, {}).get("samples", [])) if a else None)
-                for s, a in zip(samples, answers)
-            ])  # fmt: skip
+            per["selfcheck"] = np.array(
+                [
+                    _num(selfcheck_bertscore(scorer, a, selfcheck.get(s.id, {}).get("samples", [])) if a else None)
+                    for s, a in zip(samples, answers)
+                ]
+            )
         per_sample = {
             s.id: {name: (None if np.isnan(arr[i]) else round(float(arr[i]), 4)) for name, arr in per.items()}
             | ({"recovered_label": recovered[i]} if recovered else {})

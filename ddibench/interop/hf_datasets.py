@@ -38,8 +38,14 @@ def _features(task: Task, kind: str) -> Any:
     columns: dict[str, Any] = {"id": Value("string")}
     if task.input_kind == "drug_pair":
         for side in ("head", "tail"):
-            columns.update({f"{side}_node_id": Value("int32"), f"{side}_drugbank_id": Value("string"),
-                            f"{side}_name": Value("string"), f"{side}_smiles": Value("string")})  # fmt: skip
+            columns.update(
+                {
+                    f"{side}_node_id": Value("int32"),
+                    f"{side}_drugbank_id": Value("string"),
+                    f"{side}_name": Value("string"),
+                    f"{side}_smiles": Value("string"),
+                }
+            )
     elif task.input_kind == "molecule":
         columns.update(
             {
@@ -50,8 +56,16 @@ def _features(task: Task, kind: str) -> Any:
             }
         )
     else:
-        columns.update({"question": Value("string"), "focus": Value("string"), "qtype": Value("string"), "source": Value("string"),
-                        "pair_head": Value("string"), "pair_tail": Value("string")})  # fmt: skip
+        columns.update(
+            {
+                "question": Value("string"),
+                "focus": Value("string"),
+                "qtype": Value("string"),
+                "source": Value("string"),
+                "pair_head": Value("string"),
+                "pair_tail": Value("string"),
+            }
+        )
     if kind == "label":
         columns["label"] = ClassLabel(names=names)
     elif kind == "labels":
@@ -92,8 +106,16 @@ def _row(sample: Sample, kind: str) -> dict[str, Any]:
     elif isinstance(inp, Molecule):
         row.update({"smiles": inp.smiles, "inchikey": inp.inchikey, "name": inp.name, "molecule_id": inp.id})
     elif isinstance(inp, Question):
-        row.update({"question": inp.text, "focus": inp.focus, "qtype": inp.qtype, "source": inp.source,
-                    "pair_head": inp.pair.head.drugbank_id if inp.pair else "", "pair_tail": inp.pair.tail.drugbank_id if inp.pair else ""})  # fmt: skip
+        row.update(
+            {
+                "question": inp.text,
+                "focus": inp.focus,
+                "qtype": inp.qtype,
+                "source": inp.source,
+                "pair_head": inp.pair.head.drugbank_id if inp.pair else "",
+                "pair_tail": inp.pair.tail.drugbank_id if inp.pair else "",
+            }
+        )
     target = sample.target
     if kind == "label":
         row["label"] = int(target)  # type: ignore[arg-type]

@@ -117,8 +117,14 @@ def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, 
     if isinstance(inp, DrugPair) and isinstance(
         sample.target, tuple
     ):  # a label set: the gold labels, k of them asked for
-        doc.update(head=inp.head.name, head_id=inp.head.drugbank_id, tail=inp.tail.name, tail_id=inp.tail.drugbank_id,
-                   gold=[int(t) for t in sample.target], k=int(getattr(task.evaluator(), "k", 5)))  # fmt: skip
+        doc.update(
+            head=inp.head.name,
+            head_id=inp.head.drugbank_id,
+            tail=inp.tail.name,
+            tail_id=inp.tail.drugbank_id,
+            gold=[int(t) for t in sample.target],
+            k=int(getattr(task.evaluator(), "k", 5)),
+        )
     elif isinstance(inp, DrugPair):
         doc.update(
             head=inp.head.name,
@@ -130,8 +136,14 @@ def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, 
     elif isinstance(inp, Molecule):
         from ddibench.molecule_answers import instruction_of
 
-        doc.update(smiles=inp.smiles, inchikey=inp.inchikey, name=inp.name, molecule_id=inp.id, gold=int(sample.target),  # type: ignore[arg-type]
-                   instruction=instruction_of(task.load().resources, task.name))  # fmt: skip
+        doc.update(
+            smiles=inp.smiles,
+            inchikey=inp.inchikey,
+            name=inp.name,
+            molecule_id=inp.id,
+            gold=int(sample.target),  # type: ignore[arg-type]
+            instruction=instruction_of(task.load().resources, task.name),
+        )
     elif isinstance(inp, Question):
         target = sample.target
         assert isinstance(target, Mapping)
@@ -540,8 +552,10 @@ def _read_samples(path: Path) -> list[dict[str, Any]]:
             and isinstance(doc.get("id"), (str, int))
         )
         if not ok or _response(record) is None or _generation(record) is None:
-            raise DataError(f"{path}:{lineno} is not an lm-eval sample of a ddibench task",
-                            "import the samples of a task written by 'ddibench export lm-eval'")  # fmt: skip
+            raise DataError(
+                f"{path}:{lineno} is not an lm-eval sample of a ddibench task",
+                "import the samples of a task written by 'ddibench export lm-eval'",
+            )
         records.append(record)
     if not records:
         raise DataError(f"{path} holds no samples", "run lm-eval with --log_samples")
@@ -636,18 +650,24 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     first = records[0]["doc"]
     task = _task(first["ddibench_task"])
     if first.get("ddibench_data_sha256") != task.data_sha256 or first.get("ddibench_version") != task.version:
-        raise DataError(f"{samples_path} was exported from {task.name} {first.get('ddibench_version')} with other data than this ddibench's",
-                        "export the task again with this ddibench and rerun lm-eval")  # fmt: skip
+        raise DataError(
+            f"{samples_path} was exported from {task.name} {first.get('ddibench_version')} with other data than this ddibench's",
+            "export the task again with this ddibench and rerun lm-eval",
+        )
     limit, seed = first.get("ddibench_limit"), first.get("ddibench_seed", 0)
     for key, value, least in (("ddibench_limit", limit, 1), ("ddibench_seed", seed, 0)):
         if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
-            raise DataError(f"{samples_path}: the documents' {key} is {json.dumps(value)}, not a whole number of {least} or more",
-                            "import the samples of a task written by 'ddibench export lm-eval', unedited")  # fmt: skip
+            raise DataError(
+                f"{samples_path}: the documents' {key} is {json.dumps(value)}, not a whole number of {least} or more",
+                "import the samples of a task written by 'ddibench export lm-eval', unedited",
+            )
     samples = list(task.load().split(task.eval_split))
     if limit is not None:
         if limit > len(samples):
-            raise DataError(f"{samples_path}: the documents' ddibench_limit {limit:,} is more than the {len(samples):,} samples of {task.name}",
-                            "export the task again with 'ddibench export lm-eval' and rerun lm-eval")  # fmt: skip
+            raise DataError(
+                f"{samples_path}: the documents' ddibench_limit {limit:,} is more than the {len(samples):,} samples of {task.name}",
+                "export the task again with 'ddibench export lm-eval' and rerun lm-eval",
+            )
         samples = stratified_subset(samples, limit, seed)
     by_id = {str(r["doc"]["id"]): r for r in records}
     missing = [s.id for s in samples if s.id not in by_id]
@@ -683,8 +703,17 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
         "model": str(model_args.get("model") or model_args.get("pretrained") or meta.model_name or "unknown"),
         "base_url": str(model_args.get("base_url", "")),
     }
-    identity = run_identity_from(task, "lm-eval", lm_version, system_config, {"generator": model_identity}, task.eval_split, seed,
-                                 None if limit is None else int(limit), [s.id for s in samples])  # fmt: skip
+    identity = run_identity_from(
+        task,
+        "lm-eval",
+        lm_version,
+        system_config,
+        {"generator": model_identity},
+        task.eval_split,
+        seed,
+        None if limit is None else int(limit),
+        [s.id for s in samples],
+    )
     target = run_dir or runs_root / task.name / "lm-eval" / identity.run_id
     evaluator = task.evaluator()
     try:
@@ -730,7 +759,7 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
                     "answers were generated by lm-evaluation-harness and imported; token counts are not in its samples, so cost is not recorded",
                     "the prompt's system text and question are one user turn (lm-eval's chat path has no per-task system message)",
                 ],
-            ),  # fmt: skip
+            ),
             models={
                 "generator": ModelEntry(
                     spec=f"{model_identity['provider']}:{model_identity['model']}", identity=model_identity

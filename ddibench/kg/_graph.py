@@ -71,18 +71,22 @@ class IdSpace:
 
 SPACES = {
     "drugbank": IdSpace(
-        "drugbank", 1710, 86,
+        "drugbank",
+        1710,
+        86,
         ("emergnn-drugbank", "DrugBank/data/node2id.json"),
         ("emergnn-drugbank-kg", "DrugBank/data/entity_drug.json"),
         ("knowddi", "raw_data/Drugbank/relation_type_drug.json"),
     ),
     "twosides": IdSpace(
-        "twosides", 604, 200,
+        "twosides",
+        604,
+        200,
         ("emergnn-twosides", "data/id2drug.json"),
         ("emergnn-twosides", "data/entity2id.json"),
         ("knowddi", "raw_data/BioSNAP/relation_type_drug.json"),
     ),
-}  # fmt: skip
+}
 
 
 def get_space(name: str) -> IdSpace:
@@ -132,9 +136,20 @@ class KnowledgeGraph:
         if note:
             card["views"] = [*card.get("views", []), note]
         return KnowledgeGraph(
-            self.space, self.n_drugs, self.n_entities, self.n_relations, head[order], tail[order], rel[order],
-            self.entity_names, self.entity_kinds, self.relation_names, self.relation_verbs, card, self.symmetric,
-        )  # fmt: skip
+            self.space,
+            self.n_drugs,
+            self.n_entities,
+            self.n_relations,
+            head[order],
+            tail[order],
+            rel[order],
+            self.entity_names,
+            self.entity_kinds,
+            self.relation_names,
+            self.relation_verbs,
+            card,
+            self.symmetric,
+        )
 
     def with_interactions(
         self, triples: Iterable[tuple[int, int, int]], templates: Sequence[str] | None = None, note: str = "DDI edges"
@@ -341,9 +356,20 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
         if " - " in METAEDGES[a][0] and METAEDGES[a][1] == METAEDGES[a][2]
     )
     return KnowledgeGraph(
-        space.name, space.n_drugs, n_entities, n_relations, head[order], tail[order], rel[order],
-        names, kinds, relation_names, relation_verbs, card, symmetric,
-    )  # fmt: skip
+        space.name,
+        space.n_drugs,
+        n_entities,
+        n_relations,
+        head[order],
+        tail[order],
+        rel[order],
+        names,
+        kinds,
+        relation_names,
+        relation_verbs,
+        card,
+        symmetric,
+    )
 
 
 def split_visibility(

@@ -64,13 +64,23 @@ METAEDGES: dict[str, tuple[str, str, str]] = {
 }
 
 CHIZY7_FILES = {
-    "AdG": "Anatomy_Downregulates_Gene", "AuG": "Anatomy_Upregulates_Gene", "CbG": "Compound_Binds_Gene",
-    "CdG": "Compound_Downregulates_Gene", "CpD": "Compound_Palliates_Disease", "CrC": "Compound_Resembles_Compund",
-    "CtD": "Compound_Treats_Disease", "CuG": "Compound_Upregulates_Gene", "DaG": "Disease_Associates_Gene",
-    "DdG": "Disease_Downregulates_Gene", "DlA": "Disease_Localizes_Anatomy", "DrD": "Disease_Resembles_Disease",
-    "DuG": "Disease_Upregulates_Gene", "GcG": "Gene_Covaries_Gene", "GiG": "Gene_Interacts_Gene",
+    "AdG": "Anatomy_Downregulates_Gene",
+    "AuG": "Anatomy_Upregulates_Gene",
+    "CbG": "Compound_Binds_Gene",
+    "CdG": "Compound_Downregulates_Gene",
+    "CpD": "Compound_Palliates_Disease",
+    "CrC": "Compound_Resembles_Compund",
+    "CtD": "Compound_Treats_Disease",
+    "CuG": "Compound_Upregulates_Gene",
+    "DaG": "Disease_Associates_Gene",
+    "DdG": "Disease_Downregulates_Gene",
+    "DlA": "Disease_Localizes_Anatomy",
+    "DrD": "Disease_Resembles_Disease",
+    "DuG": "Disease_Upregulates_Gene",
+    "GcG": "Gene_Covaries_Gene",
+    "GiG": "Gene_Interacts_Gene",
     "Gr>G": "Gene_Regulates_Gene",
-}  # fmt: skip
+}
 NOT_REBUILDABLE = ("AeG", "GpBP", "GpCC", "GpMF")
 PCIC_CLASS_TYPES = {"Physiologic Effect", "Mechanism of Action", "Chemical/Ingredient"}
 
@@ -156,9 +166,15 @@ class Hetionet:
         with np.load(directory / "edges.npz") as npz:
             edges = {a: npz[_safe(a)] for a in meta["metaedges"]}
         return cls(
-            meta["node_ids"], meta["node_names"], meta["node_kinds"], edges, meta["provenance"],
-            meta["published_counts"], meta["dropped"], meta["full_edges_sha256"],
-        )  # fmt: skip
+            meta["node_ids"],
+            meta["node_names"],
+            meta["node_kinds"],
+            edges,
+            meta["provenance"],
+            meta["published_counts"],
+            meta["dropped"],
+            meta["full_edges_sha256"],
+        )
 
 
 def _safe(abbrev: str) -> str:

@@ -17,17 +17,29 @@ from typing import TYPE_CHECKING, Any
 
 # names -> defining module, imported on first use (listing systems must not start the HTTP stack)
 _EXPORTS = {
-    "ResponseCache": "_cache", "cache_key": "_cache",
-    "ChatResult": "_client", "LLMCallError": "_client", "LLMClient": "_client", "UsageLedger": "_client", "retry_after_seconds": "_client",
+    "ResponseCache": "_cache",
+    "cache_key": "_cache",
+    "ChatResult": "_client",
+    "LLMCallError": "_client",
+    "LLMClient": "_client",
+    "UsageLedger": "_client",
+    "retry_after_seconds": "_client",
     "unusable_reason": "_completion",
     "LLMPool": "_pool",
     "response_format": "_wire",
     "EndpointPolicy": "_policy",
     "EmbeddedServer": "_embedded",
-    "EMBEDDED": "_spec", "ROLES": "_spec", "ModelSpec": "_spec", "identity_digest": "_spec", "identity_summary": "_spec", "RoleModels": "_spec", "parse_model_options": "_spec",
+    "EMBEDDED": "_spec",
+    "ROLES": "_spec",
+    "ModelSpec": "_spec",
+    "identity_digest": "_spec",
+    "identity_summary": "_spec",
+    "RoleModels": "_spec",
+    "parse_model_options": "_spec",
     "parse_role": "_spec",
-    "default_gguf": "_weights", "weights_sha256": "_weights",
-}  # fmt: skip
+    "default_gguf": "_weights",
+    "weights_sha256": "_weights",
+}
 
 if TYPE_CHECKING:
     from ddibench.llm._cache import ResponseCache, cache_key

@@ -88,14 +88,22 @@ class EmbeddedServer:
             self.port = _free_port()
             log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
             cmd = [
-                sys.executable, "-m", "ddibench.llm._serve",
-                "--model", str(self.model_path),
-                "--alias", self.alias,
-                "--port", str(self.port),
-                "--n-ctx", str(self.n_ctx),
-                "--threads", str(self.n_threads),
-                "--parallel", str(self.parallel),
-            ]  # fmt: skip
+                sys.executable,
+                "-m",
+                "ddibench.llm._serve",
+                "--model",
+                str(self.model_path),
+                "--alias",
+                self.alias,
+                "--port",
+                str(self.port),
+                "--n-ctx",
+                str(self.n_ctx),
+                "--threads",
+                str(self.n_threads),
+                "--parallel",
+                str(self.parallel),
+            ]
             self.process = subprocess.Popen(
                 cmd,
                 stdout=log,

@@ -61,8 +61,13 @@ def probe_json_mode(spec: ModelSpec, timeout: float = 60.0) -> tuple[str, str]:
     url = (spec.base_url or "").rstrip("/") + "/chat/completions"
     tried = []
     for mode in ("schema", "llamacpp"):
-        body = {"model": spec.model, "messages": [{"role": "user", "content": "Reply with a JSON object."}], "max_tokens": 16,
-                "temperature": 0, "response_format": response_format(mode, PROBE_SCHEMA)}  # fmt: skip
+        body = {
+            "model": spec.model,
+            "messages": [{"role": "user", "content": "Reply with a JSON object."}],
+            "max_tokens": 16,
+            "temperature": 0,
+            "response_format": response_format(mode, PROBE_SCHEMA),
+        }
         request = urllib.request.Request(
             url,
             json.dumps(body).encode(),

@@ -61,10 +61,17 @@ class Ceilings:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "run_dir": str(self.run_dir), "system": self.system, "task": self.task, "n": self.n, "with_context": self.with_context,
-            "metric": self.metric, "reader": list(self.reader), "vote_reader": list(self.vote), "coverage": self.coverage,
+            "run_dir": str(self.run_dir),
+            "system": self.system,
+            "task": self.task,
+            "n": self.n,
+            "with_context": self.with_context,
+            "metric": self.metric,
+            "reader": list(self.reader),
+            "vote_reader": list(self.vote),
+            "coverage": self.coverage,
             "mean_context_labels": self.mean_labels,
-        }  # fmt: skip
+        }
 
 
 def _gold(sample: Sample) -> set[int]:
@@ -103,10 +110,15 @@ def compute(run_dir: Path) -> Ceilings | None:
     name = results.evaluation.primary_metric
     own, mine = results.evaluation.metrics[name], evaluation.metrics[name]
     return Ceilings(
-        run_dir=run_dir, system=ident.system.name, task=ident.task.name, n=len(samples),
-        with_context=sum(1 for s in samples if stated.get(s.id)), metric=name,
-        reader=(own.value, own.ci_low, own.ci_high), vote=(mine.value, mine.ci_low, mine.ci_high),
+        run_dir=run_dir,
+        system=ident.system.name,
+        task=ident.task.name,
+        n=len(samples),
+        with_context=sum(1 for s in samples if stated.get(s.id)),
+        metric=name,
+        reader=(own.value, own.ci_low, own.ci_high),
+        vote=(mine.value, mine.ci_low, mine.ci_high),
         coverage=sum(covered) / len(covered) if covered else 0.0,
         mean_labels=sum(len(stated.get(s.id) or []) for s in samples) / max(1, len(samples)),
         spec=results.evaluation.spec(name),
-    )  # fmt: skip
+    )

@@ -93,8 +93,18 @@ def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> 
         if metric.name not in point_a or metric.name not in point_b:
             continue
         diff, low, high = evaluator.paired(metric.name, clusters, units_a, units_b, spec)
-        rows.append(MetricComparison(metric.name, metric.title(), float(point_a[metric.name][0]), float(point_b[metric.name][0]),
-                                     float(diff), float(low), float(high), metric))  # fmt: skip
+        rows.append(
+            MetricComparison(
+                metric.name,
+                metric.title(),
+                float(point_a[metric.name][0]),
+                float(point_b[metric.name][0]),
+                float(diff),
+                float(low),
+                float(high),
+                metric,
+            )
+        )
     return Comparison(
         task=task.name,
         a=_who(results_a, run_a),

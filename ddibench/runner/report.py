@@ -137,11 +137,12 @@ def _provenance_lines(results: Results, console: Console) -> None:
     code = f"{man.git_commit[:12]}{' (dirty)' if man.git_dirty else ''}" if man.git_commit else "no git checkout"
     models = ", ".join(f"{r}={m.spec} ({identity_summary(m.identity)})" for r, m in man.models.items())
     console.print(
-        escape(f"provenance: ddibench {man.ddibench_version} [{code}], task {man.task.name} {man.task.version} "
-        f"data {man.task.data_sha256[:12]}, system {man.system.name} {man.system.version} "
-        f"config {man.system.config_hash}" + (f", {models}" if models else "")
-        + f", profile {man.profile.name}")
-    )  # fmt: skip
+        escape(
+            f"provenance: ddibench {man.ddibench_version} [{code}], task {man.task.name} {man.task.version} "
+            f"data {man.task.data_sha256[:12]}, system {man.system.name} {man.system.version} "
+            f"config {man.system.config_hash}" + (f", {models}" if models else "") + f", profile {man.profile.name}"
+        )
+    )
     for label, text in scoring_provenance(man.task.name, man.scoring.model_dump()):
         console.print(escape(f"{label}: {text}"))
     if man.profile.warning:
@@ -191,8 +192,15 @@ def render_summary(rows: list[tuple[Results, Path]], console: Console) -> None:
             for k, f in results.floors.items()
             if "metrics" in f
         )
-        table.add_row(results.task, results.system, f"{results.evaluation.n:,}", spec.title(), f"{spec.format(value)} [{spec.format(low)}, {spec.format(high)}]",
-                      floors or "—", str(run_dir))  # fmt: skip
+        table.add_row(
+            results.task,
+            results.system,
+            f"{results.evaluation.n:,}",
+            spec.title(),
+            f"{spec.format(value)} [{spec.format(low)}, {spec.format(high)}]",
+            floors or "—",
+            str(run_dir),
+        )
     console.print(table)
 
 
@@ -279,12 +287,15 @@ def render_ceilings(path: Path, console: Console, as_json: bool = False) -> int:
     for c in sorted(found, key=lambda c: (c.task, c.system, str(c.run_dir))):
         fmt = c.spec.format
         table.add_row(
-            c.task, c.system, f"{c.n:,}", c.spec.title(),
+            c.task,
+            c.system,
+            f"{c.n:,}",
+            c.spec.title(),
             f"{fmt(c.reader[0])} [{fmt(c.reader[1])}, {fmt(c.reader[2])}]",
             f"{fmt(c.vote[0])} [{fmt(c.vote[1])}, {fmt(c.vote[2])}]",
             f"{100 * c.coverage:.1f}%" + (f" ({c.with_context} with context)" if c.with_context < c.n else ""),
             f"{c.mean_labels:.1f}",
-        )  # fmt: skip
+        )
     console.print(table)
     console.print(
         "[dim]vote reader: answers the label its context states most often (no LLM); coverage: the share of samples whose gold "
@@ -391,8 +402,18 @@ def render_comparison(run_a: Path, run_b: Path, console: Console, as_json: bool 
 
     result = compare(run_a, run_b)
     if as_json:
-        rows = [{"metric": m.name, "a": m.a, "b": m.b, "diff": m.diff, "low": m.low, "high": m.high, "significant": m.significant}
-                for m in result.metrics]  # fmt: skip
+        rows = [
+            {
+                "metric": m.name,
+                "a": m.a,
+                "b": m.b,
+                "diff": m.diff,
+                "low": m.low,
+                "high": m.high,
+                "significant": m.significant,
+            }
+            for m in result.metrics
+        ]
         console.print_json(
             json.dumps({"task": result.task, "a": result.a, "b": result.b, "n": result.n, "metrics": rows})
         )
@@ -402,11 +423,19 @@ def render_comparison(run_a: Path, run_b: Path, console: Console, as_json: bool 
         table.add_column(column, justify="left" if column == "metric" else "right")
     for m in result.metrics:
         spec = m.spec
-        table.add_row(m.title, spec.format(m.a), spec.format(m.b), spec.format(m.diff), f"[{spec.format(m.low)}, {spec.format(m.high)}]",
-                      "yes" if m.significant else "no")  # fmt: skip
+        table.add_row(
+            m.title,
+            spec.format(m.a),
+            spec.format(m.b),
+            spec.format(m.diff),
+            f"[{spec.format(m.low)}, {spec.format(m.high)}]",
+            "yes" if m.significant else "no",
+        )
     console.print(table)
     console.print(escape(f"A: {result.a}"))
     console.print(escape(f"B: {result.b}"))
-    console.print(f"[dim]paired cluster bootstrap of the difference ({result.replicates:,} replicates): both runs resampled with the "
-                  "same weights; 'yes' where the interval excludes 0[/dim]")  # fmt: skip
+    console.print(
+        f"[dim]paired cluster bootstrap of the difference ({result.replicates:,} replicates): both runs resampled with the "
+        "same weights; 'yes' where the interval excludes 0[/dim]"
+    )
     return 0

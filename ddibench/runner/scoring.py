@@ -292,11 +292,15 @@ def cached_floors(plan: RunPlan) -> dict[str, Any]:
     evaluator = plan.evaluator
     ids = hashlib.sha256("\n".join(s.id for s in plan.selected).encode("utf-8")).hexdigest()
     key = {
-        "task": plan.task.name, "task_version": plan.task.version, "data": plan.task.data_sha256, "split": plan.split, "ids": ids,
+        "task": plan.task.name,
+        "task_version": plan.task.version,
+        "data": plan.task.data_sha256,
+        "split": plan.split,
+        "ids": ids,
         "evaluator": f"{type(evaluator).__module__}.{type(evaluator).__qualname__}",
         "settings": evaluator.settings(),
         "code": [code_version()["ddibench_version"], _scoring_code_digest(type(evaluator))],
-    }  # fmt: skip
+    }
 
     def compute() -> dict[str, Any]:
         return plan.evaluator.floors(plan.selected, plan.data.split("train") if "train" in plan.data.splits else ())
@@ -330,8 +334,15 @@ def make_results(
 ) -> Results:
     """The results record with its manifest (shared by runs made here and runs imported from elsewhere)."""
     split_ok = identity.split == task.eval_split
-    reasons = [why for bad, why in ((identity.limit is not None, "--limit was used"), (not split_ok, "not the task's evaluation split"),
-                                    (profile.declared.get("rankable") is False, f"profile {profile.name} is a smoke budget")) if bad]  # fmt: skip
+    reasons = [
+        why
+        for bad, why in (
+            (identity.limit is not None, "--limit was used"),
+            (not split_ok, "not the task's evaluation split"),
+            (profile.declared.get("rankable") is False, f"profile {profile.name} is a smoke budget"),
+        )
+        if bad
+    ]
     manifest = Manifest(
         created=dt.datetime.now(dt.timezone.utc).isoformat(),
         **code_version(),
@@ -409,10 +420,18 @@ def rescore(
         specs = specs.with_roles(dict(models or {}))
         before = dict(previous.manifest.scoring.options) if previous else {}
         request = RunRequest(
-            task=ident.task.name, system=ident.system.name, models=specs, profile=profile or (previous.manifest.profile.name if previous else "cpu"),
-            seed=ident.seed, limit=ident.limit, split=ident.split, config=ident.system.config,
-            run_dir=run_dir, bootstrap=bootstrap, scoring={**before, **scoring},
-        )  # fmt: skip
+            task=ident.task.name,
+            system=ident.system.name,
+            models=specs,
+            profile=profile or (previous.manifest.profile.name if previous else "cpu"),
+            seed=ident.seed,
+            limit=ident.limit,
+            split=ident.split,
+            config=ident.system.config,
+            run_dir=run_dir,
+            bootstrap=bootstrap,
+            scoring={**before, **scoring},
+        )
         # scored before: the system its results recorded (it predicts nothing here, so it need not be installed)
         recorded = RecordedSystem.of(previous.manifest.system, list(ident.models)) if previous is not None else None
         plan = plan_run(request, recorded)

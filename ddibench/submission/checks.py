@@ -86,8 +86,12 @@ def _check_system(verdict: Verdict, run: RunIdentity) -> None:
     system = run.system
     expected = config_hash({"system": system.name, "version": system.version, "config": system.config})
     if expected != system.config_hash:
-        verdict.check("system", False, f"config hash {system.config_hash} is not the hash of {system.name} {system.version} and its configuration: "
-                                       "the system identity was edited")  # fmt: skip
+        verdict.check(
+            "system",
+            False,
+            f"config hash {system.config_hash} is not the hash of {system.name} {system.version} and its configuration: "
+            "the system identity was edited",
+        )
         return
     try:
         cls = get_system_class(system.name)
@@ -99,8 +103,12 @@ def _check_system(verdict: Verdict, run: RunIdentity) -> None:
         )
         return
     if cls.version != system.version:
-        verdict.check("system", False, f"{system.name} {system.version} is not the version registered here ({cls.version}); "
-                                       "verify it with the ddibench that has that version")  # fmt: skip
+        verdict.check(
+            "system",
+            False,
+            f"{system.name} {system.version} is not the version registered here ({cls.version}); "
+            "verify it with the ddibench that has that version",
+        )
         return
     if isinstance(cls, type) and issubclass(cls, BaseSystem):
         try:
@@ -203,6 +211,10 @@ def _check_labels(verdict: Verdict, labels: Any, predictions: dict[str, Predicti
             ids.append(int(key) if key.isdigit() else key)
         if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in ids):
             outside.append(pred.sample_id)
-    verdict.check("label space", not outside,
-                  f"every label id is one of the task's {n} labels" if not outside
-                  else f"{len(outside)} predictions name label ids outside the task's {n} labels (first: {outside[0]})")  # fmt: skip
+    verdict.check(
+        "label space",
+        not outside,
+        f"every label id is one of the task's {n} labels"
+        if not outside
+        else f"{len(outside)} predictions name label ids outside the task's {n} labels (first: {outside[0]})",
+    )

@@ -140,8 +140,10 @@ def _compact_predictions(
             f"{run_dir} has no prediction for {len(missing):,} of its samples (first: {missing[0]})",
             "finish the run with 'ddibench run' before submitting it",
         )
-    under_declared = (f"the {evaluator.kind} evaluator reads more of a prediction than its answer fields {list(evaluator.answer_fields)}",
-                      "submit without --compact, and report this as a bug in ddibench")  # fmt: skip
+    under_declared = (
+        f"the {evaluator.kind} evaluator reads more of a prediction than its answer fields {list(evaluator.answer_fields)}",
+        "submit without --compact, and report this as a bug in ddibench",
+    )
     try:
         evaluation = evaluator.evaluate(samples, reduced, results.bootstrap_spec, evaluator.read_extras(members))
     except (ValueError, KeyError, TypeError) as exc:  # EvaluationInputError is a ValueError

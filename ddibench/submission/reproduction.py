@@ -79,9 +79,17 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
     if artifacts.exists() and any(artifacts.iterdir()):
         raise ConfigError(f"{artifacts} is not empty", "reproduce into a new directory")
     request = RunRequest(
-        task=run.task.name, system=run.system.name, models=specs, seed=run.seed, split=run.split,
-        config=run.system.config, run_dir=workdir, score_with_models=False, use_cache=False, artifacts_root=artifacts,
-    )  # fmt: skip
+        task=run.task.name,
+        system=run.system.name,
+        models=specs,
+        seed=run.seed,
+        split=run.split,
+        config=run.system.config,
+        run_dir=workdir,
+        score_with_models=False,
+        use_cache=False,
+        artifacts_root=artifacts,
+    )
     outcome = execute(request)
     again = Journal(outcome.run_dir / "journal.jsonl").load(repair=False)
     theirs = verdict.predictions

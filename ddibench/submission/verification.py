@@ -185,16 +185,27 @@ def _check_task(verdict: Verdict, task: Task, run: RunIdentity, results: Results
         verdict.check("scoring options", False, f"{exc} (score again with 'ddibench rescore RUN_DIR' and the defaults)")
     if evaluator is not None:
         local = evaluator.non_portable()
-        verdict.check("scoring options", not local,
-                      "the task's default scorers" if not local and not evaluator.settings() else
-                      (f"{', '.join(f'{k}={v}' for k, v in evaluator.settings().items())}" if not local else
-                       f"scored with {', '.join(local)} set to something only the submitter's machine has; the board compares runs scored "
-                       "with the task's default scorers (score again with 'ddibench rescore RUN_DIR --scorer-encoder minilm')"))  # fmt: skip
+        verdict.check(
+            "scoring options",
+            not local,
+            "the task's default scorers"
+            if not local and not evaluator.settings()
+            else (
+                f"{', '.join(f'{k}={v}' for k, v in evaluator.settings().items())}"
+                if not local
+                else f"scored with {', '.join(local)} set to something only the submitter's machine has; the board compares runs scored "
+                "with the task's default scorers (score again with 'ddibench rescore RUN_DIR --scorer-encoder minilm')"
+            ),
+        )
         claimed_version = int((results.manifest.scoring.evaluator or {}).get("version", 1))
-        verdict.check("scorer version", claimed_version == evaluator.version,
-                      f"v{evaluator.version}" if claimed_version == evaluator.version else
-                      f"scored by {evaluator.kind} scorers v{claimed_version}; this ddibench scores with v{evaluator.version} "
-                      "(score the run again with 'ddibench rescore RUN_DIR' and submit it again)")  # fmt: skip
+        verdict.check(
+            "scorer version",
+            claimed_version == evaluator.version,
+            f"v{evaluator.version}"
+            if claimed_version == evaluator.version
+            else f"scored by {evaluator.kind} scorers v{claimed_version}; this ddibench scores with v{evaluator.version} "
+            "(score the run again with 'ddibench rescore RUN_DIR' and submit it again)",
+        )
     verdict.evaluator = evaluator
     seeds = 1
     verdict.check("seeds", seeds >= task.required_seeds, f"{seeds} run(s), the task asks for {task.required_seeds}")
@@ -211,11 +222,18 @@ def _check_samples(verdict: Verdict, task: Task, run: RunIdentity, streamed: _St
     wanted = {s.id for s in samples}
     absent = len(wanted - set(streamed.predictions))
     extra = len(set(streamed.predictions) - wanted)
-    verdict.check("every sample once", not absent and not extra and not streamed.duplicates,
-                  f"{absent} missing, {extra} unknown, {streamed.duplicates} repeated of {len(wanted):,}")  # fmt: skip
-    verdict.check("sample ids", run.sample_ids_sha256 == sha256_text("\n".join(s.id for s in samples)),
-                  "the run's samples are the task's evaluation split (and the splits it predicts)" if run.limit is None
-                  else f"the run's samples are the {len(samples):,} that --limit {run.limit} draws from the evaluation split")  # fmt: skip
+    verdict.check(
+        "every sample once",
+        not absent and not extra and not streamed.duplicates,
+        f"{absent} missing, {extra} unknown, {streamed.duplicates} repeated of {len(wanted):,}",
+    )
+    verdict.check(
+        "sample ids",
+        run.sample_ids_sha256 == sha256_text("\n".join(s.id for s in samples)),
+        "the run's samples are the task's evaluation split (and the splits it predicts)"
+        if run.limit is None
+        else f"the run's samples are the {len(samples):,} that --limit {run.limit} draws from the evaluation split",
+    )
     return samples
 
 
@@ -280,8 +298,10 @@ def _check_agreement(verdict: Verdict, bundle: BundleIndex, run: RunIdentity, re
         or (man.system.name, man.system.version, man.system.config_hash) != mine
         or man.system.config != run.system.config
     ):
-        problems.append(f"results.json names system {man.system.name} {man.system.version} (config {man.system.config_hash}), "
-                        f"run.json {run.system.name} {run.system.version} (config {run.system.config_hash})")  # fmt: skip
+        problems.append(
+            f"results.json names system {man.system.name} {man.system.version} (config {man.system.config_hash}), "
+            f"run.json {run.system.name} {run.system.version} (config {run.system.config_hash})"
+        )
     if (bundle.system.name, bundle.system.version, bundle.system.config_hash) != mine:
         problems.append(
             f"bundle.json names system {bundle.system.name} {bundle.system.version}, run.json {run.system.name} {run.system.version}"
@@ -297,9 +317,13 @@ def _check_agreement(verdict: Verdict, bundle: BundleIndex, run: RunIdentity, re
     settings = (man.split, man.limit, man.n_samples, man.sample_ids_sha256, man.seeds.run)
     if settings != (run.split, run.limit, run.n_samples, run.sample_ids_sha256, run.seed):
         problems.append("results.json and run.json differ in split, --limit, seed or samples")
-    verdict.check("identity", not problems,
-                  "bundle.json, run.json and results.json name the same task, system, models and samples" if not problems
-                  else "; ".join(problems[:3]) + ": the bundle was edited")  # fmt: skip
+    verdict.check(
+        "identity",
+        not problems,
+        "bundle.json, run.json and results.json name the same task, system, models and samples"
+        if not problems
+        else "; ".join(problems[:3]) + ": the bundle was edited",
+    )
 
 
 def verify_all(paths: Iterable[Path], keep_traces: bool = False) -> Iterator[tuple[Path, Verdict | None, str | None]]:

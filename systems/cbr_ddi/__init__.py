@@ -208,7 +208,7 @@ class CBRDDISystem(BaseSystem):
                     "insight_tokens",
                     "answer_tokens",
                 )
-            },  # fmt: skip
+            },
             "models": ctx.llm.identities(list(self.llm_roles)) if ctx.llm else {},
             "encoder": self._encoder.identity,
             "gnn": system_config_hash(self.gnn),
@@ -283,9 +283,16 @@ class CBRDDISystem(BaseSystem):
             text = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
             bar.advance()
             return Case(
-                pair.head.node_id, pair.tail.node_id, label, self._description(pair.head), self._description(pair.tail),
-                paths, text, sample_id=sample.id, labels=labels,
-            )  # fmt: skip
+                pair.head.node_id,
+                pair.tail.node_id,
+                label,
+                self._description(pair.head),
+                self._description(pair.tail),
+                paths,
+                text,
+                sample_id=sample.id,
+                labels=labels,
+            )
 
         try:
             cases = list(await asyncio.gather(*(make(s) for s in chosen)))
@@ -327,7 +334,7 @@ class CBRDDISystem(BaseSystem):
                     paths=prompts.paths_block(paths),
                     interaction=self._interaction(label, head.name, tail.name),
                 ),
-            },  # fmt: skip
+            },
         ]
         result = await ctx.model("describer").chat(
             messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed
@@ -376,7 +383,7 @@ class CBRDDISystem(BaseSystem):
                         predicted=predicted,
                         interaction=self._interaction(self._target(case), head.name, tail.name),
                     ),
-                },  # fmt: skip
+                },
             ]
             revised = await ctx.model("describer").chat(
                 messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed
@@ -411,9 +418,16 @@ class CBRDDISystem(BaseSystem):
         _, reprs = self.gnn.encode(
             [s.pair.head.node_id for s in valid], [s.pair.tail.node_id for s in valid], self._setting, graph="valid"
         )
-        texts = normalise(self._encoder.encode([
-            self._pair_text(s.pair.head, s.pair.tail, self._description(s.pair.head), self._description(s.pair.tail)) for s in valid
-        ]))  # fmt: skip
+        texts = normalise(
+            self._encoder.encode(
+                [
+                    self._pair_text(
+                        s.pair.head, s.pair.tail, self._description(s.pair.head), self._description(s.pair.tail)
+                    )
+                    for s in valid
+                ]
+            )
+        )
         pairs = normalise(reprs)
         labels = np.array([c.label for c in repo.cases])
         table = {}
@@ -423,9 +437,14 @@ class CBRDDISystem(BaseSystem):
                 hits = [float(np.mean(labels[top] == int(s.target))) for top, s in zip(retrieved, valid)]  # type: ignore[arg-type]
             else:  # label sets: the share of the pair's side effects a retrieved case carries, averaged
                 hits = [
-                    float(np.mean([len(set(repo.cases[j].labels or ()) & set(s.target)) / len(s.target) for j in top] or [0.0]))  # type: ignore[arg-type]
+                    float(
+                        np.mean(
+                            [len(set(repo.cases[j].labels or ()) & set(s.target)) / len(s.target) for j in top]  # type: ignore[arg-type]
+                            or [0.0]
+                        )
+                    )
                     for top, s in zip(retrieved, valid)
-                ]  # fmt: skip
+                ]
             table[str(lam)] = round(float(np.mean(hits)), 4)
         best = max(grid, key=lambda lam: (table[str(lam)], -abs(lam - 0.5)))
         self.info["lambda"] = {
@@ -446,9 +465,18 @@ class CBRDDISystem(BaseSystem):
         return [self._options[k] for k in labels]
 
     async def _answer(
-        self, ctx: RunContext, head: Drug, tail: Drug, probs: np.ndarray, text_vec: np.ndarray, pair_vec: np.ndarray,
-        paths: list[str], repo: Repository | None, exclude: int | None = None, query: bool = True,
-    ) -> tuple[ChatResult, list[int], dict[str, Any]]:  # fmt: skip
+        self,
+        ctx: RunContext,
+        head: Drug,
+        tail: Drug,
+        probs: np.ndarray,
+        text_vec: np.ndarray,
+        pair_vec: np.ndarray,
+        paths: list[str],
+        repo: Repository | None,
+        exclude: int | None = None,
+        query: bool = True,
+    ) -> tuple[ChatResult, list[int], dict[str, Any]]:
         """The answer for one pair; ``query=False`` (the refinement of cases) answers in the default order and
         mode, so shuffled and likelihood runs share one repository and differ only in how queries are answered."""
         cases_text, retrieved = "", []
@@ -458,12 +486,25 @@ class CBRDDISystem(BaseSystem):
             for n, (i, score) in enumerate(zip(idx.tolist(), scores.tolist()), 1):
                 case = repo.cases[i]
                 a, b = self._drugs[case.head].name, self._drugs[case.tail].name
-                blocks.append(prompts.CASE.format(
-                    index=n, head=a, tail=b, head_description=case.head_description, tail_description=case.tail_description,
-                    insight=case.insight or prompts.NO_INSIGHT, interaction=self._interaction(self._target(case), a, b),
-                ))  # fmt: skip
-                retrieved.append({"case": i, "pair": [case.head, case.tail], "label": case.labels if case.labels is not None else case.label,
-                                  "score": round(float(score), 4)})  # fmt: skip
+                blocks.append(
+                    prompts.CASE.format(
+                        index=n,
+                        head=a,
+                        tail=b,
+                        head_description=case.head_description,
+                        tail_description=case.tail_description,
+                        insight=case.insight or prompts.NO_INSIGHT,
+                        interaction=self._interaction(self._target(case), a, b),
+                    )
+                )
+                retrieved.append(
+                    {
+                        "case": i,
+                        "pair": [case.head, case.tail],
+                        "label": case.labels if case.labels is not None else case.label,
+                        "score": round(float(score), 4),
+                    }
+                )
             if blocks:
                 cases_text = "Solved cases:\n" + "\n\n".join(blocks) + "\n\n"
         if not retrieved:
@@ -474,11 +515,13 @@ class CBRDDISystem(BaseSystem):
             labels = [labels[i] for i in rng.permutation(len(labels))]
         options = self._option_subset(labels)
         fields = dict(
-            cases=cases_text, head=head.name, tail=tail.name,
+            cases=cases_text,
+            head=head.name,
+            tail=tail.name,
             head_description=self._descriptions.get((head.node_id, head.name), ""),
             tail_description=self._descriptions.get((tail.node_id, tail.name), ""),
             paths="Associations between them in a biomedical knowledge graph:\n" + prompts.paths_block(paths),
-        )  # fmt: skip
+        )
         if self.k is None:
             user = prompts.QUERY.format(
                 **fields, candidates="\n".join(f"{i}. {text}" for i, text in enumerate(options, 1))
@@ -489,8 +532,12 @@ class CBRDDISystem(BaseSystem):
             schema = topk_schema(options, min(self.k, len(options)), mechanism=True)
         messages = [{"role": "system", "content": self._predict_system}, {"role": "user", "content": user}]
         result = await ctx.model("generator").chat(
-            messages, temperature=self.config.temperature, max_tokens=self.config.answer_tokens, json_schema=schema, seed=ctx.seed,
-        )  # fmt: skip
+            messages,
+            temperature=self.config.temperature,
+            max_tokens=self.config.answer_tokens,
+            json_schema=schema,
+            seed=ctx.seed,
+        )
         case_labels = [
             int(x) for c in retrieved for x in (c["label"] if isinstance(c["label"], (list, tuple)) else [c["label"]])
         ]
@@ -512,9 +559,11 @@ class CBRDDISystem(BaseSystem):
             for drug in (pair.head, pair.tail):
                 await self.describe(drug, ctx, llm)
             probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
-            text_vec = normalise(self._encoder.encode([
-                self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))
-            ]))[0]  # fmt: skip
+            text_vec = normalise(
+                self._encoder.encode(
+                    [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
+                )
+            )[0]
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=False)
             result, labels, trace = await self._answer(
                 ctx, pair.head, pair.tail, probs[0], text_vec, normalise(reprs)[0], paths, self.repository

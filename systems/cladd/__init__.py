@@ -149,9 +149,10 @@ class CLADDSystem(BaseSystem):
             )
         if cfg.use_kg_team:
             out.append(
-                "knowledge graph: the user's PrimeKG file (drug structures from DrugBank 4.2 InChI)" if cfg.kg
+                "knowledge graph: the user's PrimeKG file (drug structures from DrugBank 4.2 InChI)"
+                if cfg.kg
                 else "knowledge graph: the project's Hetionet (DrugBank id space, 1,710 drugs with catalog SMILES) stands in for PrimeKG"
-            )  # fmt: skip
+            )
         out.append(
             "prompts are written in our own words after the structure of the paper's appendix G; answers are parsed strictly"
         )
@@ -182,9 +183,13 @@ class CLADDSystem(BaseSystem):
         use_index(path)
         self.tally["annotation_index_built"] = int(built)
         for text in (
-            prompts.ANNOTATION_PLANNER_SYSTEM, prompts.KG_PLANNER_SYSTEM, prompts.DRUGREL_SYSTEM, prompts.BIOREL_SYSTEM,
-            prompts.MU_SYSTEM, self._predictor_system(),
-        ):  # fmt: skip
+            prompts.ANNOTATION_PLANNER_SYSTEM,
+            prompts.KG_PLANNER_SYSTEM,
+            prompts.DRUGREL_SYSTEM,
+            prompts.BIOREL_SYSTEM,
+            prompts.MU_SYSTEM,
+            self._predictor_system(),
+        ):
             ctx.remember_text(text)
 
     def _predictor_system(self) -> str:
@@ -192,13 +197,24 @@ class CLADDSystem(BaseSystem):
 
     # -- agents ------------------------------------------------------------------------------
 
-    async def _call(self, ctx: RunContext, role: str, system: str, user: str, trace: dict[str, Any], max_tokens: int,
-                    schema: dict[str, Any] | None = None) -> str:  # fmt: skip
+    async def _call(
+        self,
+        ctx: RunContext,
+        role: str,
+        system: str,
+        user: str,
+        trace: dict[str, Any],
+        max_tokens: int,
+        schema: dict[str, Any] | None = None,
+    ) -> str:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         result = await ctx.model(role).chat(
-            messages, temperature=self.config.temperature, max_tokens=max_tokens, seed=ctx.seed,
+            messages,
+            temperature=self.config.temperature,
+            max_tokens=max_tokens,
+            seed=ctx.seed,
             json_schema=schema if self.config.constrained else None,
-        )  # fmt: skip
+        )
         trace["llm"].append(llm_trace(role, messages, result))
         trace["calls"].append(role)
         self.count(f"calls.{role}")
@@ -242,8 +258,12 @@ class CLADDSystem(BaseSystem):
             caption = neighbour_caption(molecule.smiles, molecule.inchikey)
             trace["caption_tool"] = None
             if caption is not None:
-                trace["caption_tool"] = {"kind": "nearest ChEBI-20 neighbour's description", "neighbour_chebi": caption.neighbour,
-                                         "similarity": caption.similarity, "text": caption.text}  # fmt: skip
+                trace["caption_tool"] = {
+                    "kind": "nearest ChEBI-20 neighbour's description",
+                    "neighbour_chebi": caption.neighbour,
+                    "similarity": caption.similarity,
+                    "text": caption.text,
+                }
                 trace["retrieved"].append(caption.text)
                 lines.append(
                     f"[captioning tool: description of a similar molecule, ChEBI {caption.neighbour}, Tanimoto {caption.similarity:.2f}; "
@@ -282,12 +302,19 @@ class CLADDSystem(BaseSystem):
             lines = []
             for r in related:
                 about = drug_line(r.name)
-                lines.append(f"{r.name} (Tanimoto to the query {r.similarity:.2f}; {r.paths} two-step connections with the anchor)"
-                             + (f": {about}" if about else ""))  # fmt: skip
+                lines.append(
+                    f"{r.name} (Tanimoto to the query {r.similarity:.2f}; {r.paths} two-step connections with the anchor)"
+                    + (f": {about}" if about else "")
+                )
                 if about:
                     trace["retrieved"].append(about)
-            user = prompts.DRUGREL.format(task=self.instruction, molecule=mol, anchor=anchor.name, similarity=anchor.similarity,
-                                          related=prompts.bullet(lines))  # fmt: skip
+            user = prompts.DRUGREL.format(
+                task=self.instruction,
+                molecule=mol,
+                anchor=anchor.name,
+                similarity=anchor.similarity,
+                related=prompts.bullet(lines),
+            )
             text = await self._call(ctx, "drugrel", prompts.DRUGREL_SYSTEM, user, trace, cfg.report_tokens)
             trace["reports"]["drugrel"] = text.strip()
             reports.append(f"Related-drug report (anchor {anchor.name}): {' '.join(text.split()) or '(empty)'}")
@@ -295,8 +322,13 @@ class CLADDSystem(BaseSystem):
             paths = graph.paths(anchor.drug, related, cfg.paths_per_drug)
             trace["kg"]["paths"] = paths
             trace["retrieved"].extend(paths)
-            user = prompts.BIOREL.format(task=self.instruction, molecule=mol, anchor=anchor.name, similarity=anchor.similarity,
-                                         paths=prompts.bullet(paths))  # fmt: skip
+            user = prompts.BIOREL.format(
+                task=self.instruction,
+                molecule=mol,
+                anchor=anchor.name,
+                similarity=anchor.similarity,
+                paths=prompts.bullet(paths),
+            )
             text = await self._call(ctx, "biorel", prompts.BIOREL_SYSTEM, user, trace, cfg.report_tokens)
             trace["reports"]["biorel"] = text.strip()
             reports.append(f"Knowledge-graph report (anchor {anchor.name}): {' '.join(text.split()) or '(empty)'}")

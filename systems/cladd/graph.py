@@ -262,10 +262,18 @@ def primekg_graph(path: str) -> DrugGraph:
         smiles.append(Chem.MolToSmiles(mol) if mol is not None else "")
     keys = [*drugs, *others]
     kg = KnowledgeGraph(
-        space="primekg", n_drugs=len(drugs), n_entities=len(keys), n_relations=len(relations),
-        head=arr[:, 0], tail=arr[:, 1], rel=arr[:, 2],
-        entity_names=[nodes[k][0] for k in keys], entity_kinds=[k[0] for k in keys],
-        relation_names=dict(enumerate(relations)), relation_verbs={i: r.replace("_", " ") for i, r in enumerate(relations)},
-        card={"relation_base": 0}, symmetric=frozenset(range(len(relations))),
-    )  # fmt: skip
+        space="primekg",
+        n_drugs=len(drugs),
+        n_entities=len(keys),
+        n_relations=len(relations),
+        head=arr[:, 0],
+        tail=arr[:, 1],
+        rel=arr[:, 2],
+        entity_names=[nodes[k][0] for k in keys],
+        entity_kinds=[k[0] for k in keys],
+        relation_names=dict(enumerate(relations)),
+        relation_verbs={i: r.replace("_", " ") for i, r in enumerate(relations)},
+        card={"relation_base": 0},
+        symmetric=frozenset(range(len(relations))),
+    )
     return DrugGraph(kg, smiles, {"kg": "primekg", "path": str(file), "sha256": _sha256(file), "kg_edges": len(kg)})

@@ -44,8 +44,14 @@ def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
     drugs: dict[str, dict[str, str]] = {}
     compounds: dict[str, dict[str, str]] = {}
     side_effects: dict[str, str] = {}
-    stats = {"interaction_sentences": 0, "interaction_edges": 0, "interaction_unresolved": 0,
-             "side_effect_sentences": 0, "side_effect_edges": 0, "side_effect_unresolved": 0}  # fmt: skip
+    stats = {
+        "interaction_sentences": 0,
+        "interaction_edges": 0,
+        "interaction_unresolved": 0,
+        "side_effect_sentences": 0,
+        "side_effect_edges": 0,
+        "side_effect_unresolved": 0,
+    }
     for kind, key, name in ner.names.values():
         if kind == "Drug":
             drugs.setdefault(key, {"name": name, "description": ""})
@@ -188,13 +194,19 @@ class Neo4jGraph:
                     f"UNWIND $rows AS r MERGE (n:{kind} {{drugbank_id: r.id}}) SET n.name = r.name, n.description = r.description",
                     rows=rows,
                 )
-            session.run("UNWIND $rows AS r MERGE (n:SideEffect {cui: r.cui}) SET n.name = r.name",
-                        rows=[{"cui": k, "name": v} for k, v in data["side_effects"].items()])  # fmt: skip
-            session.run("UNWIND $rows AS r MATCH (a:Drug {drugbank_id: r.a}), (b:Drug {drugbank_id: r.b}) MERGE (a)-[e:INTERACTS_WITH]->(b) SET e.description = r.d",
-                        rows=[{"a": a, "b": b, "d": " ".join(t)} for (a, b), t in data["interactions"].items()])  # fmt: skip
+            session.run(
+                "UNWIND $rows AS r MERGE (n:SideEffect {cui: r.cui}) SET n.name = r.name",
+                rows=[{"cui": k, "name": v} for k, v in data["side_effects"].items()],
+            )
+            session.run(
+                "UNWIND $rows AS r MATCH (a:Drug {drugbank_id: r.a}), (b:Drug {drugbank_id: r.b}) MERGE (a)-[e:INTERACTS_WITH]->(b) SET e.description = r.d",
+                rows=[{"a": a, "b": b, "d": " ".join(t)} for (a, b), t in data["interactions"].items()],
+            )
             for kind in ("Drug", "Compound"):
-                session.run(f"UNWIND $rows AS r MATCH (a:{kind} {{drugbank_id: r.a}}), (s:SideEffect {{cui: r.s}}) MERGE (a)-[:CAUSES_SIDE_EFFECT]->(s)",
-                            rows=[{"a": k, "s": e} for src, k, e in data["causes"] if src == kind])  # fmt: skip
+                session.run(
+                    f"UNWIND $rows AS r MATCH (a:{kind} {{drugbank_id: r.a}}), (s:SideEffect {{cui: r.s}}) MERGE (a)-[:CAUSES_SIDE_EFFECT]->(s)",
+                    rows=[{"a": k, "s": e} for src, k, e in data["causes"] if src == kind],
+                )
 
     def query(
         self, cypher: str, params: dict[str, Any] | None = None, max_rows: int = 50

@@ -13,9 +13,30 @@ import re
 from dataclasses import dataclass
 
 FORBIDDEN = (
-    "CREATE", "MERGE", "DELETE", "DETACH", "SET", "REMOVE", "DROP", "ALTER", "LOAD", "COPY", "CALL", "FOREACH",
-    "INSTALL", "ATTACH", "DETACH", "EXPORT", "IMPORT", "USE", "BEGIN", "COMMIT", "ROLLBACK", "CHECKPOINT", "PROFILE",
-)  # fmt: skip
+    "CREATE",
+    "MERGE",
+    "DELETE",
+    "DETACH",
+    "SET",
+    "REMOVE",
+    "DROP",
+    "ALTER",
+    "LOAD",
+    "COPY",
+    "CALL",
+    "FOREACH",
+    "INSTALL",
+    "ATTACH",
+    "DETACH",
+    "EXPORT",
+    "IMPORT",
+    "USE",
+    "BEGIN",
+    "COMMIT",
+    "ROLLBACK",
+    "CHECKPOINT",
+    "PROFILE",
+)
 _STRING = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z_]+")

@@ -354,14 +354,24 @@ class EmerGNNSystem(BaseSystem):
                 if cfg["train_pairs_per_epoch"] and cfg["train_pairs_per_epoch"] < len(data):
                     data = data[rng.choice(len(data), cfg["train_pairs_per_epoch"], replace=False)]
                 if bar is None:
-                    bar = TrainingProgress(ctx.progress, f"emergnn ({len(data):,} pairs an epoch)", cfg["max_epochs"],
-                                           -(-len(data) // cfg["batch_size"]), f"recall@{self._k}" if self._label_sets else "macro-F1")  # fmt: skip
+                    bar = TrainingProgress(
+                        ctx.progress,
+                        f"emergnn ({len(data):,} pairs an epoch)",
+                        cfg["max_epochs"],
+                        -(-len(data) // cfg["batch_size"]),
+                        f"recall@{self._k}" if self._label_sets else "macro-F1",
+                    )
                 graph = self._message_graph(kg_train, set(), known if y_train is None else _facts(known, y_train))
                 loss = self._epoch(
                     net, optimiser, graph, data, cfg, rng, device, bar, labels=y_train, negatives=negatives
                 )
-                row: dict[str, Any] = {"epoch": epoch, "facts": int(len(known)), "pairs": int(len(data)), "pairs_available": int(available),
-                                       "loss": round(loss, 4)}  # fmt: skip
+                row: dict[str, Any] = {
+                    "epoch": epoch,
+                    "facts": int(len(known)),
+                    "pairs": int(len(data)),
+                    "pairs_available": int(available),
+                    "loss": round(loss, 4),
+                }
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
                     value, shown = validate()
                     scheduler.step(value)

@@ -57,9 +57,11 @@ def _csr(matrix: Any, device: torch.device) -> torch.Tensor:
     with warnings.catch_warnings():  # sparse CSR support is labelled beta; its product is what we need
         warnings.simplefilter("ignore", UserWarning)
         return torch.sparse_csr_tensor(
-            torch.from_numpy(matrix.indptr.astype(np.int64)), torch.from_numpy(matrix.indices.astype(np.int64)),
-            torch.from_numpy(matrix.data), matrix.shape,
-        ).to(device)  # fmt: skip
+            torch.from_numpy(matrix.indptr.astype(np.int64)),
+            torch.from_numpy(matrix.indices.astype(np.int64)),
+            torch.from_numpy(matrix.data),
+            matrix.shape,
+        ).to(device)
 
 
 @dataclass
@@ -85,7 +87,7 @@ class TensorWalks:
             starts = np.flatnonzero(np.diff(row, prepend=-1) | np.diff(relation, prepend=-1))
             gather = sparse.csr_matrix(
                 (by_target.data, by_target.indices % n_src, np.append(starts, len(row))), shape=(len(starts), n_src)
-            )  # fmt: skip
+            )
             target = row[starts]
             layers.append(
                 Layer(
@@ -123,9 +125,12 @@ class PairBatch:
         heads, tails = np.asarray(heads, dtype=np.int64), np.asarray(tails, dtype=np.int64)
         walks = walk_batch(graph, heads, tails, length, hide_pair_below)
         return cls(
-            torch.from_numpy(heads).to(device), torch.from_numpy(tails).to(device),
-            TensorWalks.of(walks, device), TensorWalks.of(walks.reversed(graph), device), walks,
-        )  # fmt: skip
+            torch.from_numpy(heads).to(device),
+            torch.from_numpy(tails).to(device),
+            TensorWalks.of(walks, device),
+            TensorWalks.of(walks.reversed(graph), device),
+            walks,
+        )
 
 
 class EmerGNNNet(nn.Module):

@@ -178,10 +178,14 @@ def walk_batch(
         second = np.concatenate([second, _identity_steps(pair_ids, targets, mid_mask, n, ident)])
         index = _index(mid_key, b * n)
         mid = np.stack([mid_key // n, mid_key % n], 1)
-        return WalkBatch(b, [layer0, mid, layer_last], [
-            _layer(first, first[:, 0], index[first[:, 0] * n + first[:, 3]]),
-            _layer(second, index[second[:, 0] * n + second[:, 1]], second[:, 0]),
-        ])  # fmt: skip
+        return WalkBatch(
+            b,
+            [layer0, mid, layer_last],
+            [
+                _layer(first, first[:, 0], index[first[:, 0] * n + first[:, 3]]),
+                _layer(second, index[second[:, 0] * n + second[:, 1]], second[:, 0]),
+            ],
+        )
 
     # length 3: u -> S1 -> S2 -> v, S1 within F1 and S2 within B1, joined by the middle edges
     f_mask, b_mask = _mask(f_key, b * n), _mask(b_key, b * n)

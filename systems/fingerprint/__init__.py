@@ -160,6 +160,11 @@ class MorganSklearnSystem(BaseSystem):
         k = self.config.top_k
         for s, row in zip(samples, probs):
             order = np.argsort(-row, kind="stable")[:k]
-            out.append(Prediction(sample_id=s.id, ranked=[int(labels[i]) for i in order],
-                                  trace={"top": [[int(labels[i]), round(float(row[i]), 5)] for i in order]}))  # fmt: skip
+            out.append(
+                Prediction(
+                    sample_id=s.id,
+                    ranked=[int(labels[i]) for i in order],
+                    trace={"top": [[int(labels[i]), round(float(row[i]), 5)] for i in order]},
+                )
+            )
         return out

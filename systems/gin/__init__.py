@@ -242,8 +242,14 @@ class GINSystem(BaseSystem):
                     n += batch.num_graphs
                     bar.step()
                 valid_loss = self._loss(model, valid, device)
-                epochs.append({"epoch": epoch + 1, "train_loss": round(total / max(n, 1), 5), "valid_loss": round(valid_loss, 5),
-                               "seconds": round(time.perf_counter() - t0, 2)})  # fmt: skip
+                epochs.append(
+                    {
+                        "epoch": epoch + 1,
+                        "train_loss": round(total / max(n, 1), 5),
+                        "valid_loss": round(valid_loss, 5),
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    }
+                )
                 best.update(epoch + 1, valid_loss, model)
                 bar.epoch_done(epoch + 1, time.perf_counter() - t0, valid_loss, best.value, best.epoch, best.waited)
                 if best.should_stop:
@@ -252,10 +258,17 @@ class GINSystem(BaseSystem):
             bar.finish(len(epochs), stopped_early=best.should_stop)
         torch.save(best.state, out / "model.pt")
         log = {
-            "n_train": len(view.train), "n_valid": len(view.valid), "best_epoch": best.epoch, "best_valid_loss": best.value,
-            "epochs_run": len(epochs), "train_seconds": round(time.perf_counter() - started, 1), "device": str(device),
-            "torch_threads": torch.get_num_threads(), "graphs_unreadable": train_failed, "epochs": epochs,
-        }  # fmt: skip
+            "n_train": len(view.train),
+            "n_valid": len(view.valid),
+            "best_epoch": best.epoch,
+            "best_valid_loss": best.value,
+            "epochs_run": len(epochs),
+            "train_seconds": round(time.perf_counter() - started, 1),
+            "device": str(device),
+            "torch_threads": torch.get_num_threads(),
+            "graphs_unreadable": train_failed,
+            "epochs": epochs,
+        }
         (out / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
 
     @staticmethod

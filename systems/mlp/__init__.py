@@ -271,15 +271,17 @@ class MLPSystem(BaseSystem):
             log["multilabel_loss"] = cfg.multilabel_loss
         log["best_epoch"] = best.epoch
         log[f"best_valid_recall@{self._k}" if self._label_sets else "best_valid_macro_f1"] = best.value
-        log.update({
-            "epochs_run": len(epochs),
-            "stopped_early": len(epochs) < cfg.max_epochs,
-            "train_seconds": round(time.perf_counter() - started, 1),
-            "device": str(device),
-            "torch_threads": torch.get_num_threads(),
-            "smiles_unparsable": failed_smiles,
-            "epochs": epochs,
-        })  # fmt: skip
+        log.update(
+            {
+                "epochs_run": len(epochs),
+                "stopped_early": len(epochs) < cfg.max_epochs,
+                "train_seconds": round(time.perf_counter() - started, 1),
+                "device": str(device),
+                "torch_threads": torch.get_num_threads(),
+                "smiles_unparsable": failed_smiles,
+                "epochs": epochs,
+            }
+        )
         (out_dir / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
 
     def _argmax(self, model: Any, heads: Any, tails: Any, device: Any, chunk: int = 8192) -> Any:

@@ -57,11 +57,15 @@ ddi(drug_id TEXT, drug_name TEXT, interacting_drug_id TEXT, interacting_drug_nam
 Each row says what happens when drug_name is combined with interacting_drug_name.
 Reply with the SQL statement only."""
 SQL_EXAMPLES = [
-    ("What happens if Warfarin is taken with Fluconazole?",
-     "SELECT description FROM ddi WHERE lower(drug_name) = lower('Warfarin') AND lower(interacting_drug_name) = lower('Fluconazole') LIMIT 5"),
-    ("Which drugs interact with Digoxin?",
-     "SELECT interacting_drug_name, description FROM ddi WHERE lower(drug_name) = lower('Digoxin') LIMIT 20"),
-]  # fmt: skip
+    (
+        "What happens if Warfarin is taken with Fluconazole?",
+        "SELECT description FROM ddi WHERE lower(drug_name) = lower('Warfarin') AND lower(interacting_drug_name) = lower('Fluconazole') LIMIT 5",
+    ),
+    (
+        "Which drugs interact with Digoxin?",
+        "SELECT interacting_drug_name, description FROM ddi WHERE lower(drug_name) = lower('Digoxin') LIMIT 20",
+    ),
+]
 REACT_SYSTEM = """Answer the question using the search tool. Use this format:
 Thought: what you need to find
 Action: search[a search query]

@@ -16,17 +16,70 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
-ALLOWED_FUNCTIONS = frozenset({
-    "count", "sum", "avg", "min", "max", "lower", "upper", "length", "substr", "substring", "trim", "ltrim", "rtrim",
-    "coalesce", "replace", "round", "abs", "instr", "strpos", "position", "concat", "group_concat", "string_agg",
-    "groupconcat", "ifnull", "nullif", "cast", "trycast", "distinct", "like", "ilike", "if",
-})  # fmt: skip
+ALLOWED_FUNCTIONS = frozenset(
+    {
+        "count",
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "lower",
+        "upper",
+        "length",
+        "substr",
+        "substring",
+        "trim",
+        "ltrim",
+        "rtrim",
+        "coalesce",
+        "replace",
+        "round",
+        "abs",
+        "instr",
+        "strpos",
+        "position",
+        "concat",
+        "group_concat",
+        "string_agg",
+        "groupconcat",
+        "ifnull",
+        "nullif",
+        "cast",
+        "trycast",
+        "distinct",
+        "like",
+        "ilike",
+        "if",
+    }
+)
 WRITE_NODES = tuple(
     getattr(exp, name)
-    for name in ("Insert", "Update", "Delete", "Create", "Drop", "Alter", "AlterTable", "Command", "Merge", "Into", "Copy",
-                 "Pragma", "Set", "Transaction", "Commit", "Rollback", "Use", "Attach", "Detach", "Grant", "LoadData", "Analyze")
+    for name in (
+        "Insert",
+        "Update",
+        "Delete",
+        "Create",
+        "Drop",
+        "Alter",
+        "AlterTable",
+        "Command",
+        "Merge",
+        "Into",
+        "Copy",
+        "Pragma",
+        "Set",
+        "Transaction",
+        "Commit",
+        "Rollback",
+        "Use",
+        "Attach",
+        "Detach",
+        "Grant",
+        "LoadData",
+        "Analyze",
+    )
     if hasattr(exp, name)
-)  # fmt: skip
+)
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 

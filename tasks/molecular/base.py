@@ -204,7 +204,7 @@ class MolecularTask(Task):
                 "split sizes",
                 sizes == self.spec.sizes,
                 ", ".join(f"{s} {sizes[s]:,} (expected {self.spec.sizes[s]:,})" for s in SPLITS),
-            ),  # fmt: skip
+            ),
         ]
         molecules = Counter(s.molecule.smiles for v in splits.values() for s in v)
         repeated = sum(1 for n in molecules.values() if n > 1)

@@ -84,8 +84,13 @@ class CaptioningTask(MolecularTask):
             return len({x.target[c] for x in splits[s]} - {None}) == 2  # type: ignore[index, call-overload]
 
         scorable = {s: sum(1 for c in self.columns if both_classes(c, s)) for s in SPLITS}
-        return [Check("label columns with both classes", all(n > 0 for n in scorable.values()),
-                      ", ".join(f"{s} {n} of {len(self.columns)}" for s, n in scorable.items()))]  # fmt: skip
+        return [
+            Check(
+                "label columns with both classes",
+                all(n > 0 for n in scorable.values()),
+                ", ".join(f"{s} {n} of {len(self.columns)}" for s, n in scorable.items()),
+            )
+        ]
 
     def card(self) -> dict:  # type: ignore[type-arg]
         card = super().card()

@@ -68,10 +68,15 @@ class DedupeStats:
 
     def as_dict(self) -> dict[str, int]:
         return {
-            "rows": self.rows, "unparsable": self.unparsable, "unique": self.unique, "duplicate_groups": self.duplicate_groups,
-            "conflicting_groups": self.conflicting_groups, "conflicting_rows": self.conflicting_rows, "cross_split": self.cross_split,
+            "rows": self.rows,
+            "unparsable": self.unparsable,
+            "unique": self.unique,
+            "duplicate_groups": self.duplicate_groups,
+            "conflicting_groups": self.conflicting_groups,
+            "conflicting_rows": self.conflicting_rows,
+            "cross_split": self.cross_split,
             "molecules": self.molecules,
-        }  # fmt: skip
+        }
 
 
 def deduplicate(rows: Sequence[Row], merge: str = "agree") -> tuple[list[Entry], DedupeStats]:

@@ -165,10 +165,17 @@ class TargetTask(MolecularTask):
         found = {s: [sum(1 for x in splits[s] if x.meta["kg"] == name) for name in SLICES] for s in SPLITS}
         declared = {s: list(v) for s, v in self.spec.kg_slices.items()}
         return [
-            Check("KG overlap (no-overlap, overlap) per split", found == declared,
-                  ", ".join(f"{s} {found[s]}" for s in SPLITS) + ("" if found == declared else f" (declared {declared})")),
-            Check("label space", len(self.label_space) == self.spec.n_labels, f"{len(self.label_space):,} target symbols (declared {self.spec.n_labels:,})"),
-        ]  # fmt: skip
+            Check(
+                "KG overlap (no-overlap, overlap) per split",
+                found == declared,
+                ", ".join(f"{s} {found[s]}" for s in SPLITS) + ("" if found == declared else f" (declared {declared})"),
+            ),
+            Check(
+                "label space",
+                len(self.label_space) == self.spec.n_labels,
+                f"{len(self.label_space):,} target symbols (declared {self.spec.n_labels:,})",
+            ),
+        ]
 
     def card(self) -> dict[str, Any]:
         card = super().card()

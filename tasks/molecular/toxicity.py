@@ -76,5 +76,10 @@ class ToxicityTask(MolecularTask):
         counts = {
             s: (sum(1 for x in splits[s] if x.target == 0), sum(1 for x in splits[s] if x.target == 1)) for s in SPLITS
         }
-        return [Check("both labels in every split", all(min(c) > 0 for c in counts.values()),
-                      ", ".join(f"{s} {no} no / {yes} yes" for s, (no, yes) in counts.items()))]  # fmt: skip
+        return [
+            Check(
+                "both labels in every split",
+                all(min(c) > 0 for c in counts.values()),
+                ", ".join(f"{s} {no} no / {yes} yes" for s, (no, yes) in counts.items()),
+            )
+        ]
