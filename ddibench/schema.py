@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from numbers import Integral
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -146,6 +147,22 @@ class Sample:
     def question(self) -> Question:
         """The input of a question-answering task."""
         return _input_of(self, Question)
+
+    # typed access to the gold, by the task's kind of target: a single-label task reads ``sample.label``, a label-set
+    # task ``sample.label_ids``; a target of another kind raises TypeError naming what it holds
+    @property
+    def label(self) -> int:
+        """The gold of a single-label task (DrugBank, yes/no tasks): one label id."""
+        if isinstance(self.target, Integral):
+            return int(self.target)
+        raise TypeError(f"sample {self.id} has a target of type {type(self.target).__name__}, not one label id")
+
+    @property
+    def label_ids(self) -> tuple[int, ...]:
+        """The gold of a label-set task (TWOSIDES, drug targets): label ids."""
+        if isinstance(self.target, (tuple, list)) and all(isinstance(t, Integral) for t in self.target):
+            return tuple(int(t) for t in self.target)
+        raise TypeError(f"sample {self.id} has a target of type {type(self.target).__name__}, not a tuple of label ids")
 
     def blind(self) -> Sample:
         """The sample as a system sees it at prediction time: no target, no label-derived metadata."""

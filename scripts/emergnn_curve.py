@@ -121,7 +121,7 @@ def by_frequency(run_dir: Path, bins: tuple[int, ...] = (0, 100, 500, 2000)) -> 
     gold = {s.id: s.target for s in data.split(run["split"])}
     if any(not isinstance(t, int) for t in gold.values()):
         raise SystemExit(f"{run_dir}: --by-frequency needs a single-label task")
-    counts = Counter(int(s.target) for s in data.split("train"))  # type: ignore[call-overload]
+    counts = Counter(s.label for s in data.split("train"))
     predicted = {}
     for line in (run_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():

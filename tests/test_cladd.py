@@ -232,7 +232,7 @@ def test_leak_audit_counts_a_context_that_states_the_gold(cli, stubs, tmp_path: 
     test = task.load().splits["test"]
     labels = task.label_space
     dump = tmp_path / "leak.tsv"
-    rows = [f"{s.input.inchikey}\tThis molecule {labels[int(s.target)].template}." for s in test]  # type: ignore[union-attr, arg-type]
+    rows = [f"{s.molecule.inchikey}\tThis molecule {labels[s.label].template}." for s in test]
     dump.write_text("inchikey\tdescription\n" + "\n".join(rows) + "\n")
     preds = run_cladd(cli, tmp_path, stubs["no"], "leak", f"pubchem={dump}", "use_kg_team=false")
     audit = runpy.run_path(str(Path(__file__).resolve().parent.parent / "scripts" / "cladd_leak_audit.py"))["audit"]
@@ -247,7 +247,7 @@ def test_leak_audit_counts_a_context_that_states_the_gold(cli, stubs, tmp_path: 
     assert leaked("toxicity", labels, positive, ["It Is Carcinogenic in rats."]) == ["is carcinogenic"]
     targets = get_task("targets_activate")
     sample = next(s for s in targets.load().splits["test"] if s.target)
-    symbol = targets.label_space[sample.target[0]].name  # type: ignore[index]
+    symbol = targets.label_space[sample.label_ids[0]].name
     assert leaked("drug_targets", targets.label_space, sample, [f"binds {symbol}."]) == [symbol]
     assert leaked("drug_targets", targets.label_space, sample, [f"binds {symbol}X and x{symbol}"]) == []
     assert leaked("captioning", labels, positive, ["anything"]) is None

@@ -80,6 +80,9 @@ def test_samples_keep_direction_and_have_stable_unique_ids() -> None:
     labels = load_labels()
     sample = data.split("train")[0]  # first line of existing/train_ddi.txt is "10 1 0"
     assert (sample.input.head.node_id, sample.input.tail.node_id, sample.target) == (10, 1, 0)
+    assert sample.label == 0 and isinstance(sample.label, int)
+    with pytest.raises(TypeError, match="not a tuple of label ids"):
+        sample.label_ids  # noqa: B018
     text = labels[sample.target].render(sample.input.head.name, sample.input.tail.name)
     assert text == "Riboflavin may increase the photosensitizing activities of Verteporfin."
     assert sample.clusters == (sample.input.head.drugbank_id, sample.input.tail.drugbank_id)

@@ -99,7 +99,7 @@ def test_gin_and_popularity_on_drug_targets(cli, tmp_path: Path) -> None:
         preds = journal(run_dir)
         metrics = json.loads((run_dir / "results.json").read_text())["evaluation"]["metrics"]
         no_overlap = [s for s in test if s.meta["kg"] == "no-overlap"]
-        direct = [len(set(preds[s.id]["ranked"][:5]) & set(s.target)) / 5 for s in no_overlap]  # type: ignore[arg-type]
+        direct = [len(set(preds[s.id]["ranked"][:5]) & set(s.label_ids)) / 5 for s in no_overlap]
         assert metrics["precision@5_no_overlap"]["value"] == pytest.approx(np.mean(direct), abs=1e-12)
         submit_verify_add(cli, run_dir, tmp_path)
 

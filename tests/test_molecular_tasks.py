@@ -158,8 +158,10 @@ def test_targets_gold_sets_and_kg_slices() -> None:
     assert all(c.ok for c in data.checks), [c for c in data.checks if not c.ok]
     everything = [s for v in data.splits.values() for s in v]
     imatinib = next(s for s in everything if s.input.name == "imatinib")
-    names = {task.label_space[i].name for i in imatinib.target}  # type: ignore[union-attr]
+    names = {task.label_space[i].name for i in imatinib.label_ids}
     assert names == {"ABL1", "CSF1R", "DDR1", "KIT", "NTRK1", "PDGFRA", "PDGFRB", "RET"}  # the Hub's list
+    with pytest.raises(TypeError, match="not one label id"):  # a label set is not read as one label
+        imatinib.label  # noqa: B018
     assert imatinib.meta["kg"] == "overlap"  # imatinib is a DrugBank drug of the KG
     assert data.resources["kg_overlap"][imatinib.input.inchikey]
     # independently: no "no-overlap" molecule has the structure skeleton of a KG drug (from the catalog's SMILES)

@@ -151,7 +151,7 @@ class ClassificationEvaluator(BaseEvaluator):
         evaluation: EvaluationResult | None = None,
     ) -> list[dict[str, Any]]:
         y_pred = self._predicted_labels(samples, predictions)
-        units: list[dict[str, Any]] = [{"pred": int(p), "gold": int(s.target)} for s, p in zip(samples, y_pred)]  # type: ignore[arg-type]
+        units: list[dict[str, Any]] = [{"pred": int(p), "gold": s.label} for s, p in zip(samples, y_pred)]
         scores = self._positive_scores(samples, predictions)
         if scores is not None:
             for unit, score in zip(units, scores):
@@ -183,7 +183,7 @@ class ClassificationEvaluator(BaseEvaluator):
         def text(label_id: int) -> str:
             return labels[label_id].render(*names) if 0 <= label_id < len(labels) else str(label_id)
 
-        gold = int(sample.target)  # type: ignore[arg-type]
+        gold = sample.label
         predicted = answer_text(prediction, None if prediction.label is None else text(prediction.label))
         return SampleView(text(gold), predicted, gold, float(prediction.valid and prediction.label == gold))
 
@@ -195,7 +195,7 @@ class ClassificationEvaluator(BaseEvaluator):
         seeded draws of a label uniformly at random), on these samples."""
         if not samples:
             return {}
-        counts = Counter(int(s.target) for s in (train or samples))  # type: ignore[arg-type]
+        counts = Counter(s.label for s in (train or samples))
         majority = min(counts, key=lambda k: (-counts[k], k))
         n = len(self.label_space)
         return {

@@ -185,7 +185,7 @@ class RankingEvaluator(BaseEvaluator):
         predicted = answer_text(prediction, None if prediction.ranked is None else names(prediction.ranked))
         score = evaluation.per_sample.get(sample.id, {}).get(evaluation.primary_metric)
         self.gold(sample)  # refuses a target that is not a tuple of label ids
-        return SampleView(names([int(t) for t in sample.target]), predicted, None, score)  # type: ignore[union-attr]
+        return SampleView(names(list(sample.label_ids)), predicted, None, score)
 
     def floors(
         self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = 20, seed: int = 0

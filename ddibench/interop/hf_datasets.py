@@ -118,9 +118,9 @@ def _row(sample: Sample, kind: str) -> dict[str, Any]:
         )
     target = sample.target
     if kind == "label":
-        row["label"] = int(target)  # type: ignore[arg-type]
+        row["label"] = sample.label
     elif kind == "labels":
-        row["labels"] = [int(t) for t in target]  # type: ignore[union-attr]
+        row["labels"] = list(sample.label_ids)
     elif kind == "answer":
         assert isinstance(target, Mapping)
         row["answer"] = str(target["answer"])

@@ -131,7 +131,7 @@ def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, 
             head_id=inp.head.drugbank_id,
             tail=inp.tail.name,
             tail_id=inp.tail.drugbank_id,
-            gold=int(sample.target),  # type: ignore[arg-type]
+            gold=sample.label,
         )
     elif isinstance(inp, Molecule):
         from ddibench.molecule_answers import instruction_of
@@ -141,7 +141,7 @@ def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, 
             inchikey=inp.inchikey,
             name=inp.name,
             molecule_id=inp.id,
-            gold=int(sample.target),  # type: ignore[arg-type]
+            gold=sample.label,
             instruction=instruction_of(task.load().resources, task.name),
         )
     elif isinstance(inp, Question):

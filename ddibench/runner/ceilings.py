@@ -75,8 +75,7 @@ class Ceilings:
 
 
 def _gold(sample: Sample) -> set[int]:
-    target = sample.target
-    return {int(x) for x in target} if isinstance(target, (tuple, list)) else {int(target)}  # type: ignore[arg-type]
+    return set(sample.label_ids) if isinstance(sample.target, (tuple, list)) else {sample.label}
 
 
 def compute(run_dir: Path) -> Ceilings | None:

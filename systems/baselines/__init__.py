@@ -54,7 +54,7 @@ class MajoritySystem(BaseSystem):
         return _single_labels(task)
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        counts = Counter(int(s.target) for s in view.train)  # type: ignore[arg-type]
+        counts = Counter(s.label for s in view.train)
         if not counts:
             raise ConfigError(
                 f"task {view.task.name} has no training labels to count", "majority needs a training split"
@@ -98,7 +98,7 @@ class PopularitySystem(BaseSystem):
             raise ConfigError(f"popularity config k must be positive, got {self.config.k}", "use e.g. --config k=5")
         counts: Counter[int] = Counter()
         for s in view.train:
-            counts.update({int(label) for label in s.target})  # type: ignore[union-attr]
+            counts.update(set(s.label_ids))
         if not counts:
             raise ConfigError(
                 f"task {view.task.name} has no training labels to count", "popularity needs a training split"

@@ -277,8 +277,8 @@ class CBRDDISystem(BaseSystem):
 
         async def make(sample: Sample) -> Case:
             pair = sample.pair
-            labels = list(sample.target) if isinstance(sample.target, tuple) else None
-            label = labels[0] if labels else int(sample.target)  # type: ignore[arg-type]
+            labels = list(sample.label_ids) if isinstance(sample.target, tuple) else None
+            label = labels[0] if labels else sample.label
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True)
             text = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
             bar.advance()
@@ -434,12 +434,12 @@ class CBRDDISystem(BaseSystem):
         for lam in grid:
             retrieved = repo.retrieve_many(texts, pairs, self.config.k_cases, lam)  # all validation pairs in one pass
             if self.k is None:
-                hits = [float(np.mean(labels[top] == int(s.target))) for top, s in zip(retrieved, valid)]  # type: ignore[arg-type]
+                hits = [float(np.mean(labels[top] == s.label)) for top, s in zip(retrieved, valid)]
             else:  # label sets: the share of the pair's side effects a retrieved case carries, averaged
                 hits = [
                     float(
                         np.mean(
-                            [len(set(repo.cases[j].labels or ()) & set(s.target)) / len(s.target) for j in top]  # type: ignore[arg-type]
+                            [len(set(repo.cases[j].labels or ()) & set(s.label_ids)) / len(s.label_ids) for j in top]
                             or [0.0]
                         )
                     )

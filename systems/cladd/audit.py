@@ -44,7 +44,7 @@ def leaked(family: str, labels: LabelSpace, sample: Sample, retrieved: Iterable[
     stated = stated_labels(family, labels, retrieved)
     if stated is None:
         return None
-    gold = [int(sample.target)] if family == families.TOXICITY else [int(i) for i in sample.target]  # type: ignore[arg-type, union-attr]
+    gold = [sample.label] if family == families.TOXICITY else list(sample.label_ids)
     hit = set(stated)
     return [labels[i].template if family == families.TOXICITY else labels[i].name for i in gold if i in hit]
 

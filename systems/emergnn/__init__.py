@@ -586,7 +586,7 @@ class EmerGNNSystem(BaseSystem):
 
 
 def _triples(samples: Sequence[Sample]) -> np.ndarray:
-    rows = [(s.pair.head.node_id, s.pair.tail.node_id, int(s.target)) for s in samples]  # type: ignore[arg-type]
+    rows = [(s.pair.head.node_id, s.pair.tail.node_id, s.label) for s in samples]
     return np.array(rows, dtype=np.int64).reshape(-1, 3)
 
 

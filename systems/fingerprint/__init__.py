@@ -118,7 +118,7 @@ class MorganSklearnSystem(BaseSystem):
         if self.multilabel:
             n_labels = len(view.task.label_space)
             binarizer = MultiLabelBinarizer(classes=list(range(n_labels)))
-            y = binarizer.fit_transform([list(s.target) for s in view.train])  # type: ignore[arg-type]
+            y = binarizer.fit_transform([list(s.label_ids) for s in view.train])
             seen = np.flatnonzero(y.sum(axis=0) > 0)
             model: Any = {
                 "kind": "multilabel",
@@ -127,7 +127,7 @@ class MorganSklearnSystem(BaseSystem):
             }
             info = {"labels_learned": len(seen), "labels_total": n_labels}
         else:
-            y = np.array([int(s.target) for s in view.train])  # type: ignore[arg-type]
+            y = np.array([s.label for s in view.train])
             model = {"kind": "binary", "model": base.fit(x, y)}
             info = {"positives": int(y.sum())}
         with open(out / "model.pkl", "wb") as fh:

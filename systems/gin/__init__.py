@@ -159,10 +159,10 @@ class GINSystem(BaseSystem):
         import torch
 
         if not self.multilabel:
-            return torch.tensor([[float(s.target)] for s in samples])  # type: ignore[arg-type]
+            return torch.tensor([[float(s.label)] for s in samples])
         y = torch.zeros(len(samples), self.n_out)
         for i, s in enumerate(samples):
-            y[i, list(s.target)] = 1.0  # type: ignore[arg-type]
+            y[i, list(s.label_ids)] = 1.0
         return y
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:

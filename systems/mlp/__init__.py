@@ -201,8 +201,8 @@ class MLPSystem(BaseSystem):
                 negatives = torch.from_numpy(label_sets.corrupt_pairs(pairs, np.unique(pairs), rng))
             name, metric = f"mlp ({len(train):,} pairs, {cfg.multilabel_loss})", f"recall@{self._k}"
         else:
-            y_tr = torch.tensor([int(s.target) for s in train], dtype=torch.long)  # type: ignore[arg-type]
-            y_va = np.array([int(s.target) for s in view.valid])  # type: ignore[arg-type]
+            y_tr = torch.tensor([s.label for s in train], dtype=torch.long)
+            y_va = np.array([s.label for s in view.valid])
             name, metric = f"mlp ({len(train):,} pairs)", "macro-F1"
         cross_entropy = torch.nn.CrossEntropyLoss()
 

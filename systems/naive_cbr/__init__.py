@@ -53,7 +53,7 @@ class NaiveCBRSystem(LabelChoiceSystem):
             self._labels = np.empty(len(view.train), dtype=object)
             self._labels[:] = [s.target for s in view.train]
         else:
-            self._labels = np.array([int(s.target) for s in view.train])  # type: ignore[arg-type]
+            self._labels = np.array([s.label for s in view.train])
         self._labels_space = view.task.label_space
 
     def examples(self, head: int, tail: int) -> tuple[np.ndarray, np.ndarray]:

@@ -70,7 +70,7 @@ class DDIQATask(Task):
         for split, samples in base.splits.items():
             out = []
             for s in samples:
-                pair, label = s.pair, int(s.target)  # type: ignore[arg-type]
+                pair, label = s.pair, s.label
                 text = interaction_question(pair.head.name, pair.tail.name)
                 out.append(
                     Sample(
