@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ SCHEMA = [
         run_id VARCHAR, sample_id VARCHAR, input VARCHAR, gold VARCHAR, prediction VARCHAR,
         score DOUBLE, label INTEGER, gold_label INTEGER, valid BOOLEAN, trace VARCHAR)""",
     "CREATE INDEX IF NOT EXISTS samples_run ON samples (run_id)",
-    # added with the evaluators' metric declarations (stores written before them read on: see _legacy_units)
+    # added with the evaluators' metric declarations (rows written before them are filled by _fill_undeclared)
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS primary_unit VARCHAR",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS higher_is_better BOOLEAN",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS metric_specs VARCHAR",
@@ -70,7 +71,6 @@ SCHEMA = [
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS collapsed BOOLEAN DEFAULT FALSE",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS variant VARCHAR DEFAULT ''",
 ]
-_LEGACY_FRACTIONS = {"accuracy", "macro_f1", "kappa", "label_recovery"}
 
 
 def store_path(value: str | Path | None = None) -> Path:
@@ -99,15 +99,93 @@ def connect(path: Path, read_only: bool = False) -> Any:
             f"cannot open the results store {path} ({reason})",
             "give --store a DuckDB file this ddibench wrote, that no other process holds open",
         ) from None
-    if not read_only:
+    if read_only:
+        _refuse_outdated(conn, path)
+    else:
+        upgrade(conn)
+    return conn
+
+
+# Stores written by earlier builds are brought to the current layout in one place, here, when a store is opened
+# for writing; every reader assumes the current layout. A read-only open of an older store is refused with the
+# command that upgrades it (the board's reader never writes).
+def upgrade(conn: Any) -> None:
+    """Bring an open store to the current layout: the schema's additions, then the rows written before them
+    (in one transaction: a store is upgraded whole or not at all)."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
         for statement in SCHEMA:
             conn.execute(statement)
-        conn.execute(
-            "UPDATE runs SET primary_unit = CASE WHEN primary_metric IN ? THEN 'fraction' ELSE 'score' END,"
-            " higher_is_better = primary_metric <> 'selfcheck' WHERE primary_unit IS NULL",
-            [sorted(_LEGACY_FRACTIONS)],
+        _fill_undeclared(conn)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+# the metrics whose values were fractions before runs declared their units (the classification metrics)
+_UNDECLARED_FRACTIONS = ("accuracy", "macro_f1", "kappa", "label_recovery")
+
+
+def _fill_undeclared(conn: Any) -> None:
+    """Rows written before the evaluators' metric declarations: their primary metric's unit and direction, their
+    metrics' declarations, and each sample's unit record (the paired comparison's input), from what they stored."""
+    conn.execute(
+        "UPDATE runs SET primary_unit = CASE WHEN primary_metric IN ? THEN 'fraction' ELSE 'score' END,"
+        " higher_is_better = primary_metric <> 'selfcheck' WHERE primary_unit IS NULL",
+        [list(_UNDECLARED_FRACTIONS)],
+    )
+    from ddibench.runner.records import schema1_metric_specs
+
+    for run_id, metrics in conn.execute("SELECT run_id, metrics FROM runs WHERE metric_specs IS NULL").fetchall():
+        specs = [m.model_dump() for m in schema1_metric_specs(json.loads(metrics or "{}"))]
+        conn.execute("UPDATE runs SET metric_specs = ? WHERE run_id = ?", [json.dumps(specs), run_id])
+    rows = conn.execute(
+        "SELECT s.rowid, r.primary_metric, s.label, s.gold_label, s.score, s.valid FROM samples s"
+        " JOIN runs r USING (run_id) WHERE s.units IS NULL"
+    ).fetchall()
+    if rows:
+        conn.executemany(
+            "UPDATE samples SET units = ? WHERE rowid = ?",
+            [[json.dumps(_undeclared_units(metric, *values)), rowid] for rowid, metric, *values in rows],
         )
-    return conn
+
+
+def _undeclared_units(metric: str, label: Any, gold_label: Any, score: Any, valid: Any) -> dict[str, Any]:
+    """The unit record of a sample row stored before units were, from its label, gold label, score and validity."""
+    if gold_label is not None and metric in ("accuracy", "macro_f1", "kappa"):
+        return {"pred": label if valid and label is not None else -1, "gold": gold_label}
+    return {metric: score}
+
+
+def _refuse_outdated(conn: Any, path: Path) -> None:
+    """A read-only store must have the current layout: every column the schema adds and no row left to fill."""
+    have = {
+        (t, c) for t, c in conn.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall()
+    }
+    missing = [f"{t}.{c}" for t, c in _LAYOUT if (t, c) not in have]
+    if not missing:
+        unfilled = conn.execute(
+            "SELECT (SELECT count(*) FROM runs WHERE primary_unit IS NULL OR metric_specs IS NULL)"
+            " + (SELECT count(*) FROM samples WHERE units IS NULL)"
+        ).fetchone()[0]
+        if not unfilled:
+            return
+    from ddibench.errors import StorageError
+
+    conn.close()
+    raise StorageError(
+        f"results store {path} was written by an earlier ddibench ({', '.join(missing) or 'rows without metric declarations'})",
+        f"upgrade it in place once with 'ddibench board upgrade --store {path}'",
+    )
+
+
+# (table, column) of everything the schema adds after the first layout, read from SCHEMA itself
+_LAYOUT = [
+    (m[1], m[2])
+    for statement in SCHEMA
+    if (m := re.match(r"ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)", statement))
+] + [("floors", "task")]
 
 
 def load_prices() -> dict[str, dict[str, float]]:
@@ -298,14 +376,6 @@ def _replace_floors(conn: Any, task: Task, variant: str, rows: list[tuple[str, d
         )
 
 
-def _legacy_units(row: tuple[Any, ...], metric: str) -> dict[str, Any]:
-    """The unit record of a sample row stored before units were (label, gold label, score, valid)."""
-    label, gold_label, score, valid = row
-    if gold_label is not None and metric in ("accuracy", "macro_f1", "kappa"):
-        return {"pred": label if valid and label is not None else -1, "gold": gold_label}
-    return {metric: score}
-
-
 def update_ties(
     conn: Any, task_name: str, variant: str = "", added: str | None = None, previous_best: str | None = None
 ) -> None:
@@ -345,10 +415,8 @@ def update_ties(
     samples = {s.id: s for s in task.load().split(task.eval_split)}
 
     def units_of(run_id: str) -> dict[str, dict[str, Any]]:
-        rows = conn.execute(
-            "SELECT sample_id, units, label, gold_label, score, valid FROM samples WHERE run_id = ?", [run_id]
-        ).fetchall()
-        return {r[0]: json.loads(r[1]) if r[1] else _legacy_units(r[2:], metric) for r in rows}
+        rows = conn.execute("SELECT sample_id, units FROM samples WHERE run_id = ?", [run_id]).fetchall()
+        return {sample_id: json.loads(units) for sample_id, units in rows}
 
     best = units_of(str(best_id))
     for run_id in others:

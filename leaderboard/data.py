@@ -19,9 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ddibench.evaluation import MetricSpec, MetricValue
-from ddibench.evaluation.classification import CLASSIFICATION_METRICS
 from ddibench.evaluation.floors import floor_title
-from ddibench.evaluation.text import TEXT_METRICS
 from ddibench.runner.records import Manifest
 from ddibench.store import connect
 
@@ -32,21 +30,9 @@ RUN_COLUMNS = (
 )
 
 
-LEGACY_COLUMNS = {  # columns a store written before the metric declarations lacks, and how to read them
-    "primary_unit": "CASE WHEN primary_metric IN ('accuracy', 'macro_f1', 'kappa', 'label_recovery') THEN 'fraction' ELSE 'score' END",
-    "higher_is_better": "primary_metric <> 'selfcheck'",
-    "scoring_variant": "''",
-    "collapsed": "FALSE",
-    "variant": "''",
-}
-
-
 def runs(path: Path) -> pd.DataFrame:
     with connect(path, read_only=True) as conn:
-        have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
-        columns = [c.strip() for c in RUN_COLUMNS.split(",")]
-        select = ", ".join(c if c in have else f"{LEGACY_COLUMNS[c]} AS {c}" for c in columns)
-        return conn.execute(f"SELECT {select} FROM runs ORDER BY task, primary_value DESC, run_id").df()
+        return conn.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY task, primary_value DESC, run_id").df()
 
 
 UNCHECKED = "as submitted, not checked"
@@ -233,17 +219,13 @@ def floor_labels(frame: pd.DataFrame, floor_rows: pd.DataFrame) -> pd.Series:
 
 
 def metric_specs(path: Path) -> dict[str, dict[str, MetricSpec]]:
-    """Each task's metric declarations as its runs recorded them (for a store written before the
-    declarations: the classification and text metrics' own)."""
-    legacy = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}
+    """Each task's metric declarations as its runs recorded them."""
     with connect(path, read_only=True) as conn:
-        have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
-        column = "metric_specs" if "metric_specs" in have else "NULL"
-        rows = conn.execute(f"SELECT task, {column} FROM runs ORDER BY task, run_id").fetchall()
+        rows = conn.execute("SELECT task, metric_specs FROM runs ORDER BY task, run_id").fetchall()
     out: dict[str, dict[str, MetricSpec]] = {}
     for task, declared in rows:
-        specs = out.setdefault(task, dict(legacy) if declared is None else {})
-        for raw in json.loads(declared or "[]"):
+        specs = out.setdefault(task, {})
+        for raw in json.loads(declared):
             spec = MetricSpec.model_validate(raw)
             specs.setdefault(spec.name, spec)
     return out
@@ -382,17 +364,13 @@ class RunDetail:
 
 def run_detail(path: Path, run_id: str) -> RunDetail | None:
     with connect(path, read_only=True) as conn:
-        have = {row[0] for row in conn.execute("DESCRIBE runs").fetchall()}
-        optional = ", ".join(c if c in have else "NULL" for c in ("metric_specs", "reproduction"))
         row = conn.execute(
-            f"SELECT metrics, manifest, reasons, tier, {optional} FROM runs WHERE run_id = ?", [run_id]
+            "SELECT metrics, manifest, reasons, tier, metric_specs, reproduction FROM runs WHERE run_id = ?", [run_id]
         ).fetchone()
     if row is None:
         return None
-    declared = [MetricSpec.model_validate(m) for m in json.loads(row[4] or "[]")]
-    legacy = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}  # stores written before the declarations
+    specs = {m.name: m for m in (MetricSpec.model_validate(raw) for raw in json.loads(row[4]))}
     metrics = {k: MetricValue.model_validate(v) for k, v in json.loads(row[0]).items()}
-    specs = {m.name: m for m in declared} or {k: legacy[k] for k in metrics if k in legacy}
     manifest = Manifest.model_validate(json.loads(row[1]))
     return RunDetail(
         metrics, specs, manifest, json.loads(row[2] or "[]"), row[3], json.loads(row[5]) if row[5] else None
@@ -421,12 +399,12 @@ def sample(path: Path, run_id: str, sample_id: str) -> dict[str, Any]:
 
 def first_samples(path: Path, run_id: str, n: int = 5) -> list[dict[str, Any]]:
     """The run's first ``n`` samples, in the order the run asked them (whose whole traces a compact bundle
-    keeps; by id in a store written before that order was kept), with input, gold, prediction and trace."""
+    keeps; by id after them where a run was stored before that order was kept), with input, gold, prediction
+    and trace."""
     with connect(path, read_only=True) as conn:
-        have = {row[0] for row in conn.execute("DESCRIBE samples").fetchall()}
-        order = "position NULLS LAST, sample_id" if "position" in have else "sample_id"
         rows = conn.execute(
-            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? ORDER BY {order} LIMIT ?", [run_id, n]
+            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? ORDER BY position NULLS LAST, sample_id LIMIT ?",
+            [run_id, n],
         ).fetchall()
     return [_sample(row) for row in rows]
 

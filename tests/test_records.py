@@ -2,7 +2,8 @@
 
 * a journal line of prediction schema 1 (before ``scores``) loads;
 * a ``results.json`` of schema 1 (before metric declarations) reads, reports and verifies;
-* a results store written before the metric declarations is read by the board;
+* a results store written before the metric declarations is upgraded in place (the board's reader refuses it
+  with the command that does);
 * a malformed ``run.json`` / ``results.json`` is a :class:`RunDirError` naming the file, not a KeyError.
 """
 
@@ -100,28 +101,39 @@ def test_results_of_schema_1_read_report_and_verify(cli, mlp_run: Path, tmp_path
     assert verdict.accepted and verdict.tier == "recomputed", verdict.reasons
 
 
-def test_a_store_written_before_metric_declarations_is_still_read(cli, mlp_run: Path, tmp_path: Path) -> None:
+def test_a_store_written_before_metric_declarations_is_upgraded_in_place(
+    cli, mlp_run: Path, tmp_path: Path
+) -> None:
+    from ddibench.errors import StorageError
     from ddibench.leaderboard.data import cell, runs
     from ddibench.store import connect
 
     code, _, err = cli("submit", str(mlp_run), "--out", str(tmp_path / "b.tar.gz"))
     assert code == 0, err
-    store = tmp_path / "board.duckdb"
-    code, _, err = cli("board", "add", "--store", str(store), str(tmp_path / "b.tar.gz"))
-    assert code == 0, err
-    conn = connect(store)
+    store, fresh = tmp_path / "board.duckdb", tmp_path / "fresh.duckdb"
+    for path in (store, fresh):
+        code, _, err = cli("board", "add", "--store", str(path), str(tmp_path / "b.tar.gz"))
+        assert code == 0, err
+    conn = connect(store)  # the layout of the builds before the metric declarations
     for column in ("primary_unit", "higher_is_better", "metric_specs", "scoring_variant"):
         conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
     conn.execute("DROP INDEX samples_run")
     conn.execute("ALTER TABLE samples DROP COLUMN units")
     conn.execute("CREATE INDEX samples_run ON samples (run_id)")
     conn.close()
-    frame = runs(store)  # read-only: the board reads the old layout as it is
+    with pytest.raises(StorageError, match=r"written by an earlier ddibench \(runs.primary_unit, .*board upgrade"):
+        runs(store)  # the board's reader never writes: it names the command that upgrades the store
+    code, out, err = cli("board", "upgrade", "--store", str(store))
+    assert code == 0 and "upgraded" in out, err
+    frame = runs(store)
     assert frame.iloc[0]["primary_unit"] == "fraction" and cell(frame.iloc[0]).endswith("★")
-    code, _, err = cli(
-        "board", "add", "--store", str(store), str(tmp_path / "b.tar.gz")
-    )  # upgraded in place when written
+    query = "SELECT sample_id, units FROM samples ORDER BY sample_id"
+    with connect(store, read_only=True) as old, connect(fresh, read_only=True) as new:
+        assert old.execute(query).fetchall() == new.execute(query).fetchall()  # the unit records a new add writes
+    code, _, err = cli("board", "add", "--store", str(store), str(tmp_path / "b.tar.gz"))
     assert code == 0, err
+    code, _, err = cli("board", "upgrade", "--store", str(tmp_path / "none.duckdb"))
+    assert code != 0 and "no results store at" in err
 
 
 @pytest.mark.parametrize(

@@ -188,6 +188,26 @@ def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool, rep
     sys.exit(1 if rejected else 0)
 
 
+@board.command("upgrade")
+@click.option(
+    "--store",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results store (default: $DDIBENCH_BOARD or board.duckdb).",
+)
+def board_upgrade(store: Path | None) -> None:
+    """Bring a results store written by an earlier ddibench to this one's layout, in place (the board reads
+    only the current layout; adding a bundle upgrades a store too)."""
+    from ddibench.errors import ConfigError
+    from ddibench.store import connect, store_path
+
+    path = store_path(store)
+    if not path.is_file():
+        raise ConfigError(f"no results store at {path}", "give --store the DuckDB file to upgrade")
+    connect(path).close()
+    _console().print(f"{path}: upgraded to this ddibench's layout")
+
+
 def _report(outcome: Any) -> None:
     console = _console()
     name = outcome.bundle.name if outcome.entry is None else outcome.entry["path"]

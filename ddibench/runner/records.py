@@ -20,13 +20,14 @@ Versions:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from ddibench.errors import RunDirError
-from ddibench.evaluation import EvaluationResult
+from ddibench.evaluation import EvaluationResult, MetricSpec
 from ddibench.evaluation.classification import CLASSIFICATION_METRICS
 from ddibench.evaluation.text import TEXT_METRICS
 from ddibench.hashing import config_hash
@@ -272,6 +273,13 @@ class Manifest(_Record):
         return next(iter(self.models.values())).spec if self.models else "—"
 
 
+def schema1_metric_specs(names: Iterable[str]) -> list[MetricSpec]:
+    """The declarations of metrics recorded before runs declared them (results of schema 1, results stores of
+    the same builds): only the classification and text evaluators' metrics existed then."""
+    known = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}
+    return [known[name] for name in names if name in known]
+
+
 class Results(_Record):
     """``results.json``: metrics with intervals, cost, timing and the manifest."""
 
@@ -296,12 +304,9 @@ class Results(_Record):
         if not isinstance(data, dict) or data.get("schema", RESULTS_SCHEMA_VERSION) != 1:
             return data
         data = json.loads(json.dumps(data))
-        known = {m.name: m for m in (*CLASSIFICATION_METRICS, *TEXT_METRICS)}
         evaluation = data.get("evaluation") or {}
         if isinstance(evaluation, dict) and not evaluation.get("metric_specs"):
-            evaluation["metric_specs"] = [
-                known[name].model_dump() for name in evaluation.get("metrics", {}) if name in known
-            ]
+            evaluation["metric_specs"] = [m.model_dump() for m in schema1_metric_specs(evaluation.get("metrics", {}))]
         manifest = data.get("manifest") or {}
         scoring = manifest.get("scoring") if isinstance(manifest, dict) else None
         if isinstance(scoring, dict) and "options" not in scoring and "scorers" in scoring:
