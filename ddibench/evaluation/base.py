@@ -434,13 +434,16 @@ class BaseEvaluator:
         """What answers without skill score on these samples (none for this kind of answer by default)."""
         return {}
 
+    def point(self, units: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """Each metric's point value: the statistic at unit weights, the same function the intervals resample."""
+        return {name: float(values[0]) for name, values in self.statistic(units)(np.ones((1, len(units)))).items()}
+
     def _floor_metrics(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> dict[str, float]:
-        stat = self.statistic(
+        return self.point(
             self.units(
                 samples, predictions, EvaluationResult(n=0, n_invalid=0, metrics={}, primary_metric="", bootstrap={})
             )
         )
-        return {name: float(values[0]) for name, values in stat(np.ones((1, len(samples)))).items()}
 
     def _random_floor(
         self, samples: Sequence[Sample], draw: Callable[[np.random.Generator], Prediction | None], draws: int, seed: int

@@ -227,17 +227,11 @@ class ClassificationEvaluator(BaseEvaluator):
         units = self.units(samples, predictions)
         y_true = np.fromiter((u["gold"] for u in units), dtype=np.int64, count=len(units))
         y_pred = np.fromiter((u["pred"] for u in units), dtype=np.int64, count=len(units))
-        cm = confusion_matrices(y_true, y_pred, n_labels)
-        point = scores_from_confusion(cm)
-        if all("score" in u for u in units) and self.positive_label is not None and units:
-            point["auroc"] = np.asarray(
-                weighted_auroc(y_true == self.positive_label, np.array([u["score"] for u in units], dtype=float))
-            )
-        f1 = per_class_f1(cm)
+        f1 = per_class_f1(confusion_matrices(y_true, y_pred, n_labels))
         intervals = self.intervals(units, [s.clusters for s in samples], bootstrap)
         metrics = {
-            name: MetricValue(value=float(value), ci_low=intervals[name][0], ci_high=intervals[name][1])
-            for name, value in point.items()
+            name: MetricValue(value=value, ci_low=intervals[name][0], ci_high=intervals[name][1])
+            for name, value in self.point(units).items()
         }
         invalid = [s.id for s, p in zip(samples, y_pred) if p == INVALID]
         examples = [{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]]
