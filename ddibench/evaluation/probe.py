@@ -457,6 +457,8 @@ def finetune_probe(
     device: str | None = None,
 ) -> np.ndarray:
     """Scores of the ``finetune`` probe: shape (seeds, test molecules, columns) (see the module docstring)."""
+    # over 60 lines: one fine-tuning recipe (the paper's): the tokenizer, device and encoded splits are shared by
+    # the encode/score closures and the per-seed loop, and determinism is switched on around all of it
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS, set before CUDA starts
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

@@ -67,6 +67,8 @@ def shortest_path(
     """A shortest path of at most ``max_hops`` steps, avoiding ``blocked_nodes`` and the first steps
     ``(relation, next entity)`` in ``blocked_first``; None when there is none. Ties are broken by
     entity and relation id, so the result is deterministic."""
+    # over 60 lines: one bidirectional breadth-first search; both frontiers, the parents and the blocked masks are
+    # state every step reads and writes, and the tie-breaking that makes the result deterministic spans all of it
     if src == dst:
         return Path(())
     indptr, nbr, rel = kg.csr

@@ -298,9 +298,9 @@ class EmerGNNSystem(BaseSystem):
         ``training.json`` into ``out_dir``. One loop for both kinds of task: ``train``/``valid`` are (head, tail,
         label) rows (cross-entropy, validation macro-F1), or for label sets (head, tail, pair index) rows (the side
         effects of the pairs that stay known are the graph's facts; ``multilabel_loss``; validation recall@k)."""
+        # over 60 lines: one training loop; the network, optimiser, scheduler, seeded generator and best epoch are
+        # state every step shares, and the generator's draws must stay in this order (negatives, validation, epochs)
         import torch
-
-        from ddibench.metrics.classification import classification_scores
 
         if len(valid) == 0:
             raise ConfigError("emergnn needs a validation split for model selection", "evaluate on the test split")
@@ -313,13 +313,7 @@ class EmerGNNSystem(BaseSystem):
         scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimiser, mode="max")
         y_train = self._labels["train"] if self._label_sets else None
         train_drugs = {int(d) for d in train[:, :2].ravel()}
-        hidden = set(range(kg.n_drugs)) - train_drugs
-        kg_train = kg.without_entities(hidden) if hidden else kg
-        # drugs EmerGNN may turn pseudo-new: training drugs with at least one KG edge
-        in_kg = np.zeros(kg.n_entities, dtype=bool)
-        in_kg[kg_train.head] = True
-        in_kg[kg_train.tail] = True
-        candidates = np.array(sorted(d for d in train_drugs if in_kg[d]), dtype=np.int64)
+        kg_train, candidates = _training_graph(kg, train_drugs)
         negatives = None
         if (
             self._label_sets and cfg["multilabel_loss"] == "negatives"
@@ -328,20 +322,8 @@ class EmerGNNSystem(BaseSystem):
         valid_eval = valid
         if cfg["valid_pairs"] and cfg["valid_pairs"] < len(valid):
             valid_eval = valid[np.sort(rng.choice(len(valid), cfg["valid_pairs"], replace=False))]
-        valid_graph = self._graphs["valid"]
         metric = f"valid_recall@{self._k}" if self._label_sets else "valid_macro_f1"
-
-        def validate() -> tuple[float, dict[str, float]]:
-            probs = self._probabilities(net, valid_graph, valid_eval[:, 0], valid_eval[:, 1], cfg, device)
-            if self._label_sets:
-                recall = label_sets.recall_at_k(probs, self._labels["valid"][valid_eval[:, 2]], self._k)
-                return recall, {metric: round(recall, 5)}
-            scores = classification_scores(valid_eval[:, 2], probs.argmax(1), len(view.task.label_space))
-            return scores.macro_f1, {
-                "valid_macro_f1": round(scores.macro_f1, 5),
-                "valid_accuracy": round(scores.accuracy, 5),
-            }
-
+        validate = self._validator(net, valid_eval, cfg, device, len(view.task.label_space))
         log: list[dict[str, Any]] = []
         best = BestEpoch()  # no early stopping: the best evaluated epoch is kept
         started = time.perf_counter()
@@ -373,7 +355,7 @@ class EmerGNNSystem(BaseSystem):
                     "loss": round(loss, 4),
                 }
                 if epoch % cfg["epoch_per_test"] == 0 or epoch == cfg["max_epochs"]:
-                    value, shown = validate()
+                    value, shown = validate(metric)
                     scheduler.step(value)
                     row.update(shown)
                     best.update(epoch, value, net)
@@ -384,25 +366,42 @@ class EmerGNNSystem(BaseSystem):
             if bar is not None:
                 bar.finish(len(log))
         torch.save(best.state, out_dir / "model.pt")
-        (out_dir / "training.json").write_text(
-            json.dumps(
-                {
-                    "setting": setting,
-                    "resolved_config": cfg,
-                    "best_epoch": best.epoch,
-                    f"best_{metric}": best.value,
-                    "valid_pairs_used": int(len(valid_eval)),
-                    "valid_pairs_available": int(len(valid)),
-                    "train_seconds": round(time.perf_counter() - started, 1),
-                    "device": str(device),
-                    "torch_threads": torch.get_num_threads(),
-                    "pseudo_new_candidates": int(len(candidates)),
-                    "epochs": log,
-                },
-                indent=2,
-            ),
-            encoding="utf-8",
-        )
+        record = {
+            "setting": setting,
+            "resolved_config": cfg,
+            "best_epoch": best.epoch,
+            f"best_{metric}": best.value,
+            "valid_pairs_used": int(len(valid_eval)),
+            "valid_pairs_available": int(len(valid)),
+            "train_seconds": round(time.perf_counter() - started, 1),
+            "device": str(device),
+            "torch_threads": torch.get_num_threads(),
+            "pseudo_new_candidates": int(len(candidates)),
+            "epochs": log,
+        }
+        (out_dir / "training.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+
+    def _validator(
+        self, net: Any, pairs: np.ndarray, cfg: dict[str, Any], device: Any, n_labels: int
+    ) -> Callable[[str], tuple[float, dict[str, float]]]:
+        """The validation score of the network on these validation rows, and what the epoch log shows of it
+        (macro-F1 and accuracy, or recall@k for label sets, under the given metric name)."""
+        from ddibench.metrics.classification import classification_scores
+
+        valid_graph = self._graphs["valid"]
+
+        def validate(metric: str) -> tuple[float, dict[str, float]]:
+            probs = self._probabilities(net, valid_graph, pairs[:, 0], pairs[:, 1], cfg, device)
+            if self._label_sets:
+                recall = label_sets.recall_at_k(probs, self._labels["valid"][pairs[:, 2]], self._k)
+                return recall, {metric: round(recall, 5)}
+            scores = classification_scores(pairs[:, 2], probs.argmax(1), n_labels)
+            return scores.macro_f1, {
+                "valid_macro_f1": round(scores.macro_f1, 5),
+                "valid_accuracy": round(scores.accuracy, 5),
+            }
+
+        return validate
 
     def _epoch(
         self,
@@ -601,6 +600,17 @@ def _facts(rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """(head, tail, label) triples of (head, tail, pair index) rows: one per label of the pair."""
     pair, label = np.nonzero(labels[rows[:, 2]])
     return np.stack([rows[pair, 0], rows[pair, 1], label], axis=1).astype(np.int64).reshape(-1, 3)
+
+
+def _training_graph(kg: Any, train_drugs: set[int]) -> tuple[Any, np.ndarray]:
+    """The KG without the drugs training never sees, and the drugs EmerGNN may turn pseudo-new in an epoch:
+    training drugs with at least one edge in it."""
+    hidden = set(range(kg.n_drugs)) - train_drugs
+    kg_train = kg.without_entities(hidden) if hidden else kg
+    in_kg = np.zeros(kg.n_entities, dtype=bool)
+    in_kg[kg_train.head] = True
+    in_kg[kg_train.tail] = True
+    return kg_train, np.array(sorted(d for d in train_drugs if in_kg[d]), dtype=np.int64)
 
 
 def _pseudo_emerging(

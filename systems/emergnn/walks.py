@@ -128,6 +128,8 @@ def walk_batch(
     cannot hold. ``join`` (L = 3): which neighbourhood's CSR rows the middle layer reads — the smaller
     one per pair, or always the source's or the target's (the same edges; the tests compare them).
     """
+    # over 60 lines: one vectorised kernel over all pairs of the batch; each layer's arrays feed the next, and
+    # pieces would pass a dozen index arrays between them (benchmarks/emergnn_step.py times it)
     if not 1 <= length <= 3:
         raise ValueError("walk subgraphs support 1 to 3 layers")
     n, b = graph.n_nodes, len(sources)

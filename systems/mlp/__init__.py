@@ -31,9 +31,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, model_serializer
 
@@ -84,6 +84,41 @@ def _network(cfg: MLPConfig, n_labels: int) -> Any:
         width = size
     layers.append(nn.Linear(width, n_labels))
     return nn.Sequential(*layers)
+
+
+class _Objective(NamedTuple):
+    name: str  # the progress bar's title
+    metric: str  # the validation score's name
+    batch_loss: Callable[[Any, Any], Any]  # (model, batch indices) -> loss tensor
+    validate: Callable[[Any], tuple[float, dict[str, float]]]  # model -> (score, what the epoch log shows)
+
+
+def _epoch(
+    model: Any,
+    optimiser: Any,
+    batch_loss: Callable[[Any, Any], Any],
+    n: int,
+    batch_size: int,
+    generator: Any,
+    bar: TrainingProgress,
+) -> float:
+    """One pass over the ``n`` training pairs in a seeded random order; the summed loss (per pair)."""
+    import torch
+
+    model.train()
+    order = torch.randperm(n, generator=generator)
+    total = 0.0
+    for start in range(0, n, batch_size):
+        idx = order[start : start + batch_size]
+        if idx.numel() < 2:
+            continue  # BatchNorm needs two samples
+        loss = batch_loss(model, idx)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        total += loss.item() * idx.numel()
+        bar.step()
+    return total
 
 
 class MLPSystem(BaseSystem):
@@ -177,8 +212,6 @@ class MLPSystem(BaseSystem):
         import numpy as np
         import torch
 
-        from ddibench.metrics.classification import classification_scores
-
         cfg = self.config
         device = self._device()
         torch.manual_seed(ctx.seed)
@@ -189,7 +222,85 @@ class MLPSystem(BaseSystem):
             train = [train[i] for i in keep]
         if not view.valid:
             raise ConfigError("mlp needs a validation split for early stopping", "evaluate on the test split")
-        n_labels = len(view.task.label_space)
+        objective = self._objective(view, train, rng, device)
+        model = _network(cfg, len(view.task.label_space)).to(device)
+        optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        generator = torch.Generator().manual_seed(ctx.seed)
+        best = BestEpoch(cfg.patience)
+        epochs: list[dict[str, float]] = []
+        bar = TrainingProgress(
+            ctx.progress,
+            objective.name,
+            cfg.max_epochs,
+            -(-len(train) // cfg.batch_size),
+            objective.metric,
+            cfg.patience,
+        )
+        started = time.perf_counter()
+        try:
+            for epoch in range(cfg.max_epochs):
+                t0 = time.perf_counter()
+                total = _epoch(model, optimiser, objective.batch_loss, len(train), cfg.batch_size, generator, bar)
+                value, shown = objective.validate(model)
+                epochs.append(
+                    {
+                        "epoch": epoch + 1,
+                        "train_loss": round(total / len(train), 5),
+                        **shown,
+                        "seconds": round(time.perf_counter() - t0, 2),
+                    }
+                )
+                best.update(epoch + 1, value, model)
+                bar.epoch_done(epoch + 1, time.perf_counter() - t0, value, best.value, best.epoch, best.waited)
+                if best.should_stop:
+                    break
+        finally:
+            bar.finish(len(epochs), stopped_early=best.should_stop)
+        torch.save(best.state, out_dir / "model.pt")
+        log = self._training_record(view, train, best, epochs, time.perf_counter() - started, device, failed_smiles)
+        (out_dir / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+
+    def _training_record(
+        self,
+        view: TrainingView,
+        train: list[Sample],
+        best: BestEpoch,
+        epochs: list[dict[str, float]],
+        seconds: float,
+        device: Any,
+        failed_smiles: list[int],
+    ) -> dict[str, Any]:
+        """What ``training.json`` says of a training run: its data, the best epoch, the cost, every epoch."""
+        import torch
+
+        cfg = self.config
+        log: dict[str, Any] = {"n_train": len(train), "n_train_available": len(view.train), "n_valid": len(view.valid)}
+        if self._label_sets:
+            log["multilabel_loss"] = cfg.multilabel_loss
+        log["best_epoch"] = best.epoch
+        log[f"best_valid_recall@{self._k}" if self._label_sets else "best_valid_macro_f1"] = best.value
+        log.update(
+            {
+                "epochs_run": len(epochs),
+                "stopped_early": len(epochs) < cfg.max_epochs,
+                "train_seconds": round(seconds, 1),
+                "device": str(device),
+                "torch_threads": torch.get_num_threads(),
+                "smiles_unparsable": failed_smiles,
+                "epochs": epochs,
+            }
+        )
+        return log
+
+    def _objective(self, view: TrainingView, train: list[Sample], rng: Any, device: Any) -> _Objective:
+        """What one training run optimises and selects on: the batch loss over the training pairs and the
+        validation score, for one label per pair or for label sets (with EmerGNN's fixed negatives if asked)."""
+        import numpy as np
+        import torch
+
+        from ddibench.metrics.classification import classification_scores
+
+        cfg, n_labels = self.config, len(view.task.label_space)
         h_tr, t_tr = self._pairs(train)
         h_va, t_va = self._pairs(view.valid)
         negatives = None
@@ -225,64 +336,7 @@ class MLPSystem(BaseSystem):
                 "valid_macro_f1": round(scores.macro_f1, 5),
             }
 
-        model = _network(cfg, n_labels).to(device)
-        optimiser = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        generator = torch.Generator().manual_seed(ctx.seed)
-        best = BestEpoch(cfg.patience)
-        epochs: list[dict[str, float]] = []
-        bar = TrainingProgress(
-            ctx.progress, name, cfg.max_epochs, -(-len(train) // cfg.batch_size), metric, cfg.patience
-        )
-        started = time.perf_counter()
-        try:
-            for epoch in range(cfg.max_epochs):
-                t0 = time.perf_counter()
-                model.train()
-                order = torch.randperm(len(train), generator=generator)
-                total = 0.0
-                for start in range(0, len(train), cfg.batch_size):
-                    idx = order[start : start + cfg.batch_size]
-                    if idx.numel() < 2:
-                        continue  # BatchNorm needs two samples
-                    loss = batch_loss(model, idx)
-                    optimiser.zero_grad()
-                    loss.backward()
-                    optimiser.step()
-                    total += loss.item() * idx.numel()
-                    bar.step()
-                value, shown = validate(model)
-                epochs.append(
-                    {
-                        "epoch": epoch + 1,
-                        "train_loss": round(total / len(train), 5),
-                        **shown,
-                        "seconds": round(time.perf_counter() - t0, 2),
-                    }
-                )
-                best.update(epoch + 1, value, model)
-                bar.epoch_done(epoch + 1, time.perf_counter() - t0, value, best.value, best.epoch, best.waited)
-                if best.should_stop:
-                    break
-        finally:
-            bar.finish(len(epochs), stopped_early=best.should_stop)
-        torch.save(best.state, out_dir / "model.pt")
-        log: dict[str, Any] = {"n_train": len(train), "n_train_available": len(view.train), "n_valid": len(view.valid)}
-        if self._label_sets:
-            log["multilabel_loss"] = cfg.multilabel_loss
-        log["best_epoch"] = best.epoch
-        log[f"best_valid_recall@{self._k}" if self._label_sets else "best_valid_macro_f1"] = best.value
-        log.update(
-            {
-                "epochs_run": len(epochs),
-                "stopped_early": len(epochs) < cfg.max_epochs,
-                "train_seconds": round(time.perf_counter() - started, 1),
-                "device": str(device),
-                "torch_threads": torch.get_num_threads(),
-                "smiles_unparsable": failed_smiles,
-                "epochs": epochs,
-            }
-        )
-        (out_dir / "training.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+        return _Objective(name, metric, batch_loss, validate)
 
     def _argmax(self, model: Any, heads: Any, tails: Any, device: Any, chunk: int = 8192) -> Any:
         import numpy as np
