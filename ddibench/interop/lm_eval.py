@@ -34,16 +34,20 @@ import datetime as dt
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddibench import families
 from ddibench.errors import ConfigError, DataError
 from ddibench.schema import DrugPair, Molecule, Prediction, Question, Sample
 from ddibench.task import Task
+
+if TYPE_CHECKING:
+    from ddibench.evaluation import EvaluationResult, Evaluator
+    from ddibench.runner.records import Results, RunIdentity, SessionRecord
 
 EXPORT_VERSION = 1
 JSON_MODES = ("none", "schema", "object", "llamacpp")
@@ -634,14 +638,79 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
     """Write a ddibench run directory from lm-eval's logged samples of an exported task; returns it."""
     from ddibench.evaluation import EvaluationInputError
     from ddibench.metrics.bootstrap import BootstrapSpec
-    from ddibench.runner.journal import Journal
-    from ddibench.runner.plan import run_identity_from, stratified_subset
-    from ddibench.runner.records import Cost, ModelEntry, ProfileRecord, Seeds, SessionRecord, SystemCard
+    from ddibench.runner.plan import run_identity_from
     from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
-    from ddibench.runner.scoring import make_results
 
     samples_path = _samples_file(samples_path)
+    answers = _read_answers(samples_path)
+    task, samples, limit = answers.task, answers.samples, answers.limit
+    results_file = _results_file(samples_path)
+    meta = _read_meta(results_file) if results_file else _Meta()
+    system_config = _system_config(meta, answers.records[0])
+    model_identity = _model_identity(meta)
+    identity = run_identity_from(
+        task,
+        "lm-eval",
+        meta.lm_version,
+        system_config,
+        {"generator": model_identity},
+        task.eval_split,
+        answers.seed,
+        None if limit is None else int(limit),
+        [s.id for s in samples],
+    )
+    target = run_dir or runs_root / task.name / "lm-eval" / identity.run_id
+    evaluator = task.evaluator()
+    try:
+        evaluation = evaluator.evaluate(samples, answers.predictions, BootstrapSpec())
+    except EvaluationInputError as exc:
+        raise DataError(f"cannot score the imported answers: {exc}") from None
+    target.mkdir(parents=True, exist_ok=True)
+    with RunLock(target):
+        claim(target, identity)
+        _rewrite_journal(target / "journal.jsonl", (answers.predictions[s.id] for s in samples))
+        session = _import_session(meta, samples_path, results_file, len(samples))
+        if not (target / "sessions.jsonl").exists():
+            append_session(target, session)
+        results = _imported_results(
+            answers, evaluator, evaluation, identity, meta, system_config, model_identity, session
+        )
+        write_json_atomic(target / "results.json", results.dump())
+    return target
+
+
+@dataclass
+class _Answers:
+    """lm-eval's answers to the documents of one exported task, checked against the task as this ddibench has it."""
+
+    task: Task
+    records: list[dict[str, Any]]  # lm-eval's logged samples, as read
+    samples: list[Sample]  # the exported documents' samples, in the export's order
+    predictions: dict[str, Prediction]  # by sample id, lm-eval's response in each trace
+    limit: Any  # the export's --limit (None: the whole split) and seed, as its documents record them
+    seed: Any
+
+
+def _read_answers(samples_path: Path) -> _Answers:
+    """The answers in a samples file of one exported task; returns them once they are of this ddibench's version of
+    the task and data, with a valid --limit and seed, and answer every exported document."""
     records = _read_samples(samples_path)
+    task = _exported_task(samples_path, records)
+    first = records[0]["doc"]
+    limit, seed = first.get("ddibench_limit"), first.get("ddibench_seed", 0)
+    for key, value, least in (("ddibench_limit", limit, 1), ("ddibench_seed", seed, 0)):
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+            raise DataError(
+                f"{samples_path}: the documents' {key} is {json.dumps(value)}, not a whole number of {least} or more",
+                "import the samples of a task written by 'ddibench export lm-eval', unedited",
+            )
+    samples = _exported_samples(samples_path, task, limit, seed)
+    return _Answers(task, records, samples, _predictions(samples_path, records, samples), limit, seed)
+
+
+def _exported_task(samples_path: Path, records: list[dict[str, Any]]) -> Task:
+    """The one task the logged samples answer; DataError when they mix tasks or were exported from another version
+    of it or of its data."""
     names = {r["doc"]["ddibench_task"] for r in records}
     if len(names) != 1:
         raise DataError(
@@ -654,13 +723,13 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
             f"{samples_path} was exported from {task.name} {first.get('ddibench_version')} with other data than this ddibench's",
             "export the task again with this ddibench and rerun lm-eval",
         )
-    limit, seed = first.get("ddibench_limit"), first.get("ddibench_seed", 0)
-    for key, value, least in (("ddibench_limit", limit, 1), ("ddibench_seed", seed, 0)):
-        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
-            raise DataError(
-                f"{samples_path}: the documents' {key} is {json.dumps(value)}, not a whole number of {least} or more",
-                "import the samples of a task written by 'ddibench export lm-eval', unedited",
-            )
+    return task
+
+
+def _exported_samples(samples_path: Path, task: Task, limit: Any, seed: Any) -> list[Sample]:
+    """The samples the export chose: the evaluation split, or its stratified subset of ``limit`` samples."""
+    from ddibench.runner.plan import stratified_subset
+
     samples = list(task.load().split(task.eval_split))
     if limit is not None:
         if limit > len(samples):
@@ -669,6 +738,12 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
                 "export the task again with 'ddibench export lm-eval' and rerun lm-eval",
             )
         samples = stratified_subset(samples, limit, seed)
+    return samples
+
+
+def _predictions(samples_path: Path, records: list[dict[str, Any]], samples: list[Sample]) -> dict[str, Prediction]:
+    """Each sample's prediction, parsed from lm-eval's response with lm-eval's record in its trace; DataError unless
+    the records answer exactly the exported samples."""
     by_id = {str(r["doc"]["id"]): r for r in records}
     missing = [s.id for s in samples if s.id not in by_id]
     if missing or len(by_id) != len(samples):
@@ -686,92 +761,102 @@ def import_samples(samples_path: Path, runs_root: Path = Path("runs"), run_dir: 
             "lm_eval": {"doc_id": r.get("doc_id"), "prompt_hash": r.get("prompt_hash"), "response": text},
         }
         predictions[s.id] = pred.model_copy(update={"trace": trace})
+    return predictions
 
-    results_file = _results_file(samples_path)
-    meta = _read_meta(results_file) if results_file else _Meta()
-    model_args = meta.model_args
-    lm_version = meta.lm_version
-    system_config = {
+
+def _system_config(meta: _Meta, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The imported run's system configuration: lm-eval's model, its arguments (keys redacted), the generation
+    arguments of ``record`` (the first logged sample) and the export's version."""
+    return {
         "model": meta.model,
-        "model_args": _redacted(model_args),
-        "generation_kwargs": _generation(records[0]),
+        "model_args": _redacted(meta.model_args),
+        "generation_kwargs": _generation(record),
         "chat_template": meta.chat_template,
-        "export_version": first.get("ddibench_export"),
+        "export_version": record["doc"].get("ddibench_export"),
     }
-    model_identity = {
+
+
+def _model_identity(meta: _Meta) -> dict[str, str]:
+    """The generator's identity: lm-eval's model type as provider, the model it loaded, and its endpoint if any."""
+    model_args = meta.model_args
+    return {
         "provider": f"lm-eval:{meta.model}",
         "model": str(model_args.get("model") or model_args.get("pretrained") or meta.model_name or "unknown"),
         "base_url": str(model_args.get("base_url", "")),
     }
-    identity = run_identity_from(
-        task,
-        "lm-eval",
-        lm_version,
-        system_config,
-        {"generator": model_identity},
-        task.eval_split,
-        seed,
-        None if limit is None else int(limit),
-        [s.id for s in samples],
+
+
+def _rewrite_journal(path: Path, predictions: Iterable[Prediction]) -> None:
+    """Write the journal anew with ``predictions``; returns nothing."""
+    from ddibench.runner.journal import Journal
+
+    if path.exists():
+        path.unlink()  # an import is rewritten whole: it has no partial state to resume
+    journal = Journal(path)
+    journal.append(predictions)
+    journal.close()
+
+
+def _import_session(meta: _Meta, samples_path: Path, results_file: Path | None, n_samples: int) -> SessionRecord:
+    """The one session of an imported run: lm-eval's start time and duration, and the files it was read from."""
+    from ddibench.runner.records import SessionRecord
+
+    return SessionRecord(
+        started=meta.started or dt.datetime.now(dt.timezone.utc).isoformat(),
+        wall_s=meta.wall_s,
+        predicted=n_samples,
+        profile="lm-eval",
+        system_info={
+            "lm_eval": {
+                "version": meta.lm_version,
+                "samples_file": samples_path.name,
+                "results_file": results_file.name if results_file else None,
+            }
+        },
     )
-    target = run_dir or runs_root / task.name / "lm-eval" / identity.run_id
-    evaluator = task.evaluator()
-    try:
-        evaluation = evaluator.evaluate(samples, predictions, BootstrapSpec())
-    except EvaluationInputError as exc:
-        raise DataError(f"cannot score the imported answers: {exc}") from None
-    target.mkdir(parents=True, exist_ok=True)
-    with RunLock(target):
-        claim(target, identity)
-        journal_path = target / "journal.jsonl"
-        if journal_path.exists():
-            journal_path.unlink()  # an import is rewritten whole: it has no partial state to resume
-        journal = Journal(journal_path)
-        journal.append(predictions[s.id] for s in samples)
-        journal.close()
-        session = SessionRecord(
-            started=meta.started or dt.datetime.now(dt.timezone.utc).isoformat(),
-            wall_s=meta.wall_s,
-            predicted=len(samples),
-            profile="lm-eval",
-            system_info={
-                "lm_eval": {
-                    "version": lm_version,
-                    "samples_file": samples_path.name,
-                    "results_file": results_file.name if results_file else None,
-                }
-            },
-        )
-        if not (target / "sessions.jsonl").exists():
-            append_session(target, session)
-        results = make_results(
-            task=task,
-            evaluator=evaluator,
-            evaluation=evaluation,
-            identity=identity,
-            system=SystemCard(
-                name="lm-eval",
-                version=lm_version,
-                description=f"ddibench's {'zero-shot' if kind_of(task) == 'classification' else 'no-rag'} prompt and parser, run by lm-evaluation-harness {lm_version}",
-                config=system_config,
-                config_hash=identity.system.config_hash,
-                deviations=[
-                    "answers were generated by lm-evaluation-harness and imported; token counts are not in its samples, so cost is not recorded",
-                    "the prompt's system text and question are one user turn (lm-eval's chat path has no per-task system message)",
-                ],
-            ),
-            models={
-                "generator": ModelEntry(
-                    spec=f"{model_identity['provider']}:{model_identity['model']}", identity=model_identity
-                )
-            },
-            profile=ProfileRecord(declared={"name": "lm-eval"}, detected={"lm_eval_env": meta.env_info[:2000]}),
-            seeds=Seeds(run=seed, bootstrap=0, limit_sampling=seed if limit is not None else None),
-            scoring_info={},
-            sessions=[session],
-            cost=Cost(recorded=False, n_items=len(samples)),
-            # the floors on the same samples, as every run has them (the training split's most frequent label, random)
-            floors=evaluator.floors(samples, task.load().split("train") if "train" in task.load().splits else ()),
-        )
-        write_json_atomic(target / "results.json", results.dump())
-    return target
+
+
+def _imported_results(
+    answers: _Answers,
+    evaluator: Evaluator,
+    evaluation: EvaluationResult,
+    identity: RunIdentity,
+    meta: _Meta,
+    system_config: dict[str, Any],
+    model_identity: dict[str, str],
+    session: SessionRecord,
+) -> Results:
+    """The imported run's results: lm-eval as the system, its model as the generator, cost not recorded."""
+    from ddibench.runner.records import Cost, ModelEntry, ProfileRecord, Seeds, SystemCard
+    from ddibench.runner.scoring import make_results
+
+    task, samples, limit, seed, lm_version = answers.task, answers.samples, answers.limit, answers.seed, meta.lm_version
+    return make_results(
+        task=task,
+        evaluator=evaluator,
+        evaluation=evaluation,
+        identity=identity,
+        system=SystemCard(
+            name="lm-eval",
+            version=lm_version,
+            description=f"ddibench's {'zero-shot' if kind_of(task) == 'classification' else 'no-rag'} prompt and parser, run by lm-evaluation-harness {lm_version}",
+            config=system_config,
+            config_hash=identity.system.config_hash,
+            deviations=[
+                "answers were generated by lm-evaluation-harness and imported; token counts are not in its samples, so cost is not recorded",
+                "the prompt's system text and question are one user turn (lm-eval's chat path has no per-task system message)",
+            ],
+        ),
+        models={
+            "generator": ModelEntry(
+                spec=f"{model_identity['provider']}:{model_identity['model']}", identity=model_identity
+            )
+        },
+        profile=ProfileRecord(declared={"name": "lm-eval"}, detected={"lm_eval_env": meta.env_info[:2000]}),
+        seeds=Seeds(run=seed, bootstrap=0, limit_sampling=seed if limit is not None else None),
+        scoring_info={},
+        sessions=[session],
+        cost=Cost(recorded=False, n_items=len(samples)),
+        # the floors on the same samples, as every run has them (the training split's most frequent label, random)
+        floors=evaluator.floors(samples, task.load().split("train") if "train" in task.load().splits else ()),
+    )

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ddibench.errors import RunDirError
+
+if TYPE_CHECKING:
+    from ddibench.evaluation import Evaluator
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.runner.records import Results, RunIdentity
+    from ddibench.schema import Prediction, Sample
+    from ddibench.task import Task
 
 
 @dataclass(frozen=True)
@@ -50,11 +57,34 @@ def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> 
     """Run A against run B on the samples both scored (see the module)."""
     from ddibench.metrics.bootstrap import BootstrapSpec
     from ddibench.registry import get_task
-    from ddibench.runner.plan import select_samples
     from ddibench.runner.rundir import load_finished
 
     ident_a, results_a, preds_a = load_finished(run_a)
     ident_b, results_b, preds_b = load_finished(run_b)
+    _check_comparable(run_a, run_b, ident_a, ident_b, results_a, results_b)
+    task = get_task(ident_a.task.name)
+    evaluator = task.evaluator().configure(results_a.manifest.scoring.options)
+    shared = [s for s in _selected_by_both(task, ident_a, ident_b) if s.id in preds_a and s.id in preds_b]
+    if not shared:
+        raise RunDirError(
+            f"{run_a} and {run_b} share no scored sample", "compare runs with the same --limit and --seed, or full runs"
+        )
+    spec = BootstrapSpec(replicates=replicates, seed=seed)
+    return Comparison(
+        task=task.name,
+        a=_who(results_a, run_a),
+        b=_who(results_b, run_b),
+        n=len(shared),
+        level=spec.level,
+        replicates=replicates,
+        metrics=_metric_rows(evaluator, shared, preds_a, preds_b, spec),
+    )
+
+
+def _check_comparable(
+    run_a: Path, run_b: Path, ident_a: RunIdentity, ident_b: RunIdentity, results_a: Results, results_b: Results
+) -> None:
+    """Returns nothing; raises RunDirError unless both runs are of the same task and split, scored alike."""
     if ident_a.task.name != ident_b.task.name or ident_a.split != ident_b.split:
         raise RunDirError(
             f"{run_a} is {ident_a.task.name} ({ident_a.split}), {run_b} is {ident_b.task.name} ({ident_b.split})",
@@ -66,17 +96,26 @@ def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> 
             f"the two runs were scored with other options ({options_a} and {options_b})",
             "rescore one with the other's options",
         )
-    task = get_task(ident_a.task.name)
-    evaluator = task.evaluator().configure(options_a)
+
+
+def _selected_by_both(task: Task, ident_a: RunIdentity, ident_b: RunIdentity) -> list[Sample]:
+    """The samples run A selected that run B selected too, in A's order."""
+    from ddibench.runner.plan import select_samples
+
     data = task.load()
     samples_a = select_samples(task, data, ident_a.split, ident_a.limit, int(ident_a.seed))
     in_b = {s.id for s in select_samples(task, data, ident_b.split, ident_b.limit, int(ident_b.seed))}
-    shared = [s for s in samples_a if s.id in in_b and s.id in preds_a and s.id in preds_b]
-    if not shared:
-        raise RunDirError(
-            f"{run_a} and {run_b} share no scored sample", "compare runs with the same --limit and --seed, or full runs"
-        )
-    spec = BootstrapSpec(replicates=replicates, seed=seed)
+    return [s for s in samples_a if s.id in in_b]
+
+
+def _metric_rows(
+    evaluator: Evaluator,
+    shared: list[Sample],
+    preds_a: dict[str, Prediction],
+    preds_b: dict[str, Prediction],
+    spec: BootstrapSpec,
+) -> list[MetricComparison]:
+    """One comparison per metric both runs have a value for: A's value, B's, and A - B with its paired interval."""
     evaluation = evaluator.evaluate(shared, {s.id: preds_a[s.id] for s in shared}, spec)
     units_a = evaluator.units(shared, {s.id: preds_a[s.id] for s in shared}, evaluation)
     units_b = evaluator.units(
@@ -105,15 +144,7 @@ def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> 
                 metric,
             )
         )
-    return Comparison(
-        task=task.name,
-        a=_who(results_a, run_a),
-        b=_who(results_b, run_b),
-        n=len(shared),
-        level=spec.level,
-        replicates=replicates,
-        metrics=rows,
-    )
+    return rows
 
 
 def _who(results: Any, run_dir: Path) -> str:

@@ -129,33 +129,12 @@ def predict_with_ray(
     """Predict ``pending`` on Ray actors, journalling every batch in this process; returns what ran where."""
     ray = _ray()
     request = plan.request
-    started_ray = False
-    if not ray.is_initialized():
-        env = {
-            k: v for k, v in os.environ.items() if k.startswith(("DDIBENCH_", "HF_", "OPENAI_", "DEEPSEEK_", "VLLM_"))
-        }
-        kwargs: dict[str, Any] = {
-            "include_dashboard": False,
-            "logging_level": "ERROR",
-            "log_to_driver": False,
-            "runtime_env": {"env_vars": env},
-        }
-        if request.ray_address:
-            kwargs["address"] = request.ray_address
-        try:
-            ray.init(**kwargs)
-        except ConnectionError as exc:  # something listens there, but no Ray cluster
-            raise ConfigError(
-                f"no Ray cluster answers at --ray-address {request.ray_address} ({' '.join(str(exc).split())[:200]})",
-                "correct the address (the head node's GCS port, 6379 by default), or omit --ray-address",
-            ) from None
-        started_ray = True
+    started_ray = _init_ray(ray, request.ray_address)
     env = {k: v for k, v in os.environ.items() if k.startswith(("DDIBENCH_", "HF_"))}
     n_workers = request.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
     per_worker = max(1, min(request.concurrency or plan.profile.llm_concurrency, plan.system.max_concurrency))
     actor_class = ray.remote(num_cpus=1, max_concurrency=per_worker)(_Worker)
-    chunk = max(1, int(plan.system.batch_size))
-    queue: deque[list[str]] = deque([s.id for s in pending[i : i + chunk]] for i in range(0, len(pending), chunk))
+    queue = _id_batches(pending, plan.system.batch_size)
     bar = progress.task(f"{plan.system.name} on {plan.task.name} (ray, {n_workers} workers)", len(plan.selected))
     bar.advance(resumed)
     info: dict[str, Any] = {
@@ -165,81 +144,183 @@ def predict_with_ray(
         "address": request.ray_address or "local",
     }
     t0 = time.perf_counter()
-    actors = [actor_class.remote(request, env) for _ in range(n_workers)]
-    ready = {a: a.prepare.remote() for a in actors}
-    in_flight: dict[Any, tuple[Any, list[str]]] = {}
-    prepared: set[Any] = set()
+    fleet = _Fleet(ray, actor_class, request, env, n_workers, per_worker, info)
     consecutive_failures = 0
     try:
-        while queue or in_flight or any(a not in prepared for a in actors if a in ready):
-            for actor in [a for a in actors if a in ready and a not in prepared]:
-                done, _ = ray.wait([ready[actor]], timeout=0)
-                if not done:
-                    continue
-                try:
-                    ray.get(ready[actor])
-                except ray.exceptions.RayActorError:
-                    actors[actors.index(actor)] = _replace(actor_class, request, env, ready, info)
-                    continue
-                except ray.exceptions.RayTaskError as exc:
-                    raise _unwrap(exc) from None
-                prepared.add(actor)
-                timing.setdefault("prepare_s", round(time.perf_counter() - t0, 3))
-            for actor in [a for a in actors if a in prepared]:
-                while queue and sum(1 for a, _ in in_flight.values() if a is actor) < per_worker:
-                    ids = queue.popleft()
-                    in_flight[actor.predict.remote(ids)] = (actor, ids)
-            if not in_flight:
-                time.sleep(0.05)
+        while queue or fleet.busy():
+            fleet.take_prepared(timing, t0)
+            fleet.dispatch(queue)
+            answered = fleet.next_answer(queue)
+            if answered is None:
                 continue
-            done, _ = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
-            for ref in done:
-                actor, ids = in_flight.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except ray.exceptions.RayActorError:  # the worker died: its batches go to a new one
-                    queue.appendleft(ids)
-                    for other, (a, other_ids) in list(in_flight.items()):
-                        if a is actor:
-                            queue.appendleft(other_ids)
-                            del in_flight[other]
-                    prepared.discard(actor)
-                    actors[actors.index(actor)] = _replace(actor_class, request, env, ready, info)
-                    continue
-                except ray.exceptions.RayTaskError as exc:
-                    raise _unwrap(exc) from None
-                if "failed" in result:
-                    failures.update(dict.fromkeys(ids, result["failed"]))
-                    consecutive_failures += 1
-                    if consecutive_failures >= 5:
-                        raise ModelEndpointError(
-                            f"stopped after 5 consecutive failed batches ({result['failed']})",
-                            "the other samples are saved; fix the endpoint and re-run the same command to resume",
-                        )
-                    continue
-                consecutive_failures = 0
-                predictions = [Prediction.model_validate(p) for p in result["predictions"]]
-                if sorted(p.sample_id for p in predictions) != sorted(ids):
-                    raise RunDirError(
-                        f"a worker returned predictions for other samples than it was given ({len(predictions)} for {len(ids)})"
-                    )
-                journal.append(predictions)
-                counter["predicted"] += len(predictions)
-                bar.advance(len(predictions))
+            ids, result = answered
+            if "failed" in result:
+                consecutive_failures = _failed_batch(ids, result["failed"], failures, consecutive_failures)
+                continue
+            consecutive_failures = 0
+            journalled = _journal_batch(journal, ids, result["predictions"])
+            counter["predicted"] += journalled
+            bar.advance(journalled)
         timing["predict_s"] = round(time.perf_counter() - t0, 3)
-        info["usage"] = [ray.get(a.usage.remote()) for a in actors if a in prepared]
+        info["usage"] = fleet.usage()
         return info
     finally:
         bar.close()
         journal.sync()
-        for actor in actors:
-            try:
-                ray.get(actor.close.remote(), timeout=30)
-            except Exception:  # noqa: BLE001 - closing must not mask the run's own error
-                pass
-            ray.kill(actor)
+        fleet.close()
         if started_ray:
             ray.shutdown()
+
+
+def _init_ray(ray: Any, address: str | None) -> bool:
+    """Start (or join, at ``address``) a Ray cluster unless this process is connected to one already; returns
+    whether it did, so that the run shuts it down at its end."""
+    if ray.is_initialized():
+        return False
+    env = {k: v for k, v in os.environ.items() if k.startswith(("DDIBENCH_", "HF_", "OPENAI_", "DEEPSEEK_", "VLLM_"))}
+    kwargs: dict[str, Any] = {
+        "include_dashboard": False,
+        "logging_level": "ERROR",
+        "log_to_driver": False,
+        "runtime_env": {"env_vars": env},
+    }
+    if address:
+        kwargs["address"] = address
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as exc:  # something listens there, but no Ray cluster
+        raise ConfigError(
+            f"no Ray cluster answers at --ray-address {address} ({' '.join(str(exc).split())[:200]})",
+            "correct the address (the head node's GCS port, 6379 by default), or omit --ray-address",
+        ) from None
+    return True
+
+
+def _id_batches(pending: list[Sample], batch_size: int) -> deque[list[str]]:
+    """The ids of the pending samples in batches of the system's batch size (at least 1), in order."""
+    chunk = max(1, int(batch_size))
+    return deque([s.id for s in pending[i : i + chunk]] for i in range(0, len(pending), chunk))
+
+
+class _Fleet:
+    """The Ray actors of one run and the batches they hold. Each actor prepares first, then is given up to
+    ``per_worker`` batches at a time; an actor that dies is replaced by a new one and its batches are queued again."""
+
+    def __init__(
+        self,
+        ray: Any,
+        actor_class: Any,
+        request: RunRequest,
+        env: dict[str, str],
+        n_workers: int,
+        per_worker: int,
+        info: dict[str, Any],
+    ) -> None:
+        self.ray, self.actor_class, self.request, self.env = ray, actor_class, request, env
+        self.per_worker, self.info = per_worker, info
+        self.actors = [actor_class.remote(request, env) for _ in range(n_workers)]
+        self.ready = {a: a.prepare.remote() for a in self.actors}
+        self.in_flight: dict[Any, tuple[Any, list[str]]] = {}
+        self.prepared: set[Any] = set()
+
+    def busy(self) -> bool:
+        """Whether a batch is out or an actor is still preparing."""
+        return bool(self.in_flight) or any(a not in self.prepared for a in self.actors if a in self.ready)
+
+    def take_prepared(self, timing: dict[str, float], t0: float) -> None:
+        """Take in the actors that finished preparing (one that died doing it is replaced); returns nothing. The
+        first sets ``timing["prepare_s"]``, the seconds since ``t0``."""
+        ray = self.ray
+        for actor in [a for a in self.actors if a in self.ready and a not in self.prepared]:
+            done, _ = ray.wait([self.ready[actor]], timeout=0)
+            if not done:
+                continue
+            try:
+                ray.get(self.ready[actor])
+            except ray.exceptions.RayActorError:
+                self._replace_actor(actor)
+                continue
+            except ray.exceptions.RayTaskError as exc:
+                raise _unwrap(exc) from None
+            self.prepared.add(actor)
+            timing.setdefault("prepare_s", round(time.perf_counter() - t0, 3))
+
+    def dispatch(self, queue: deque[list[str]]) -> None:
+        """Give every prepared actor batches from ``queue`` until it holds ``per_worker``; returns nothing."""
+        for actor in [a for a in self.actors if a in self.prepared]:
+            while queue and sum(1 for a, _ in self.in_flight.values() if a is actor) < self.per_worker:
+                ids = queue.popleft()
+                self.in_flight[actor.predict.remote(ids)] = (actor, ids)
+
+    def next_answer(self, queue: deque[list[str]]) -> tuple[list[str], dict[str, Any]] | None:
+        """The next batch an actor answered within a second: its ids and the answer (``{"predictions": [...]}`` or
+        ``{"failed": reason}``). None when no batch is out (after a short sleep), none was answered in time, or the
+        actor died: then every batch it held goes back to ``queue`` and a new actor takes its place."""
+        ray = self.ray
+        if not self.in_flight:
+            time.sleep(0.05)
+            return None
+        done, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
+        if not done:  # num_returns=1: one answer at most
+            return None
+        actor, ids = self.in_flight.pop(done[0])
+        try:
+            return ids, ray.get(done[0])
+        except ray.exceptions.RayActorError:  # the worker died: its batches go to a new one
+            queue.appendleft(ids)
+            for other, (a, other_ids) in list(self.in_flight.items()):
+                if a is actor:
+                    queue.appendleft(other_ids)
+                    del self.in_flight[other]
+            self.prepared.discard(actor)
+            self._replace_actor(actor)
+            return None
+        except ray.exceptions.RayTaskError as exc:
+            raise _unwrap(exc) from None
+
+    def usage(self) -> list[dict[str, Any]]:
+        """The LLM usage ledger of every prepared actor."""
+        return [self.ray.get(a.usage.remote()) for a in self.actors if a in self.prepared]
+
+    def close(self) -> None:
+        """Close every actor's model pool (30 s at most each) and end the actor; returns nothing."""
+        for actor in self.actors:
+            try:
+                self.ray.get(actor.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 - closing must not mask the run's own error
+                pass
+            self.ray.kill(actor)
+
+    def _replace_actor(self, actor: Any) -> None:
+        """Put a new actor, preparing, in the place of ``actor``; returns nothing."""
+        self.actors[self.actors.index(actor)] = _replace(
+            self.actor_class, self.request, self.env, self.ready, self.info
+        )
+
+
+def _failed_batch(ids: list[str], reason: str, failures: dict[str, str], consecutive: int) -> int:
+    """Record the samples of a batch whose model calls failed for good; returns the number of consecutive failed
+    batches, this one included. ModelEndpointError at the fifth."""
+    failures.update(dict.fromkeys(ids, reason))
+    consecutive += 1
+    if consecutive >= 5:
+        raise ModelEndpointError(
+            f"stopped after 5 consecutive failed batches ({reason})",
+            "the other samples are saved; fix the endpoint and re-run the same command to resume",
+        )
+    return consecutive
+
+
+def _journal_batch(journal: Journal, ids: list[str], answers: list[dict[str, Any]]) -> int:
+    """Append a worker's predictions for the batch ``ids`` to the journal; returns how many. RunDirError when they
+    are not for exactly the samples it was given."""
+    predictions = [Prediction.model_validate(p) for p in answers]
+    if sorted(p.sample_id for p in predictions) != sorted(ids):
+        raise RunDirError(
+            f"a worker returned predictions for other samples than it was given ({len(predictions)} for {len(ids)})"
+        )
+    journal.append(predictions)
+    return len(predictions)
 
 
 def _replace(

@@ -35,7 +35,7 @@ from ddibench.runner.records import Results, SessionRecord
 from ddibench.runner.rundir import RunLock, append_session, claim, write_json_atomic
 from ddibench.runner.scoring import already_scored, collect_extras, score_run
 from ddibench.runner.signals import run_async
-from ddibench.schema import Sample
+from ddibench.schema import Prediction, Sample
 from ddibench.system import NullProgress, Progress, RunContext, System
 
 MAX_CONSECUTIVE_FAILURES = 5
@@ -63,11 +63,8 @@ async def predict_samples(
 ) -> dict[str, str]:
     """Predict every pending sample; returns the ids whose model calls failed for good, with the reason
     (``failures``, when given, is filled as they happen, so an interrupted session still records them)."""
-    chunk = max(1, int(system.batch_size))
-    chunks = [pending[i : i + chunk] for i in range(0, len(pending), chunk)]
-    queue: asyncio.Queue[list[Sample]] = asyncio.Queue()
-    for c in chunks:
-        queue.put_nowait(c)
+    queue = _batch_queue(pending, system.batch_size)
+    n_batches = queue.qsize()
     bar = progress.task(f"{system.name} on {ctx.task.name}", total)
     bar.advance(already)
     failures = {} if failures is None else failures
@@ -89,13 +86,7 @@ async def predict_samples(
                     abort.append(exc)
                 continue
             consecutive = 0
-            wanted = {s.id for s in batch}
-            got = [p.sample_id for p in preds]
-            if sorted(got) != sorted(wanted):
-                raise EvaluationInputError(
-                    f"system {system.name} returned predictions for {len(set(got) & wanted)} of {len(wanted)} samples "
-                    f"(and {len(set(got) - wanted)} unknown ids); predict() must return one prediction per sample"
-                )
+            _check_one_per_sample(system, batch, preds)
             journal.append(preds)
             counter["predicted"] += len(preds)
             bar.advance(len(preds))
@@ -104,7 +95,7 @@ async def predict_samples(
     # cyclic collector stops walking it on every collection while the samples are predicted
     gc.freeze()
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(chunks))))))
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, n_batches)))))
     except EndpointGone as exc:  # the embedded server died: say what is saved, and stop without retrying
         saved = f"{already + counter['predicted']} of {total} samples are saved"
         raise EndpointGone(exc.problem, f"{saved}; {exc.fix}" if exc.fix else saved) from None
@@ -118,6 +109,26 @@ async def predict_samples(
             f"{already + counter['predicted']} of {total} samples are saved; fix the endpoint and re-run the same command to resume",
         )
     return failures
+
+
+def _batch_queue(pending: list[Sample], batch_size: int) -> asyncio.Queue[list[Sample]]:
+    """A queue of the pending samples in batches of the system's batch size (at least 1), in order."""
+    chunk = max(1, int(batch_size))
+    queue: asyncio.Queue[list[Sample]] = asyncio.Queue()
+    for i in range(0, len(pending), chunk):
+        queue.put_nowait(pending[i : i + chunk])
+    return queue
+
+
+def _check_one_per_sample(system: System, batch: list[Sample], preds: list[Prediction]) -> None:
+    """Returns nothing; raises EvaluationInputError unless ``preds`` holds one prediction per sample of ``batch``."""
+    wanted = {s.id for s in batch}
+    got = [p.sample_id for p in preds]
+    if sorted(got) != sorted(wanted):
+        raise EvaluationInputError(
+            f"system {system.name} returned predictions for {len(set(got) & wanted)} of {len(wanted)} samples "
+            f"(and {len(set(got) - wanted)} unknown ids); predict() must return one prediction per sample"
+        )
 
 
 def execute(request: RunRequest, progress: Progress | None = None) -> RunOutcome:

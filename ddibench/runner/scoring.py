@@ -333,16 +333,7 @@ def make_results(
     floors: dict[str, Any] | None = None,
 ) -> Results:
     """The results record with its manifest (shared by runs made here and runs imported from elsewhere)."""
-    split_ok = identity.split == task.eval_split
-    reasons = [
-        why
-        for bad, why in (
-            (identity.limit is not None, "--limit was used"),
-            (not split_ok, "not the task's evaluation split"),
-            (profile.declared.get("rankable") is False, f"profile {profile.name} is a smoke budget"),
-        )
-        if bad
-    ]
+    reasons = _not_submittable_reasons(task, identity, profile)
     manifest = Manifest(
         created=dt.datetime.now(dt.timezone.utc).isoformat(),
         **code_version(),
@@ -367,11 +358,6 @@ def make_results(
         sessions=len(sessions),
         sessions_killed=sum(1 for s in sessions if s.state == "killed"),
     )
-    timing = Timing(
-        wall_s_total=round(sum(s.wall_s for s in sessions), 3),
-        predict_s_total=round(sum(s.timing.get("predict_s", 0) for s in sessions), 3),
-        prepare_s_total=round(sum(s.timing.get("prepare_s", 0) for s in sessions), 3),
-    )
     system_info = next((s.system_info for s in reversed(sessions) if s.system_info), {})
     return Results(
         run_id=identity.run_id,
@@ -379,10 +365,33 @@ def make_results(
         system=system.name,
         evaluation=evaluation,
         cost=cost,
-        timing=timing,
+        timing=_total_timing(sessions),
         system_info=system_info,
         floors=floors or {},
         manifest=manifest,
+    )
+
+
+def _not_submittable_reasons(task: Task, identity: RunIdentity, profile: ProfileRecord) -> list[str]:
+    """Why a run's results cannot be submitted to the board (empty when they can)."""
+    split_ok = identity.split == task.eval_split
+    return [
+        why
+        for bad, why in (
+            (identity.limit is not None, "--limit was used"),
+            (not split_ok, "not the task's evaluation split"),
+            (profile.declared.get("rankable") is False, f"profile {profile.name} is a smoke budget"),
+        )
+        if bad
+    ]
+
+
+def _total_timing(sessions: Sequence[SessionRecord]) -> Timing:
+    """The wall, predict and prepare seconds of every session, summed."""
+    return Timing(
+        wall_s_total=round(sum(s.wall_s for s in sessions), 3),
+        predict_s_total=round(sum(s.timing.get("predict_s", 0) for s in sessions), 3),
+        prepare_s_total=round(sum(s.timing.get("prepare_s", 0) for s in sessions), 3),
     )
 
 
@@ -409,29 +418,7 @@ def rescore(
                 "finish it with the same 'ddibench run' command first",
             )
         previous = read_results(results_file) if results_file.exists() else None
-        if previous is not None:
-            used = {role: m.spec for role, m in previous.manifest.models.items()}
-        else:  # never scored (shards merged): the models and profile the sessions recorded
-            sessions = read_sessions(run_dir)
-            used = next((dict(s.models) for s in sessions if s.models), {})
-            profile = profile or next((s.profile for s in sessions if s.profile), "cpu")
-        specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
-        specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
-        specs = specs.with_roles(dict(models or {}))
-        before = dict(previous.manifest.scoring.options) if previous else {}
-        request = RunRequest(
-            task=ident.task.name,
-            system=ident.system.name,
-            models=specs,
-            profile=profile or (previous.manifest.profile.name if previous else "cpu"),
-            seed=ident.seed,
-            limit=ident.limit,
-            split=ident.split,
-            config=ident.system.config,
-            run_dir=run_dir,
-            bootstrap=bootstrap,
-            scoring={**before, **scoring},
-        )
+        request = _rescore_request(run_dir, ident, previous, models, scoring, bootstrap, profile)
         # scored before: the system its results recorded (it predicts nothing here, so it need not be installed)
         recorded = RecordedSystem.of(previous.manifest.system, list(ident.models)) if previous is not None else None
         plan = plan_run(request, recorded)
@@ -440,14 +427,57 @@ def rescore(
                 f"{run_dir} cannot be rescored by this ddibench: {ident.mismatch(plan.identity)}",
                 "rescore with the ddibench version that made the run",
             )
-        done = Journal(run_dir / "journal.jsonl").load(repair=False)
-        missing = [s.id for s in plan.selected if s.id not in done]
-        if missing:
-            raise RunDirError(
-                f"{run_dir} is incomplete ({len(missing)} samples without a prediction)",
-                "finish it with 'ddibench run' first",
-            )
+        done = _complete_journal(plan)
         extras = collect_extras(plan, done, progress or NullProgress())
         results = score_run(plan, done, extras)
         write_json_atomic(results_file, results.dump())
     return results
+
+
+def _rescore_request(
+    run_dir: Path,
+    ident: RunIdentity,
+    previous: Results | None,
+    models: dict[str, ModelSpec] | None,
+    scoring: dict[str, Any],
+    bootstrap: BootstrapSpec,
+    profile: str | None,
+) -> RunRequest:
+    """The request a rescore plans with: the run's identity, the models and profile it was scored with (or, never
+    scored, those its sessions recorded) unless given now, and its scoring options updated by those given now."""
+    if previous is not None:
+        used = {role: m.spec for role, m in previous.manifest.models.items()}
+    else:  # never scored (shards merged): the models and profile the sessions recorded
+        sessions = read_sessions(run_dir)
+        used = next((dict(s.models) for s in sessions if s.models), {})
+        profile = profile or next((s.profile for s in sessions if s.profile), "cpu")
+    specs: RoleModels = parse_model_options([used["generator"]] if "generator" in used else [])
+    specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
+    specs = specs.with_roles(dict(models or {}))
+    before = dict(previous.manifest.scoring.options) if previous else {}
+    return RunRequest(
+        task=ident.task.name,
+        system=ident.system.name,
+        models=specs,
+        profile=profile or (previous.manifest.profile.name if previous else "cpu"),
+        seed=ident.seed,
+        limit=ident.limit,
+        split=ident.split,
+        config=ident.system.config,
+        run_dir=run_dir,
+        bootstrap=bootstrap,
+        scoring={**before, **scoring},
+    )
+
+
+def _complete_journal(plan: RunPlan) -> dict[str, Prediction]:
+    """The run's journalled predictions, read without repair; RunDirError when a selected sample has none."""
+    run_dir = plan.run_dir
+    done = Journal(run_dir / "journal.jsonl").load(repair=False)
+    missing = [s.id for s in plan.selected if s.id not in done]
+    if missing:
+        raise RunDirError(
+            f"{run_dir} is incomplete ({len(missing)} samples without a prediction)",
+            "finish it with 'ddibench run' first",
+        )
+    return done
