@@ -156,8 +156,17 @@ class CBRDDISystem(BaseSystem):
         return tuple(case.labels) if case.labels is not None else case.label
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        self._read_task(view)
+        ctx.remember_text(self._predict_system)
+        await self._prepare_gnn(view, ctx)
+        await self._load_repository(view, ctx, self._repository_key(view, ctx))
+        self.lam = self.config.lam if self.config.lam is not None else await self._choose_lambda(view, ctx)
+        if self.k is not None:
+            self.info["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
+
+    def _read_task(self, view: TrainingView) -> None:
+        """Takes the task's labels, drugs and answer shape (one type, or k of a label set) and the text encoder."""
         from ddibench.embeddings import shared_encoder
-        from ddibench.systems.emergnn import EmerGNNSystem
 
         self._labels = view.task.label_space
         self._setting = view.task.setting
@@ -172,7 +181,11 @@ class CBRDDISystem(BaseSystem):
             if "n_candidates" not in self.config.model_fields_set:
                 self.n_candidates = 10  # the paper's N for TWOSIDES
         self._encoder = shared_encoder(self.config.encoder)
-        ctx.remember_text(self._predict_system)
+
+    async def _prepare_gnn(self, view: TrainingView, ctx: RunContext) -> None:
+        """Trains (or loads) the GNN module and records its training log."""
+        from ddibench.systems.emergnn import EmerGNNSystem
+
         # the GNN module: EmerGNN under the profile's budget; its prediction graph holds training interactions only
         gnn_options = {
             **ctx.profile.budget_for("emergnn"),
@@ -183,6 +196,9 @@ class CBRDDISystem(BaseSystem):
         self.gnn = EmerGNNSystem.build(gnn_options)
         await self.gnn.prepare(view, ctx)
         self.info["gnn"] = {k: v for k, v in self.gnn.training_log.items() if k != "epochs"}
+
+    def _repository_key(self, view: TrainingView, ctx: RunContext) -> dict[str, Any]:
+        """The artifact key of the knowledge repository: everything its cases depend on."""
         key = {
             "recipe": REPOSITORY_RECIPE,
             "system": self.name,
@@ -219,6 +235,10 @@ class CBRDDISystem(BaseSystem):
         }
         if self.k is not None:  # (DrugBank keys stay as they were)
             key["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
+        return key
+
+    async def _load_repository(self, view: TrainingView, ctx: RunContext, key: dict[str, Any]) -> None:
+        """Loads the repository stored under ``key``, building and storing it first when there is none."""
         found = ctx.artifacts.get("cbr-ddi-repository", key)
         if found is None:
             scratch = ctx.artifacts.scratch("cbr-ddi-repository", key)
@@ -230,9 +250,6 @@ class CBRDDISystem(BaseSystem):
             self.info["repository_built"] = False
         self.repository = Repository.load(found)
         self.info["repository"] = {**self.repository.info, "cases": len(self.repository), "artifact": str(found)}
-        self.lam = self.config.lam if self.config.lam is not None else await self._choose_lambda(view, ctx)
-        if self.k is not None:
-            self.info["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
 
     async def _describe_all(self, drugs: Sequence[Drug], ctx: RunContext, label: str) -> None:
         todo = [d for d in dict.fromkeys(drugs) if (d.node_id, d.name) not in self._descriptions]
@@ -258,21 +275,52 @@ class CBRDDISystem(BaseSystem):
             self.count("pairs_without_paths")
         return found
 
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length text embeddings, one row per text (an empty ``(0, dim)`` array for no texts)."""
+        if not texts:
+            return np.zeros((0, self._encoder.dim), dtype=np.float32)
+        return normalise(self._encoder.encode(texts))
+
+    @staticmethod
+    def _seeded_subset(samples: Sequence[Sample], size: int, rng: np.random.Generator) -> list[Sample]:
+        """``size`` of the samples drawn by ``rng``, in their original order (all of them when there are no more)."""
+        chosen = list(samples)
+        if size < len(chosen):
+            chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), size, replace=False))]
+        return chosen
+
     async def _build_repository(self, view: TrainingView, ctx: RunContext) -> Repository:
         cfg = self.config
         started = time.perf_counter()
         rng = np.random.default_rng(ctx.seed)
-        chosen = list(view.train)
-        if cfg.repository_size < len(chosen):
-            idx = np.sort(rng.choice(len(chosen), cfg.repository_size, replace=False))
-            chosen = [chosen[i] for i in idx]
+        chosen = self._seeded_subset(view.train, cfg.repository_size, rng)
         await self._describe_all([d for s in chosen for d in (s.pair.head, s.pair.tail)], ctx, "describing case drugs")
         heads = [s.pair.head.node_id for s in chosen]
         tails = [s.pair.tail.node_id for s in chosen]
         _, reprs = (
             self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
         )
-        cases: list[Case] = []
+        cases = await self._make_cases(chosen, ctx)
+        texts = [
+            self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description)
+            for c in cases
+        ]
+        repo = Repository(
+            cases, self._embed(texts), normalise(reprs), self._embed([c.insight or prompts.NO_INSIGHT for c in cases])
+        )
+        info: dict[str, Any] = {"built_from": len(chosen), "empty_insights": sum(not c.insight for c in cases)}
+        if cfg.refine and cases:
+            info["refinement"] = await self._refine(repo, ctx, rng)
+        if cfg.sampling and cases:
+            keep, per_class = representative_sample(repo, cfg.sampling_ratio, cfg.min_per_class, rng)
+            info["sampling"] = {"kept": int(keep.size), "of": len(cases), "per_class": per_class}
+            repo = repo.subset(keep)
+        info["build_seconds"] = round(time.perf_counter() - started, 1)
+        repo.info = info
+        return repo
+
+    async def _make_cases(self, chosen: Sequence[Sample], ctx: RunContext) -> list[Case]:
+        """One case per training pair, in order: descriptions, paths (own edge hidden), insight and label."""
         bar = ctx.progress.task("writing case insights", len(chosen))
 
         async def make(sample: Sample) -> Case:
@@ -295,31 +343,9 @@ class CBRDDISystem(BaseSystem):
             )
 
         try:
-            cases = list(await asyncio.gather(*(make(s) for s in chosen)))
+            return list(await asyncio.gather(*(make(s) for s in chosen)))
         finally:
             bar.close()
-        texts = [
-            self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description)
-            for c in cases
-        ]
-        repo = Repository(
-            cases,
-            normalise(self._encoder.encode(texts)) if cases else np.zeros((0, self._encoder.dim), dtype=np.float32),
-            normalise(reprs),
-            normalise(self._encoder.encode([c.insight or prompts.NO_INSIGHT for c in cases]))
-            if cases
-            else np.zeros((0, self._encoder.dim), dtype=np.float32),
-        )
-        info: dict[str, Any] = {"built_from": len(chosen), "empty_insights": sum(not c.insight for c in cases)}
-        if cfg.refine and cases:
-            info["refinement"] = await self._refine(repo, ctx, rng)
-        if cfg.sampling and cases:
-            keep, per_class = representative_sample(repo, cfg.sampling_ratio, cfg.min_per_class, rng)
-            info["sampling"] = {"kept": int(keep.size), "of": len(cases), "per_class": per_class}
-            repo = repo.subset(keep)
-        info["build_seconds"] = round(time.perf_counter() - started, 1)
-        repo.info = info
-        return repo
 
     async def _insight(self, head: Drug, tail: Drug, label: Any, paths: list[str], ctx: RunContext) -> str:
         messages = [
@@ -391,7 +417,7 @@ class CBRDDISystem(BaseSystem):
             text = prompts.clean_insight(revised.text)
             if text != case.insight:
                 case.insight, case.refined = text, True
-                repo.insight[i] = normalise(self._encoder.encode([text or prompts.NO_INSIGHT]))[0]
+                repo.insight[i] = self._embed([text or prompts.NO_INSIGHT])[0]
                 stats["rewritten"] += 1
             bar.advance()
 
@@ -409,24 +435,20 @@ class CBRDDISystem(BaseSystem):
             self.info["lambda"] = {"chosen": 0.5, "reason": "no repository or no validation pairs"}
             return 0.5
         rng = np.random.default_rng(ctx.seed + 1)
-        valid = list(view.valid)
-        if self.config.lambda_valid_pairs < len(valid):
-            valid = [valid[i] for i in np.sort(rng.choice(len(valid), self.config.lambda_valid_pairs, replace=False))]
+        valid = self._seeded_subset(view.valid, self.config.lambda_valid_pairs, rng)
         await self._describe_all(
             [d for s in valid for d in (s.pair.head, s.pair.tail)], ctx, "describing validation drugs"
         )
         _, reprs = self.gnn.encode(
             [s.pair.head.node_id for s in valid], [s.pair.tail.node_id for s in valid], self._setting, graph="valid"
         )
-        texts = normalise(
-            self._encoder.encode(
-                [
-                    self._pair_text(
-                        s.pair.head, s.pair.tail, self._description(s.pair.head), self._description(s.pair.tail)
-                    )
-                    for s in valid
-                ]
-            )
+        texts = self._embed(
+            [
+                self._pair_text(
+                    s.pair.head, s.pair.tail, self._description(s.pair.head), self._description(s.pair.tail)
+                )
+                for s in valid
+            ]
         )
         pairs = normalise(reprs)
         labels = np.array([c.label for c in repo.cases])
@@ -479,6 +501,39 @@ class CBRDDISystem(BaseSystem):
     ) -> tuple[ChatResult, list[int], dict[str, Any]]:
         """The answer for one pair; ``query=False`` (the refinement of cases) answers in the default order and
         mode, so shuffled and likelihood runs share one repository and differ only in how queries are answered."""
+        cases_text, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, exclude)
+        if not retrieved:
+            self.count("queries_without_cases")
+        labels = self._candidates(probs)
+        if query and self.config.shuffle_options is not None:
+            rng = np.random.default_rng([self.config.shuffle_options, head.node_id, tail.node_id])
+            labels = [labels[i] for i in rng.permutation(len(labels))]
+        user, schema = self._query(head, tail, cases_text, paths, self._option_subset(labels))
+        messages = [{"role": "system", "content": self._predict_system}, {"role": "user", "content": user}]
+        result = await ctx.model("generator").chat(
+            messages,
+            temperature=self.config.temperature,
+            max_tokens=self.config.answer_tokens,
+            json_schema=schema,
+            seed=ctx.seed,
+        )
+        case_labels = [
+            int(x) for c in retrieved for x in (c["label"] if isinstance(c["label"], (list, tuple)) else [c["label"]])
+        ]
+        trace = {
+            "cases": retrieved,
+            "context_labels": case_labels,  # what the cases say (the GNN's candidates are under "candidates")
+            "lambda": self.lam,
+            "paths": paths,
+            "candidates": [[k, round(float(probs[k]), 4)] for k in labels[:20]],
+            "llm": [llm_trace("generator", messages, result)],
+        }
+        return result, labels, trace
+
+    def _retrieve_cases(
+        self, repo: Repository | None, text_vec: np.ndarray, pair_vec: np.ndarray, exclude: int | None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The prompt's solved-cases section (empty without cases) and a trace entry per retrieved case."""
         cases_text, retrieved = "", []
         if self.config.use_cases and repo is not None and len(repo):
             idx, scores = repo.retrieve(text_vec, pair_vec, self.config.k_cases, self.lam, exclude)
@@ -507,13 +562,12 @@ class CBRDDISystem(BaseSystem):
                 )
             if blocks:
                 cases_text = "Solved cases:\n" + "\n\n".join(blocks) + "\n\n"
-        if not retrieved:
-            self.count("queries_without_cases")
-        labels = self._candidates(probs)
-        if query and self.config.shuffle_options is not None:
-            rng = np.random.default_rng([self.config.shuffle_options, head.node_id, tail.node_id])
-            labels = [labels[i] for i in rng.permutation(len(labels))]
-        options = self._option_subset(labels)
+        return cases_text, retrieved
+
+    def _query(
+        self, head: Drug, tail: Drug, cases_text: str, paths: list[str], options: list[str]
+    ) -> tuple[str, dict[str, Any]]:
+        """The user prompt asking for the pair's interaction type (or k side effects) and the answer's JSON schema."""
         fields = dict(
             cases=cases_text,
             head=head.name,
@@ -530,26 +584,7 @@ class CBRDDISystem(BaseSystem):
         else:
             user = prompts.QUERY_TOPK.format(**fields, candidates="\n".join(options), k=self.k)
             schema = topk_schema(options, min(self.k, len(options)), mechanism=True)
-        messages = [{"role": "system", "content": self._predict_system}, {"role": "user", "content": user}]
-        result = await ctx.model("generator").chat(
-            messages,
-            temperature=self.config.temperature,
-            max_tokens=self.config.answer_tokens,
-            json_schema=schema,
-            seed=ctx.seed,
-        )
-        case_labels = [
-            int(x) for c in retrieved for x in (c["label"] if isinstance(c["label"], (list, tuple)) else [c["label"]])
-        ]
-        trace = {
-            "cases": retrieved,
-            "context_labels": case_labels,  # what the cases say (the GNN's candidates are under "candidates")
-            "lambda": self.lam,
-            "paths": paths,
-            "candidates": [[k, round(float(probs[k]), 4)] for k in labels[:20]],
-            "llm": [llm_trace("generator", messages, result)],
-        }
-        return result, labels, trace
+        return user, schema
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         out = []
@@ -559,10 +594,8 @@ class CBRDDISystem(BaseSystem):
             for drug in (pair.head, pair.tail):
                 await self.describe(drug, ctx, llm)
             probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
-            text_vec = normalise(
-                self._encoder.encode(
-                    [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
-                )
+            text_vec = self._embed(
+                [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
             )[0]
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=False)
             result, labels, trace = await self._answer(

@@ -58,7 +58,7 @@ from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, 
 from ddibench.systems.cladd import prompts
 from ddibench.systems.cladd.annotations import Annotation, lookup, neighbour_caption
 from ddibench.systems.cladd.audit import stated_labels
-from ddibench.systems.cladd.graph import DrugGraph
+from ddibench.systems.cladd.graph import Anchor, DrugGraph, Related
 
 ROLES = ("annotation_planner", "kg_planner", "drugrel", "biorel", "molecule_understanding", "predictor")
 
@@ -272,6 +272,7 @@ class CLADDSystem(BaseSystem):
         return lines
 
     async def _kg_team(self, ctx: RunContext, molecule: Molecule, trace: dict[str, Any]) -> list[str]:
+        """The KG team's reports as context lines: none without an anchor or when the KG planner says no."""
         cfg = self.config
         graph = self.graph
         assert graph is not None
@@ -297,42 +298,56 @@ class CLADDSystem(BaseSystem):
         ]
         reports = []
         if cfg.use_drugrel:
-            from ddibench.systems.cladd.annotations import drug_line
-
-            lines = []
-            for r in related:
-                about = drug_line(r.name)
-                lines.append(
-                    f"{r.name} (Tanimoto to the query {r.similarity:.2f}; {r.paths} two-step connections with the anchor)"
-                    + (f": {about}" if about else "")
-                )
-                if about:
-                    trace["retrieved"].append(about)
-            user = prompts.DRUGREL.format(
-                task=self.instruction,
-                molecule=mol,
-                anchor=anchor.name,
-                similarity=anchor.similarity,
-                related=prompts.bullet(lines),
-            )
-            text = await self._call(ctx, "drugrel", prompts.DRUGREL_SYSTEM, user, trace, cfg.report_tokens)
-            trace["reports"]["drugrel"] = text.strip()
-            reports.append(f"Related-drug report (anchor {anchor.name}): {' '.join(text.split()) or '(empty)'}")
+            reports.append(await self._drugrel_report(ctx, mol, anchor, related, trace))
         if cfg.use_biorel:
-            paths = graph.paths(anchor.drug, related, cfg.paths_per_drug)
-            trace["kg"]["paths"] = paths
-            trace["retrieved"].extend(paths)
-            user = prompts.BIOREL.format(
-                task=self.instruction,
-                molecule=mol,
-                anchor=anchor.name,
-                similarity=anchor.similarity,
-                paths=prompts.bullet(paths),
-            )
-            text = await self._call(ctx, "biorel", prompts.BIOREL_SYSTEM, user, trace, cfg.report_tokens)
-            trace["reports"]["biorel"] = text.strip()
-            reports.append(f"Knowledge-graph report (anchor {anchor.name}): {' '.join(text.split()) or '(empty)'}")
+            reports.append(await self._biorel_report(ctx, mol, anchor, related, trace))
         return reports
+
+    async def _drugrel_report(
+        self, ctx: RunContext, mol: str, anchor: Anchor, related: list[Related], trace: dict[str, Any]
+    ) -> str:
+        """The drugrel agent's report on the related drugs (names, similarity, a line about each), as a context line."""
+        from ddibench.systems.cladd.annotations import drug_line
+
+        lines = []
+        for r in related:
+            about = drug_line(r.name)
+            lines.append(
+                f"{r.name} (Tanimoto to the query {r.similarity:.2f}; {r.paths} two-step connections with the anchor)"
+                + (f": {about}" if about else "")
+            )
+            if about:
+                trace["retrieved"].append(about)
+        user = prompts.DRUGREL.format(
+            task=self.instruction,
+            molecule=mol,
+            anchor=anchor.name,
+            similarity=anchor.similarity,
+            related=prompts.bullet(lines),
+        )
+        text = await self._call(ctx, "drugrel", prompts.DRUGREL_SYSTEM, user, trace, self.config.report_tokens)
+        trace["reports"]["drugrel"] = text.strip()
+        return f"Related-drug report (anchor {anchor.name}): {' '.join(text.split()) or '(empty)'}"
+
+    async def _biorel_report(
+        self, ctx: RunContext, mol: str, anchor: Anchor, related: list[Related], trace: dict[str, Any]
+    ) -> str:
+        """The biorel agent's summary of the 2-hop paths from the anchor to the related drugs, as a context line."""
+        graph = self.graph
+        assert graph is not None
+        paths = graph.paths(anchor.drug, related, self.config.paths_per_drug)
+        trace["kg"]["paths"] = paths
+        trace["retrieved"].extend(paths)
+        user = prompts.BIOREL.format(
+            task=self.instruction,
+            molecule=mol,
+            anchor=anchor.name,
+            similarity=anchor.similarity,
+            paths=prompts.bullet(paths),
+        )
+        text = await self._call(ctx, "biorel", prompts.BIOREL_SYSTEM, user, trace, self.config.report_tokens)
+        trace["reports"]["biorel"] = text.strip()
+        return f"Knowledge-graph report (anchor {anchor.name}): {' '.join(text.split()) or '(empty)'}"
 
     # -- answering ---------------------------------------------------------------------------
 

@@ -21,9 +21,12 @@ import csv
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddibench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ddibench.systems.drugrag.ner import Dictionary
 
 # the CSV dialect Python's csv module writes; auto-detection would miss quoting that starts late in a file
 CSV_OPTIONS = "(header=false, quote='\"', escape='\"', auto_detect=false)"
@@ -36,14 +39,9 @@ Names are stored with their usual capitalisation, e.g. 'Warfarin'."""
 
 def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
     """Nodes and edges from the three corpora (see the module docstring), with counts."""
-    from ddibench import corpus
-    from ddibench.kg import load_hetionet
     from ddibench.systems.drugrag.ner import dictionary
 
     ner = dictionary()
-    drugs: dict[str, dict[str, str]] = {}
-    compounds: dict[str, dict[str, str]] = {}
-    side_effects: dict[str, str] = {}
     stats = {
         "interaction_sentences": 0,
         "interaction_edges": 0,
@@ -52,6 +50,25 @@ def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
         "side_effect_edges": 0,
         "side_effect_unresolved": 0,
     }
+    drugs, compounds, side_effects = _dictionary_nodes(ner)
+    _add_descriptions(drugs, compounds)
+    interactions = _interaction_edges(ner, train, labels, stats)
+    causes = _side_effect_edges(ner, stats)
+    return {
+        "drugs": drugs,
+        "compounds": compounds,
+        "side_effects": side_effects,
+        "interactions": interactions,
+        "causes": causes,
+        "stats": stats,
+    }
+
+
+def _dictionary_nodes(ner: Dictionary) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]], dict[str, str]]:
+    """Every name the NER dictionary knows as a node: drugs and compounds (no description yet) and side effects."""
+    drugs: dict[str, dict[str, str]] = {}
+    compounds: dict[str, dict[str, str]] = {}
+    side_effects: dict[str, str] = {}
     for kind, key, name in ner.names.values():
         if kind == "Drug":
             drugs.setdefault(key, {"name": name, "description": ""})
@@ -59,12 +76,27 @@ def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
             compounds.setdefault(key, {"name": name, "description": ""})
         else:
             side_effects.setdefault(key, name)
+    return drugs, compounds, side_effects
+
+
+def _add_descriptions(drugs: dict[str, dict[str, str]], compounds: dict[str, dict[str, str]]) -> None:
+    """Sets each node's description from its DrugBank monograph (a monograph the dictionary lacks adds a compound)."""
+    from ddibench import corpus
+
     for chunk in corpus.drug_monographs(words=10_000):  # one passage per drug: the whole description
         db = chunk.id.split(":")[1]
         text = chunk.text.split(": ", 1)[1] if ": " in chunk.text else chunk.text
         (drugs if db in drugs else compounds).setdefault(db, {"name": chunk.title, "description": ""})[
             "description"
         ] = text
+
+
+def _interaction_edges(
+    ner: Dictionary, train: Iterable[Any], labels: Any, stats: dict[str, int]
+) -> dict[tuple[str, str], list[str]]:
+    """The INTERACTS_WITH edges, each with its sentences: one per training sentence naming exactly two drugs."""
+    from ddibench import corpus
+
     interactions: dict[tuple[str, str], list[str]] = {}
     for chunk in corpus.interaction_chunks(train, labels):
         stats["interaction_sentences"] += 1
@@ -75,6 +107,13 @@ def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
             continue
         interactions.setdefault((keys[0], keys[1]), []).append(chunk.text)
     stats["interaction_edges"] = len(interactions)
+    return interactions
+
+
+def _side_effect_edges(ner: Dictionary, stats: dict[str, int]) -> set[tuple[str, str, str]]:
+    """The CAUSES_SIDE_EFFECT edges as ``(node kind, drugbank id, cui)``, read back from SIDER facts as sentences."""
+    from ddibench.kg import load_hetionet
+
     hetionet = load_hetionet()
     causes: set[tuple[str, str, str]] = set()
     ids, names = hetionet.node_ids, hetionet.node_names
@@ -88,14 +127,7 @@ def extract(train: Iterable[Any], labels: Any) -> dict[str, Any]:
             continue
         causes.add((compound.kind, compound.key, effect.key))
     stats["side_effect_edges"] = len(causes)
-    return {
-        "drugs": drugs,
-        "compounds": compounds,
-        "side_effects": side_effects,
-        "interactions": interactions,
-        "causes": causes,
-        "stats": stats,
-    }
+    return causes
 
 
 def _csv(path: Path, rows: Iterable[Iterable[Any]]) -> Path:
