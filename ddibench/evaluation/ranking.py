@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ddibench.evaluation.answers import answer_distribution
+from ddibench.evaluation.answers import AnswerDistribution, answer_distribution
 from ddibench.evaluation.base import (
     BaseEvaluator,
     EvaluationInputError,
@@ -233,46 +233,13 @@ class RankingEvaluator(BaseEvaluator):
         intervals = self.intervals(units, [s.clusters for s in samples], bootstrap)
         metrics = {}
         for spec in self.metrics:
-            values = np.array([u[spec.name] for u in units if spec.name in u], dtype=float)
             low, high = intervals.get(spec.name, (float("nan"), float("nan")))
-            metrics[spec.name] = MetricValue(
-                value=float(values.mean()) if values.size else float("nan"), ci_low=low, ci_high=high
-            )
+            metrics[spec.name] = MetricValue(value=_mean(units, spec.name), ci_low=low, ci_high=high)
         perfect = [self._unit(s, ranking_scores(self.gold(s), sorted(self.gold(s)), self.k)) for s in samples]
-        ceilings = {}
-        for spec in self.metrics:
-            best = [p[spec.name] for p in perfect if spec.name in p]
-            ceilings[spec.name] = float(np.mean(best)) if best else float("nan")
+        ceilings = {spec.name: _mean(perfect, spec.name) for spec in self.metrics}
         invalid = [s.id for s in samples if not predictions[s.id].valid]
-        answered = [predictions[s.id] for s in samples if predictions[s.id].valid and predictions[s.id].ranked]
-        answers = answer_distribution(
-            [int(p.ranked[0]) for p in answered if p.ranked],
-            [self.gold(s) for s in samples],
-            len(self.label_space),
-            names=[lb.name for lb in self.label_space],
-            positions=[p.position for p in answered],
-        )
-        breakdown: dict[str, dict[str, Any]] = {}
-        for slice_name in self.slices:
-            idx = [i for i, s in enumerate(samples) if self._slice_of(s) == slice_name]
-            breakdown[f"{self.slice_key}={slice_name}"] = {
-                "n": len(idx),
-                "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid),
-            }
-        if self.breakdown_key:
-            groups: dict[str, list[int]] = {}
-            for i, s in enumerate(samples):
-                if self.breakdown_key in s.meta:
-                    groups.setdefault(f"{self.breakdown_key}={s.meta[self.breakdown_key]}", []).append(i)
-            for key, idx in sorted(groups.items()):
-                breakdown[key] = {
-                    "n": len(idx),
-                    **{
-                        m.name: float(np.mean([units[i][m.name] for i in idx if m.name in units[i]] or [np.nan]))
-                        for m in self.metrics
-                    },
-                    "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid),
-                }
+        answers = self._answers(samples, predictions)
+        breakdown = self._breakdown(samples, predictions, units)
         return EvaluationResult(
             n=len(samples),
             n_invalid=len(invalid),
@@ -288,3 +255,45 @@ class RankingEvaluator(BaseEvaluator):
             per_sample={s.id: {k: round(v, 4) for k, v in u.items()} for s, u in zip(samples, units)},
             answers=answers,
         )
+
+    def _answers(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> AnswerDistribution:
+        """How the top-ranked answers of the valid, non-empty predictions spread over the labels, beside the gold."""
+        answered = [predictions[s.id] for s in samples if predictions[s.id].valid and predictions[s.id].ranked]
+        return answer_distribution(
+            [int(p.ranked[0]) for p in answered if p.ranked],
+            [self.gold(s) for s in samples],
+            len(self.label_space),
+            names=[lb.name for lb in self.label_space],
+            positions=[p.position for p in answered],
+        )
+
+    def _breakdown(
+        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], units: Sequence[Mapping[str, float]]
+    ) -> dict[str, dict[str, Any]]:
+        """Sample and invalid counts of each slice, then each ``breakdown_key`` group's counts and metric means."""
+        breakdown: dict[str, dict[str, Any]] = {}
+        for slice_name in self.slices:
+            idx = [i for i, s in enumerate(samples) if self._slice_of(s) == slice_name]
+            breakdown[f"{self.slice_key}={slice_name}"] = {
+                "n": len(idx),
+                "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid),
+            }
+        if self.breakdown_key:
+            groups: dict[str, list[int]] = {}
+            for i, s in enumerate(samples):
+                if self.breakdown_key in s.meta:
+                    groups.setdefault(f"{self.breakdown_key}={s.meta[self.breakdown_key]}", []).append(i)
+            for key, idx in sorted(groups.items()):
+                breakdown[key] = {
+                    "n": len(idx),
+                    **{m.name: _mean([units[i] for i in idx], m.name) for m in self.metrics},
+                    "n_invalid": sum(1 for i in idx if not predictions[samples[i].id].valid),
+                }
+        return breakdown
+
+
+def _mean(units: Sequence[Mapping[str, float]], name: str) -> float:
+    """The mean of metric ``name`` over the units that hold it (a sample's unit holds only its own slice's
+    metrics); nan when none does."""
+    values = np.array([u[name] for u in units if name in u], dtype=float)
+    return float(values.mean()) if values.size else float("nan")

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ddibench.embeddings import DEFAULT_ENCODER
+from ddibench.embeddings import DEFAULT_ENCODER, TextEncoder
 from ddibench.errors import ConfigError
 from ddibench.evaluation.base import (
     BaseEvaluator,
@@ -231,7 +231,7 @@ class TextEvaluator(BaseEvaluator):
         extras: Mapping[str, object] | None = None,
     ) -> EvaluationResult:
         from ddibench.embeddings import shared_encoder
-        from ddibench.evaluation.text_scorers import LabelRecovery, embedding_similarity, selfcheck_bertscore
+        from ddibench.evaluation.text_scorers import embedding_similarity
 
         check_coverage(samples, predictions)
         extras = extras or {}
@@ -243,30 +243,10 @@ class TextEvaluator(BaseEvaluator):
         scorer = _bert_scorer(encoder, self.bertscore_layers)
         per["bertscore_f1"] = scorer.score(answers, references)[:, 2]
         labels = [t.get("label") for t in targets]
-        recovered: list[int | None] = []
-        if self.label_space is not None and any(lb is not None for lb in labels):
-            recovery = LabelRecovery(self.label_space, encoder)
-            for s, answer in zip(samples, answers):
-                pair = s.question.pair
-                recovered.append(recovery.recover(answer, pair.head.name, pair.tail.name)[0] if pair else None)
+        recovered = _recovered_labels(self.label_space, encoder, samples, answers, labels)
+        if recovered:
             per["label_recovery"] = np.array([float(r is not None and r == lb) for r, lb in zip(recovered, labels)])
-        judge: Mapping[str, Any] = extras.get("judge") or {}  # type: ignore[assignment]
-        if judge:
-            for key in ("correctness", "clarity", "overall"):
-                per[f"judge_{key}"] = np.array([_num(judge.get(s.id, {}).get(key)) for s in samples])
-        selfcheck: Mapping[str, Any] = extras.get("selfcheck") or {}  # type: ignore[assignment]
-        if selfcheck:
-            per["selfcheck"] = np.array(
-                [
-                    _num(selfcheck_bertscore(scorer, a, selfcheck.get(s.id, {}).get("samples", [])) if a else None)
-                    for s, a in zip(samples, answers)
-                ]
-            )
-        per_sample = {
-            s.id: {name: (None if np.isnan(arr[i]) else round(float(arr[i]), 4)) for name, arr in per.items()}
-            | ({"recovered_label": recovered[i]} if recovered else {})
-            for i, s in enumerate(samples)
-        }
+        per.update(_model_scores(samples, answers, scorer, extras))
         # intervals from the unrounded values (the per-sample records are rounded for display)
         intervals = self.intervals(
             [{k: float(v[i]) for k, v in per.items()} for i in range(len(samples))],
@@ -282,15 +262,6 @@ class TextEvaluator(BaseEvaluator):
             for name, arr in per.items()
         }
         invalid = [s.id for s, a in zip(samples, answers) if not a]
-        breakdown: dict[str, dict] = {}
-        for i, s in enumerate(samples):
-            key = str(s.meta.get("slice", ""))
-            if key:
-                b = breakdown.setdefault(f"slice={key}", {"n": 0, "_sum": 0.0})
-                b["n"] += 1
-                b["_sum"] += float(per["embedding_similarity"][i])
-        for b in breakdown.values():
-            b["embedding_similarity"] = b.pop("_sum") / b["n"]
         return EvaluationResult(
             n=len(samples),
             n_invalid=len(invalid),
@@ -298,12 +269,80 @@ class TextEvaluator(BaseEvaluator):
             primary_metric=self.primary_metric,
             bootstrap=bootstrap.describe(),
             metric_specs=[m for m in self.metrics if m.name in per],
-            breakdown=breakdown,
+            breakdown=_slice_breakdown(samples, per["embedding_similarity"]),
             invalid_examples=[
                 {"sample_id": sid, "error": predictions[sid].error or "empty answer"} for sid in invalid[:5]
             ],
-            per_sample=per_sample,
+            per_sample=_per_sample(samples, per, recovered),
         )
+
+
+def _recovered_labels(
+    label_space: LabelSpace | None,
+    encoder: TextEncoder,
+    samples: Sequence[Sample],
+    answers: Sequence[str],
+    labels: Sequence[object],
+) -> list[int | None]:
+    """The interaction type each answer maps back to (None for a question not about a pair, or an answer
+    that names none); empty when there is no label space or no sample has a label."""
+    from ddibench.evaluation.text_scorers import LabelRecovery
+
+    recovered: list[int | None] = []
+    if label_space is not None and any(lb is not None for lb in labels):
+        recovery = LabelRecovery(label_space, encoder)
+        for s, answer in zip(samples, answers):
+            pair = s.question.pair
+            recovered.append(recovery.recover(answer, pair.head.name, pair.tail.name)[0] if pair else None)
+    return recovered
+
+
+def _model_scores(
+    samples: Sequence[Sample], answers: Sequence[str], scorer: Any, extras: Mapping[str, object]
+) -> dict[str, np.ndarray]:
+    """Per-sample scores from the collected model outputs: the judge's grades and SelfCheckGPT's
+    inconsistency, each only when collected (nan where a sample has none)."""
+    from ddibench.evaluation.text_scorers import selfcheck_bertscore
+
+    per: dict[str, np.ndarray] = {}
+    judge: Mapping[str, Any] = extras.get("judge") or {}  # type: ignore[assignment]
+    if judge:
+        for key in ("correctness", "clarity", "overall"):
+            per[f"judge_{key}"] = np.array([_num(judge.get(s.id, {}).get(key)) for s in samples])
+    selfcheck: Mapping[str, Any] = extras.get("selfcheck") or {}  # type: ignore[assignment]
+    if selfcheck:
+        per["selfcheck"] = np.array(
+            [
+                _num(selfcheck_bertscore(scorer, a, selfcheck.get(s.id, {}).get("samples", [])) if a else None)
+                for s, a in zip(samples, answers)
+            ]
+        )
+    return per
+
+
+def _per_sample(
+    samples: Sequence[Sample], per: Mapping[str, np.ndarray], recovered: Sequence[int | None]
+) -> dict[str, dict[str, Any]]:
+    """Each sample's scores rounded for display (None where nan), with its recovered label when there are any."""
+    return {
+        s.id: {name: (None if np.isnan(arr[i]) else round(float(arr[i]), 4)) for name, arr in per.items()}
+        | ({"recovered_label": recovered[i]} if recovered else {})
+        for i, s in enumerate(samples)
+    }
+
+
+def _slice_breakdown(samples: Sequence[Sample], similarity: np.ndarray) -> dict[str, dict]:
+    """The count and mean embedding similarity of each slice named by the samples' ``meta["slice"]``."""
+    breakdown: dict[str, dict] = {}
+    for i, s in enumerate(samples):
+        key = str(s.meta.get("slice", ""))
+        if key:
+            b = breakdown.setdefault(f"slice={key}", {"n": 0, "_sum": 0.0})
+            b["n"] += 1
+            b["_sum"] += float(similarity[i])
+    for b in breakdown.values():
+        b["embedding_similarity"] = b.pop("_sum") / b["n"]
+    return breakdown
 
 
 @functools.cache

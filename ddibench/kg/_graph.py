@@ -287,6 +287,38 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
     entities = space.entity_ids()
     rel_index = space.relation_index()
     n_entities = max(max(entities.values()) + 1, space.n_drugs)
+    node_map = _node_map(hetionet, drugs, entities)
+    head, tail, rel, counts = _mapped_edges(hetionet, space, node_map, rel_index)
+    order = np.lexsort((rel, tail, head))
+    names, kinds = _entity_labels(hetionet, space, node_map, n_entities, drug_names)
+    relation_names = {space.relation_base + i: METAEDGES[a][0] for a, i in rel_index.items()}
+    relation_verbs = {space.relation_base + i: metaedge_verb(a) for a, i in rel_index.items()}
+    n_relations = space.relation_base + len(rel_index)
+    card = _space_card(hetionet, space, rel_index, counts, n_entities, n_relations, int(head.size))
+    symmetric = frozenset(
+        space.relation_base + i
+        for a, i in rel_index.items()
+        if " - " in METAEDGES[a][0] and METAEDGES[a][1] == METAEDGES[a][2]
+    )
+    return KnowledgeGraph(
+        space.name,
+        space.n_drugs,
+        n_entities,
+        n_relations,
+        head[order],
+        tail[order],
+        rel[order],
+        names,
+        kinds,
+        relation_names,
+        relation_verbs,
+        card,
+        symmetric,
+    )
+
+
+def _node_map(hetionet: Hetionet, drugs: dict[str, int], entities: dict[str, int]) -> np.ndarray:
+    """Each Hetionet node's id in the space (a compound by its DrugBank id first), -1 where it has none."""
     node_map = np.full(len(hetionet.node_ids), -1, dtype=np.int64)
     for i, node in enumerate(hetionet.node_ids):
         kind, _, ident = node.partition("::")
@@ -294,6 +326,14 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
             node_map[i] = drugs[ident]
         elif node in entities:
             node_map[i] = entities[node]
+    return node_map
+
+
+def _mapped_edges(
+    hetionet: Hetionet, space: IdSpace, node_map: np.ndarray, rel_index: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """(head, tail, relation) of every Hetionet edge in the space, unsorted, and the edge count of each
+    metaedge; raises where an edge's metaedge or endpoint has no id in the space."""
     heads, tails, rels = [], [], []
     counts: dict[str, int] = {}
     for abbrev, edges in hetionet.edges.items():
@@ -316,8 +356,18 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
         tails.append(mapped[:, 1])
         rels.append(np.full(len(mapped), space.relation_base + rel_index[abbrev], dtype=np.int64))
         counts[abbrev] = int(len(mapped))
-    head, tail, rel = np.concatenate(heads), np.concatenate(tails), np.concatenate(rels)
-    order = np.lexsort((rel, tail, head))
+    return np.concatenate(heads), np.concatenate(tails), np.concatenate(rels), counts
+
+
+def _entity_labels(
+    hetionet: Hetionet,
+    space: IdSpace,
+    node_map: np.ndarray,
+    n_entities: int,
+    drug_names: Sequence[str] | None,
+) -> tuple[list[str], list[str]]:
+    """Every entity's name and kind: Hetionet's, with drugs of kind "Drug" named by ``drug_names`` when
+    given (else by Hetionet, else "drug N")."""
     names = [""] * n_entities
     kinds = [""] * n_entities
     for i in np.flatnonzero(node_map >= 0).tolist():
@@ -329,15 +379,25 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
             names[drug] = drug_names[drug]
         elif not names[drug]:
             names[drug] = f"drug {drug}"
-    relation_names = {space.relation_base + i: METAEDGES[a][0] for a, i in rel_index.items()}
-    relation_verbs = {space.relation_base + i: metaedge_verb(a) for a, i in rel_index.items()}
-    n_relations = space.relation_base + len(rel_index)
+    return names, kinds
+
+
+def _space_card(
+    hetionet: Hetionet,
+    space: IdSpace,
+    rel_index: dict[str, int],
+    counts: dict[str, int],
+    n_entities: int,
+    n_relations: int,
+    n_edges: int,
+) -> dict[str, Any]:
+    """The mapped graph's card: its size, its edges by metaedge, the metaedges it lacks and its sources."""
     missing = {a: hetionet.published_counts.get(a, 0) for a in rel_index if a not in counts}
-    card = {
+    return {
         "space": space.name,
         "entities": n_entities,
         "relations": n_relations,
-        "kg_edges": int(head.size),
+        "kg_edges": n_edges,
         "edges_by_metaedge": counts,
         "missing_metaedges": missing,
         "deviation": (
@@ -350,26 +410,6 @@ def map_to_space(hetionet: Hetionet, space: IdSpace, drug_names: Sequence[str] |
         "hetionet": hetionet.card(),
         "id_space_sources": [s.describe() for s in space.sources()],
     }
-    symmetric = frozenset(
-        space.relation_base + i
-        for a, i in rel_index.items()
-        if " - " in METAEDGES[a][0] and METAEDGES[a][1] == METAEDGES[a][2]
-    )
-    return KnowledgeGraph(
-        space.name,
-        space.n_drugs,
-        n_entities,
-        n_relations,
-        head[order],
-        tail[order],
-        rel[order],
-        names,
-        kinds,
-        relation_names,
-        relation_verbs,
-        card,
-        symmetric,
-    )
 
 
 def split_visibility(

@@ -34,7 +34,7 @@ from typing import Any
 
 from ddibench.errors import ModelEndpointError
 from ddibench.hashing import stable_json
-from ddibench.llm._cache import ResponseCache, encode_messages, key_of
+from ddibench.llm._cache import Encoded, ResponseCache, encode_messages, key_of
 from ddibench.llm._completion import (
     _error_text,
     _field,
@@ -51,6 +51,10 @@ from ddibench.llm._wire import _WIRE, _encode_params, _wire_message, response_fo
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {429, 503, 529}  # the endpoint asks for fewer requests: its policy shrinks concurrency
+
+
+# a failed attempt: why, and the delay the endpoint asked for before the next one (None: exponential backoff)
+_Failed = tuple[str, float | None]
 
 
 class LLMCallError(ModelEndpointError):
@@ -193,25 +197,9 @@ class LLMClient:
         """One chat completion. ``top_logprobs=N`` also returns the N most likely first tokens with their
         log-probabilities (:attr:`ChatResult.top_logprobs`); ``prefill`` makes the answer start with that text
         (the model continues it), where the endpoint offers it (:attr:`ModelSpec.prefill`)."""
-        params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
-        for name, value in (("top_p", top_p), ("seed", seed), ("stop", stop)):
-            if value is not None:
-                params[name] = value
-        fmt = response_format(self.json_mode, json_schema)
-        if fmt is not None:
-            params["response_format"] = fmt
-        if top_logprobs is not None:
-            params["logprobs"] = True
-            params["top_logprobs"] = top_logprobs
+        params = self._params(temperature, max_tokens, top_p, seed, stop, json_schema, top_logprobs)
         if prefill is not None:
-            if self.spec.prefill == "none":
-                raise ModelEndpointError(
-                    f"{self.spec.display()} cannot continue an answer prefix (needed by the likelihood answer mode)",
-                    "use an embedded, llamacpp: or vllm: model, or answer_mode=generate",
-                )
-            messages = [*messages, {"role": "assistant", "content": prefill}]
-            if self.spec.prefill == "vllm":
-                extra = {**(extra or {}), "continue_final_message": True, "add_generation_prompt": False}
+            messages, extra = self._prefilled(messages, extra, prefill)
         if extra:
             params["extra_body"] = extra
         encoded = encode_messages(messages)  # once: the cache key and the request body share it
@@ -224,52 +212,77 @@ class LLMClient:
         )  # == cache_key(identity, messages, params, sample_index)
         cache = self._cache if use_cache else None
         if cache is not None:
-            hit = cache.get(key)
-            if (
-                hit is not None
-                and _usable_cached(hit)
-                and (top_logprobs is None or isinstance(hit.get("top_logprobs"), list))
-            ):
-                self._usage.cache_hits += 1
-                self._usage.cached_prompt_tokens += hit.get("prompt_tokens", 0)
-                self._usage.cached_completion_tokens += hit.get("completion_tokens", 0)
-                return ChatResult(
-                    text=hit["text"],
-                    finish_reason=hit.get("finish_reason"),
-                    prompt_tokens=hit.get("prompt_tokens", 0),
-                    completion_tokens=hit.get("completion_tokens", 0),
-                    latency_s=0.0,
-                    cached=True,
-                    model_reported=hit.get("model_reported"),
-                    model_id=self.model_id,
-                    top_logprobs=tuple((str(t), float(lp)) for t, lp in hit["top_logprobs"])
-                    if top_logprobs is not None
-                    else None,
-                )
+            hit = self._cached(cache, key, top_logprobs)
+            if hit is not None:
+                return hit
         body = self._body(messages, tail_json)
         result = await self._call(body, want_logprobs=top_logprobs is not None)
         if cache is not None:
-            cache.put_encoded(
-                key,
-                self._identity_json,
-                encoded,
-                f'{{"params":{params_json},"sample_index":{int(sample_index)}}}',
-                stable_json(
-                    {
-                        "text": result.text,
-                        "finish_reason": result.finish_reason,
-                        "prompt_tokens": result.prompt_tokens,
-                        "completion_tokens": result.completion_tokens,
-                        "model_reported": result.model_reported,
-                        **(
-                            {"top_logprobs": [list(x) for x in result.top_logprobs]}
-                            if result.top_logprobs is not None
-                            else {}
-                        ),
-                    }
-                ),
-            )
+            _store(cache, key, self._identity_json, encoded, params_json, sample_index, result)
         return result
+
+    def _params(
+        self,
+        temperature: float,
+        max_tokens: int,
+        top_p: float | None,
+        seed: int | None,
+        stop: list[str] | None,
+        json_schema: dict[str, Any] | None,
+        top_logprobs: int | None,
+    ) -> dict[str, Any]:
+        """The request's parameters (all but ``extra_body``), in the order the request body has always had."""
+        params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+        for name, value in (("top_p", top_p), ("seed", seed), ("stop", stop)):
+            if value is not None:
+                params[name] = value
+        fmt = response_format(self.json_mode, json_schema)
+        if fmt is not None:
+            params["response_format"] = fmt
+        if top_logprobs is not None:
+            params["logprobs"] = True
+            params["top_logprobs"] = top_logprobs
+        return params
+
+    def _prefilled(
+        self, messages: list[dict[str, Any]], extra: dict[str, Any] | None, prefill: str
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The messages ending with the answer prefix as an assistant turn, and the extra fields that make the
+        endpoint continue it; raises where the endpoint cannot."""
+        if self.spec.prefill == "none":
+            raise ModelEndpointError(
+                f"{self.spec.display()} cannot continue an answer prefix (needed by the likelihood answer mode)",
+                "use an embedded, llamacpp: or vllm: model, or answer_mode=generate",
+            )
+        messages = [*messages, {"role": "assistant", "content": prefill}]
+        if self.spec.prefill == "vllm":
+            extra = {**(extra or {}), "continue_final_message": True, "add_generation_prompt": False}
+        return messages, extra
+
+    def _cached(self, cache: ResponseCache, key: str, top_logprobs: int | None) -> ChatResult | None:
+        """The cached answer to this call, counted in the role's usage; None when there is none usable (or it
+        lacks the log-probabilities asked for)."""
+        hit = cache.get(key)
+        if hit is None or not _usable_cached(hit):
+            return None
+        if top_logprobs is not None and not isinstance(hit.get("top_logprobs"), list):
+            return None
+        self._usage.cache_hits += 1
+        self._usage.cached_prompt_tokens += hit.get("prompt_tokens", 0)
+        self._usage.cached_completion_tokens += hit.get("completion_tokens", 0)
+        return ChatResult(
+            text=hit["text"],
+            finish_reason=hit.get("finish_reason"),
+            prompt_tokens=hit.get("prompt_tokens", 0),
+            completion_tokens=hit.get("completion_tokens", 0),
+            latency_s=0.0,
+            cached=True,
+            model_reported=hit.get("model_reported"),
+            model_id=self.model_id,
+            top_logprobs=tuple((str(t), float(lp)) for t, lp in hit["top_logprobs"])
+            if top_logprobs is not None
+            else None,
+        )
 
     def _body(self, messages: list[dict[str, Any]], tail_json: str) -> bytes:
         """The request body, byte for byte what the ``openai`` SDK sent before this client posted it itself
@@ -279,60 +292,14 @@ class LLMClient:
         return f'{{"model":{self._model_json},"messages":[{wire}]{tail_json}'.encode()
 
     async def _call(self, body: bytes, want_logprobs: bool = False) -> ChatResult:
+        """The endpoint's answer to the request, after retries with backoff; raises :class:`LLMCallError`."""
         where = f"{self.spec.display()} ({self.role})"
         for attempt in range(self.max_retries + 1):
-            delay: float | None = None
             async with self._policy:
-                start = time.perf_counter()
-                try:
-                    status, headers, raw = await self._policy.bounded(self._transport.post(body), attempt)
-                    latency = time.perf_counter() - start
-                except (StalledRequest, TransportTimeout) as exc:
-                    await self._raise_if_gone()
-                    self._usage.timeouts += 1
-                    self._policy.timed_out()
-                    delay = 0.0  # the wait was the backoff; the retry gets a longer deadline (see EndpointPolicy)
-                    error = (
-                        f"timeout ({exc})"
-                        if isinstance(exc, StalledRequest)
-                        else f"timeout after {self._policy.timeout:g} s"
-                    )
-                except TransportError as exc:
-                    await self._raise_if_gone()
-                    error = str(exc)
-                else:
-                    if not 200 <= status < 300:
-                        if status not in RETRYABLE_STATUS:
-                            self._usage.failures += 1
-                            raise LLMCallError(
-                                f"{where} answered HTTP {status}: {_short(_error_text(raw))}",
-                                _status_fix(status, self.spec),
-                            )
-                        if status in OVERLOAD_STATUS:
-                            self._policy.overloaded()
-                        delay = retry_after_seconds(headers)
-                        error = f"HTTP {status}"
-                    else:
-                        try:
-                            completion = json.loads(raw)
-                        except ValueError as exc:  # not JSON, cut short, not UTF-8
-                            error = f"unreadable response ({type(exc).__name__})"
-                        else:
-                            reason = unusable_reason(completion)
-                            if reason is None:
-                                self._policy.answered(latency)
-                                result = _result(completion, latency, self._usage, self.model_id)
-                                if (
-                                    want_logprobs and result.top_logprobs is None
-                                ):  # no retry can give what the server does not offer
-                                    self._usage.failures += 1
-                                    raise LLMCallError(
-                                        f"{where} returned no token log-probabilities although they were asked for",
-                                        "use an endpoint that returns them (llama.cpp, vLLM), or answer_mode=generate",
-                                    )
-                                return result
-                            self._usage.unusable += 1
-                            error = f"HTTP 200 without a usable completion: {reason}"
+                outcome = await self._attempt(body, attempt, where, want_logprobs)
+            if isinstance(outcome, ChatResult):
+                return outcome
+            error, delay = outcome
             if attempt == self.max_retries:
                 self._usage.failures += 1
                 raise LLMCallError(
@@ -345,6 +312,62 @@ class LLMClient:
             await asyncio.sleep(min(delay, self.backoff_cap * 2))
         raise AssertionError("unreachable")
 
+    async def _attempt(self, body: bytes, attempt: int, where: str, want_logprobs: bool) -> ChatResult | _Failed:
+        """One request (inside the endpoint policy): its result, or why it failed and the delay it asks for
+        before the next attempt (None: exponential backoff); raises for an error no retry can fix."""
+        start = time.perf_counter()
+        try:
+            status, headers, raw = await self._policy.bounded(self._transport.post(body), attempt)
+            latency = time.perf_counter() - start
+        except (StalledRequest, TransportTimeout) as exc:
+            await self._raise_if_gone()
+            self._usage.timeouts += 1
+            self._policy.timed_out()
+            error = (
+                f"timeout ({exc})" if isinstance(exc, StalledRequest) else f"timeout after {self._policy.timeout:g} s"
+            )
+            return error, 0.0  # the wait was the backoff; the retry gets a longer deadline (see EndpointPolicy)
+        except TransportError as exc:
+            await self._raise_if_gone()
+            return str(exc), None
+        if not 200 <= status < 300:
+            return self._http_error(status, headers, raw, where)
+        return self._completion(raw, latency, where, want_logprobs)
+
+    def _http_error(self, status: int, headers: Any, raw: bytes, where: str) -> _Failed:
+        """The failure of a non-2xx answer worth retrying, with the delay the endpoint asked for; raises for a
+        status no retry can fix."""
+        if status not in RETRYABLE_STATUS:
+            self._usage.failures += 1
+            raise LLMCallError(
+                f"{where} answered HTTP {status}: {_short(_error_text(raw))}",
+                _status_fix(status, self.spec),
+            )
+        if status in OVERLOAD_STATUS:
+            self._policy.overloaded()
+        return f"HTTP {status}", retry_after_seconds(headers)
+
+    def _completion(self, raw: bytes, latency: float, where: str, want_logprobs: bool) -> ChatResult | _Failed:
+        """The result of a 2xx answer, or why it is not a usable completion (retried after backoff); raises
+        when log-probabilities were asked for and the server does not return them."""
+        try:
+            completion = json.loads(raw)
+        except ValueError as exc:  # not JSON, cut short, not UTF-8
+            return f"unreadable response ({type(exc).__name__})", None
+        reason = unusable_reason(completion)
+        if reason is not None:
+            self._usage.unusable += 1
+            return f"HTTP 200 without a usable completion: {reason}", None
+        self._policy.answered(latency)
+        result = _result(completion, latency, self._usage, self.model_id)
+        if want_logprobs and result.top_logprobs is None:  # no retry can give what the server does not offer
+            self._usage.failures += 1
+            raise LLMCallError(
+                f"{where} returned no token log-probabilities although they were asked for",
+                "use an endpoint that returns them (llama.cpp, vLLM), or answer_mode=generate",
+            )
+        return result
+
     async def _raise_if_gone(self) -> None:
         """A lost connection to the embedded server: if its process has ended, stop now (no retry can help)."""
         if self.liveness is not None:
@@ -354,6 +377,34 @@ class LLMClient:
                     self._usage.failures += 1
                     raise died
                 await asyncio.sleep(0.01)
+
+
+def _store(
+    cache: ResponseCache,
+    key: str,
+    identity_json: str,
+    encoded: Encoded,
+    params_json: str,
+    sample_index: int,
+    result: ChatResult,
+) -> None:
+    """Writes a fresh answer to the response cache under its key (the log-probabilities only when asked for)."""
+    cache.put_encoded(
+        key,
+        identity_json,
+        encoded,
+        f'{{"params":{params_json},"sample_index":{int(sample_index)}}}',
+        stable_json(
+            {
+                "text": result.text,
+                "finish_reason": result.finish_reason,
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+                "model_reported": result.model_reported,
+                **({"top_logprobs": [list(x) for x in result.top_logprobs]} if result.top_logprobs is not None else {}),
+            }
+        ),
+    )
 
 
 def _result(completion: Any, latency: float, usage: RoleUsage, model_id: str | None) -> ChatResult:

@@ -122,30 +122,9 @@ class ModelSpec:
                 f"model spec '{shown}' contains control characters or bytes that are not UTF-8", "retype the model spec"
             )
         body, _, opt_text = text.partition("#")
-        options: dict[str, str] = {}
-        for item in filter(None, (p.strip() for p in opt_text.split(","))):
-            key, sep, value = item.partition("=")
-            if not sep or key not in MODEL_OPTIONS:
-                raise ConfigError(
-                    f"bad model option '{item}' in '{text}'", f"options are {', '.join(o + '=' for o in MODEL_OPTIONS)}"
-                )
-            options[key] = value
+        options = _model_options(opt_text, text)
         timeout = _timeout_option(options.get("timeout"), text)
-        provider, sep, rest = body.partition(":")
-        if not sep:
-            if body == EMBEDDED:
-                provider, rest = EMBEDDED, ""
-            elif base_url:
-                provider, rest = "openai-compatible", body
-            else:
-                raise ConfigError(
-                    f"model '{body}' names no provider",
-                    f"write 'openai:{body}', 'vllm:{body}@URL', or pass --base-url (providers: {', '.join(PROVIDERS)})",
-                )
-        if provider not in PROVIDERS:
-            from ddibench.errors import UnknownNameError
-
-            raise UnknownNameError("provider", provider, PROVIDERS)
+        provider, rest = _provider_of(body, base_url)
         info = PROVIDERS[provider]
         model, url = rest, base_url
         at = rest.rfind("@")
@@ -252,6 +231,40 @@ def identity_digest(identity: dict[str, Any]) -> str:
     """A short digest of a model identity: every LLM call's trace records the one that answered it, so a
     bundle whose manifest names another model than its traces is caught by ``ddibench verify``."""
     return sha256_text(stable_json(identity))[:16]
+
+
+def _model_options(opt_text: str, text: str) -> dict[str, str]:
+    """The options after a spec's ``#`` (``text`` is the whole spec, for the error), by name."""
+    options: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in opt_text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or key not in MODEL_OPTIONS:
+            raise ConfigError(
+                f"bad model option '{item}' in '{text}'", f"options are {', '.join(o + '=' for o in MODEL_OPTIONS)}"
+            )
+        options[key] = value
+    return options
+
+
+def _provider_of(body: str, base_url: str | None) -> tuple[str, str]:
+    """A spec's known provider and what follows its ``:`` (model, and maybe ``@URL``); a bare name is the
+    embedded model, or a model of the ``--base-url`` server."""
+    provider, sep, rest = body.partition(":")
+    if not sep:
+        if body == EMBEDDED:
+            provider, rest = EMBEDDED, ""
+        elif base_url:
+            provider, rest = "openai-compatible", body
+        else:
+            raise ConfigError(
+                f"model '{body}' names no provider",
+                f"write 'openai:{body}', 'vllm:{body}@URL', or pass --base-url (providers: {', '.join(PROVIDERS)})",
+            )
+    if provider not in PROVIDERS:
+        from ddibench.errors import UnknownNameError
+
+        raise UnknownNameError("provider", provider, PROVIDERS)
+    return provider, rest
 
 
 def _timeout_option(value: str | None, text: str) -> float | None:
