@@ -231,10 +231,11 @@ class RankingEvaluator(BaseEvaluator):
         check_coverage(samples, predictions)
         units = self.units(samples, predictions)
         intervals = self.intervals(units, [s.clusters for s in samples], bootstrap)
+        point = self.point(units)  # the statistic at unit weights: a metric no unit holds is nan
         metrics = {}
         for spec in self.metrics:
             low, high = intervals.get(spec.name, (float("nan"), float("nan")))
-            metrics[spec.name] = MetricValue(value=_mean(units, spec.name), ci_low=low, ci_high=high)
+            metrics[spec.name] = MetricValue(value=point.get(spec.name, float("nan")), ci_low=low, ci_high=high)
         perfect = [self._unit(s, ranking_scores(self.gold(s), sorted(self.gold(s)), self.k)) for s in samples]
         ceilings = {spec.name: _mean(perfect, spec.name) for spec in self.metrics}
         invalid = [s.id for s in samples if not predictions[s.id].valid]

@@ -247,19 +247,16 @@ class TextEvaluator(BaseEvaluator):
         if recovered:
             per["label_recovery"] = np.array([float(r is not None and r == lb) for r, lb in zip(recovered, labels)])
         per.update(_model_scores(samples, answers, scorer, extras))
-        # intervals from the unrounded values (the per-sample records are rounded for display)
-        intervals = self.intervals(
-            [{k: float(v[i]) for k, v in per.items()} for i in range(len(samples))],
-            [s.clusters for s in samples],
-            bootstrap,
-        )
+        # point values and intervals from the unrounded values (the per-sample records are rounded for display),
+        # both by the statistic: float64 means of the float32 similarities
+        units = [{k: float(v[i]) for k, v in per.items()} for i in range(len(samples))]
+        intervals = self.intervals(units, [s.clusters for s in samples], bootstrap)
+        point = self.point(units)
         metrics = {
             name: MetricValue(
-                value=float(np.nanmean(arr)) if np.any(~np.isnan(arr)) else float("nan"),
-                ci_low=intervals[name][0],
-                ci_high=intervals[name][1],
+                value=point.get(name, float("nan")), ci_low=intervals[name][0], ci_high=intervals[name][1]
             )
-            for name, arr in per.items()
+            for name in per
         }
         invalid = [s.id for s, a in zip(samples, answers) if not a]
         return EvaluationResult(
