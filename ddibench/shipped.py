@@ -270,10 +270,9 @@ def check(
             f"{root} holds no results index ({INDEX})", "give --results the folder 'ddibench board publish' wrote"
         )
     index = read_index(root)
-    problems: list[str] = []
     listed = {e.get("path") for e in index["runs"] if isinstance(e, dict)}
     on_disk = {p.relative_to(root).as_posix() for p in root.glob("*/*/*.tar.gz")}
-    problems += [
+    problems = [
         f"{rel}: a bundle the index does not list (add it with 'ddibench board publish')"
         for rel in sorted(on_disk - listed)
     ]
@@ -286,35 +285,9 @@ def check(
                 f"index entry {str(entry)[:80]!r} is malformed (regenerate the index with 'ddibench board publish')"
             )
             continue
-        rel = entry["path"]
-        outcome = Outcome(root / rel)
-        try:
-            if rel != relative_path(entry["task"], entry["system"], entry["run_id"]):  # before the path is touched
-                raise DataError(f"{rel}: not where its task, system and run id put it")
-            if not (root / rel).is_file():
-                raise DataError(f"{rel}: listed in the index but missing")
-            verdict = _verify(
-                root / rel, reproduce=reproduce and entry.get("tier") == "reproduced", keep_traces=add_to is not None
-            )
-            outcome.checks = list(verdict.checks)
-            if not (verdict.accepted or (entry.get("preview") and verdict.is_preview())):
-                raise DataError(f"{rel}: rejected ({'; '.join(verdict.reasons)})")
-            fresh = entry_of(verdict, root / rel, rel)
-            if not reproduce and verdict.tier == "recomputed" and entry.get("tier") == "reproduced":
-                fresh.update(tier=entry["tier"], reproduction=entry.get("reproduction"))
-                verdict.tier, verdict.reproduction = entry["tier"], entry.get("reproduction")
-            differing = [k for k in sorted(set(fresh) | set(entry)) if not _same(fresh.get(k), entry.get(k))]
-            if differing:
-                shown = ", ".join(f"{k} {entry.get(k)!r} -> {fresh.get(k)!r}" for k in differing[:4])
-                raise DataError(f"{rel}: differs from the index ({shown})")
-            outcome.entry = fresh
-            if add_to is not None:
-                from ddibench.store import add_run
-
-                add_run(add_to, verdict)
-        except DdibenchError as exc:
-            outcome.problem = str(exc)
-            problems.append(str(exc))
+        outcome = _check_entry(root, entry, reproduce, add_to)
+        if outcome.problem is not None:
+            problems.append(outcome.problem)
         outcomes.append(outcome)
         if progress is not None:
             progress(outcome)
@@ -322,6 +295,40 @@ def check(
     if total > BUDGET_BYTES:
         problems.append(f"results/ holds {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget")
     return CheckReport(outcomes, problems, total)
+
+
+def _check_entry(root: Path, entry: dict[str, Any], reproduce: bool, add_to: Path | None) -> Outcome:
+    """The outcome of verifying one index entry's bundle against it: with the fresh entry when it matches (the
+    run then added to the store ``add_to``), else with the problem."""
+    rel = entry["path"]
+    outcome = Outcome(root / rel)
+    try:
+        if rel != relative_path(entry["task"], entry["system"], entry["run_id"]):  # before the path is touched
+            raise DataError(f"{rel}: not where its task, system and run id put it")
+        if not (root / rel).is_file():
+            raise DataError(f"{rel}: listed in the index but missing")
+        verdict = _verify(
+            root / rel, reproduce=reproduce and entry.get("tier") == "reproduced", keep_traces=add_to is not None
+        )
+        outcome.checks = list(verdict.checks)
+        if not (verdict.accepted or (entry.get("preview") and verdict.is_preview())):
+            raise DataError(f"{rel}: rejected ({'; '.join(verdict.reasons)})")
+        fresh = entry_of(verdict, root / rel, rel)
+        if not reproduce and verdict.tier == "recomputed" and entry.get("tier") == "reproduced":
+            fresh.update(tier=entry["tier"], reproduction=entry.get("reproduction"))
+            verdict.tier, verdict.reproduction = entry["tier"], entry.get("reproduction")
+        differing = [k for k in sorted(set(fresh) | set(entry)) if not _same(fresh.get(k), entry.get(k))]
+        if differing:
+            shown = ", ".join(f"{k} {entry.get(k)!r} -> {fresh.get(k)!r}" for k in differing[:4])
+            raise DataError(f"{rel}: differs from the index ({shown})")
+        outcome.entry = fresh
+        if add_to is not None:
+            from ddibench.store import add_run
+
+            add_run(add_to, verdict)
+    except DdibenchError as exc:
+        outcome.problem = str(exc)
+    return outcome
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -364,6 +364,30 @@ def _published_table(task: str, data: _Board) -> str:
 
 def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
     manifest = detail.manifest
+    body = [
+        f"<h1>Run {_e(row['run_id'])}</h1>",
+        f"<p>{_e(row['system'])}{_unregistered(row['system'])} on {_e(row['task'])} · {_e(board.value_ci(row))} {_e(row['primary_metric'])}</p>",
+        f'<p class="legend">Marked <span class="tag unchecked">{board.UNCHECKED}</span>: the submitter\'s own words, shown as '
+        "written; verify recomputes the metrics, the cost and the identity of a run, not these.</p>",
+        "<h2>Provenance</h2>",
+        _facts(_run_facts(row, detail)),
+        "<h2>Metrics</h2>",
+        _table(
+            ["metric", "value", "95% CI"],
+            [[_e(r["metric"]), _e(r["value"]), _e(r["95% CI"])] for r in detail.metric_rows()],
+        ),
+        f'<h2>Samples <span class="tag">the first {TRACES_SHOWN}</span></h2>',
+        *(_sample_block(item) for item in board.first_samples(store, str(row["run_id"]), TRACES_SHOWN)),
+        f"<details><summary>full manifest ({board.UNCHECKED} but for what the page shows unmarked)</summary>"
+        + _pre(json.dumps(manifest.dump(), indent=1, sort_keys=True))
+        + "</details>",
+    ]
+    return _html(f"run {row['run_id']} · ddibench", "\n".join(body), root="../")
+
+
+def _run_facts(row: pd.Series, detail: board.RunDetail) -> list[tuple[str, str]]:
+    """A run page's provenance as (label, HTML) pairs: what ran, where and how, then what else its manifest records."""
+    manifest = detail.manifest
     task, system = manifest.task, manifest.system
     info = board.system_info(system.name, manifest)
     code = f"ddibench {manifest.ddibench_version}, commit {manifest.git_commit or 'none (no git checkout)'}" + (
@@ -394,7 +418,14 @@ def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
         ("cost per item", _e(board.cost_label(row))),
     ]
     facts[3:3] = [("description", _e(system.description) + _unchecked())] if system.description else []
-    facts += [
+    return facts + _recorded_facts(detail, info)
+
+
+def _recorded_facts(detail: board.RunDetail, info: board.SystemInfo) -> list[tuple[str, str]]:
+    """The rest of a run page's provenance as (label, HTML) pairs: its models, the system's paper, code and card,
+    the scoring options, the reproduction, why it is not submittable, and the deviations."""
+    manifest = detail.manifest
+    facts = [
         (f"model ({role})", _e(f"{model.spec} — {json.dumps(model.identity, sort_keys=True)}") + _unchecked())
         for role, model in manifest.models.items()
     ]
@@ -411,26 +442,15 @@ def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
     )
     facts += [("reproduction", _e(json.dumps(detail.reproduction, sort_keys=True)))] if detail.reproduction else []
     facts += [("not submittable", _e(reason)) for reason in detail.reasons]
-    facts += [("deviation", _e(note) + _unchecked()) for note in (*task.deviations, *system.deviations)]
-    body = [
-        f"<h1>Run {_e(row['run_id'])}</h1>",
-        f"<p>{_e(row['system'])}{_unregistered(row['system'])} on {_e(row['task'])} · {_e(board.value_ci(row))} {_e(row['primary_metric'])}</p>",
-        f'<p class="legend">Marked <span class="tag unchecked">{board.UNCHECKED}</span>: the submitter\'s own words, shown as '
-        "written; verify recomputes the metrics, the cost and the identity of a run, not these.</p>",
-        "<h2>Provenance</h2>",
-        '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
-        "<h2>Metrics</h2>",
-        _table(
-            ["metric", "value", "95% CI"],
-            [[_e(r["metric"]), _e(r["value"]), _e(r["95% CI"])] for r in detail.metric_rows()],
-        ),
-        f'<h2>Samples <span class="tag">the first {TRACES_SHOWN}</span></h2>',
-        *(_sample_block(item) for item in board.first_samples(store, str(row["run_id"]), TRACES_SHOWN)),
-        f"<details><summary>full manifest ({board.UNCHECKED} but for what the page shows unmarked)</summary>"
-        + _pre(json.dumps(manifest.dump(), indent=1, sort_keys=True))
-        + "</details>",
+    facts += [
+        ("deviation", _e(note) + _unchecked()) for note in (*manifest.task.deviations, *manifest.system.deviations)
     ]
-    return _html(f"run {row['run_id']} · ddibench", "\n".join(body), root="../")
+    return facts
+
+
+def _facts(facts: list[tuple[str, str]]) -> str:
+    """A list of (label, HTML) pairs as a definition list (labels escaped, values already HTML)."""
+    return '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
 
 
 def _sample_block(item: dict[str, Any]) -> str:
@@ -466,7 +486,7 @@ def _system_page(system: str, runs: pd.DataFrame, data: _Board) -> str:
             facts.append(("description", _e(some_run.manifest.system.description) + _unchecked()))
     body = [
         f"<h1>System {_e(system)}{_unregistered(system)}</h1>",
-        '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
+        _facts(facts),
         "<h2>Runs</h2>",
         _runs_table(runs, data, root="../", by_task=False),
     ]

@@ -373,3 +373,37 @@ def test_the_code_type_checks() -> None:
         pytest.skip("mypy is not installed (pip install -e '.[dev]')")
     proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+# a function reads at once up to about 60 lines (as the formatter lays it out); a longer one says why in a comment
+# above its first statement, e.g. "# over 60 lines: one vectorised kernel ...", or it is split
+LONG_FUNCTION = 65
+REASON = "# over 60 lines:"
+
+
+def long_functions(root: Path) -> list[str]:
+    """Functions of the core, the task families, the systems and the board over :data:`LONG_FUNCTION` lines
+    that give no reason above their first statement."""
+    found = []
+    for folder in ROOTS:
+        for path in sorted((root / folder).rglob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            lines = source.splitlines()
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                    docstring = isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+                    first = node.body[1] if docstring and len(node.body) > 1 else node.body[0]
+                    head = lines[node.lineno - 1 : first.lineno]  # the signature, docstring and comments above the code
+                    if length > LONG_FUNCTION and not any(REASON in line for line in head):
+                        found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({length} lines)")
+    return found
+
+
+def test_long_functions_say_why(tmp_path: Path) -> None:
+    assert long_functions(REPO) == []
+    body = "".join(f"    x{i} = {i}\n" for i in range(LONG_FUNCTION))
+    _plant(tmp_path, {"ddibench/long.py": f"def f() -> None:\n{body}"})  # the check bites on a planted one
+    assert long_functions(tmp_path) == [f"ddibench/long.py:1 f ({LONG_FUNCTION + 1} lines)"]
+    _plant(tmp_path, {"ddibench/long.py": f"def f() -> None:\n    {REASON} one table\n{body}"})
+    assert long_functions(tmp_path) == []

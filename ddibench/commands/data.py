@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ddibench.commands.common import console as _console
 from ddibench.commands.common import progress as _progress
 from ddibench.errors import DdibenchError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ddibench.task import Check, Task, TaskData
 
 
 @click.group()
@@ -122,22 +128,26 @@ def data_verify(datasets: tuple[str, ...], tasks: tuple[str, ...]) -> None:
 def data_stats(tasks: tuple[str, ...]) -> None:
     """Split sizes, cluster keys, source rows before and after deduplication, and the checks each task
     verifies (default: every task)."""
-    from rich.table import Table
-
-    from ddibench.commands.common import progress
-    from ddibench.registry import get_task, task_names
+    from ddibench.registry import task_names
 
     names = list(tasks) or task_names()
     console = _console()
-    table = Table(
-        title="split sizes (samples) and cluster keys per split (what the bootstrap resamples)", title_justify="left"
-    )
-    for col in ("task", "setting", "train", "valid", "test", "clusters train/valid/test", "checks"):
-        table.add_column(col, justify="right" if col in ("train", "valid", "test") else "left")
-    failed_checks = []
-    all_checks = {}
-    source_stats: dict[str, dict[str, Any]] = {}
-    with progress(_console(stderr=True)) as shown:  # loading every task takes a minute: say which one
+    loads = _load_tasks(names)
+    console.print(_split_table(loads))
+    source_stats = {name: loaded.stats for name, _, loaded in loads if loaded.stats}
+    if source_stats:  # what each task states about its source rows (e.g. counts before and after deduplication)
+        console.print(_source_table(source_stats))
+    _print_checks({name: loaded.checks for name, _, loaded in loads}, console)
+    failed = sum(not c.ok for _, _, loaded in loads for c in loaded.checks)
+    if failed:
+        raise DdibenchError(f"{failed} data check(s) failed", "see above")
+
+
+def _load_tasks(names: list[str]) -> list[tuple[str, Task, TaskData]]:
+    """Each named task with its loaded (and so checked) data, in order; a progress bar on stderr says which."""
+    from ddibench.registry import get_task
+
+    with _progress(_console(stderr=True)) as shown:  # loading every task takes a minute: say which one
         bar = shown.task("loading and checking tasks", total=len(names))
         loads = []
         for name in names:
@@ -147,14 +157,22 @@ def data_stats(tasks: tuple[str, ...]) -> None:
             bar.advance()
         bar.update(description="loaded and checked")
         bar.close()
+    return loads
+
+
+def _split_table(loads: list[tuple[str, Task, TaskData]]) -> Table:
+    """The table of each task's split sizes, cluster keys per split and checks passed."""
+    from rich.table import Table
+
+    table = Table(
+        title="split sizes (samples) and cluster keys per split (what the bootstrap resamples)", title_justify="left"
+    )
+    for col in ("task", "setting", "train", "valid", "test", "clusters train/valid/test", "checks"):
+        table.add_column(col, justify="right" if col in ("train", "valid", "test") else "left")
     for name, task, loaded in loads:
         sizes = {s: len(v) for s, v in loaded.splits.items()}
         clusters = {s: len({k for sample in v for k in sample.clusters}) for s, v in loaded.splits.items()}
         n_ok = sum(c.ok for c in loaded.checks)
-        failed_checks += [(name, c) for c in loaded.checks if not c.ok]
-        all_checks[name] = loaded.checks
-        if loaded.stats:
-            source_stats[name] = loaded.stats
         table.add_row(
             name,
             task.setting,
@@ -164,20 +182,29 @@ def data_stats(tasks: tuple[str, ...]) -> None:
             f"{clusters['train']:,} / {clusters['valid']:,} / {clusters['test']:,} {task.cluster_unit}",
             f"{n_ok}/{len(loaded.checks)} passed",
         )
-    console.print(table)
-    if source_stats:  # what each task states about its source rows (e.g. counts before and after deduplication)
-        columns = list(dict.fromkeys(k for row in source_stats.values() for k in row))
-        extra = Table(
-            title="source rows, before and after each task's deduplication (see the notes below)", title_justify="left"
-        )
-        extra.add_column("task")
-        for col in columns:
-            extra.add_column(col, justify="right")
-        for name, row in source_stats.items():
-            extra.add_row(
-                name, *(f"{row[c]:,}" if isinstance(row.get(c), int) else str(row.get(c, "")) for c in columns)
-            )
-        console.print(extra)
+    return table
+
+
+def _source_table(source_stats: dict[str, dict[str, Any]]) -> Table:
+    """The table of what each task states about its source rows, one column per statistic any task gives."""
+    from rich.table import Table
+
+    columns = list(dict.fromkeys(k for row in source_stats.values() for k in row))
+    extra = Table(
+        title="source rows, before and after each task's deduplication (see the notes below)", title_justify="left"
+    )
+    extra.add_column("task")
+    for col in columns:
+        extra.add_column(col, justify="right")
+    for name, row in source_stats.items():
+        extra.add_row(name, *(f"{row[c]:,}" if isinstance(row.get(c), int) else str(row.get(c, "")) for c in columns))
+    return extra
+
+
+def _print_checks(all_checks: dict[str, list[Check]], console: Console) -> None:
+    """Nothing: prints each task's checks with their outcome, and its notes."""
+    from ddibench.registry import get_task
+
     for name, checks in all_checks.items():
         console.print(f"\n[bold]{name}[/bold]")
         for c in checks:
@@ -185,8 +212,6 @@ def data_stats(tasks: tuple[str, ...]) -> None:
             console.print(f"  {mark} {c.name}: {c.detail}")
         for deviation in get_task(name).deviations:
             console.print(f"  [dim]note: {deviation}[/dim]")
-    if failed_checks:
-        raise DdibenchError(f"{len(failed_checks)} data check(s) failed", "see above")
 
 
 @data.command("export")

@@ -9,14 +9,20 @@ whose evaluator does not take it is an error naming the flag.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ddibench.commands.common import bootstrap_option, limit_option
 from ddibench.commands.common import console as make_console
 from ddibench.commands.common import progress as make_progress
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ddibench.runner.plan import RunRequest
 
 
 def _evaluator_options() -> list[Any]:
@@ -209,16 +215,40 @@ def run(
     """Run a system on a task (resuming an interrupted run of the same configuration), score it and
     write results with confidence intervals and a full manifest. Several tasks (comma separated, or a
     family name) run one after the other, with one summary table at the end."""
-    from ddibench.errors import ConfigError
-    from ddibench.llm import parse_model_options
-    from ddibench.metrics.bootstrap import BootstrapSpec
-    from ddibench.runner.execute import execute
-    from ddibench.runner.plan import RunRequest
-    from ddibench.runner.records import Results
-    from ddibench.runner.report import render_results
-    from ddibench.system import parse_config_overrides
-
     _check_run_options(concurrency, max_retries, workers, ray_address, executor)
+    tasks, shard_spec = _tasks_and_shard(task_name, shard, run_dir)
+    requests = _run_requests(
+        tasks,
+        system_name=system_name,
+        models=models,
+        base_url=base_url,
+        profile=profile,
+        seed=seed,
+        limit=limit,
+        split=split,
+        config_items=config_items,
+        runs_dir=runs_dir,
+        run_dir=run_dir,
+        concurrency=concurrency,
+        replicates=replicates,
+        no_cache=no_cache,
+        max_retries=max_retries,
+        scoring=scoring_given(ctx, scoring),
+        executor=executor,
+        ray_address=ray_address,
+        workers=workers,
+        shard=shard_spec,
+    )
+    _execute_all(requests, make_console(stderr=as_json), shard, as_json, verbose)
+
+
+def _tasks_and_shard(
+    task_name: str, shard: str | None, run_dir: Path | None
+) -> tuple[list[str], tuple[int, int] | None]:
+    """The tasks ``-t`` names and the parsed ``--shard`` (None without it), or a one-line error when the two
+    (or ``--run-dir``) do not go together."""
+    from ddibench.errors import ConfigError
+
     shard_spec = None
     if shard is not None:
         from ddibench.runner.distributed import parse_shard
@@ -232,11 +262,40 @@ def run(
             f"--run-dir names one directory but -t names {len(tasks)} tasks",
             "drop --run-dir (each task gets its own directory under --runs-dir)",
         )
-    given = scoring_given(ctx, scoring)
-    console = make_console(stderr=as_json)
-    outcomes: list[tuple[Results, Path]] = []
+    return tasks, shard_spec
+
+
+def _run_requests(
+    tasks: list[str],
+    *,
+    system_name: str,
+    models: tuple[str, ...],
+    base_url: str | None,
+    profile: str,
+    seed: int,
+    limit: int | None,
+    split: str | None,
+    config_items: tuple[str, ...],
+    runs_dir: Path,
+    run_dir: Path | None,
+    concurrency: int | None,
+    replicates: int,
+    no_cache: bool,
+    max_retries: int,
+    scoring: dict[str, Any],
+    executor: str,
+    ray_address: str | None,
+    workers: int | None,
+    shard: tuple[int, int] | None,
+) -> Iterator[RunRequest]:
+    """The request of each task in turn, from the options of ``run`` (each built only when its task is reached)."""
+    from ddibench.llm import parse_model_options
+    from ddibench.metrics.bootstrap import BootstrapSpec
+    from ddibench.runner.plan import RunRequest
+    from ddibench.system import parse_config_overrides
+
     for name in tasks:
-        request = RunRequest(
+        yield RunRequest(
             task=name,
             system=system_name,
             models=parse_model_options(models, base_url),
@@ -251,12 +310,25 @@ def run(
             bootstrap=BootstrapSpec(replicates=replicates),
             use_cache=not no_cache,
             max_retries=max_retries,
-            scoring=given,
+            scoring=scoring,
             executor=executor,
             ray_address=ray_address,
             workers=workers,
-            shard=shard_spec,
+            shard=shard,
         )
+
+
+def _execute_all(
+    requests: Iterable[RunRequest], console: Console, shard: str | None, as_json: bool, verbose: bool
+) -> None:
+    """Nothing: executes each request and prints its results as it finishes (or, with ``--json``, all of them at
+    the end; a summary table after several tasks); one shard of a run prints what it predicted and stops."""
+    from ddibench.runner.execute import execute
+    from ddibench.runner.records import Results
+    from ddibench.runner.report import render_results
+
+    outcomes: list[tuple[Results, Path]] = []
+    for request in requests:
         with make_progress(console) as progress:
             outcome = execute(request, progress)
         if outcome.results is None:

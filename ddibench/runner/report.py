@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,6 +20,9 @@ from ddibench.evaluation.floors import floor_note, floor_title
 from ddibench.llm import identity_summary
 from ddibench.registry import answers_by_design, scoring_provenance
 from ddibench.runner.records import Results, read_identity, read_results
+
+if TYPE_CHECKING:
+    from ddibench.data.published import PublishedRow
 
 
 def render_results(results: Results, console: Console, run_dir: Path | None = None, verbose: bool = False) -> None:
@@ -316,22 +319,7 @@ def render_published(path: Path, console: Console) -> int:
             "give a run directory, or a directory of runs, to compare with the published numbers",
         )
     rows, papers = load_published()
-    found: dict[tuple[str, str], tuple[Results, Path]] = {}
-    for run in find_runs(path):
-        try:
-            res = read_results(run / "results.json") if (run / "results.json").exists() else None
-        except RunDirError:
-            continue
-        if res is None:
-            continue
-        key = (res.task, res.system)
-        rank = (res.manifest.submittable, res.evaluation.n, res.manifest.created)
-        if key not in found or rank > (
-            found[key][0].manifest.submittable,
-            found[key][0].evaluation.n,
-            found[key][0].manifest.created,
-        ):
-            found[key] = (res, run)
+    found = _best_runs(path)
     table = Table(title=f"published numbers beside ours (runs under {path})", title_justify="left")
     for col in (
         "paper",
@@ -350,30 +338,10 @@ def render_published(path: Path, console: Console) -> int:
     compared = 0
     used: dict[tuple[str, str], Path] = {}
     for row in rows:
-        digits = 1 if abs(row.value * 10 - round(row.value * 10)) < 1e-9 else 2  # as the paper prints it
-        published = f"{row.value:.{digits}f}" + (f" ± {row.std:.1f}" if row.std is not None else "")
-        ours, delta, where = "—", "—", "—"
-        if not row.task or not row.system:
-            where = "no counterpart here"
-        elif not row.our_metric:
-            where = f"{row.task}: metric not computed"
-        elif (row.task, row.system) not in found:
-            where = f"no {row.system} run on {row.task}"
-        else:
-            res, run = found[(row.task, row.system)]
-            metric = res.evaluation.metrics.get(row.our_metric)
-            if metric is None:
-                where = f"{run.name}: no {row.our_metric}"
-            else:
-                spec = res.evaluation.spec(row.our_metric)
-                ours = f"{spec.format(metric.value)} [{spec.format(metric.ci_low)}, {spec.format(metric.ci_high)}]"
-                if spec.unit == "fraction":
-                    delta = f"{100 * metric.value - row.value:+.1f}"
-                where = f"{res.manifest.profile.name or '?'} profile" + (
-                    "" if res.manifest.submittable else ", preview (--limit)"
-                )
-                used[(row.task, row.system)] = run
-                compared += 1
+        ours, delta, where, run = _ours_beside(row, found)
+        if run is not None:
+            used[(row.task, row.system)] = run
+            compared += 1
         table.add_row(
             row.paper,
             row.table,
@@ -381,7 +349,7 @@ def render_published(path: Path, console: Console) -> int:
             row.dataset,
             row.method,
             row.metric,
-            published,
+            _as_published(row),
             ours,
             delta,
             escape(where),
@@ -394,6 +362,56 @@ def render_published(path: Path, console: Console) -> int:
     for paper in papers.values():
         console.print(f"[dim]{escape(paper.key)}: {escape(paper.cite)} — {escape(paper.where)}[/dim]")
     return 0
+
+
+def _best_runs(path: Path) -> dict[tuple[str, str], tuple[Results, Path]]:
+    """The finished run shown for each (task, system) under ``path``, with its directory: a submittable one when
+    there is one, then the one with the most samples, then the newest (unreadable runs are skipped)."""
+    found: dict[tuple[str, str], tuple[Results, Path]] = {}
+    for run in find_runs(path):
+        try:
+            res = read_results(run / "results.json") if (run / "results.json").exists() else None
+        except RunDirError:
+            continue
+        if res is None:
+            continue
+        key = (res.task, res.system)
+        rank = (res.manifest.submittable, res.evaluation.n, res.manifest.created)
+        if key not in found or rank > (
+            found[key][0].manifest.submittable,
+            found[key][0].evaluation.n,
+            found[key][0].manifest.created,
+        ):
+            found[key] = (res, run)
+    return found
+
+
+def _as_published(row: PublishedRow) -> str:
+    """The published value as the paper prints it (its digits, its ± std when given)."""
+    digits = 1 if abs(row.value * 10 - round(row.value * 10)) < 1e-9 else 2  # as the paper prints it
+    return f"{row.value:.{digits}f}" + (f" ± {row.std:.1f}" if row.std is not None else "")
+
+
+def _ours_beside(
+    row: PublishedRow, found: dict[tuple[str, str], tuple[Results, Path]]
+) -> tuple[str, str, str, Path | None]:
+    """Our number beside a published row, the difference, what the 'our run' column says, and the run used
+    (None, with '—' for the numbers, where there is nothing to compare)."""
+    if not row.task or not row.system:
+        return "—", "—", "no counterpart here", None
+    if not row.our_metric:
+        return "—", "—", f"{row.task}: metric not computed", None
+    if (row.task, row.system) not in found:
+        return "—", "—", f"no {row.system} run on {row.task}", None
+    res, run = found[(row.task, row.system)]
+    metric = res.evaluation.metrics.get(row.our_metric)
+    if metric is None:
+        return "—", "—", f"{run.name}: no {row.our_metric}", None
+    spec = res.evaluation.spec(row.our_metric)
+    ours = f"{spec.format(metric.value)} [{spec.format(metric.ci_low)}, {spec.format(metric.ci_high)}]"
+    delta = f"{100 * metric.value - row.value:+.1f}" if spec.unit == "fraction" else "—"
+    where = f"{res.manifest.profile.name or '?'} profile" + ("" if res.manifest.submittable else ", preview (--limit)")
+    return ours, delta, where, run
 
 
 def render_comparison(run_a: Path, run_b: Path, console: Console, as_json: bool = False) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ddibench.errors import ConfigError
+from ddibench.runner.records import Results, RunIdentity
 from ddibench.schema import Prediction
 from ddibench.submission.checks import install_hint
 from ddibench.submission.verdict import Verdict
@@ -39,18 +40,23 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
     are those of the reproduced predictions. The re-run uses no cached LLM answer and trains every
     artifact again (into ``WORKDIR.artifacts``), so a reproduction on the submitter's machine is not a
     replay of its own caches; the verdict records it."""
-    from ddibench.llm import ModelSpec, parse_model_options
-    from ddibench.runner.execute import execute
-    from ddibench.runner.journal import Journal
-    from ddibench.runner.plan import RunRequest
-
     if not 0 <= tolerance < 1:
         raise ConfigError(
             f"--tolerance {tolerance} is not a share of samples", "give a number from 0 (identical) up to, say, 0.01"
         )
     if not verdict.accepted or verdict.run is None or verdict.results is None:
         return verdict
-    run = verdict.run
+    _check_rerunnable(verdict.run, verdict.results)
+    again = _rerun(verdict.run, verdict.results, workdir, models)
+    order = [s.id for s in verdict.samples] or sorted(verdict.predictions)
+    differing = _differing_answers(verdict, again, order)
+    _record_reproduction(verdict, again, order, differing, tolerance)
+    return verdict
+
+
+def _check_rerunnable(run: RunIdentity, results: Results) -> None:
+    """Nothing, or a :class:`ConfigError` saying why this run cannot be re-run here (an imported lm-eval run,
+    or a system not installed)."""
     from ddibench.errors import UnknownNameError
     from ddibench.registry import get_system_class
 
@@ -67,9 +73,19 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
     except UnknownNameError:
         raise ConfigError(
             f"system '{run.system.name}' is not installed here, so it cannot be re-run",
-            install_hint(verdict.results.manifest.system.provenance),
+            install_hint(results.manifest.system.provenance),
         ) from None
-    used = {role: m.spec for role, m in verdict.results.manifest.models.items()}
+
+
+def _rerun(run: RunIdentity, results: Results, workdir: Path, models: dict[str, Any] | None) -> dict[str, Prediction]:
+    """The predictions of the run made again into ``workdir``, with the models it used (``models`` overriding
+    roles) and empty caches, by sample id."""
+    from ddibench.llm import ModelSpec, parse_model_options
+    from ddibench.runner.execute import execute
+    from ddibench.runner.journal import Journal
+    from ddibench.runner.plan import RunRequest
+
+    used = {role: m.spec for role, m in results.manifest.models.items()}
     specs = parse_model_options([used["generator"]] if "generator" in used else [])
     specs = specs.with_roles({role: ModelSpec.parse(spec) for role, spec in used.items()})
     specs = specs.with_roles(dict(models or {}))
@@ -91,13 +107,23 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
         artifacts_root=artifacts,
     )
     outcome = execute(request)
-    again = Journal(outcome.run_dir / "journal.jsonl").load(repair=False)
+    return Journal(outcome.run_dir / "journal.jsonl").load(repair=False)
+
+
+def _differing_answers(verdict: Verdict, again: dict[str, Prediction], order: list[str]) -> list[str]:
+    """The ids, in ``order``, of the samples whose re-run answer is not the bundle's."""
     theirs = verdict.predictions
-    order = [s.id for s in verdict.samples] or sorted(theirs)
     compact = verdict.bundle is not None and verdict.bundle.compact is not None and verdict.evaluator is not None
     reduce = verdict.evaluator.reduce if compact and verdict.evaluator is not None else (lambda p: p)
     # a compact bundle holds what the metrics read: the re-run's answers are compared reduced the same way
-    differing = [sid for sid in order if not same_answer(theirs.get(sid), reduce(again[sid]) if sid in again else None)]
+    return [sid for sid in order if not same_answer(theirs.get(sid), reduce(again[sid]) if sid in again else None)]
+
+
+def _record_reproduction(
+    verdict: Verdict, again: dict[str, Prediction], order: list[str], differing: list[str], tolerance: float
+) -> None:
+    """Nothing: writes the comparison into ``verdict`` (its counts, the check, and on success the 'reproduced'
+    tier with the re-run's predictions and metrics)."""
     allowed = math.floor(tolerance * len(order) + 1e-9)
     ok = len(differing) <= allowed
     verdict.reproduction = {
@@ -128,4 +154,3 @@ def reproduce(verdict: Verdict, workdir: Path, models: dict[str, Any] | None = N
         )
     else:
         verdict.accepted = False
-    return verdict
