@@ -750,11 +750,14 @@ def test_heatmap_keeps_every_label_of_nine_systems_at_1400_px(store: Path, tmp_p
 def test_store_recomputes_floors_and_never_reads_the_bundles(runs, store: Path, tmp_path: Path) -> None:
     """The floors stored for a task are the evaluator's on its whole test split, the same numbers the runner
     computed for a full run; a bundle's own floors are its author's claim and never read; a store written
-    before floors were stored reads on without them and gets them when a run is added."""
+    before floors were stored is upgraded (the board's reader names the command), then reads on without them
+    and gets them when a run is added."""
     import duckdb
 
+    from ddibench.errors import StorageError
     from ddibench.leaderboard.data import floors, matrix
     from ddibench.leaderboard.data import runs as board_runs
+    from ddibench.store import connect
 
     honest = {
         name: floor["metrics"]
@@ -779,6 +782,9 @@ def test_store_recomputes_floors_and_never_reads_the_bundles(runs, store: Path, 
     shutil.copy(store, old)
     with duckdb.connect(str(old)) as conn:
         conn.execute("DROP TABLE floors")
+    with pytest.raises(StorageError, match=r"earlier ddibench \(floors\.task\).*board upgrade"):
+        floors(old)
+    connect(old).close()  # what 'ddibench board upgrade' does
     assert floors(old).empty and set(matrix(board_runs(old), floors(old))["floors"]) == {""}
     add_run(old, verify(runs["mlp"][1]))
     assert len(floors(old)) == 2
