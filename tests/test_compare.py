@@ -52,3 +52,47 @@ def test_two_runs_are_compared_pair_by_pair_on_their_shared_samples(cli, tmp_pat
     assert code == 0, err
     code, _, err = cli("report", str(tmp_path / "majority"), "--against", str(tmp_path / "other"))
     assert code != 0 and "compare two runs of the same task" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_run_is_compared_against_a_published_bundle_on_the_samples_both_scored(cli, tmp_path: Path) -> None:
+    """A --limit preview against the full majority run shipped in results/: the bundle is verified, then
+    compared on the preview's samples, exactly as the same answers in a run directory are."""
+    (bundle,) = (Path(__file__).parents[1] / "results" / "drugbank_s2" / "majority").glob("*.tar.gz")
+    code, _, err = cli(
+        "run", "-s", "majority", "-t", "drugbank_s2", "--limit", "40", "--run-dir", str(tmp_path / "majority")
+    )
+    assert code == 0, err
+    with running_stub(StubConfig()) as server:  # answers a type chosen by a hash of each request
+        code, _, err = cli(
+            "run",
+            "-s",
+            "zero-shot",
+            "-t",
+            "drugbank_s2",
+            "--limit",
+            "40",
+            "-m",
+            f"vllm:stub-model@{server.base_url}",
+            "--no-cache",
+            "--run-dir",
+            str(tmp_path / "preview"),
+        )
+        assert code == 0, err
+    rows = {}
+    for against in (tmp_path / "majority", bundle):
+        code, out, err = cli("report", str(tmp_path / "preview"), "--against", str(against), "--json")
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["n"] == 40
+        rows[against] = [(r["metric"], r["a"], r["b"], r["diff"], r["low"], r["high"]) for r in result["metrics"]]
+    # the full run's majority answers restricted to the preview's 40 samples are the preview-sized run's
+    assert rows[bundle] == rows[tmp_path / "majority"]
+    code, out, err = cli("report", str(bundle), "--against", str(tmp_path / "preview"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["metrics"][0]["diff"] == pytest.approx(-rows[bundle][0][3])
+
+    damaged = tmp_path / "damaged.tar.gz"
+    damaged.write_bytes(bundle.read_bytes()[:-200])
+    for bad, says in ((damaged, "damaged.tar.gz"), (tmp_path / "absent.tar.gz", "does not exist")):
+        code, _, err = cli("report", str(tmp_path / "preview"), "--against", str(bad))
+        assert code != 0 and says in err and len(err.strip().splitlines()) == 1, err

@@ -454,14 +454,16 @@ def merge(run_dir: Path, verbose: bool) -> None:
     "--against",
     type=click.Path(path_type=Path),
     default=None,
-    help="Another run of the same task: each metric of RUN_DIR minus it, with a paired bootstrap interval on the samples both scored.",
+    help="Another run of the same task (a run directory or a bundle, e.g. one published on the board): each metric of RUN_DIR minus it, with a paired bootstrap interval on the samples both scored. RUN_DIR may be a bundle too.",
 )
 def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceilings: bool, against: Path | None) -> None:
     """Show the results of a run directory, or list the runs under a directory of runs."""
     from ddibench.runner.report import render_ceilings, render_comparison, render_published, render_report
 
     if against is not None:
-        sys.exit(render_comparison(run_dir, against, make_console(), as_json))
+        from ddibench.submission import load_finished_or_bundle
+
+        sys.exit(render_comparison(run_dir, against, make_console(), as_json, load=load_finished_or_bundle))
     if ceilings:
         sys.exit(render_ceilings(run_dir, make_console(), as_json))
     if published:

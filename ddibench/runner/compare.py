@@ -1,15 +1,19 @@
 """Two runs on the same samples, compared pair by pair (``ddibench report RUN_A --against RUN_B``).
 
-Both runs must be of the same task, split and scoring variant; the comparison uses the samples both
-scored. For each metric the task's evaluator computes A's value, B's value, and the difference A - B
-with a paired bootstrap interval (:meth:`~ddibench.evaluation.BaseEvaluator.paired`: both runs resampled
-with the same weights, clustered by the samples' cluster keys, so sample difficulty cancels out). The
-difference is significant at the interval's level when the interval excludes 0. This is the test the
-board uses to mark runs tied with a task's best, for any two runs.
+Either side can be a submission bundle too (``.tar.gz``, e.g. a run published on the board): the command
+line passes :func:`ddibench.submission.load_finished_or_bundle`, which verifies it first. Both runs must
+be of the same task, split and scoring variant; the comparison uses the samples both scored, so a
+``--limit`` preview can be set against a full run. For each metric the task's evaluator computes A's
+value, B's value, and the difference A - B with a paired bootstrap interval
+(:meth:`~ddibench.evaluation.BaseEvaluator.paired`: both runs resampled with the same weights, clustered
+by the samples' cluster keys, so sample difficulty cancels out). The difference is significant at the
+interval's level when the interval excludes 0. This is the test the board uses to mark runs tied with a
+task's best, for any two runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,14 +57,21 @@ class Comparison:
     metrics: list[MetricComparison]
 
 
-def compare(run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0) -> Comparison:
-    """Run A against run B on the samples both scored (see the module)."""
+Finished = tuple["RunIdentity", "Results", "dict[str, Prediction]"]
+
+
+def compare(
+    run_a: Path, run_b: Path, replicates: int = 1000, seed: int = 0, load: Callable[[Path], Finished] | None = None
+) -> Comparison:
+    """Run A against run B on the samples both scored (see the module). ``load`` reads one side: by default a
+    finished run directory (:func:`~ddibench.runner.rundir.load_finished`)."""
     from ddibench.metrics.bootstrap import BootstrapSpec
     from ddibench.registry import get_task
     from ddibench.runner.rundir import load_finished
 
-    ident_a, results_a, preds_a = load_finished(run_a)
-    ident_b, results_b, preds_b = load_finished(run_b)
+    load = load or load_finished
+    ident_a, results_a, preds_a = load(run_a)
+    ident_b, results_b, preds_b = load(run_b)
     _check_comparable(run_a, run_b, ident_a, ident_b, results_a, results_b)
     task = get_task(ident_a.task.name)
     evaluator = task.evaluator().configure(results_a.manifest.scoring.options)

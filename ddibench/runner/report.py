@@ -7,6 +7,7 @@ Metric names, units and directions come from the evaluator's declarations record
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -414,11 +415,14 @@ def _ours_beside(
     return ours, delta, where, run
 
 
-def render_comparison(run_a: Path, run_b: Path, console: Console, as_json: bool = False) -> int:
-    """``report RUN_A --against RUN_B``: each metric of A minus B, paired on the samples both scored."""
+def render_comparison(
+    run_a: Path, run_b: Path, console: Console, as_json: bool = False, load: Callable[[Path], Any] | None = None
+) -> int:
+    """``report RUN_A --against RUN_B``: each metric of A minus B, paired on the samples both scored; ``load``
+    reads a side (see :func:`~ddibench.runner.compare.compare`)."""
     from ddibench.runner.compare import compare
 
-    result = compare(run_a, run_b)
+    result = compare(run_a, run_b, load=load)
     if as_json:
         rows = [
             {

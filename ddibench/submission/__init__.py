@@ -34,7 +34,8 @@ The package, one module per job:
 * :mod:`ddibench.submission.pack` — :func:`submit`: a finished run into a bundle (``--compact`` too)
 * :mod:`ddibench.submission.stream` — :func:`read_bundle` and the bounded, streaming reader ``verify`` uses
 * :mod:`ddibench.submission.verdict` — :class:`Verdict`: the checks, their reasons and the tier
-* :mod:`ddibench.submission.verification` — :func:`verify` and :func:`verify_all`
+* :mod:`ddibench.submission.verification` — :func:`verify`, :func:`verify_all` and
+  :func:`load_finished_or_bundle` (a side of ``report --against``)
 * :mod:`ddibench.submission.checks` — the system, model, cost and label checks; adapter provenance
 * :mod:`ddibench.submission.reproduction` — :func:`reproduce` and :func:`same_answer`
 """
@@ -47,7 +48,7 @@ from ddibench.submission.pack import _sha as _sha  # the tests hash members as s
 from ddibench.submission.reproduction import SCORE_TOLERANCE, reproduce, same_answer
 from ddibench.submission.stream import CALL_FIELDS, CHUNK, MAX_JSON_DEPTH, MAX_LINE, read_bundle
 from ddibench.submission.verdict import TIERS, Verdict
-from ddibench.submission.verification import verify, verify_all
+from ddibench.submission.verification import load_finished_or_bundle, verify, verify_all
 
 __all__ = [
     "CALL_FIELDS",
@@ -60,6 +61,7 @@ __all__ = [
     "Verdict",
     "describe_provenance",
     "install_hint",
+    "load_finished_or_bundle",
     "read_bundle",
     "reproduce",
     "same_answer",

@@ -103,6 +103,23 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     return verdict
 
 
+def load_finished_or_bundle(path: Path) -> tuple[RunIdentity, Results, dict[str, Prediction]]:
+    """What ``report --against`` compares: a finished run directory's identity, results and predictions, or
+    a bundle's once it verifies (its metrics recomputed from its predictions); RunDirError otherwise."""
+    from ddibench.errors import RunDirError
+    from ddibench.runner.rundir import load_finished
+
+    if path.is_dir():
+        return load_finished(path)
+    if not path.is_file():
+        raise RunDirError(f"{path} does not exist", "give a finished run directory or a bundle (.tar.gz)")
+    verdict = verify(path)
+    if verdict.blocking() or verdict.run is None or verdict.results is None:
+        reason = "; ".join(verdict.blocking()) or "it holds no run"
+        raise RunDirError(f"{path} does not verify ({reason})", f"see 'ddibench verify {path}'")
+    return verdict.run, verdict.results, verdict.predictions
+
+
 def _check_members(verdict: Verdict, streamed: _Streamed) -> tuple[BundleIndex, RunIdentity, Results] | None:
     """The archive's members against bundle.json's hashes, then the run's identity and its agreement with the
     results: the records the other checks read, or None when they cannot be read."""
