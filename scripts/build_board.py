@@ -180,9 +180,10 @@ SLOTS = ("--concurrency", "4")
 def reader_plan() -> list[Entry]:
     """Previews with the reader model, in the order they decide something (each task's runs share their samples):
     DrugBank S1 (100 pairs) for the five label-choice systems, then the same pairs with the options shuffled and
-    chosen by likelihood of their numbers and of their texts (position bias), CLADD beside zero-shot on hERG and DILI (50 molecules), the five QA
-    systems on MedQuAD (50 questions, model-free scorers: the judge would be the reader itself), DrugBank S2 and
-    TWOSIDES S2 (50 pairs), the two target tasks (30 molecules) and DDI QA S1 (50 questions)."""
+    chosen by the likelihood of their numbers (position bias), CLADD beside zero-shot on hERG and DILI (50
+    molecules), the five QA systems on MedQuAD (50 questions, model-free scorers: the judge would be the reader
+    itself), DrugBank S2 and TWOSIDES S2 (50 pairs), the two target tasks (30 molecules), DDI QA S1 (50
+    questions), and last the retrieval systems' answers chosen by the likelihood of the types' texts."""
 
     def ddi(system: str, task: str, limit: int) -> Entry:
         return Entry(system, task, limit=limit, options=SLOTS if system == "cbr-ddi" else ())
@@ -227,20 +228,26 @@ def reader_plan() -> list[Entry]:
         shuffled["zero-shot"],
         likely["zero-shot"],
         likely["kaping"],
-        # the numbers' likelihood collapses onto "1" as the greedy answer does (zero-shot and KAPING: 96%), so the
-        # texts' likelihood, where the context's wording can match the answer, comes before K-Paths' number run
+        # the numbers' likelihood collapses onto "1" as the greedy answer does (zero-shot and KAPING: 96%); the
+        # texts' likelihood removes the position bias (zero-shot: 0% first options)
         texts["zero-shot"],
         plain["cbr-ddi"],  # the paper's system: does it beat zero-shot and Naive-CBR with this reader?
-        texts["kaping"],
-        texts["k-paths"],
-        likely["k-paths"],
+        # the rest of the position-bias table, cheapest first: each system with its options shuffled and chosen
+        # by likelihood. CBR-DDI's shuffled run says how much of its 67% first-candidate share (the GNN's top
+        # type) is position rather than reading
         shuffled["kaping"],
         shuffled["k-paths"],
+        likely["k-paths"],
+        shuffled["cbr-ddi"],
+        shuffled["naive-cbr"],
+        likely["naive-cbr"],
     ]
-    entries += [shuffled["naive-cbr"], likely["naive-cbr"], texts["naive-cbr"], shuffled["cbr-ddi"]]
     entries += molecules("tox_herg", 50) + molecules("tox_dili", 50) + questions("medquad")
     entries += [ddi(system, task, 50) for task in ("drugbank_s2", "twosides_s2") for system in LLM_DDI_SYSTEMS]
     entries += molecules("targets_inhibit", 30) + molecules("targets_activate", 30) + questions("ddi_qa_s1")
+    # the texts' likelihood with a context: one request per branch of the types' token tree after a prompt that
+    # differs per pair, about ten times a generated answer's cost, so after every task's first previews
+    entries += [texts["kaping"], texts["k-paths"], texts["naive-cbr"]]
     return entries
 
 
