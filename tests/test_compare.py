@@ -10,12 +10,10 @@ import pytest
 from ddibench.llm.stub import StubConfig, running_stub
 
 
-def test_two_runs_are_compared_pair_by_pair_on_their_shared_samples(cli, tmp_path: Path) -> None:
-    code, _, err = cli(
-        "run", "-s", "majority", "-t", "drugbank_s2", "--limit", "60", "--run-dir", str(tmp_path / "majority")
-    )
-    assert code == 0, err
-    with running_stub(StubConfig()) as server:  # answers a type chosen by a hash of each request
+def _stub_zero_shot(cli, run_dir: Path, limit: int) -> None:
+    """zero-shot on drugbank_s2 through a local stub server that answers a type chosen by a hash of each request."""
+    with running_stub(StubConfig()) as server:
+        model = f"vllm:stub-model@{server.base_url}"
         code, _, err = cli(
             "run",
             "-s",
@@ -23,14 +21,22 @@ def test_two_runs_are_compared_pair_by_pair_on_their_shared_samples(cli, tmp_pat
             "-t",
             "drugbank_s2",
             "--limit",
-            "60",
+            str(limit),
             "-m",
-            f"vllm:stub-model@{server.base_url}",
+            model,
             "--no-cache",
             "--run-dir",
-            str(tmp_path / "stub"),
+            str(run_dir),
         )
-        assert code == 0, err
+    assert code == 0, err
+
+
+def test_two_runs_are_compared_pair_by_pair_on_their_shared_samples(cli, tmp_path: Path) -> None:
+    code, _, err = cli(
+        "run", "-s", "majority", "-t", "drugbank_s2", "--limit", "60", "--run-dir", str(tmp_path / "majority")
+    )
+    assert code == 0, err
+    _stub_zero_shot(cli, tmp_path / "stub", 60)
     code, out, err = cli("report", str(tmp_path / "majority"), "--against", str(tmp_path / "stub"), "--json")
     assert code == 0, err
     result = json.loads(out)
@@ -62,22 +68,7 @@ def test_a_run_is_compared_against_a_published_bundle_on_the_samples_both_scored
         "run", "-s", "majority", "-t", "drugbank_s2", "--limit", "40", "--run-dir", str(tmp_path / "majority")
     )
     assert code == 0, err
-    with running_stub(StubConfig()) as server:  # answers a type chosen by a hash of each request
-        code, _, err = cli(
-            "run",
-            "-s",
-            "zero-shot",
-            "-t",
-            "drugbank_s2",
-            "--limit",
-            "40",
-            "-m",
-            f"vllm:stub-model@{server.base_url}",
-            "--no-cache",
-            "--run-dir",
-            str(tmp_path / "preview"),
-        )
-        assert code == 0, err
+    _stub_zero_shot(cli, tmp_path / "preview", 40)
     rows = {}
     for against in (tmp_path / "majority", bundle):
         code, out, err = cli("report", str(tmp_path / "preview"), "--against", str(against), "--json")
