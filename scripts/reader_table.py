@@ -10,7 +10,8 @@ vote reader and the coverage, ``ddibench report --ceilings``), the task's floors
 of the primary metric against the baseline system's run on the same samples and in the same variant, and, for
 a variant, against the same system's plain run (what shuffling the options or choosing by likelihood changed;
 ``ddibench report A --against B``), and against a ``--reference`` run of the same task (a run directory or a
-published bundle, e.g. the trained EmerGNN whose top types CBR-DDI lists first). Every number is read from the runs' own records; nothing is typed in.
+published bundle, e.g. the trained EmerGNN whose top types CBR-DDI lists first). Every number is read from the
+runs' own records; nothing is typed in.
 """
 
 from __future__ import annotations
@@ -62,10 +63,9 @@ def main() -> None:
     for path in args.reference:
         ident, results, _ = load(path)
         references[ident.task.name] = (results.system, path)
-    against_reference = "vs reference (paired)" if references else ""
     print(
         "| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage | floors | vs "
-        f"{args.baseline} (paired) | vs its plain run (paired) |" + (f" {against_reference} |" if references else "")
+        f"{args.baseline} (paired) | vs its plain run (paired) |" + (" vs reference (paired) |" if references else "")
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if references else ""))
 
@@ -102,7 +102,7 @@ def main() -> None:
         line = f"| {task} | {system} | {variant or '—'} | {ev.n} | {primary} | {accuracy} | {spread} | {vote} | {coverage} | {floors} | {against} | {plain} |"
         if references:
             reference = references.get(task)
-            line += f" {reference[0] + ' ' + paired(run_dir, reference[1], name, spec) if reference else '—'} |"
+            line += f" {reference[0]} {paired(run_dir, reference[1], name, spec)} |" if reference else " — |"
         print(line)
     print(
         f"\n* the paired 95% interval of the difference excludes 0. Floors: {', '.join(sorted({k for *_, r in rows for k in r.floors}))}."

@@ -24,6 +24,7 @@ from ddibench.runner.records import Results, read_identity, read_results
 
 if TYPE_CHECKING:
     from ddibench.data.published import PublishedRow
+    from ddibench.runner.compare import Finished
 
 
 def render_results(results: Results, console: Console, run_dir: Path | None = None, verbose: bool = False) -> None:
@@ -416,7 +417,7 @@ def _ours_beside(
 
 
 def render_comparison(
-    run_a: Path, run_b: Path, console: Console, as_json: bool = False, load: Callable[[Path], Any] | None = None
+    run_a: Path, run_b: Path, console: Console, as_json: bool = False, load: Callable[[Path], Finished] | None = None
 ) -> int:
     """``report RUN_A --against RUN_B``: each metric of A minus B, paired on the samples both scored; ``load``
     reads a side (see :func:`~ddibench.runner.compare.compare`)."""
