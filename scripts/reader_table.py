@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The reader-model previews as one markdown table: every finished run under RUNS_DIR, grouped by task.
 
-    python scripts/reader_table.py RUNS_DIR [--baseline zero-shot] [--reference BUNDLE]
+    python scripts/reader_table.py RUNS_DIR [--baseline zero-shot] [--reference BUNDLE] [--modes]
 
 For each run: its system and variant (answer mode, option order), n, the primary metric (and accuracy where
 the task has it) with its interval, the answer spread (the most frequent answer's share and the share of
@@ -10,16 +10,44 @@ vote reader and the coverage, ``ddibench report --ceilings``), the task's floors
 of the primary metric against the baseline system's run on the same samples and in the same variant, and, for
 a variant, against the same system's plain run (what shuffling the options or choosing by likelihood changed;
 ``ddibench report A --against B``), and against a ``--reference`` run of the same task (a run directory or a
-published bundle, e.g. the trained EmerGNN whose top types CBR-DDI lists first). Every number is read from the
-runs' own records; nothing is typed in.
+published bundle, e.g. the trained EmerGNN whose top types CBR-DDI lists first).
+
+``--modes`` prints the same numbers as one row per task and system and one column per variant (the generated
+answer, the shuffled options, each likelihood mode): a cell is the primary metric with its interval, the share
+of first-listed options, and for a variant its paired difference from the plain run.
+
+Every number is read from the runs' own records; nothing is typed in.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Row:
+    """One finished run and the cells both tables print, formatted with its primary metric's spec."""
+
+    task: str
+    system: str
+    variant: str  # '' for the generated answer with the options in their usual order
+    n: int
+    primary: str  # value [low, high]
+    accuracy: str
+    spread: str  # most frequent answer / first option (and "collapsed")
+    first: str  # the share of first-listed options, "—" where the task lists none
+    collapsed: bool
+    vote: str
+    coverage: str
+    floors: str
+    against_baseline: str
+    against_plain: str
+    against_reference: str | None  # None: no --reference for this run's task
 
 
 def main() -> None:
@@ -33,80 +61,141 @@ def main() -> None:
         default=[],
         help="a run directory or bundle (e.g. results/drugbank_s1/emergnn/*.tar.gz) every run of its task is compared with",
     )
+    parser.add_argument(
+        "--modes", action="store_true", help="one column per variant (answer mode, option order) instead of a row each"
+    )
     args = parser.parse_args()
+    rows = collect(args.runs_dir, args.baseline, args.reference)
+    print(modes_table(rows) if args.modes else runs_table(rows, args.baseline, bool(args.reference)))
+    print("\n* the paired 95% interval of the difference excludes 0.")
 
+
+def collect(runs_dir: Path, baseline: str, reference_paths: list[Path]) -> list[Row]:
+    """Every finished run under ``runs_dir``, sorted by task, variant and system, with its paired differences."""
     from ddibench.registry import run_variant
-    from ddibench.runner.ceilings import compute as ceilings
-    from ddibench.runner.compare import compare
     from ddibench.runner.records import read_results
     from ddibench.runner.report import find_runs
     from ddibench.submission import load_finished_or_bundle
 
     load = functools.cache(load_finished_or_bundle)  # each run and bundle is read (and a bundle verified) once
-
-    rows = []
-    for run_dir in find_runs(args.runs_dir):
-        if not (run_dir / "results.json").exists():
-            continue
-        results = read_results(run_dir / "results.json")
-        rows.append(
-            (
-                results.task,
-                results.system,
-                run_variant(results.system, results.manifest.system.config),
-                run_dir,
-                results,
-            )
-        )
-    by_key = {(task, system, variant): run_dir for task, system, variant, run_dir, _ in rows}
+    finished = []
+    for run_dir in find_runs(runs_dir):
+        if (run_dir / "results.json").exists():
+            results = read_results(run_dir / "results.json")
+            variant = run_variant(results.system, results.manifest.system.config)
+            finished.append((results.task, results.system, variant, run_dir, results))
+    by_key = {(task, system, variant): run_dir for task, system, variant, run_dir, _ in finished}
     references = {}  # task -> (system, path)
-    for path in args.reference:
+    for path in reference_paths:
         ident, results, _ = load(path)
         references[ident.task.name] = (results.system, path)
-    print(
-        "| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage | floors | vs "
-        f"{args.baseline} (paired) | vs its plain run (paired) |" + (" vs reference (paired) |" if references else "")
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if references else ""))
-
-    def paired(run_dir: Path, other: Path | None, name: str, spec: Any) -> str:
-        if other is None or other == run_dir:
-            return "—"
-        m = next(m for m in compare(run_dir, other, load=load).metrics if m.name == name)
-        return f"{spec.format(m.diff)} [{spec.format(m.low)}, {spec.format(m.high)}]" + (" *" if m.significant else "")
-
-    for task, system, variant, run_dir, results in sorted(rows, key=lambda r: (r[0], r[2], r[1])):
-        ev = results.evaluation
-        name = ev.primary_metric
-        spec = ev.spec(name)
-        primary = f"{spec.format(ev.metrics[name].value)} [{spec.format(ev.metrics[name].ci_low)}, {spec.format(ev.metrics[name].ci_high)}]"
-        accuracy = (
-            ev.spec("accuracy").format(ev.metrics["accuracy"].value)
-            if "accuracy" in ev.metrics and name != "accuracy"
-            else "—"
-        )
-        spread = "—"
-        if ev.answers is not None and ev.answers.n_answers:
-            first = "—" if ev.answers.first_position_share is None else f"{ev.answers.first_position_share:.0%}"
-            spread = f"{ev.answers.top_share:.0%} / {first}" + (" collapsed" if ev.answers.collapsed else "")
-        found = ceilings(run_dir)
-        vote = f"{found.spec.format(found.vote[0])}" if found else "—"
-        coverage = f"{found.coverage:.0%}" if found else "—"
-        floors = ", ".join(
-            f"{kind.split('_')[0]} {spec.format(f['metrics'][name])}"
-            for kind, f in results.floors.items()
-            if name in f.get("metrics", {})
-        )
-        against = paired(run_dir, by_key.get((task, args.baseline, variant)), name, spec)
-        plain = paired(run_dir, by_key.get((task, system, "")), name, spec) if variant else "—"
-        line = f"| {task} | {system} | {variant or '—'} | {ev.n} | {primary} | {accuracy} | {spread} | {vote} | {coverage} | {floors} | {against} | {plain} |"
+    rows = []
+    for task, system, variant, run_dir, results in sorted(finished, key=lambda r: (r[0], r[2], r[1])):
+        name = results.evaluation.primary_metric
+        spec = results.evaluation.spec(name)
+        reference = references.get(task)
+        against_reference = None  # no column without --reference
         if references:
-            reference = references.get(task)
-            line += f" {reference[0]} {paired(run_dir, reference[1], name, spec)} |" if reference else " — |"
-        print(line)
-    print(
-        f"\n* the paired 95% interval of the difference excludes 0. Floors: {', '.join(sorted({k for *_, r in rows for k in r.floors}))}."
+            against_reference = (
+                f"{reference[0]} {_paired(run_dir, reference[1], name, spec, load)}" if reference else "—"
+            )
+        rows.append(
+            _row(
+                task,
+                system,
+                variant,
+                run_dir,
+                results,
+                against_baseline=_paired(run_dir, by_key.get((task, baseline, variant)), name, spec, load),
+                against_plain=_paired(run_dir, by_key.get((task, system, "")), name, spec, load) if variant else "—",
+                against_reference=against_reference,
+            )
+        )
+    return rows
+
+
+def _paired(run_dir: Path, other: Path | None, name: str, spec: Any, load: Callable) -> str:
+    from ddibench.runner.compare import compare
+
+    if other is None or other == run_dir:
+        return "—"
+    m = next(m for m in compare(run_dir, other, load=load).metrics if m.name == name)
+    return f"{spec.format(m.diff)} [{spec.format(m.low)}, {spec.format(m.high)}]" + (" *" if m.significant else "")
+
+
+def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, **against: Any) -> Row:
+    from ddibench.runner.ceilings import compute as ceilings
+
+    ev = results.evaluation
+    name = ev.primary_metric
+    spec = ev.spec(name)
+    metric = ev.metrics[name]
+    accuracy = "—"
+    if "accuracy" in ev.metrics and name != "accuracy":
+        accuracy = ev.spec("accuracy").format(ev.metrics["accuracy"].value)
+    spread, first, collapsed = "—", "—", False
+    if ev.answers is not None and ev.answers.n_answers:
+        first = "—" if ev.answers.first_position_share is None else f"{ev.answers.first_position_share:.0%}"
+        collapsed = bool(ev.answers.collapsed)
+        spread = f"{ev.answers.top_share:.0%} / {first}" + (" collapsed" if collapsed else "")
+    found = ceilings(run_dir)
+    floors = ", ".join(
+        f"{kind.split('_')[0]} {spec.format(f['metrics'][name])}"
+        for kind, f in results.floors.items()
+        if name in f.get("metrics", {})
     )
+    return Row(
+        task=task,
+        system=system,
+        variant=variant,
+        n=ev.n,
+        primary=f"{spec.format(metric.value)} [{spec.format(metric.ci_low)}, {spec.format(metric.ci_high)}]",
+        accuracy=accuracy,
+        spread=spread,
+        first=first,
+        collapsed=collapsed,
+        vote=found.spec.format(found.vote[0]) if found else "—",
+        coverage=f"{found.coverage:.0%}" if found else "—",
+        floors=floors,
+        **against,
+    )
+
+
+def runs_table(rows: list[Row], baseline: str, with_reference: bool) -> str:
+    """A row per run."""
+    lines = [
+        "| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage"
+        f" | floors | vs {baseline} (paired) | vs its plain run (paired) |"
+        + (" vs reference (paired) |" * with_reference),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * with_reference,
+    ]
+    for r in rows:
+        cells = [r.task, r.system, r.variant or "—", str(r.n), r.primary, r.accuracy, r.spread, r.vote, r.coverage]
+        cells += [r.floors, r.against_baseline, r.against_plain]
+        cells += [r.against_reference] if r.against_reference is not None else []
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def modes_table(rows: list[Row]) -> str:
+    """A row per task and system, a column per variant (the plain run first, then the variants as they sort)."""
+    variants = [""] + sorted({r.variant for r in rows} - {""})
+    cell = {(r.task, r.system, r.variant): r for r in rows}
+    heads = [v or "generated" for v in variants]
+    lines = ["| task | system | n | " + " | ".join(heads) + " |", "|---|---|---|" + "---|" * len(variants)]
+    for task, system in sorted({(r.task, r.system) for r in rows}):
+        runs = [cell.get((task, system, v)) for v in variants]
+        sizes = "/".join(sorted({str(r.n) for r in runs if r is not None}))
+        texts = []
+        for r in runs:
+            if r is None:
+                texts.append("—")
+                continue
+            text = f"{r.primary}, first {r.first}" + (" ⚠" if r.collapsed else "")
+            texts.append(text + (f"; vs plain {r.against_plain}" if r.variant and r.against_plain != "—" else ""))
+        lines.append(f"| {task} | {system} | {sizes} | " + " | ".join(texts) + " |")
+    lines.append("\n⚠ the run's answers are flagged collapsed (one answer or one position for most items).")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""``scripts/reader_table.py``: every finished run's own numbers, a row per run or a column per answer mode."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+from ddibench.llm.stub import StubConfig, running_stub
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "reader_table.py"
+
+
+def _percent(value: float) -> str:
+    text = f"{100 * value:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(cli, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    base = ["-t", "drugbank_s2", "--limit", "16", "--no-cache"]
+    code, _, err = cli("run", "-s", "majority", *base, "--run-dir", str(runs / "majority"))
+    assert code == 0, err
+    with running_stub(StubConfig()) as server:  # answers a type chosen by a hash of each request
+        model = f"vllm:stub-model@{server.base_url}"
+        for name, extra in (("plain", ()), ("shuffled", ("-C", "shuffle_options=3"))):
+            code, _, err = cli("run", "-s", "zero-shot", *base, "-m", model, *extra, "--run-dir", str(runs / name))
+            assert code == 0, err
+    (runs / "unfinished").mkdir()  # a run directory without results is left out
+    (runs / "unfinished" / "run.json").write_text("{}")
+
+    table = runpy.run_path(str(SCRIPT))
+    rows = table["collect"](runs, "majority", [])
+    assert [(r.system, r.variant) for r in rows] == [
+        ("majority", ""),
+        ("zero-shot", ""),
+        ("zero-shot", "shuffle_options=3"),
+    ]
+    for row, name in zip(rows, ("majority", "plain", "shuffled"), strict=True):
+        metric = json.loads((runs / name / "results.json").read_text())["evaluation"]["metrics"]["macro_f1"]
+        assert row.n == 16
+        assert (
+            row.primary == f"{_percent(metric['value'])} [{_percent(metric['ci_low'])}, {_percent(metric['ci_high'])}]"
+        )
+        assert row.against_reference is None
+    majority, plain, shuffled = rows
+    # the paired differences are those of `ddibench report A --against B`
+    for row, a, b in ((plain, "plain", "majority"), (shuffled, "shuffled", "plain")):
+        code, out, err = cli("report", str(runs / a), "--against", str(runs / b), "--json")
+        assert code == 0, err
+        m = next(m for m in json.loads(out)["metrics"] if m["metric"] == "macro_f1")
+        expected = f"{_percent(m['diff'])} [{_percent(m['low'])}, {_percent(m['high'])}]"
+        assert (plain.against_baseline if row is plain else shuffled.against_plain).startswith(expected)
+    assert majority.against_baseline == "—" and shuffled.against_baseline == "—"  # no majority run shuffled
+    assert majority.first == "—" and plain.first.endswith("%")  # majority lists no options
+
+    lines = table["modes_table"](rows).splitlines()
+    assert lines[0] == "| task | system | n | generated | shuffle_options=3 |"
+    (zero_shot,) = [line for line in lines if line.startswith("| drugbank_s2 | zero-shot | 16 |")]
+    generated, shuffled_cell = zero_shot.split(" | ")[3:5]
+    assert generated.startswith(f"{plain.primary}, first {plain.first}")
+    assert shuffled_cell.startswith(f"{shuffled.primary}, first {shuffled.first}")
+    assert shuffled_cell.rstrip(" |").endswith(f"; vs plain {shuffled.against_plain}")
+    (row,) = [line for line in lines if line.startswith("| drugbank_s2 | majority | 16 |")]
+    assert row.endswith("| — |")
+    assert len(table["runs_table"](rows, "majority", False).splitlines()) == 2 + 3
