@@ -16,6 +16,7 @@ from conftest import kill_run_after
 
 from ddibench.label_choice import option_texts
 from ddibench.llm import EmbeddedServer, LLMPool, ModelSpec, default_gguf
+from ddibench.llm._pool import EMBEDDED_TIMEOUT
 from ddibench.parsing import parse_choice
 from ddibench.systems.zero_shot import ZeroShotSystem
 from ddibench.tasks.drugbank import load_labels
@@ -222,8 +223,8 @@ def test_explicit_concurrency_gives_the_embedded_server_slots(tmp_path: Path) ->
     """--concurrency N: the server has N slots (it decodes N requests together) and N requests are let through."""
     import urllib.request
 
-    async def start(slots: int) -> tuple[int, dict]:
-        pool = LLMPool({"generator": ModelSpec.parse("embedded")}, cache=None, embedded_slots=slots, log_dir=tmp_path)
+    async def start(slots: int, spec: str = "embedded") -> tuple[int, dict]:
+        pool = LLMPool({"generator": ModelSpec.parse(spec)}, cache=None, embedded_slots=slots, log_dir=tmp_path)
         await pool.start(["generator"])
         try:
             base = pool.served["embedded:smollm2-135m-instruct"]["base_url"].rsplit("/v1", 1)[0]
@@ -235,8 +236,11 @@ def test_explicit_concurrency_gives_the_embedded_server_slots(tmp_path: Path) ->
 
     slots, stats = asyncio.run(start(3))
     assert slots == 3 and stats["embedded:smollm2-135m-instruct"]["concurrency"] == 3
-    slots, stats = asyncio.run(start(1))
+    # a slow request on the shared CPU is not cut at the remote default: only a hung server would reach this
+    assert stats["embedded:smollm2-135m-instruct"]["timeout_s"] == EMBEDDED_TIMEOUT > 120
+    slots, stats = asyncio.run(start(1, "embedded#timeout=45"))  # the model option still sets it
     assert slots == 1 and stats["embedded:smollm2-135m-instruct"]["concurrency"] == 1
+    assert stats["embedded:smollm2-135m-instruct"]["timeout_s"] == 45
 
 
 def test_the_likelihood_mode_walks_real_next_token_log_probabilities(tmp_path: Path) -> None:

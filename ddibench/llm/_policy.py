@@ -16,8 +16,9 @@ the endpoint did so far:
   (429, 503) halve it too. Each answer raises it by one again (additive increase, multiplicative
   decrease, as TCP and inspect_ai's adaptive connections do).
 
-Only requests to a remote endpoint are cut early; the embedded llama.cpp server answers one request
-at a time and is not second-guessed (``adaptive=False``).
+Only requests to a remote endpoint are cut early. The embedded llama.cpp server is local and watched, and its
+slots share the CPU, so a long prompt is slow there rather than stalled: it is not second-guessed
+(``adaptive=False``) and its timeout is the pool's long embedded one (``_pool.EMBEDDED_TIMEOUT``).
 
 A run of requests that continue one prompt (the likelihood walk's requests, each the last one plus a token)
 can :meth:`EndpointPolicy.hold` a slot for all of them: no other sample's request is answered in between, so

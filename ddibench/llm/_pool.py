@@ -17,6 +17,13 @@ from ddibench.llm._preflight import preflight
 from ddibench.llm._spec import ModelSpec
 from ddibench.llm._transport import ChatTransport
 
+# The embedded server is local and watched (its death ends the run at once, see ``LLMClient.liveness``), so its
+# deadline guards only against a hung process. It must not cut a request that is merely slow: its slots share the
+# CPU, and four 2,000-token prompts on two cores take about two minutes each. Cut at the remote default of
+# 120 s, such requests were retried from the start: one session of the CBR-DDI preview logged 16 timeouts
+# and 2 answers in 1,515 s.
+EMBEDDED_TIMEOUT = 1800.0
+
 
 class LLMPool:
     """The models of one run, by role; starts and stops the embedded server as needed."""
@@ -79,7 +86,7 @@ class LLMPool:
                 base_url = spec.base_url or ""
                 if spec.display() not in self.served:
                     self.served[spec.display()] = await asyncio.to_thread(preflight, spec)
-            timeout = spec.timeout or self.timeout
+            timeout = spec.timeout or (max(self.timeout, EMBEDDED_TIMEOUT) if spec.is_embedded else self.timeout)
             # the embedded llama.cpp server answers as many requests at once as it has slots (one by default);
             # queueing more there only inflates latency
             limit = self.embedded_slots if spec.is_embedded else self.concurrency
