@@ -19,9 +19,9 @@ from ddibench.llm._transport import ChatTransport
 
 # The embedded server is local and watched (its death ends the run at once, see ``LLMClient.liveness``), so its
 # deadline guards only against a hung process. It must not cut a request that is merely slow: its slots share the
-# CPU, and four 2,000-token prompts on two cores take minutes each (55-709 s measured, 61 of 71 over 120 s). Cut at the remote default of
-# 120 s, such requests were retried from the start: one session of the CBR-DDI preview logged 16 timeouts
-# and 2 answers in 1,515 s.
+# CPU, and four 2,000-token prompts on two cores take minutes each (55-709 s measured, 61 of 71 over 120 s).
+# Cut at the remote default of 120 s, such requests were retried from the start: one session of the CBR-DDI
+# preview logged 16 timeouts and 2 answers in 1,515 s.
 EMBEDDED_TIMEOUT = 1800.0
 
 
