@@ -192,7 +192,7 @@ def modes_table(rows: list[Row]) -> str:
                 texts.append("—")
                 continue
             text = f"{r.primary}, first {r.first}" + (" ⚠" if r.collapsed else "")
-            texts.append(text + (f"; vs plain {r.against_plain}" if r.variant and r.against_plain != "—" else ""))
+            texts.append(text + (f"; vs plain {r.against_plain}" if r.against_plain != "—" else ""))
         lines.append(f"| {task} | {system} | {sizes} | " + " | ".join(texts) + " |")
     lines.append("\n⚠ the run's answers are flagged collapsed (one answer or one position for most items).")
     return "\n".join(lines)

@@ -21,7 +21,8 @@ Options follow a ``#``, comma separated: ``revision=...`` (pins the weights or A
 model's identity), ``json=schema|object|llamacpp|auto|none`` (how constrained JSON output is requested),
 ``key_env=NAME`` (the environment variable holding the API key), ``timeout=SECONDS`` (the longest a
 request may take: by default 120 s for a remote endpoint, whose client also cuts requests that take far
-longer than it usually does, and 30 minutes for the embedded server; see :mod:`ddibench.llm._policy`). The timeout is not part of the identity: it cannot change an answer.
+longer than it usually does, and 30 minutes for the embedded server; see :mod:`ddibench.llm._policy`).
+The timeout is not part of the identity: it cannot change an answer.
 
 A spec's :meth:`ModelSpec.identity` is what the response cache keys on and what manifests record:
 provider, base URL, model name, and the weights' sha256 (embedded) or the declared revision.
