@@ -160,6 +160,7 @@ class LabelChoiceSystem(BaseSystem):
         super().__init__(config)
         self.options: list[str] = []  # as shown: position i (from 0) shows label self.order[i]
         self.order: list[int] = []
+        self.positions: dict[int, int] = {}  # label -> its position in self.order
         self.system_prompt = ""
         self.counters: dict[str, int] = {}
         self.k: int | None = None  # the number of labels to choose; None: one label (a classification task)
@@ -167,6 +168,7 @@ class LabelChoiceSystem(BaseSystem):
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         self.k = choice_count(view.task)
         self.order = option_order(len(view.task.label_space), self.config.shuffle_options)
+        self.positions = {label: i for i, label in enumerate(self.order)}
         if self.k is None:
             self.options = [option_texts(view.task.label_space)[i] for i in self.order]
             if self.config.answer_mode == "likelihood-text":
@@ -191,6 +193,11 @@ class LabelChoiceSystem(BaseSystem):
     async def context(self, sample: Sample, ctx: RunContext) -> tuple[list[str], dict[str, Any]]:
         """Lines of retrieved knowledge for the question, and what to keep in the trace."""
         return [], {}
+
+    def shown_number(self, label: int) -> int:
+        """The number the options list shows for ``label`` (1-based): its position in this run's order, so a context
+        that names a type by number (Naive-CBR's cases) agrees with the list when the options are shuffled."""
+        return self.positions[label] + 1
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n

@@ -268,6 +268,26 @@ def test_naive_cbr_similarity_is_tanimoto_position_wise(s2) -> None:
     assert scores[0] == pytest.approx(brute.max()) and list(scores) == sorted(scores, reverse=True)
 
 
+def test_naive_cbr_cases_number_their_types_as_the_options_list_does(s2) -> None:
+    """With the options shuffled, a case's "type N" is the number the list shows for its label, so the shuffled
+    run measures position bias, not a mismatch between the cases' numbers and the list's."""
+    from ddibench.label_choice import option_texts
+    from ddibench.systems.naive_cbr import NaiveCBRConfig, NaiveCBRSystem
+
+    task, data = s2
+    sample = data.split("test")[0]
+    for seed in (None, 3):
+        system = _prepare(NaiveCBRSystem(NaiveCBRConfig(shuffle_options=seed)), task, data)
+        assert (system.order == list(range(len(task.label_space)))) == (seed is None)
+        lines, trace = asyncio.run(system.context(sample, None))
+        assert len(lines) == len(trace["context_labels"]) == 10
+        for line, label in zip(lines, trace["context_labels"]):
+            number = int(line.split(": type ")[1].split(" ")[0])
+            assert system.order[number - 1] == label and (seed is not None or number == label + 1)
+            listed = system.system_prompt.split(f"\n{number}. ")[1].split("\n")[0]
+            assert listed == system.options[number - 1] == option_texts(task.label_space)[label]
+
+
 def test_retrieval_and_sampling() -> None:
     rng = np.random.default_rng(0)
     n = 200

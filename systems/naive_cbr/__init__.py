@@ -76,7 +76,7 @@ class NaiveCBRSystem(LabelChoiceSystem):
             else:
                 label = int(target)  # type: ignore[arg-type]
                 lines.append(
-                    f"Drug A = {a.name}, Drug B = {b.name}: type {label + 1} ({self._labels_space[label].render(a.name, b.name)})"
+                    f"Drug A = {a.name}, Drug B = {b.name}: type {self.shown_number(label)} ({self._labels_space[label].render(a.name, b.name)})"
                 )
                 labels.append(label)
         return lines, {
