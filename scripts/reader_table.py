@@ -3,6 +3,9 @@
 
     python scripts/reader_table.py RUNS_DIR [--baseline zero-shot] [--reference BUNDLE] [--modes]
 
+RUNS_DIR holds run directories, bundles (``.tar.gz``, read once they verify), or both: ``results/drugbank_s1``
+rebuilds the tables from the published previews.
+
 For each run: its system and variant (answer mode, option order), n, the primary metric (and accuracy where
 the task has it) with its interval, the answer spread (the most frequent answer's share and the share of
 first-listed options; "collapsed" where the run is flagged), the retrieval ceilings of its context (the
@@ -84,6 +87,18 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path]) -> list[
             results = read_results(run_dir / "results.json")
             variant = run_variant(results.system, results.manifest.system.config)
             finished.append((results.task, results.system, variant, run_dir, results))
+    # published bundles too (e.g. results/drugbank_s1), each read once it verifies: the tables of the docs can be
+    # rebuilt from what the repository ships, without the runs that made them
+    for bundle in sorted(runs_dir.rglob("*.tar.gz")):
+        if bundle.resolve() in {p.resolve() for p in reference_paths}:
+            continue  # a reference is a column, not a row
+        _, results, _ = load(bundle)
+        variant = run_variant(results.system, results.manifest.system.config)
+        finished.append((results.task, results.system, variant, bundle, results))
+    keys = [(task, system, variant) for task, system, variant, *_ in finished]
+    if len(set(keys)) < len(keys):
+        twice = sorted({" ".join(k) for k in keys if keys.count(k) > 1})
+        raise SystemExit(f"error: {runs_dir} holds more than one run of {twice[0]}; give a folder with one run of each")
     by_key = {(task, system, variant): run_dir for task, system, variant, run_dir, _ in finished}
     references = {}  # task -> (system, path)
     for path in reference_paths:
@@ -106,6 +121,7 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path]) -> list[
                 variant,
                 run_dir,
                 results,
+                load,
                 against_baseline=_paired(run_dir, by_key.get((task, baseline, variant)), name, spec, load),
                 against_plain=_paired(run_dir, by_key.get((task, system, "")), name, spec, load) if variant else "—",
                 against_reference=against_reference,
@@ -123,7 +139,7 @@ def _paired(run_dir: Path, other: Path | None, name: str, spec: Any, load: Calla
     return f"{spec.format(m.diff)} [{spec.format(m.low)}, {spec.format(m.high)}]" + (" *" if m.significant else "")
 
 
-def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, **against: Any) -> Row:
+def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load: Callable, **against: Any) -> Row:
     from ddibench.runner.ceilings import compute as ceilings
 
     ev = results.evaluation
@@ -138,7 +154,7 @@ def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, **ag
         first = "—" if ev.answers.first_position_share is None else f"{ev.answers.first_position_share:.0%}"
         collapsed = bool(ev.answers.collapsed)
         spread = f"{ev.answers.top_share:.0%} / {first}" + (" collapsed" if collapsed else "")
-    found = ceilings(run_dir)
+    found = ceilings(run_dir, load=load)
     floors = ", ".join(
         f"{kind.split('_')[0]} {spec.format(f['metrics'][name])}"
         for kind, f in results.floors.items()

@@ -6,6 +6,8 @@ import json
 import runpy
 from pathlib import Path
 
+import pytest
+
 from ddibench.llm.stub import StubConfig, running_stub
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "reader_table.py"
@@ -64,3 +66,16 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(cli
     (row,) = [line for line in lines if line.startswith("| drugbank_s2 | majority | 16 |")]
     assert row.endswith("| — |")
     assert len(table["runs_table"](rows, "majority", False).splitlines()) == 2 + 3
+
+    # the same table from the runs' bundles (as results/ ships them): the same rows, ceilings and pairings included
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    for name in ("majority", "plain", "shuffled"):
+        code, _, err = cli("submit", "--compact", str(runs / name), "--out", str(bundles / f"{name}.tar.gz"))
+        assert code == 0, err
+    assert table["collect"](bundles, "majority", []) == rows
+    # a folder with two runs of one system and variant is refused: which one a pairing uses would be a guess
+    code, _, err = cli("submit", "--compact", str(runs / "plain"), "--out", str(bundles / "again.tar.gz"))
+    assert code == 0, err
+    with pytest.raises(SystemExit, match="more than one run of drugbank_s2 zero-shot"):
+        table["collect"](bundles, "majority", [])

@@ -19,7 +19,7 @@ the model did not use it); they are diagnostics read from the journal, not part 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,14 +78,17 @@ def _gold(sample: Sample) -> set[int]:
     return set(sample.label_ids) if isinstance(sample.target, (tuple, list)) else {sample.label}
 
 
-def compute(run_dir: Path) -> Ceilings | None:
-    """The ceilings of a finished run, or None when its system records no context labels."""
+def compute(
+    run_dir: Path, load: Callable[[Path], tuple[Any, Any, dict[str, Prediction]]] | None = None
+) -> Ceilings | None:
+    """The ceilings of a finished run, or None when its system records no context labels. ``load`` reads the run
+    (default: a finished run directory); ``ddibench.submission.load_finished_or_bundle`` also reads a bundle."""
     from ddibench.evaluation.ranking import RankingEvaluator
     from ddibench.registry import get_task
     from ddibench.runner.plan import select_samples
     from ddibench.runner.rundir import load_finished
 
-    ident, results, predictions = load_finished(run_dir)
+    ident, results, predictions = (load or load_finished)(run_dir)
     stated = {sid: context_labels(p.trace) for sid, p in predictions.items()}
     if not any(v is not None for v in stated.values()):
         return None
