@@ -80,7 +80,8 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path]) -> list[
     from ddibench.runner.report import find_runs
     from ddibench.submission import load_finished_or_bundle
 
-    load = functools.cache(load_finished_or_bundle)  # each run and bundle is read (and a bundle verified) once
+    # each run and bundle is read (and a bundle verified) once, a bundle's traces kept for the ceilings
+    load = functools.cache(functools.partial(load_finished_or_bundle, keep_traces=True))
     finished = []
     for run_dir in find_runs(runs_dir):
         if (run_dir / "results.json").exists():
@@ -140,6 +141,7 @@ def _paired(run_dir: Path, other: Path | None, name: str, spec: Any, load: Calla
 
 
 def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load: Callable, **against: Any) -> Row:
+    from ddibench.errors import RunDirError
     from ddibench.runner.ceilings import compute as ceilings
 
     ev = results.evaluation
@@ -154,7 +156,10 @@ def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load
         first = "—" if ev.answers.first_position_share is None else f"{ev.answers.first_position_share:.0%}"
         collapsed = bool(ev.answers.collapsed)
         spread = f"{ev.answers.top_share:.0%} / {first}" + (" collapsed" if collapsed else "")
-    found = ceilings(run_dir, load=load)
+    try:
+        found = ceilings(run_dir, load=load)
+    except RunDirError:  # a compact bundle: its context labels are kept for a few samples only
+        found = None
     floors = ", ".join(
         f"{kind.split('_')[0]} {spec.format(f['metrics'][name])}"
         for kind, f in results.floors.items()

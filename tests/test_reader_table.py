@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import runpy
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,9 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(cli
         for name, extra in (("plain", ()), ("shuffled", ("-C", "shuffle_options=3"))):
             code, _, err = cli("run", "-s", "zero-shot", *base, "-m", model, *extra, "--run-dir", str(runs / name))
             assert code == 0, err
+        # a system whose context states labels: its row holds the ceilings of that context
+        code, _, err = cli("run", "-s", "naive-cbr", *base, "-m", model, "--run-dir", str(runs / "cases"))
+        assert code == 0, err
     (runs / "unfinished").mkdir()  # a run directory without results is left out
     (runs / "unfinished" / "run.json").write_text("{}")
 
@@ -35,9 +39,15 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(cli
     rows = table["collect"](runs, "majority", [])
     assert [(r.system, r.variant) for r in rows] == [
         ("majority", ""),
+        ("naive-cbr", ""),
         ("zero-shot", ""),
         ("zero-shot", "shuffle_options=3"),
     ]
+    cases = rows.pop(1)
+    code, out, err = cli("report", str(runs / "cases"), "--ceilings", "--json")
+    assert code == 0, err
+    (found,) = json.loads(out)
+    assert cases.vote == f"{_percent(found['vote_reader'][0])}" and cases.coverage == f"{found['coverage']:.0%}"
     for row, name in zip(rows, ("majority", "plain", "shuffled"), strict=True):
         metric = json.loads((runs / name / "results.json").read_text())["evaluation"]["metrics"]["macro_f1"]
         assert row.n == 16
@@ -70,10 +80,14 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(cli
     # the same table from the runs' bundles (as results/ ships them): the same rows, ceilings and pairings included
     bundles = tmp_path / "bundles"
     bundles.mkdir()
-    for name in ("majority", "plain", "shuffled"):
+    for name in ("majority", "plain", "shuffled", "cases"):
         code, _, err = cli("submit", "--compact", str(runs / name), "--out", str(bundles / f"{name}.tar.gz"))
         assert code == 0, err
-    assert table["collect"](bundles, "majority", []) == rows
+    # (a compact bundle keeps its context labels for five samples only: no ceilings, rather than wrong ones)
+    assert table["collect"](bundles, "majority", []) == [rows[0], replace(cases, vote="—", coverage="—"), *rows[1:]]
+    code, _, err = cli("submit", str(runs / "cases"), "--out", str(bundles / "cases.tar.gz"))
+    assert code == 0, err  # a whole bundle keeps every trace: the same ceilings as its run directory
+    assert table["collect"](bundles, "majority", []) == [rows[0], cases, *rows[1:]]
     # a folder with two runs of one system and variant is refused: which one a pairing uses would be a guess
     code, _, err = cli("submit", "--compact", str(runs / "plain"), "--out", str(bundles / "again.tar.gz"))
     assert code == 0, err

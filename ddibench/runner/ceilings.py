@@ -82,7 +82,9 @@ def compute(
     run_dir: Path, load: Callable[[Path], tuple[Any, Any, dict[str, Prediction]]] | None = None
 ) -> Ceilings | None:
     """The ceilings of a finished run, or None when its system records no context labels. ``load`` reads the run
-    (default: a finished run directory); ``ddibench.submission.load_finished_or_bundle`` also reads a bundle."""
+    (default: a finished run directory); ``ddibench.submission.load_finished_or_bundle`` also reads a bundle.
+    RunDirError when some answered predictions record their context's labels and others do not: a compact
+    bundle keeps the whole traces of its first few samples only, and ceilings over those would not be the run's."""
     from ddibench.evaluation.ranking import RankingEvaluator
     from ddibench.registry import get_task
     from ddibench.runner.plan import select_samples
@@ -92,6 +94,15 @@ def compute(
     stated = {sid: context_labels(p.trace) for sid, p in predictions.items()}
     if not any(v is not None for v in stated.values()):
         return None
+    unrecorded = sum(1 for sid, p in predictions.items() if p.valid and stated[sid] is None)
+    if unrecorded:
+        from ddibench.errors import RunDirError
+
+        raise RunDirError(
+            f"{run_dir}: {unrecorded} of {len(predictions)} answered predictions do not record their context's labels"
+            " (a compact bundle keeps whole traces for its first few samples only)",
+            "compute the ceilings from the run directory, or from a bundle packed without --compact",
+        )
     task = get_task(ident.task.name)
     evaluator = task.evaluator().configure(results.manifest.scoring.options)
     samples = select_samples(task, task.load(), ident.split, ident.limit, int(ident.seed))

@@ -103,9 +103,13 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     return verdict
 
 
-def load_finished_or_bundle(path: Path) -> tuple[RunIdentity, Results, dict[str, Prediction]]:
+def load_finished_or_bundle(
+    path: Path, keep_traces: bool = False
+) -> tuple[RunIdentity, Results, dict[str, Prediction]]:
     """What ``report --against`` compares: a finished run directory's identity, results and predictions, or
-    a bundle's once it verifies (its metrics recomputed from its predictions); RunDirError otherwise."""
+    a bundle's once it verifies (its metrics recomputed from its predictions); RunDirError otherwise. A bundle's
+    predictions keep only their LLM calls' identities unless ``keep_traces`` (what the ceilings read: the labels
+    a context stated)."""
     from ddibench.errors import RunDirError
     from ddibench.runner.rundir import load_finished
 
@@ -113,11 +117,17 @@ def load_finished_or_bundle(path: Path) -> tuple[RunIdentity, Results, dict[str,
         return load_finished(path)
     if not path.is_file():
         raise RunDirError(f"{path} does not exist", "give a finished run directory or a bundle (.tar.gz)")
-    verdict = verify(path)
+    verdict = verify(path, keep_traces=keep_traces)
     if verdict.blocking() or verdict.run is None or verdict.results is None:
         reason = "; ".join(verdict.blocking()) or "it holds no run"
         raise RunDirError(f"{path} does not verify ({reason})", f"see 'ddibench verify {path}'")
-    return verdict.run, verdict.results, verdict.predictions
+    predictions = verdict.predictions
+    if keep_traces:
+        predictions = {
+            sid: p.model_copy(update={"trace": json.loads(verdict.traces[sid])}) if sid in verdict.traces else p
+            for sid, p in predictions.items()
+        }
+    return verdict.run, verdict.results, predictions
 
 
 def _check_members(verdict: Verdict, streamed: _Streamed) -> tuple[BundleIndex, RunIdentity, Results] | None:
