@@ -132,7 +132,7 @@ def _compact_predictions(
     whole = {s.id for s in samples[:whole_traces]}
     reduced: dict[str, Prediction] = {}
     for pred in _journal_predictions(run_dir / "journal.jsonl"):
-        trace = pred.trace if pred.sample_id in whole else _call_trace(pred.trace)
+        trace = pred.trace if pred.sample_id in whole else _reduced_trace(pred.trace)
         reduced[pred.sample_id] = evaluator.reduce(pred).model_copy(update={"trace": trace})
     missing = [s.id for s in samples if s.id not in reduced]
     if missing:
@@ -161,9 +161,20 @@ def _compact_predictions(
                 f"--compact would change metric {name} of {run_dir} ({claimed.value} -> {got}): {under_declared[0]}",
                 under_declared[1],
             )
-    note = "traces of the other samples keep only their LLM call records (role, model, tokens, latency, cached)"
+    note = (
+        "traces of the other samples keep only their LLM call records (role, model, tokens, latency, cached)"
+        " and the labels their context stated, where the system records them (what the ceilings read)"
+    )
     compaction = Compaction(answer_fields=list(evaluator.answer_fields), whole_traces=len(whole), note=note)
     return _encode(reduced[s.id] for s in samples), compaction
+
+
+def _reduced_trace(trace: dict[str, Any]) -> dict[str, Any]:
+    """A compact bundle's trace of a sample past the first few: the LLM call records and the context's labels."""
+    from ddibench.runner.ceilings import KEY, context_labels
+
+    labels = context_labels(trace) if isinstance(trace, dict) else None
+    return {**_call_trace(trace), **({KEY: labels} if labels is not None else {})}
 
 
 def _call_trace(trace: dict[str, Any]) -> dict[str, Any]:
