@@ -96,10 +96,14 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path]) -> list[
         _, results, _ = load(bundle)
         variant = run_variant(results.system, results.manifest.system.config)
         finished.append((results.task, results.system, variant, bundle, results))
-    keys = [(task, system, variant) for task, system, variant, *_ in finished]
-    if len(set(keys)) < len(keys):
-        twice = sorted({" ".join(k) for k in keys if keys.count(k) > 1})
-        raise SystemExit(f"error: {runs_dir} holds more than one run of {twice[0]}; give a folder with one run of each")
+    seen: dict[tuple[str, str, str], Path] = {}
+    for task, system, variant, path, _ in finished:
+        if (task, system, variant) in seen:  # which of the two a pairing should use would be a guess
+            raise SystemExit(
+                f"error: {runs_dir} holds more than one run of {task} {system}{' ' + variant if variant else ''}"
+                f" ({seen[task, system, variant]} and {path}); give a folder with one run of each"
+            )
+        seen[task, system, variant] = path
     by_key = {(task, system, variant): run_dir for task, system, variant, run_dir, _ in finished}
     references = {}  # task -> (system, path)
     for path in reference_paths:
