@@ -90,21 +90,21 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path]) -> list[
             finished.append((results.task, results.system, variant, run_dir, results))
     # published bundles too (e.g. results/drugbank_s1), each read once it verifies: the tables of the docs can be
     # rebuilt from what the repository ships, without the runs that made them
+    references_here = {p.resolve() for p in reference_paths}  # a reference is a column, not a row
     for bundle in sorted(runs_dir.rglob("*.tar.gz")):
-        if bundle.resolve() in {p.resolve() for p in reference_paths}:
-            continue  # a reference is a column, not a row
+        if bundle.resolve() in references_here:
+            continue
         _, results, _ = load(bundle)
         variant = run_variant(results.system, results.manifest.system.config)
         finished.append((results.task, results.system, variant, bundle, results))
-    seen: dict[tuple[str, str, str], Path] = {}
+    by_key: dict[tuple[str, str, str], Path] = {}
     for task, system, variant, path, _ in finished:
-        if (task, system, variant) in seen:  # which of the two a pairing should use would be a guess
+        if (task, system, variant) in by_key:  # which of the two a pairing should use would be a guess
             raise SystemExit(
                 f"error: {runs_dir} holds more than one run of {task} {system}{' ' + variant if variant else ''}"
-                f" ({seen[task, system, variant]} and {path}); give a folder with one run of each"
+                f" ({by_key[task, system, variant]} and {path}); give a folder with one run of each"
             )
-        seen[task, system, variant] = path
-    by_key = {(task, system, variant): run_dir for task, system, variant, run_dir, _ in finished}
+        by_key[task, system, variant] = path
     references = {}  # task -> (system, path)
     for path in reference_paths:
         ident, results, _ = load(path)

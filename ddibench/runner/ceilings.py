@@ -83,8 +83,9 @@ def compute(
 ) -> Ceilings | None:
     """The ceilings of a finished run, or None when its system records no context labels. ``load`` reads the run
     (default: a finished run directory); ``ddibench.submission.load_finished_or_bundle`` also reads a bundle.
-    RunDirError when some answered predictions record their context's labels and others do not: a compact
-    bundle keeps the whole traces of its first few samples only, and ceilings over those would not be the run's."""
+    RunDirError when some answered predictions record their context's labels and others do not: a compact bundle
+    packed before ddibench kept every sample's labels has them for its first few samples only, and ceilings over
+    those would not be the run's."""
     from ddibench.evaluation.ranking import RankingEvaluator
     from ddibench.registry import get_task
     from ddibench.runner.plan import select_samples
@@ -100,7 +101,7 @@ def compute(
 
         raise RunDirError(
             f"{run_dir}: {unrecorded} of {len(predictions)} answered predictions do not record their context's labels"
-            " (a compact bundle keeps whole traces for its first few samples only)",
+            " (a compact bundle packed before ddibench kept them has whole traces for its first few samples only)",
             "compute the ceilings from the run directory, or from a bundle packed without --compact",
         )
     task = get_task(ident.task.name)
