@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The reader-model previews as one markdown table: every finished run under RUNS_DIR, grouped by task.
 
-    python scripts/reader_table.py RUNS_DIR [--baseline zero-shot] [--reference BUNDLE] [--modes]
+    python scripts/reader_table.py RUNS_DIR [--baseline zero-shot] [--reference BUNDLE] [--published] [--modes]
 
 RUNS_DIR holds run directories, bundles (``.tar.gz``, read once they verify), or both: ``results/drugbank_s1``
 rebuilds the tables from the published previews.
@@ -13,7 +13,9 @@ vote reader and the coverage, ``ddibench report --ceilings``), the task's floors
 of the primary metric against the baseline system's run on the same samples and in the same variant, and, for
 a variant, against the same system's plain run (what shuffling the options or choosing by likelihood changed;
 ``ddibench report A --against B``), and against a ``--reference`` run of the same task (a run directory or a
-published bundle, e.g. the trained EmerGNN whose top types CBR-DDI lists first).
+published bundle, e.g. the trained EmerGNN whose top types CBR-DDI lists first). ``--published`` adds the papers'
+own numbers for the same task, system and primary metric (``ddibench/data/published.toml``, by paper, one per
+reader LLM the paper tried), beside each plain run: the papers' orderings next to ours.
 
 ``--modes`` prints the same numbers as one row per task and system and one column per variant (the generated
 answer, the shuffled options, each likelihood mode): a cell is the primary metric with its interval, the share
@@ -51,6 +53,7 @@ class Row:
     against_baseline: str
     against_plain: str
     against_reference: str | None  # None: no --reference for this run's task
+    published: str  # the papers' numbers for this task, system and primary metric ("—" for a variant or none)
 
 
 def main() -> None:
@@ -65,11 +68,19 @@ def main() -> None:
         help="a run directory or bundle (e.g. results/drugbank_s1/emergnn/*.tar.gz) every run of its task is compared with",
     )
     parser.add_argument(
+        "--published",
+        action="store_true",
+        help="a column with the papers' numbers for each plain run's task, system and primary metric",
+    )
+    parser.add_argument(
         "--modes", action="store_true", help="one column per variant (answer mode, option order) instead of a row each"
     )
     args = parser.parse_args()
     rows = collect(args.runs_dir, args.baseline, args.reference)
-    print(modes_table(rows) if args.modes else runs_table(rows, args.baseline, bool(args.reference)))
+    if args.modes:
+        print(modes_table(rows))
+    else:
+        print(runs_table(rows, args.baseline, bool(args.reference), args.published))
     print("\n* the paired 95% interval of the difference excludes 0.")
 
 
@@ -145,6 +156,7 @@ def _paired(run_dir: Path, other: Path | None, name: str, spec: Any, load: Calla
 
 
 def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load: Callable, **against: Any) -> Row:
+    from ddibench.data.published import load_published
     from ddibench.errors import RunDirError
     from ddibench.runner.ceilings import compute as ceilings
 
@@ -169,6 +181,13 @@ def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load
         for kind, f in results.floors.items()
         if name in f.get("metrics", {})
     )
+    published = "—"
+    if not variant:  # the papers report each system in its usual configuration
+        by_paper: dict[str, list[str]] = {}
+        for p in load_published()[0]:
+            if (p.task, p.system, p.our_metric) == (task, system, name):
+                by_paper.setdefault(p.paper, []).append(f"{p.method} {p.value:.2f}")
+        published = "; ".join(f"{paper}: {', '.join(found)}" for paper, found in by_paper.items()) or "—"
     return Row(
         task=task,
         system=system,
@@ -182,22 +201,25 @@ def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load
         vote=found.spec.format(found.vote[0]) if found else "—",
         coverage=f"{found.coverage:.0%}" if found else "—",
         floors=floors,
+        published=published,
         **against,
     )
 
 
-def runs_table(rows: list[Row], baseline: str, with_reference: bool) -> str:
+def runs_table(rows: list[Row], baseline: str, with_reference: bool, with_published: bool = False) -> str:
     """A row per run."""
     lines = [
         "| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage"
         f" | floors | vs {baseline} (paired) | vs its plain run (paired) |"
-        + (" vs reference (paired) |" * with_reference),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * with_reference,
+        + (" vs reference (paired) |" * with_reference)
+        + (" the papers (same metric) |" * with_published),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * (with_reference + with_published),
     ]
     for r in rows:
         cells = [r.task, r.system, r.variant or "—", str(r.n), r.primary, r.accuracy, r.spread, r.vote, r.coverage]
         cells += [r.floors, r.against_baseline, r.against_plain]
         cells += [r.against_reference] if r.against_reference is not None else []
+        cells += [r.published] if with_published else []
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

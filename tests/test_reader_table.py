@@ -50,6 +50,14 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(
     assert code == 0, err
     (found,) = json.loads(out)
     assert cases.vote == f"{_percent(found['vote_reader'][0])}" and cases.coverage == f"{found['coverage']:.0%}"
+    # the papers' numbers for the same task, system and metric: CBR-DDI's Table 2 has Naive-CBR with three readers
+    from ddibench.data.published import load_published
+
+    papers = [
+        p for p in load_published()[0] if (p.task, p.system, p.our_metric) == ("drugbank_s2", "naive-cbr", "macro_f1")
+    ]
+    assert len(papers) == 3 and cases.published == "cbr-ddi: " + ", ".join(f"{p.method} {p.value:.2f}" for p in papers)
+    assert "Naive-CBR (Llama3.1-8B) 8.70" in cases.published
     for row, name in zip(rows, ("majority", "plain", "shuffled"), strict=True):
         metric = json.loads((runs / name / "results.json").read_text())["evaluation"]["metrics"]["macro_f1"]
         assert row.n == 16
@@ -66,6 +74,7 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(
         expected = f"{_percent(m['diff'])} [{_percent(m['low'])}, {_percent(m['high'])}]"
         assert (plain.against_baseline if row is plain else shuffled.against_plain).startswith(expected)
     assert majority.against_baseline == "—" and shuffled.against_baseline == "—"  # no majority run shuffled
+    assert shuffled.published == "—"  # the papers report no shuffled run
     assert majority.first == "—" and plain.first.endswith("%")  # majority lists no options
 
     lines = table["modes_table"](rows).splitlines()
@@ -78,6 +87,8 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(
     (row,) = [line for line in lines if line.startswith("| drugbank_s2 | majority | 16 |")]
     assert row.endswith("| — |")
     assert len(table["runs_table"](rows, "majority", False).splitlines()) == 2 + 3
+    with_papers = table["runs_table"]([cases], "majority", False, True).splitlines()
+    assert with_papers[0].endswith("| the papers (same metric) |") and with_papers[2].endswith(f"| {cases.published} |")
 
     # the same table from the runs' bundles (as results/ ships them): the same rows, ceilings and pairings included
     bundles = tmp_path / "bundles"
