@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The reader-model previews as one markdown table: every finished run under RUNS_DIR, grouped by task.
 
-    python scripts/reader_table.py RUNS_DIR [--baseline zero-shot] [--reference BUNDLE] [--published] [--modes]
+    python scripts/reader_table.py RUNS_DIR [--baseline zero-shot] [--reference BUNDLE] [--published]
+        [--model NAME] [--modes]
 
 RUNS_DIR holds run directories, bundles (``.tar.gz``, read once they verify), or both: ``results/drugbank_s1``
 rebuilds the tables from the published previews.
@@ -15,7 +16,9 @@ a variant, against the same system's plain run (what shuffling the options or ch
 ``ddibench report A --against B``), and against a ``--reference`` run of the same task (a run directory or a
 published bundle, e.g. the trained EmerGNN whose top types CBR-DDI lists first). ``--published`` adds the papers'
 own numbers for the same task, system and primary metric (``ddibench/data/published.toml``, by paper, one per
-reader LLM the paper tried), beside each plain run: the papers' orderings next to ours.
+reader LLM the paper tried), beside each plain run: the papers' orderings next to ours. ``--model NAME`` keeps only
+the runs whose manifest names NAME in one of its models (e.g. ``qwen2.5-coder-1.5b``): ``results`` then gives the
+reader previews of every task, without the trained systems and floors published beside them.
 
 ``--modes`` prints the same numbers as one row per task and system and one column per variant (the generated
 answer, the shuffled options, each likelihood mode): a cell is the primary metric with its interval, the share
@@ -73,10 +76,13 @@ def main() -> None:
         help="a column with the papers' numbers for each plain run's task, system and primary metric",
     )
     parser.add_argument(
+        "--model", help="only the runs whose manifest names this model (a part of its spec) in one of its roles"
+    )
+    parser.add_argument(
         "--modes", action="store_true", help="one column per variant (answer mode, option order) instead of a row each"
     )
     args = parser.parse_args()
-    rows = collect(args.runs_dir, args.baseline, args.reference)
+    rows = collect(args.runs_dir, args.baseline, args.reference, args.model)
     if args.modes:
         print(modes_table(rows))
     else:
@@ -84,8 +90,9 @@ def main() -> None:
     print("\n* the paired 95% interval of the difference excludes 0.")
 
 
-def collect(runs_dir: Path, baseline: str, reference_paths: list[Path]) -> list[Row]:
-    """Every finished run under ``runs_dir``, sorted by task, variant and system, with its paired differences."""
+def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: str | None = None) -> list[Row]:
+    """Every finished run under ``runs_dir`` (with ``model``: those whose manifest names it in one of its roles),
+    sorted by task, variant and system, with its paired differences."""
     from ddibench.registry import run_variant
     from ddibench.runner.records import read_results
     from ddibench.runner.report import find_runs
@@ -108,6 +115,8 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path]) -> list[
         _, results, _ = load(bundle)
         variant = run_variant(results.system, results.manifest.system.config)
         finished.append((results.task, results.system, variant, bundle, results))
+    if model is not None:
+        finished = [f for f in finished if any(model in m.spec for m in f[4].manifest.models.values())]
     by_key: dict[tuple[str, str, str], Path] = {}
     for task, system, variant, path, _ in finished:
         if (task, system, variant) in by_key:  # which of the two a pairing should use would be a guess

@@ -45,6 +45,13 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(
         ("zero-shot", ""),
         ("zero-shot", "shuffle_options=3"),
     ]
+    # --model keeps the runs whose manifest names the model (the majority run has none)
+    assert [(r.system, r.variant) for r in table["collect"](runs, "majority", [], "stub-model")] == [
+        ("naive-cbr", ""),
+        ("zero-shot", ""),
+        ("zero-shot", "shuffle_options=3"),
+    ]
+    assert table["collect"](runs, "majority", [], "another-model") == []
     cases = rows.pop(1)
     code, out, err = cli("report", str(runs / "cases"), "--ceilings", "--json")
     assert code == 0, err
