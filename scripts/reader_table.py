@@ -164,8 +164,15 @@ def _paired(run_dir: Path, other: Path | None, name: str, spec: Any, load: Calla
     return f"{spec.format(m.diff)} [{spec.format(m.low)}, {spec.format(m.high)}]" + (" *" if m.significant else "")
 
 
-def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load: Callable, **against: Any) -> Row:
+@functools.cache
+def _published_rows() -> tuple[Any, ...]:
+    """``published.toml``'s rows, read once for every row of the table."""
     from ddibench.data.published import load_published
+
+    return tuple(load_published()[0])
+
+
+def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load: Callable, **against: Any) -> Row:
     from ddibench.errors import RunDirError
     from ddibench.runner.ceilings import compute as ceilings
 
@@ -193,7 +200,7 @@ def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load
     published = "—"
     if not variant:  # the papers report each system in its usual configuration
         by_paper: dict[str, list[str]] = {}
-        for p in load_published()[0]:
+        for p in _published_rows():
             if (p.task, p.system, p.our_metric) == (task, system, name):
                 by_paper.setdefault(p.paper, []).append(f"{p.method} {p.value:.2f}")
         published = "; ".join(f"{paper}: {', '.join(found)}" for paper, found in by_paper.items()) or "—"
