@@ -96,6 +96,25 @@ def interaction_chunks(train: Iterable[Any], labels: Any, limit: int | None = No
     return tuple(out)
 
 
+def qa_corpus(
+    train: Sequence[Any],
+    labels: Any,
+    *,
+    interactions: int | None = None,
+    monographs: int | None = None,
+    medquad: int | None = None,
+    seed: int = 0,
+) -> list[Chunk]:
+    """The shared QA corpus, in one order: monograph passages, MedQuAD corpus passages, then the training
+    pairs' interaction sentences (none when ``train`` is empty), each part capped at its count (None: all).
+    Text RAG embeds it; the ``top-passage`` floor searches it by keyword."""
+    chunks = list(drug_monographs())[:monographs]
+    chunks += list(medquad_chunks())[:medquad]
+    if train:
+        chunks += list(interaction_chunks(train, labels, interactions, seed))
+    return chunks
+
+
 class BM25Index:
     """Okapi BM25 (k1 = 1.5, b = 0.75) over chunk tokens."""
 

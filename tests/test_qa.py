@@ -345,3 +345,43 @@ def test_scorer_encoder_is_recorded_and_kept_off_the_board(cli, stub, tmp_path: 
     code, _, err = cli("submit", str(run_dir), "--out", str(tmp_path / "c.tar.gz"))
     assert code == 0, err
     assert not any(r.startswith("scoring options") for r in verify(tmp_path / "c.tar.gz").reasons)
+
+
+def test_top_passage_answers_with_the_keyword_searchs_first_passage(cli, tmp_path: Path) -> None:
+    """The QA floor uses no model: each answer is, verbatim, a training interaction sentence that names one
+    of the question's two drugs (the only words a DDI question shares with those sentences); a corpus cut
+    to nothing is a one-line error, and no results are written."""
+    only_sentences = ["-C", "monograph_chunks=0", "-C", "medquad_chunks=0"]
+    run_dir = tmp_path / "floor"
+    code, _, err = cli(
+        "run", "-s", "top-passage", "-t", "ddi_qa_s1", "--limit", "20", "--no-judge", *only_sentences,
+        "--run-dir", str(run_dir),
+    )  # fmt: skip
+    assert code == 0, err
+    results = json.loads((run_dir / "results.json").read_text())
+    # SelfCheckGPT is on by default, but no answer has a prompt to sample again: no model starts
+    assert results["manifest"]["models"] == {} and "selfcheck" not in results["manifest"]["scoring"]
+    assert "selfcheck" not in results["evaluation"]["metrics"] and not (run_dir / "llm-server.log").exists()
+    assert results["system_info"]["corpus"] == {"interaction": len(get_task("ddi_qa_s1").load().split("train"))}
+    task = get_task("ddi_qa_s1")
+    labels = task.label_space
+    sentences = {
+        f"interaction:{s.id}": labels[s.target["label"]].render(s.input.pair.head.name, s.input.pair.tail.name)
+        for s in task.load().split("train")
+    }
+    questions = {s.id: s.input for s in task.load().split("test")}
+    rows = [json.loads(line)["prediction"] for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    assert len(rows) == 20
+    for row in rows:
+        passage = row["trace"]["passage"]
+        assert passage["source"] == "interaction" and row["text"] == sentences[passage["id"]]
+        pair = questions[row["sample_id"]].pair
+        assert pair.head.name in row["text"] or pair.tail.name in row["text"], (row["text"], pair)
+    assert results["evaluation"]["metrics"]["label_recovery"]["value"] < 1.0  # a neighbour's sentence, not the pair's
+
+    code, _, err = cli(
+        "run", "-s", "top-passage", "-t", "medquad", "--limit", "2", "--no-judge", "--selfcheck", "0",
+        *only_sentences, "--run-dir", str(tmp_path / "empty"),
+    )  # fmt: skip
+    assert code != 0 and "top-passage has no corpus passage to search on medquad" in err
+    assert not (tmp_path / "empty" / "results.json").exists()

@@ -162,6 +162,10 @@ class TextEvaluator(BaseEvaluator):
         from ddibench.llm import LLMPool, ModelSpec
 
         roles = self.model_roles()
+        predictions = {s.id: job.predictions[s.id] for s in job.samples}
+        if not any(p.trace.get("llm") for p in predictions.values()):
+            # no answer came from a model (the top-passage floor): SelfCheckGPT has no prompt to sample again
+            roles = tuple(r for r in roles if r != "generator")
         if not roles:
             return {}
         specs = job.models.for_roles([r for r in roles if r != "second_judge"])
@@ -170,7 +174,6 @@ class TextEvaluator(BaseEvaluator):
         pool = LLMPool(
             specs, cache=job.cache, concurrency=job.concurrency, max_retries=job.max_retries, log_dir=job.run_dir
         )
-        predictions = {s.id: job.predictions[s.id] for s in job.samples}
         n = int(self.setting("selfcheck") or 0)
         out: dict[str, Any] = {"info": {}}
         try:

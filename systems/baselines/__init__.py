@@ -8,6 +8,10 @@
   (top-k ranking: TWOSIDES side effects, drug targets).
 * ``only-smiles`` — an empty caption for every molecule of a captioning task: the probe then learns
   from the structure alone (the CLADD paper's "Only SMILES" row), the floor of captioning systems.
+* ``top-passage`` — for a question, the passage of the shared QA corpus (drug monographs, MedQuAD
+  corpus documents, the training pairs' interaction sentences; :func:`ddibench.corpus.qa_corpus`) that
+  a BM25 keyword search ranks first, verbatim: what retrieval gives with no model reading it, the floor
+  of question answering. A free-text answer has no label to count, so this is its majority.
 
 ``majority`` and ``popularity`` read only the training targets (``prepare`` sees the training view), so
 they are the floor a system must clear before its numbers mean anything.
@@ -19,8 +23,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
 from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView, families
 from ddibench.errors import ConfigError
+from ddibench.schema import Question
 
 
 def _single_labels(task: Task) -> bool:
@@ -128,3 +135,67 @@ class OnlySmilesSystem(BaseSystem):
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         return [Prediction(sample_id=s.id, text="") for s in samples]
+
+
+class TopPassageConfig(SystemConfig):
+    # the corpus parts searched, each capped at its count (None: all); text-rag's keys, so one override names both
+    interaction_chunks: int | None = Field(None, ge=0)
+    monograph_chunks: int | None = Field(None, ge=0)
+    medquad_chunks: int | None = Field(None, ge=0)
+
+
+class TopPassageSystem(BaseSystem):
+    name = "top-passage"
+    version = "1.0.0"
+    description = (
+        "the QA floor: the corpus passage a BM25 keyword search ranks first for the question, verbatim (no model)"
+    )
+    Config = TopPassageConfig
+    families = (families.DDI_QA, families.MEDICAL_QA)
+    batch_size = 256
+    max_concurrency = 1
+    config: TopPassageConfig
+
+    def __init__(self, config: TopPassageConfig | None = None) -> None:
+        super().__init__(config)
+        self.index: Any = None
+        self.info: dict[str, Any] = {}
+
+    async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        from collections import Counter as Count
+
+        from ddibench import corpus
+
+        chunks = corpus.qa_corpus(
+            view.train,
+            view.task.label_space,
+            interactions=self.config.interaction_chunks,
+            monographs=self.config.monograph_chunks,
+            medquad=self.config.medquad_chunks,
+            seed=ctx.seed,
+        )
+        if not chunks:
+            raise ConfigError(
+                f"top-passage has no corpus passage to search on {view.task.name}",
+                "leave monograph_chunks and medquad_chunks unset, or set one above 0",
+            )
+        self.index = corpus.BM25Index(chunks)
+        self.info = {"corpus": dict(Count(c.source for c in chunks)), "no_match": 0}
+
+    def run_info(self) -> dict[str, Any]:
+        return self.info
+
+    async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        out = []
+        for s in samples:
+            if not isinstance(s.input, Question):
+                raise TypeError(f"{self.name} answers questions, not {type(s.input).__name__}")
+            found = self.index.search(s.input.text, 1)
+            if not found:  # no word of the question is in the corpus: no answer, scored as an invalid one
+                self.info["no_match"] += 1
+                out.append(Prediction.invalid(s.id, "no corpus passage shares a word with the question"))
+                continue
+            chunk, score = found[0]
+            trace = {"passage": {"id": chunk.id, "source": chunk.source, "score": round(score, 4)}}
+            out.append(Prediction(sample_id=s.id, text=chunk.text, trace=trace))
+        return out

@@ -98,12 +98,14 @@ def build_embedding_index(view: TrainingView, ctx: RunContext, config: TextRAGCo
     from ddibench.embeddings import shared_encoder
 
     encoder = shared_encoder(config.encoder)
-    train = view.train
-    chunks = list(corpus.drug_monographs())[: config.monograph_chunks]
-    chunks += list(corpus.medquad_chunks())[: config.medquad_chunks]
-    if train:
-        labels = view.task.label_space
-        chunks += list(corpus.interaction_chunks(train, labels, config.interaction_chunks, ctx.seed))
+    chunks = corpus.qa_corpus(
+        view.train,
+        view.task.label_space,
+        interactions=config.interaction_chunks,
+        monographs=config.monograph_chunks,
+        medquad=config.medquad_chunks,
+        seed=ctx.seed,
+    )
     key = {
         "chunks": len(chunks),
         "composition": {k: getattr(config, k) for k in ("interaction_chunks", "monograph_chunks", "medquad_chunks")},
