@@ -20,6 +20,9 @@ reader LLM the paper tried), beside each plain run: the papers' orderings next t
 the runs whose manifest names NAME in one of its models (e.g. ``qwen2.5-coder-1.5b``): ``results`` then gives the
 reader previews of every task, without the trained systems and floors published beside them.
 
+Question answering has no label to count and no zero-shot system: its floor is the ``top-passage`` run on the
+same samples (kept under ``--model``, since it names no model), and its baseline the model alone, ``no-rag``.
+
 ``--modes`` prints the same numbers as one row per task and system and one column per variant (the generated
 answer, the shuffled options, each likelihood mode): a cell is the primary metric with its interval, the share
 of first-listed options, and for a variant its paired difference from the plain run.
@@ -35,6 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+QA_FLOOR = "top-passage"  # the floor of a question-answering task (a run of its own)
+QA_BASELINE = "no-rag"  # the model alone: a question-answering task's zero-shot
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,7 @@ def main() -> None:
 def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: str | None = None) -> list[Row]:
     """Every finished run under ``runs_dir`` (with ``model``: those whose manifest names it in one of its roles),
     sorted by task, variant and system, with its paired differences."""
-    from ddibench.registry import run_variant
+    from ddibench.registry import get_task, run_variant
     from ddibench.runner.records import read_results
     from ddibench.runner.report import find_runs
     from ddibench.submission import load_finished_or_bundle
@@ -115,6 +121,8 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: s
         _, results, _ = load(bundle)
         variant = run_variant(results.system, results.manifest.system.config)
         finished.append((results.task, results.system, variant, bundle, results))
+    # a QA task's floor is a run of its own (top-passage, no model), read beside each run of the same size
+    qa_floors = {(f[0], f[4].evaluation.n): f[4] for f in finished if f[1] == QA_FLOOR}
     if model is not None:
         finished = [f for f in finished if any(model in m.spec for m in f[4].manifest.models.values())]
     by_key: dict[tuple[str, str, str], Path] = {}
@@ -139,6 +147,7 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: s
             against_reference = (
                 f"{reference[0]} {_paired(run_dir, reference[1], name, spec, load)}" if reference else "—"
             )
+        against = QA_BASELINE if baseline == "zero-shot" and get_task(task).input_kind == "question" else baseline
         rows.append(
             _row(
                 task,
@@ -147,7 +156,8 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: s
                 run_dir,
                 results,
                 load,
-                against_baseline=_paired(run_dir, by_key.get((task, baseline, variant)), name, spec, load),
+                qa_floor=qa_floors.get((task, results.evaluation.n)),
+                against_baseline=_paired(run_dir, by_key.get((task, against, variant)), name, spec, load),
                 against_plain=_paired(run_dir, by_key.get((task, system, "")), name, spec, load) if variant else "—",
                 against_reference=against_reference,
             )
@@ -172,7 +182,16 @@ def _published_rows() -> tuple[Any, ...]:
     return tuple(load_published()[0])
 
 
-def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load: Callable, **against: Any) -> Row:
+def _row(
+    task: str,
+    system: str,
+    variant: str,
+    run_dir: Path,
+    results: Any,
+    load: Callable,
+    qa_floor: Any = None,
+    **against: Any,
+) -> Row:
     from ddibench.errors import RunDirError
     from ddibench.runner.ceilings import compute as ceilings
 
@@ -197,6 +216,8 @@ def _row(task: str, system: str, variant: str, run_dir: Path, results: Any, load
         for kind, f in results.floors.items()
         if name in f.get("metrics", {})
     )
+    if qa_floor is not None and not floors:
+        floors = f"{QA_FLOOR} {spec.format(qa_floor.evaluation.metrics[name].value)}"
     published = "—"
     if not variant:  # the papers report each system in its usual configuration
         by_paper: dict[str, list[str]] = {}

@@ -116,3 +116,28 @@ def test_reader_table_prints_each_runs_own_numbers_by_run_and_by_answer_mode(
     assert code == 0, err
     with pytest.raises(SystemExit, match="more than one run of drugbank_s2 zero-shot"):
         table["collect"](bundles, "majority", [])
+
+
+def test_a_question_tasks_floor_is_top_passage_and_its_baseline_the_model_alone(cli, tmp_path: Path) -> None:
+    """MedQuAD has no label to count and no zero-shot system: each row's floor is the top-passage run of the same
+    size (kept under --model, though it names no model) and "vs zero-shot" pairs with no-rag."""
+    runs = tmp_path / "runs"
+    base = ["-t", "medquad", "--limit", "6", "--no-judge", "--selfcheck", "0", "--no-cache"]
+    code, _, err = cli("run", "-s", "top-passage", *base, "--run-dir", str(runs / "floor"))
+    assert code == 0, err
+    small = ["-C", "interaction_chunks=50", "-C", "monograph_chunks=50", "-C", "medquad_chunks=50"]
+    with running_stub(StubConfig()) as server:
+        model = f"vllm:stub-model@{server.base_url}"
+        for system, extra in (("no-rag", ()), ("text-rag", small)):
+            code, _, err = cli("run", "-s", system, *base, "-m", model, *extra, "--run-dir", str(runs / system))
+            assert code == 0, err
+    table = runpy.run_path(str(SCRIPT))
+    rows = table["collect"](runs, "zero-shot", [], "stub-model")
+    assert [r.system for r in rows] == ["no-rag", "text-rag"]
+    floor = json.loads((runs / "floor" / "results.json").read_text())["evaluation"]["metrics"]["embedding_similarity"]
+    assert all(r.floors == f"top-passage {floor['value']:.3f}" for r in rows)
+    code, out, err = cli("report", str(runs / "text-rag"), "--against", str(runs / "no-rag"), "--json")
+    assert code == 0, err
+    m = next(m for m in json.loads(out)["metrics"] if m["metric"] == "embedding_similarity")
+    assert rows[0].against_baseline == "—"
+    assert rows[1].against_baseline.startswith(f"{m['diff']:.3f} [{m['low']:.3f}, {m['high']:.3f}]")
