@@ -106,6 +106,32 @@ def test_compaction_that_would_change_a_metric_is_refused(
     assert not (tmp_path / "bad.tar.gz").exists()
 
 
+def test_compaction_allows_the_float_noise_verification_allows(
+    runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recomputation off by float noise (a float32 encoder under another thread count) within the evaluator's
+    recompute_tolerance packs; one off by more is refused as a changed metric."""
+    from ddibench.evaluation.classification import ClassificationEvaluator
+
+    evaluate = ClassificationEvaluator.evaluate
+
+    def shifted(by: float):
+        def evaluate_shifted(self, *args, **kwargs):
+            result = evaluate(self, *args, **kwargs)
+            metrics = {k: v.model_copy(update={"value": v.value + by}) for k, v in result.metrics.items()}
+            return result.model_copy(update={"metrics": metrics})
+
+        return evaluate_shifted
+
+    monkeypatch.setattr(ClassificationEvaluator, "recompute_tolerance", 1e-6)
+    monkeypatch.setattr(ClassificationEvaluator, "evaluate", shifted(4e-7))
+    assert submit(runs["majority"], tmp_path / "noise.tar.gz", compact=True).exists()
+    monkeypatch.setattr(ClassificationEvaluator, "evaluate", shifted(4e-6))
+    with pytest.raises(DataError, match="would change metric"):
+        submit(runs["majority"], tmp_path / "off.tar.gz", compact=True)
+    assert not (tmp_path / "off.tar.gz").exists()
+
+
 @pytest.fixture(scope="module")
 def shipped(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results folder with two published runs: the majority floor (reproduced: its run took seconds)
