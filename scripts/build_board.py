@@ -196,8 +196,11 @@ def reader_plan() -> list[Entry]:
         return [Entry("zero-shot", task, limit=limit), Entry("cladd", task, limit=limit, options=SLOTS)]
 
     def questions(task: str) -> list[Entry]:
-        floor = Entry("top-passage", task, limit=50, options=("--no-judge",))  # on the same 50 questions
-        return [floor] + [Entry(system, task, limit=50, options=("--no-judge",)) for system in QA_SYSTEMS]
+        # the model-free scorers only: the judge would be the reader itself, and SelfCheckGPT's three resamples of
+        # up to 256 tokens take a minute per retrieval answer here, longer than the answer itself
+        scoring = ("--no-judge", "--selfcheck", "0")
+        floor = Entry("top-passage", task, limit=50, options=scoring)  # on the same 50 questions
+        return [floor] + [Entry(system, task, limit=50, options=scoring) for system in QA_SYSTEMS]
 
     plain = {system: ddi(system, "drugbank_s1", 100) for system in LLM_DDI_SYSTEMS}
     # position bias on the same pairs: the options in a seeded order, and chosen by likelihood (CBR-DDI's three
