@@ -335,7 +335,7 @@ def test_a_generic_base_url_is_probed_and_constrained_like_vllm(cli, tmp_path: P
             "stub-model",
         )
         assert code == 0, err
-        assert "model output (generator): not constrained: the prompt asks for JSON (probed at the start)" in out
+        assert "JSON answers (generator): not constrained: the prompt asks for JSON (probed at the start)" in out
         assert [r.get("response_format") for r in server.requests[2:]] == [
             None
         ] * 4  # after two probes, nothing is asked of it

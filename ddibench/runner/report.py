@@ -121,7 +121,8 @@ def _cost_lines(results: Results, console: Console) -> None:
         if entry.output:
             outputs.setdefault(entry.output, []).append(role)
     for output, roles in outputs.items():
-        console.print(escape(f"model output ({', '.join(roles)}): {output}"))
+        # how the server holds an answer the system asks as JSON; a free-text answer (QA) is never constrained
+        console.print(escape(f"JSON answers ({', '.join(roles)}): {output}"))
     for role, per in cost.per_item.items():
         totals = cost.by_role[role]
         calls = f"{per.calls:g} call{'' if per.calls == 1 else 's'} per item"
