@@ -170,12 +170,23 @@ def test_postgres_reader_role_cannot_read_files(sql_agents) -> None:
 
 
 def test_valid_sql_runs_and_is_limited(sql_agents, attack_stub) -> None:
+    """Reading statements run, with the conditions a model writes (AND, OR, CASE, LIKE: sqlglot 30 parses AND and OR
+    as function nodes, which the allowlist once refused), and are limited."""
+    conditions = (
+        "SELECT drug_name, interacting_drug_name, description FROM ddi WHERE lower(drug_name) = lower('Warfarin') "
+        "AND (description LIKE '%risk%' OR description LIKE '%increase%') "
+        "AND CASE WHEN length(description) > 10 THEN 1 ELSE 0 END = 1"
+    )
     for backend, (system, ctx) in sql_agents.items():
-        attack_stub.config.reply = "SELECT drug_name, interacting_drug_name, description FROM ddi"
-        _, trace = _ask(system, ctx, "Which drugs interact with Warfarin?")
-        record = trace["sql"][0]
-        assert record["checked"].endswith(f"LIMIT {system.config.max_rows}")
-        assert 0 < len(record["rows"]) <= system.config.max_rows, backend
+        for statement in ("SELECT drug_name, interacting_drug_name, description FROM ddi", conditions):
+            attack_stub.config.reply = statement
+            _, trace = _ask(system, ctx, "Which drugs interact with Warfarin?")
+            record = trace["sql"][0]
+            assert "error" not in record, (backend, record)
+            assert record["checked"].endswith(f"LIMIT {system.config.max_rows}")
+            assert 0 < len(record["rows"]) <= system.config.max_rows, backend
+            assert statement == conditions or any(row[0] != "Warfarin" for row in record["rows"])
+        assert all(row[0] == "Warfarin" for row in record["rows"]), backend
 
 
 def test_sql_databases_hold_training_pairs_only(sql_agents) -> None:
