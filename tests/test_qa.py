@@ -179,6 +179,18 @@ def test_qa_run_judge_selfcheck_and_rescore(cli, tmp_path: Path) -> None:
         assert code == 0, err
         bare = json.loads((run_dir / "results.json").read_text())["evaluation"]["metrics"]
         assert "judge_overall" not in bare and "selfcheck" not in bare and "bertscore_f1" in bare
+        # scores/ still holds the grades and samples of the first scoring: a bundle of the bare run ignores them
+        assert any((run_dir / "scores").glob("selfcheck-*")) and any((run_dir / "scores").glob("judge-*"))
+        from ddibench.submission import verify
+
+        for compact in (False, True):
+            args = ["--compact"] if compact else []
+            bundle = tmp_path / f"bare-{compact}.tar.gz"
+            code, _, err = cli("submit", *args, str(run_dir), "--out", str(bundle))
+            assert code == 0, err
+            verdict = verify(bundle)
+            assert verdict.is_preview(), verdict.reasons  # a --limit run, recomputed as it was scored
+            assert "selfcheck" not in verdict.evaluation.metrics and "judge_overall" not in verdict.evaluation.metrics
     # a judge or SelfCheckGPT only adds scores: the board ranks such runs with the plain ones
     from ddibench.registry import get_task
     from ddibench.store import scoring_variant

@@ -216,10 +216,13 @@ class TextEvaluator(BaseEvaluator):
         return lines
 
     def read_extras(self, files: Mapping[str, bytes]) -> dict[str, Any]:
+        """The judge's grades and SelfCheckGPT's samples under ``scores/``, each only where this scoring asks for
+        it: a run scored again with ``--no-judge`` or ``--selfcheck 0`` keeps the earlier files in its folder."""
         extras: dict[str, Any] = {}
+        wanted = {"judge": bool(self.setting("judge")), "selfcheck": int(self.setting("selfcheck") or 0) > 0}
         for name, data in sorted(files.items()):
             for prefix, key in (("scores/judge-", "judge"), ("scores/selfcheck-", "selfcheck")):
-                if name.startswith(prefix) and key not in extras:
+                if name.startswith(prefix) and wanted[key] and key not in extras:
                     records = [json.loads(x) for x in data.decode("utf-8").splitlines() if x.strip()]
                     extras[key] = {r["sample_id"]: r for r in records}
         return extras
