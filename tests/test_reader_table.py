@@ -131,6 +131,12 @@ def test_a_question_tasks_floor_is_top_passage_and_its_baseline_the_model_alone(
         for system, extra in (("no-rag", ()), ("text-rag", small)):
             code, _, err = cli("run", "-s", system, *base, "-m", model, *extra, "--run-dir", str(runs / system))
             assert code == 0, err
+        # SelfCheckGPT only adds a model-based score: runs scored with and without it still pair
+        code, _, err = cli(
+            "rescore", str(runs / "no-rag"), "--no-judge", "--selfcheck", "1", "-m", f"generator={model}"
+        )
+        assert code == 0, err
+        assert "selfcheck" in json.loads((runs / "no-rag" / "results.json").read_text())["evaluation"]["metrics"]
     table = runpy.run_path(str(SCRIPT))
     rows = table["collect"](runs, "zero-shot", [], "stub-model")
     assert [r.system for r in rows] == ["no-rag", "text-rag"]

@@ -101,8 +101,13 @@ def _check_comparable(
             f"{run_a} is {ident_a.task.name} ({ident_a.split}), {run_b} is {ident_b.task.name} ({ident_b.split})",
             "compare two runs of the same task and split",
         )
+    from ddibench.registry import get_task
+
+    # only options that change scores count, as on the board: a judge or SelfCheckGPT only adds model-based scores,
+    # which a comparison does not recompute (it scores both sides' predictions again with the task's scorers)
+    evaluator = get_task(ident_a.task.name).evaluator()
     options_a, options_b = results_a.manifest.scoring.options, results_b.manifest.scoring.options
-    if options_a != options_b:
+    if evaluator.configure(options_a).variant_settings() != evaluator.configure(options_b).variant_settings():
         raise RunDirError(
             f"the two runs were scored with other options ({options_a} and {options_b})",
             "rescore one with the other's options",
