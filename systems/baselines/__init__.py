@@ -162,8 +162,6 @@ class TopPassageSystem(BaseSystem):
         self.info: dict[str, Any] = {}
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        from collections import Counter as Count
-
         from ddibench import corpus
 
         chunks = corpus.qa_corpus(
@@ -180,7 +178,7 @@ class TopPassageSystem(BaseSystem):
                 "leave monograph_chunks and medquad_chunks unset, or set one above 0",
             )
         self.index = corpus.BM25Index(chunks)
-        self.info = {"corpus": dict(Count(c.source for c in chunks)), "no_match": 0}
+        self.info = {"corpus": dict(Counter(c.source for c in chunks)), "no_match": 0}
 
     def run_info(self) -> dict[str, Any]:
         return self.info
