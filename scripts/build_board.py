@@ -186,8 +186,8 @@ def reader_plan() -> list[Entry]:
     DrugBank S1 (100 pairs) for the five label-choice systems, then the same pairs with the options shuffled and
     chosen by the likelihood of their numbers (position bias), CLADD beside zero-shot on hERG and DILI (50
     molecules), the five QA systems and their floor on MedQuAD (50 questions, model-free scorers: the judge would be the reader
-    itself), DrugBank S2 and TWOSIDES S2 (50 pairs), the two target tasks (30 molecules), DDI QA S1 (50
-    questions), and last the retrieval systems' answers chosen by the likelihood of the types' texts."""
+    itself), DrugBank S2 and TWOSIDES S2 (50 pairs), the two target tasks (30 molecules), DDI QA S1 and S0 (50
+    questions each), and last the retrieval systems' answers chosen by the likelihood of the types' texts."""
 
     def ddi(system: str, task: str, limit: int) -> Entry:
         return Entry(system, task, limit=limit, options=SLOTS if system == "cbr-ddi" else ())
@@ -253,6 +253,10 @@ def reader_plan() -> list[Entry]:
     entries += molecules("tox_herg", 50) + molecules("tox_dili", 50) + questions("medquad")
     entries += [ddi(system, task, 50) for task in ("drugbank_s2", "twosides_s2") for system in LLM_DDI_SYSTEMS]
     entries += molecules("targets_inhibit", 30) + molecules("targets_activate", 30) + questions("ddi_qa_s1")
+    # the setting closest to DrugRAG's paper: both drugs of each question are known, and the training KG holds their
+    # other interactions (on S1 one drug of each pair has none; the paper's KG holds the asked pairs themselves,
+    # which no held-out split can)
+    entries += questions("ddi_qa_s0")
     # the texts' likelihood with a context: one request per branch of the types' token tree after a prompt that
     # differs per pair, about ten times a generated answer's cost, so after every task's first previews
     entries += [texts["kaping"], texts["k-paths"], texts["naive-cbr"]]
