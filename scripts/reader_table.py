@@ -60,6 +60,7 @@ class Row:
     coverage: str
     floors: str
     against_baseline: str
+    baseline_system: str  # the system against_baseline pairs with: a QA task's is the model alone
     against_plain: str
     against_reference: str | None  # None: no --reference for this run's task
     published: str  # the papers' numbers for this task, system and primary metric ("—" for a variant or none)
@@ -158,6 +159,7 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: s
                 load,
                 qa_floor=qa_floors.get((task, results.evaluation.n)),
                 against_baseline=_paired(run_dir, by_key.get((task, against, variant)), name, spec, load),
+                baseline_system=against,
                 against_plain=_paired(run_dir, by_key.get((task, system, "")), name, spec, load) if variant else "—",
                 against_reference=against_reference,
             )
@@ -245,9 +247,11 @@ def _row(
 
 def runs_table(rows: list[Row], baseline: str, with_reference: bool, with_published: bool = False) -> str:
     """A row per run."""
+    others = sorted({r.baseline_system for r in rows} - {baseline})  # QA rows pair with the model alone
+    against = f"{baseline} (QA: {', '.join(others)})" if others else baseline
     lines = [
         "| task | system | variant | n | primary [95% CI] | accuracy | top answer / first option | vote reader | coverage"
-        f" | floors | vs {baseline} (paired) | vs its plain run (paired) |"
+        f" | floors | vs {against} (paired) | vs its plain run (paired) |"
         + (" vs reference (paired) |" * with_reference)
         + (" the papers (same metric) |" * with_published),
         "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * (with_reference + with_published),

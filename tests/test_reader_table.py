@@ -147,3 +147,4 @@ def test_a_question_tasks_floor_is_top_passage_and_its_baseline_the_model_alone(
     m = next(m for m in json.loads(out)["metrics"] if m["metric"] == "embedding_similarity")
     assert rows[0].against_baseline == "—"
     assert rows[1].against_baseline.startswith(f"{m['diff']:.3f} [{m['low']:.3f}, {m['high']:.3f}]")
+    assert "| vs zero-shot (QA: no-rag) (paired) |" in table["runs_table"](rows, "zero-shot", False).splitlines()[0]
