@@ -213,7 +213,7 @@ class RunContext:
     """Everything a system may use during a run besides its own configuration."""
 
     task: Task  # the task being run (name, label_space, family, evaluator)
-    profile: Profile  # the declared hardware profile; profile.budget_for(system) gives its budget
+    profile: Profile  # the declared hardware profile; profile.budget_for(system, task) gives its budget
     seed: int  # the run's seed: seed every random choice with it
     artifacts: ArtifactStore  # where prepare() keeps what it builds, keyed by what it was built from
     llm: LLMPool | None = None  # the models of the run (use model(role))

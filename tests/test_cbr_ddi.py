@@ -61,6 +61,8 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
         "5",
         "-m",
         f"vllm:stub-model@{stub.base_url}",
+        "--profile",
+        "cpu",
         *SMALL,
     ]
     code, out, err = cli(*args, "--run-dir", str(tmp_path / "a"))
@@ -70,6 +72,12 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     assert info["repository_built"] is True and info["repository"]["built_from"] == 24
     assert info["repository"]["refinement"]["checked"] == 4
     assert 0 < info["repository"]["cases"] <= 24 and "lambda" in info
+    # the GNN module gets the profile's EmerGNN budget for this task (drugbank_s2's own schedule), under -C gnn=
+    gnn = info["gnn"]["resolved_config"]
+    cpu = get_profile("cpu")
+    assert gnn["epoch_per_test"] == cpu.budget_for("emergnn", "drugbank_s2")["epoch_per_test"]
+    assert gnn["epoch_per_test"] != cpu.budget_for("emergnn")["epoch_per_test"]
+    assert gnn["max_epochs"] == 1 and gnn["predict_facts"] == "train"
     assert set(res["cost"]["per_item"]) == {"generator", "describer"}
     for pred in journal(tmp_path / "a"):
         trace = pred["trace"]

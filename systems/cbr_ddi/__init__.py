@@ -186,9 +186,10 @@ class CBRDDISystem(BaseSystem):
         """Trains (or loads) the GNN module and records its training log."""
         from ddibench.systems.emergnn import EmerGNNSystem
 
-        # the GNN module: EmerGNN under the profile's budget; its prediction graph holds training interactions only
+        # the GNN module: EmerGNN under the profile's budget for this task (the one the EmerGNN system gets on it:
+        # S2 and TWOSIDES need more epochs than S1); its prediction graph holds training interactions only
         gnn_options = {
-            **ctx.profile.budget_for("emergnn"),
+            **ctx.profile.budget_for("emergnn", view.task.name),
             **self.config.gnn,
             "predict_facts": "train",
             "explain_paths": 0,
