@@ -230,7 +230,29 @@ def test_sigkill_halfway_then_resume_keeps_every_sample_exactly_once(tmp_path: P
     ids = journal_ids(run_dir)
     assert len(ids) == len(set(ids)) == 300
     assert ids[: len(partial)] == partial
-    assert json.loads((run_dir / "results.json").read_text())["evaluation"]["n"] == 300
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["evaluation"]["n"] == 300
+    # the killed session reported no counters: the run's counts cover the resumed session and say so
+    counters = results["system_info"]["counters"]
+    assert counters.get("answered", 0) + counters.get("invalid", 0) == 300 - len(partial)
+    assert results["system_info"]["counters_cover"].startswith("1 of 2 sessions")
+
+
+def test_a_resumed_runs_counters_are_summed_over_its_sessions() -> None:
+    from ddibench.runner.records import SessionRecord
+    from ddibench.runner.scoring import _run_system_info
+
+    def session(state: str, info: dict) -> SessionRecord:
+        return SessionRecord(started="2026-01-01T00:00:00+00:00", state=state, system_info=info)
+
+    interrupted = session("interrupted", {"counters": {"answered": 22, "sql_rejected": 6}, "lambda": 0.5})
+    finished = session("finished", {"counters": {"answered": 28, "sql_non_empty": 4}, "lambda": 0.25})
+    rescored = session("finished", {"counters": {}, "lambda": 0.25})  # a re-run that predicted nothing
+    info = _run_system_info([interrupted, finished, rescored])
+    assert info == {"counters": {"answered": 50, "sql_rejected": 6, "sql_non_empty": 4}, "lambda": 0.25}
+    info = _run_system_info([session("killed", {}), finished])
+    assert info["counters"] == {"answered": 28, "sql_non_empty": 4} and info["counters_cover"].startswith("1 of 2")
+    assert _run_system_info([session("finished", {"gnn": {"epochs": 3}})]) == {"gnn": {"epochs": 3}}
 
 
 def test_torn_journal_line_is_cut_and_rerun(tmp_path: Path) -> None:

@@ -358,7 +358,7 @@ def make_results(
         sessions=len(sessions),
         sessions_killed=sum(1 for s in sessions if s.state == "killed"),
     )
-    system_info = next((s.system_info for s in reversed(sessions) if s.system_info), {})
+    system_info = _run_system_info(sessions)
     return Results(
         run_id=identity.run_id,
         task=task.name,
@@ -384,6 +384,27 @@ def _not_submittable_reasons(task: Task, identity: RunIdentity, profile: Profile
         )
         if bad
     ]
+
+
+def _run_system_info(sessions: Sequence[SessionRecord]) -> dict[str, Any]:
+    """What the system reported of its work: the last reporting session's info, with ``counters`` summed over every
+    session that reported some, so a resumed run's counts cover all its sessions, not the last one alone (an
+    interrupted session's counts include work on samples it did not finish). A session killed before it ended
+    reported nothing; ``counters_cover`` then says how many of the run's sessions the counts cover."""
+    reports = [s.system_info for s in sessions if s.system_info]
+    info = dict(reports[-1]) if reports else {}
+    counted = [r["counters"] for r in reports if isinstance(r.get("counters"), dict)]
+    if not counted:
+        return info
+    total: dict[str, Any] = {}
+    for counters in counted:
+        for name, n in counters.items():
+            total[name] = total.get(name, 0) + n if isinstance(n, int | float) else n
+    info["counters"] = total
+    silent = sum(1 for s in sessions if s.state == "killed")
+    if silent:
+        info["counters_cover"] = f"{len(sessions) - silent} of {len(sessions)} sessions (a killed session reports none)"
+    return info
 
 
 def _total_timing(sessions: Sequence[SessionRecord]) -> Timing:
