@@ -250,8 +250,10 @@ def test_a_resumed_runs_counters_are_summed_over_its_sessions() -> None:
     rescored = session("finished", {"counters": {}, "lambda": 0.25})  # a re-run that predicted nothing
     info = _run_system_info([interrupted, finished, rescored])
     assert info == {"counters": {"answered": 50, "sql_rejected": 6, "sql_non_empty": 4}, "lambda": 0.25}
-    info = _run_system_info([session("killed", {}), finished])
+    killed = session("killed", {}).model_copy(update={"predicted": 20})
+    info = _run_system_info([killed, finished])
     assert info["counters"] == {"answered": 28, "sql_non_empty": 4} and info["counters_cover"].startswith("1 of 2")
+    assert "counters_cover" not in _run_system_info([session("killed", {}), finished])  # killed before it predicted
     assert _run_system_info([session("finished", {"gnn": {"epochs": 3}})]) == {"gnn": {"epochs": 3}}
 
 

@@ -389,8 +389,8 @@ def _not_submittable_reasons(task: Task, identity: RunIdentity, profile: Profile
 def _run_system_info(sessions: Sequence[SessionRecord]) -> dict[str, Any]:
     """What the system reported of its work: the last reporting session's info, with ``counters`` summed over every
     session that reported some, so a resumed run's counts cover all its sessions, not the last one alone (an
-    interrupted session's counts include work on samples it did not finish). A session killed before it ended
-    reported nothing; ``counters_cover`` then says how many of the run's sessions the counts cover."""
+    interrupted session's counts include work on samples it did not finish). A session killed after it predicted
+    some samples reported nothing; ``counters_cover`` then says how many of the run's sessions the counts cover."""
     reports = [s.system_info for s in sessions if s.system_info]
     info = dict(reports[-1]) if reports else {}
     counted = [r["counters"] for r in reports if isinstance(r.get("counters"), dict)]
@@ -401,7 +401,7 @@ def _run_system_info(sessions: Sequence[SessionRecord]) -> dict[str, Any]:
         for name, n in counters.items():
             total[name] = total.get(name, 0) + n if isinstance(n, int | float) else n
     info["counters"] = total
-    silent = sum(1 for s in sessions if s.state == "killed")
+    silent = sum(1 for s in sessions if s.state == "killed" and s.predicted)  # killed in prepare: nothing missed
     if silent:
         info["counters_cover"] = f"{len(sessions) - silent} of {len(sessions)} sessions (a killed session reports none)"
     return info
