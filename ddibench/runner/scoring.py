@@ -6,6 +6,7 @@ hardware. ``rescore`` does the same for a finished run without predicting anythi
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -396,11 +397,10 @@ def _run_system_info(sessions: Sequence[SessionRecord]) -> dict[str, Any]:
     counted = [r["counters"] for r in reports if isinstance(r.get("counters"), dict)]
     if not counted:
         return info
-    total: dict[str, Any] = {}
+    total: Counter[str] = Counter()
     for counters in counted:
-        for name, n in counters.items():
-            total[name] = total.get(name, 0) + n if isinstance(n, int | float) else n
-    info["counters"] = total
+        total.update(counters)  # adds the counts (System.count keeps ints)
+    info["counters"] = dict(total)
     silent = sum(1 for s in sessions if s.state == "killed" and s.predicted)  # killed in prepare: nothing missed
     if silent:
         info["counters_cover"] = f"{len(sessions) - silent} of {len(sessions)} sessions (a killed session reports none)"
