@@ -23,6 +23,7 @@ ANSWER_SYSTEM = (
     "You are a careful clinical pharmacist. Answer the question in two or three sentences. "
     "When information is provided, base the answer on it and do not invent facts."
 )
+CONTEXT_LABELS = "context_labels"  # ddibench.runner.ceilings.KEY (the runner sits above this module)
 ANSWER_WITH_CONTEXT = """Information:
 {context}
 
@@ -56,12 +57,14 @@ class AnswerSystem(BaseSystem):
     llm_roles: ClassVar[tuple[str, ...]] = ("generator",)
     batch_size = 1
     max_concurrency = 4
+    retrieves: ClassVar[bool] = True  # its answer prompt shows retrieved context (False: the model alone)
     config: AnswerConfig
 
     def __init__(self, config: AnswerConfig | None = None) -> None:
         super().__init__(config)
         self.counters: dict[str, int] = {}
         self._recovery: Any = None
+        self._stated: Any = None
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
@@ -70,6 +73,10 @@ class AnswerSystem(BaseSystem):
         return {"counters": dict(self.counters)}
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        from ddibench.evaluation.text_scorers import StatedTypes
+
+        stated = StatedTypes(view.task.label_space) if view.task.label_space is not None else None
+        self._stated = stated if self.retrieves and stated else None
         if view.task.family == families.DRUGBANK_DDI:
             from ddibench.embeddings import shared_encoder
             from ddibench.evaluation.text_scorers import LabelRecovery
@@ -87,7 +94,10 @@ class AnswerSystem(BaseSystem):
     async def write(
         self, question: str, context: Sequence[str], ctx: RunContext, role: str = "generator"
     ) -> tuple[str, dict[str, Any]]:
-        """The answer-writing call: the question, with the retrieved information when there is some."""
+        """The answer-writing call: the question, with the retrieved information when there is some. On a task with
+        interaction types, a retrieving system's call records the types its context states (``context_labels``,
+        lifted to the prediction's trace by :meth:`predict`), so that ``ddibench report --ceilings`` can score an
+        ideal reader of exactly what the prompt showed."""
         user = (
             ANSWER_WITH_CONTEXT.format(context="\n".join(f"- {c}" for c in context), question=question)
             if context
@@ -97,7 +107,10 @@ class AnswerSystem(BaseSystem):
         result = await ctx.model(role).chat(
             messages, temperature=self.config.temperature, max_tokens=self.config.max_tokens, seed=ctx.seed
         )
-        return " ".join(result.text.split()), llm_trace(role, messages, result)
+        call = llm_trace(role, messages, result)
+        if self._stated is not None:
+            call[CONTEXT_LABELS] = self._stated(context)
+        return " ".join(result.text.split()), call
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         out = []
@@ -112,6 +125,9 @@ class AnswerSystem(BaseSystem):
             else:
                 raise TypeError(f"{self.name} answers questions and drug pairs, not {type(sample.input).__name__}")
             text, trace = await self.answer(question, ctx)
+            for call in trace.get("llm", []):
+                if isinstance(call, dict) and CONTEXT_LABELS in call:
+                    trace[CONTEXT_LABELS] = call.pop(CONTEXT_LABELS)  # the answer call's: the last that records them
             if not text.strip():
                 self.count("empty_answers")
                 out.append(Prediction.invalid(sample.id, "empty answer", text=text, trace=trace))

@@ -97,3 +97,59 @@ def test_a_run_without_context_labels_has_no_ceilings(cli, stub, tmp_path: Path)
     assert compute(tmp_path / "z") is None
     code, out, _ = cli("report", "--ceilings", str(tmp_path))
     assert code == 1 and "no finished run records context labels" in out
+
+
+def test_qa_systems_record_the_types_their_prompt_states_and_the_vote_reader_writes_that_types_sentence(
+    cli, stub, tmp_path: Path
+) -> None:
+    """A retrieving QA system's trace records the interaction types its answer prompt's context states (any drug
+    names); the ceilings' vote reader answers the most stated type's sentence about the question's pair, scored
+    by the task's own text scorers. The model alone records none."""
+    from collections import Counter
+
+    from ddibench.registry import get_task
+    from ddibench.runner.plan import select_samples
+
+    base = [
+        "-t",
+        "ddi_qa_s1",
+        "--limit",
+        "6",
+        "--no-judge",
+        "--selfcheck",
+        "0",
+        "-m",
+        f"vllm:stub-model@{stub.base_url}",
+    ]
+    small = ["-C", "interaction_chunks=300", "-C", "monograph_chunks=100", "-C", "medquad_chunks=100"]
+    code, _, err = cli("run", "-s", "text-rag", *base, *small, "--run-dir", str(tmp_path / "rag"))
+    assert code == 0, err
+    task = get_task("ddi_qa_s1")
+    data = task.load()
+    train = {s.id: int(s.target["label"]) for s in data.split("train")}
+    from_sentences = 0
+    for record in _journal(tmp_path / "rag"):
+        trace = record["prediction"]["trace"]
+        assert "context_labels" not in trace["llm"][-1]  # lifted to the trace's top
+        shown = [train[c["id"].split(":", 1)[1]] for c in trace["retrieved"] if c["source"] == "interaction"]
+        assert not Counter(shown) - Counter(trace["context_labels"])  # every training sentence shown is counted
+        from_sentences += len(shown)
+    assert from_sentences > 0
+
+    real = compute(tmp_path / "rag")
+    assert real is not None and real.n == 6 and real.metric == "embedding_similarity"
+    samples = select_samples(task, data, "test", 6, 0)
+    gold = {s.id: int(s.target["label"]) for s in samples}
+    records = _journal(tmp_path / "rag")
+    for record in records:
+        record["prediction"]["trace"]["context_labels"] = [(gold[record["prediction"]["sample_id"]] + 1) % 86] + [
+            gold[record["prediction"]["sample_id"]]
+        ] * 2
+    (tmp_path / "rag" / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    perfect = compute(tmp_path / "rag")
+    assert perfect is not None and perfect.coverage == 1.0 and perfect.vote[0] == pytest.approx(1.0, abs=1e-3)
+
+    code, _, err = cli("run", "-s", "no-rag", *base, "--run-dir", str(tmp_path / "alone"))
+    assert code == 0, err
+    assert all("context_labels" not in r["prediction"]["trace"] for r in _journal(tmp_path / "alone"))
+    assert compute(tmp_path / "alone") is None

@@ -130,6 +130,44 @@ class LabelRecovery:
         return int(np.argmax(sims)), "embedding"
 
 
+class StatedTypes:
+    """The interaction types a retrieved text states: sentences that instantiate a type's template with *any* drug
+    names ("Aspirin may increase the anticoagulant activities of Warfarin" states that type about another pair).
+    What a QA system's context says about interaction types, for the retrieval ceilings
+    (:mod:`ddibench.runner.ceilings`). Hand-written: a template match with free names is what no library does.
+    Where several templates match one sentence, the one with the most fixed text wins (a name could otherwise
+    swallow the tail of a longer type's sentence)."""
+
+    def __init__(self, labels: LabelSpace) -> None:
+        self._patterns: list[tuple[int, int, re.Pattern[str]]] = []
+        for lb in labels:
+            if "#Drug1" not in lb.template or "#Drug2" not in lb.template:
+                continue
+            parts = re.split(r"#Drug[12]", lb.template.rstrip(". "))
+            body = "(?:.+?)".join(re.escape(part) for part in parts)
+            self._patterns.append((sum(map(len, parts)), lb.id, re.compile(body, re.IGNORECASE)))
+        self._patterns.sort(key=lambda x: -x[0])  # most fixed text first
+
+    def __bool__(self) -> bool:
+        return bool(self._patterns)
+
+    def in_sentence(self, sentence: str) -> int | None:
+        for _, label, pattern in self._patterns:
+            if pattern.search(sentence):
+                return label
+        return None
+
+    def __call__(self, texts: Sequence[str]) -> list[int]:
+        """The types the texts' sentences state, in the order they are stated (one per sentence, repeats kept)."""
+        out = []
+        for text in texts:
+            for sentence in sentences(text):
+                label = self.in_sentence(sentence)
+                if label is not None:
+                    out.append(label)
+        return out
+
+
 def selfcheck_bertscore(scorer: BertScorer, answer: str, samples: Sequence[str]) -> float | None:
     """SelfCheckGPT (BERTScore variant) of one answer; None without samples or sentences."""
     answer_sentences = sentences(answer)

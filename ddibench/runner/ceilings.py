@@ -6,7 +6,8 @@ the trace or under ``context``; label ids of the task's label space). From those
 samples and with the task's own evaluator and bootstrap:
 
 * **vote reader** — answers the label the context states most often (ties: the one shown first); on a
-  label-set task, the k labels stated most often. A plain reader any LLM could match: a system scoring
+  label-set task, the k labels stated most often; on a question about a pair (``ddi_qa_*``), the sentence of the
+  type stated most often, with the question's two drugs, scored by the task's own text scorers. A plain reader any LLM could match: a system scoring
   below it loses information its context holds.
 * **coverage** — the share of samples whose gold label the context states at all (label sets: the share
   of the gold labels stated, averaged). No reader that answers from the context alone can beat it.
@@ -19,12 +20,12 @@ the model did not use it); they are diagnostics read from the journal, not part 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ddibench.schema import Prediction, Sample
+from ddibench.schema import Prediction, Question, Sample
 
 KEY = "context_labels"
 
@@ -75,7 +76,25 @@ class Ceilings:
 
 
 def _gold(sample: Sample) -> set[int]:
+    if isinstance(sample.target, Mapping):  # a question about a pair: its reference answer and interaction type
+        return {int(sample.target["label"])} if sample.target.get("label") is not None else set()
     return set(sample.label_ids) if isinstance(sample.target, (tuple, list)) else {sample.label}
+
+
+def _voted(sample: Sample, labels: list[int], k: int | None, label_space: Any, text: bool) -> Prediction:
+    if not labels:
+        return Prediction.invalid(sample.id, "the context states no label")
+    if k is not None:
+        return Prediction(sample_id=sample.id, ranked=vote(labels, k))
+    label = vote(labels, None)[0]
+    if not text:
+        return Prediction(sample_id=sample.id, label=label)
+    question = sample.input
+    pair = question.pair if isinstance(question, Question) else None
+    if pair is None:  # a text task whose questions name no pair states no interaction types either
+        raise ValueError(f"sample {sample.id}: a context that states interaction types needs a question about a pair")
+    # the vote reader writes the voted type's sentence about the question's drugs
+    return Prediction(sample_id=sample.id, label=label, text=label_space[label].render(pair.head.name, pair.tail.name))
 
 
 def compute(
@@ -87,6 +106,7 @@ def compute(
     packed before ddibench kept every sample's labels has them for its first few samples only, and ceilings over
     those would not be the run's."""
     from ddibench.evaluation.ranking import RankingEvaluator
+    from ddibench.evaluation.text import TextEvaluator
     from ddibench.registry import get_task
     from ddibench.runner.plan import select_samples
     from ddibench.runner.rundir import load_finished
@@ -108,18 +128,14 @@ def compute(
     evaluator = task.evaluator().configure(results.manifest.scoring.options)
     samples = select_samples(task, task.load(), ident.split, ident.limit, int(ident.seed))
     k = evaluator.k if isinstance(evaluator, RankingEvaluator) else None
+    text = isinstance(evaluator, TextEvaluator)
     voted: dict[str, Prediction] = {}
     covered: list[float] = []
     for s in samples:
         labels = stated.get(s.id) or []
         gold = _gold(s)
         covered.append(len(gold & set(labels)) / len(gold) if gold else 0.0)
-        if not labels:
-            voted[s.id] = Prediction.invalid(s.id, "the context states no label")
-        elif k is None:
-            voted[s.id] = Prediction(sample_id=s.id, label=vote(labels, None)[0])
-        else:
-            voted[s.id] = Prediction(sample_id=s.id, ranked=vote(labels, k))
+        voted[s.id] = _voted(s, labels, k, task.label_space, text)
     evaluation = evaluator.evaluate(samples, voted, results.bootstrap_spec, {})
     name = results.evaluation.primary_metric
     own, mine = results.evaluation.metrics[name], evaluation.metrics[name]

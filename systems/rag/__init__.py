@@ -26,6 +26,7 @@ class NoRAGSystem(AnswerSystem):
     name = "no-rag"
     version = "1.0.0"
     description = "the answer model alone, no retrieval"
+    retrieves = False
 
     async def answer(self, question: Question, ctx: RunContext) -> tuple[str, dict[str, Any]]:
         text, call = await self.write(question.text, [], ctx)
