@@ -75,7 +75,7 @@ class AnswerSystem(BaseSystem):
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         from ddibench.evaluation.text_scorers import StatedTypes
 
-        stated = StatedTypes(view.task.label_space) if view.task.label_space is not None else None
+        stated = StatedTypes(view.task.label_space)  # falsy where the labels are no interaction types (MedQuAD)
         self._stated = stated if self.retrieves and stated else None
         if view.task.family == families.DRUGBANK_DDI:
             from ddibench.embeddings import shared_encoder

@@ -6,9 +6,9 @@ the trace or under ``context``; label ids of the task's label space). From those
 samples and with the task's own evaluator and bootstrap:
 
 * **vote reader** — answers the label the context states most often (ties: the one shown first); on a
-  label-set task, the k labels stated most often; on a question about a pair (``ddi_qa_*``), the sentence of the
-  type stated most often, with the question's two drugs, scored by the task's own text scorers. A plain reader any LLM could match: a system scoring
-  below it loses information its context holds.
+  label-set task, the k labels stated most often; on a question about a pair (``ddi_qa_*``), the sentence of
+  the type stated most often, with the question's two drugs, scored by the task's own text scorers. A plain
+  reader any LLM could match: a system scoring below it loses information its context holds.
 * **coverage** — the share of samples whose gold label the context states at all (label sets: the share
   of the gold labels stated, averaged). No reader that answers from the context alone can beat it.
 
