@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +14,15 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 def keep_text(folder: Path, text: str, digest: str | None = None) -> str:
     """Keep ``text`` once as ``<folder>/texts/<sha256>.txt`` (written whole or not at all) and return its sha256:
-    a long text shared by many samples, such as a system prompt, that traces refer to by hash."""
+    a long text shared by many samples, such as a system prompt, that traces refer to by hash.
+
+    Several writers (threads, Ray workers) may keep the same new text at once: each writes its own temporary
+    file and renames it into place, and the last rename wins with the same bytes."""
     digest = digest or sha256_text(text)
     path = folder / "texts" / f"{digest}.txt"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
     return digest

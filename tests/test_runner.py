@@ -423,3 +423,33 @@ def test_long_texts_are_kept_once_by_hash(tmp_path: Path) -> None:
     before = path.stat().st_mtime_ns
     assert keep_text(tmp_path, "You classify drug pairs.") == digest and path.stat().st_mtime_ns == before
     assert [p.name for p in (tmp_path / "texts").iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_writers_keeping_the_same_new_text_at_once_all_succeed(tmp_path: Path) -> None:
+    """Ray workers and threads of one run keep the same system prompt at the same moment: none may fail because
+    another renamed a shared temporary file away first (CI saw exactly that in a two-worker Ray run)."""
+    import threading
+
+    from ddibench.hashing import keep_text, sha256_text
+
+    texts = [f"prompt {i} " * 2000 for i in range(60)]
+    start = threading.Barrier(6)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        for text in texts:
+            try:
+                start.wait()
+                keep_text(tmp_path, text)
+            except BaseException as exc:  # noqa: BLE001 - the test reports whatever any writer raised
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    kept = sorted(p.name for p in (tmp_path / "texts").iterdir())
+    assert kept == sorted(f"{sha256_text(t)}.txt" for t in texts)  # every text once, no temporary file left
+    assert all((tmp_path / "texts" / f"{sha256_text(t)}.txt").read_text() == t for t in texts)
