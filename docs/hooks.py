@@ -1,14 +1,19 @@
 """mkdocs hook: pages say ``<!-- ddibench:tasks FAMILY -->`` or ``<!-- ddibench:systems -->`` and get tables
-generated from the installed registry, so the documentation lists exactly what ``ddibench list`` lists;
-``<!-- ddibench:types -->`` and ``<!-- ddibench:families -->`` generate the API reference of the types an
-adapter touches (every field with its type, default and meaning, read from the source) and what each task
-family asks of a prediction."""
+generated from the installed registry, so the documentation lists exactly what ``ddibench list`` lists.
+
+The API reference of the types an adapter touches (every field with its type, default and meaning, read from the
+source) and what each task family asks of a prediction are not filled in at build time: they are written into
+``docs/reference/types.md`` between ``<!-- generated:types start ... -->`` and ``<!-- generated:types end -->``
+markers (and ``generated:families``) by ``python scripts/gen_types_reference.py``, so the page reads the same on
+GitHub as on the site; ``tests/test_docs.py`` fails when the committed page is stale."""
 
 from __future__ import annotations
 
 import re
 
-PLACEHOLDER = re.compile(r"<!-- ddibench:(tasks|systems|profiles|system|types|families)(?: ([a-z_-]+))? -->")
+PLACEHOLDER = re.compile(r"<!-- ddibench:(tasks|systems|profiles|system)(?: ([a-z_-]+))? -->")
+# a block of a committed page that scripts/gen_types_reference.py rewrites: start marker, body, end marker
+GENERATED = re.compile(r"(<!-- generated:(types|families) start[^\n]*-->\n).*?(<!-- generated:\2 end -->)", re.DOTALL)
 
 
 def _tasks(family: str | None) -> str:
@@ -82,8 +87,6 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001
             "systems": _systems,
             "profiles": _profiles,
             "system": lambda: _system(arg),
-            "types": _types,
-            "families": _families,
         }[kind]()
 
     return PLACEHOLDER.sub(render, markdown)
@@ -132,13 +135,30 @@ def _comment(lines: list[str], node) -> str:  # noqa: ANN001
     return " ".join(above)
 
 
+def _meaning(lines: list[str], body: list, index: int) -> str:  # noqa: ANN001 - ast nodes
+    """What a field means: its attribute docstring (a string just under it), else a pydantic ``Field(description=...)``,
+    else its comment."""
+    import ast
+    import inspect
+
+    item = body[index]
+    after = body[index + 1] if index + 1 < len(body) else None
+    if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+        return inspect.cleandoc(after.value.value).split("\n\n")[0].replace("\n", " ")
+    if isinstance(item.value, ast.Call):
+        for keyword in item.value.keywords:
+            if keyword.arg == "description" and isinstance(keyword.value, ast.Constant):
+                return str(keyword.value.value)
+    return _comment(lines, item)
+
+
 def type_members(module: str, name: str) -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str]]]:
     """A class's public fields ``(name, type, default, meaning)`` and public methods and properties ``(signature, meaning)``."""
     import ast
 
     node, lines = _class_node(module, name)
     fields, methods = [], []
-    for item in node.body:
+    for index, item in enumerate(node.body):
         if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and not item.target.id.startswith("_"):
             kind = (
                 ast.unparse(item.annotation).replace("ClassVar[", "").rstrip("]")
@@ -148,7 +168,7 @@ def type_members(module: str, name: str) -> tuple[list[tuple[str, str, str, str]
             default = ast.unparse(item.value) if item.value is not None else ""
             if default.startswith("field(") or default.startswith("Field("):
                 default = "(built per instance)" if "factory" in default else default
-            fields.append((item.target.id, kind, default, _comment(lines, item)))
+            fields.append((item.target.id, kind, default, _meaning(lines, node.body, index)))
         elif isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_"):
             doc = (ast.get_docstring(item) or "").split("\n\n")[0].replace("\n", " ")
             args = [a.arg for a in item.args.args if a.arg not in ("self", "cls")]
@@ -174,7 +194,7 @@ def _types() -> str:
         doc = (ast.get_docstring(node) or "").split("\n\n")[0].replace("\n", " ")
         fields, methods = type_members(module, name)
         public = module.replace("._client", "")
-        out += [f"### `{name}`", "", f"`{public}.{name}` — {purpose}. {_cell(doc)}", ""]
+        out += [f"### `{name}`", "", f"`{public}.{name}` — {purpose}. {_cell(doc)}".rstrip(), ""]
         if fields:
             out += ["| field | type | default | meaning |", "|---|---|---|---|"]
             out += [
@@ -219,3 +239,9 @@ def _families() -> str:
         keys = ", ".join(f"`{k}`" for k in first.resource_keys) or "—"
         rows.append(f"| `{family}` | {names} | `{first.input_kind}` | {kind} | {_cell(expected)} | {keys} |")
     return "\n".join(rows) + "\n"
+
+
+def fill_generated(markdown: str) -> str:
+    """``markdown`` with each ``generated:types`` / ``generated:families`` block rewritten from the source."""
+    render = {"types": _types, "families": _families}
+    return GENERATED.sub(lambda m: f"{m.group(1)}\n{render[m.group(2)]().strip()}\n\n{m.group(3)}", markdown)

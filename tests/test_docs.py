@@ -84,3 +84,72 @@ def test_the_types_reference_gives_every_field_a_meaning_and_every_resource_is_d
             sorted(task.load().resources),
             task.resource_keys,
         )
+
+
+# a line that tries to include a file with pymdownx.snippets, however mangled (the formatter wrote '--8 < --"x.py"')
+SNIPPET_LIKE = re.compile(r"^\s*;*-+\s*8\s*<\s*-+")
+SNIPPET = re.compile(r'^--8<-- "([^"\s]+)"$')
+
+
+def _snippet_base_paths() -> list[Path]:
+    yaml = pytest.importorskip("yaml")
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    extensions = {
+        next(iter(e)) if isinstance(e, dict) else e: next(iter(e.values())) if isinstance(e, dict) else {}
+        for e in config["markdown_extensions"]
+    }
+    base = (extensions.get("pymdownx.snippets") or {}).get("base_path", ["."])
+    return [REPO / p for p in ([base] if isinstance(base, str) else base)]
+
+
+def _snippet_problems(text: str, page: str, bases: list[Path]) -> list[str]:
+    """Each include of ``text`` that is not exactly ``--8<-- "FILE"`` or names a file under none of ``bases``."""
+    problems = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not SNIPPET_LIKE.match(line):
+            continue
+        match = SNIPPET.match(line.strip())
+        if match is None:
+            problems.append(f'{page}:{number}: {line.strip()!r} is not --8<-- "FILE"')
+        elif not any((base / match.group(1)).is_file() for base in bases):
+            problems.append(f"{page}:{number}: {match.group(1)} is in none of {[str(b) for b in bases]}")
+    return problems
+
+
+def test_every_snippet_include_in_the_docs_is_well_formed_and_names_a_file() -> None:
+    """The worked examples are included from docs/examples/*.py with pymdownx.snippets; a mangled include (ruff's
+    Markdown formatting once rewrote them as Python) or a missing file would leave a page without its code."""
+    bases = _snippet_base_paths()
+    problems = []
+    for page in sorted((REPO / "docs").rglob("*.md")):
+        problems += _snippet_problems(page.read_text(), str(page.relative_to(REPO)), bases)
+    assert not problems, (
+        'broken snippet includes (write them as --8<-- "FILE"; keep the page out of ruff format):\n'
+        + ("\n".join(problems))
+    )
+    assert "--8<--" in (REPO / "docs" / "examples.md").read_text()
+
+
+def test_the_snippet_check_catches_the_formatted_form_and_a_missing_file() -> None:
+    bases = _snippet_base_paths()
+    assert _snippet_problems('--8<-- "trained_pairs.py"', "ok.md", bases) == []
+    assert len(_snippet_problems('--8 < --"trained_pairs.py"', "mangled.md", bases)) == 1
+    assert len(_snippet_problems('--8<-- "no_such_example.py"', "missing.md", bases)) == 1
+
+
+def test_the_committed_types_reference_is_up_to_date() -> None:
+    """docs/reference/types.md carries its generated tables in the repository (readable on GitHub); they must be
+    what scripts/gen_types_reference.py writes from the current source."""
+    import difflib
+    import runpy
+
+    page = REPO / "docs" / "reference" / "types.md"
+    committed = page.read_text()
+    fresh = runpy.run_path(str(REPO / "scripts" / "gen_types_reference.py"))["render"](committed)
+    diff = "".join(
+        difflib.unified_diff(committed.splitlines(True), fresh.splitlines(True), "committed", "generated", n=0)
+    )
+    assert fresh == committed, (
+        f"docs/reference/types.md is stale: run python scripts/gen_types_reference.py\n{diff[:3000]}"
+    )
+    assert "| `node_id` | `int` |" in committed
