@@ -112,7 +112,17 @@ PROFILES: dict[str, Profile] = {
                     "valid_pairs": 300,
                     "device": "cpu",
                 },
-                "cbr-ddi": {"repository_size": 10, "refine_cases": 2, "lambda_valid_pairs": 5, "sampling": False},
+                # every stage once, small: 5 cases (10 drugs described), 1 refined, lam chosen on 2 validation pairs,
+                # 2 cases a prompt, short descriptions and insights (`ddibench run --plan -p quick` counts the calls)
+                "cbr-ddi": {
+                    "repository_size": 5,
+                    "refine_cases": 1,
+                    "lambda_valid_pairs": 2,
+                    "sampling": False,
+                    "k_cases": 2,
+                    "description_tokens": 48,
+                    "insight_tokens": 64,
+                },
                 "text-rag": {"interaction_chunks": 300, "monograph_chunks": 300, "medquad_chunks": 300},
                 "agentic-rag": {"interaction_chunks": 300, "monograph_chunks": 300, "medquad_chunks": 300},
             },

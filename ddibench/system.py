@@ -5,6 +5,11 @@ from its pydantic ``Config`` (system defaults, then the profile's budget, then `
 calls ``prepare`` once with the *training view* of the task (training and validation splits only; the
 test split is never passed), then ``predict`` on chunks of *blinded* samples (no targets), and journals
 each returned :class:`~ddibench.schema.Prediction`.
+
+A system may also declare its work before any of it is done (:class:`Planned`): ``plan(view, samples,
+ctx)`` returns the :class:`Phase` list ``ddibench run --plan`` prints (training epochs, LLM calls per
+role, prompt and generated tokens). :meth:`BaseSystem.plan` gives a default for a system that makes one
+LLM call per item; a multi-stage or trained system declares its own.
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ if TYPE_CHECKING:
 
 
 class ProgressHandle(Protocol):
-    def advance(self, n: int = 1) -> None: ...
+    def advance(self, n: int = 1, *, cached: bool = False) -> None:
+        """``n`` items done; ``cached``: done without work (answers from the response cache, resumed samples),
+        shown apart and left out of the rate and the ETA."""
+
     def update(self, *, total: int | None = None, description: str | None = None) -> None: ...
     def close(self) -> None: ...
 
@@ -45,7 +53,7 @@ class Progress(Protocol):
 
 
 class _NullHandle:
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, *, cached: bool = False) -> None:
         pass
 
     def update(self, *, total: int | None = None, description: str | None = None) -> None:
@@ -72,7 +80,8 @@ class TrainingProgress:
     of minutes; the ETA is an upper bound when early stopping may end training sooner. At the end of
     each epoch a line says where training stands ("mlp epoch 9/50: valid macro-F1 0.612, best 0.630 at
     epoch 7, patience 2/5, 94 s"); when training stops early the bar's total shrinks to the steps taken,
-    so it never ends at "13/50"."""
+    so it never ends at "13/50". An epoch longer than declared (EmerGNN resamples its pairs every epoch)
+    raises the steps expected of every epoch, so the total grows and the bar never passes 100%."""
 
     def __init__(
         self,
@@ -94,7 +103,15 @@ class TrainingProgress:
     def step(self, n: int = 1) -> None:
         """``n`` optimiser steps done (batches of the current epoch)."""
         self.steps += n
+        if self.steps > self.max_epochs * self.steps_per_epoch:
+            self._expect(-(-self.steps // self.epoch))
         self.bar.advance(n)
+
+    def _expect(self, steps_per_epoch: int) -> None:
+        """Every epoch is now expected to take ``steps_per_epoch`` steps (more than declared): the total grows."""
+        if steps_per_epoch > self.steps_per_epoch:
+            self.steps_per_epoch = steps_per_epoch
+            self.bar.update(total=self.max_epochs * steps_per_epoch)
 
     def epoch_done(
         self,
@@ -107,6 +124,8 @@ class TrainingProgress:
     ) -> None:
         """Epoch ``epoch`` (1-based) ended: say its validation score and the early-stopping state; steps the
         epoch did not take (a short last batch skipped) are counted, so the bar stays on schedule."""
+        if self.steps > epoch * self.steps_per_epoch:  # longer than declared: later epochs are expected as long
+            self._expect(-(-self.steps // epoch))
         missing = epoch * self.steps_per_epoch - self.steps
         if missing > 0:
             self.step(missing)
@@ -236,6 +255,49 @@ class RunContext:
         return self.llm.client(role)
 
 
+CHARS_PER_TOKEN = 4  # the plan's token estimate: characters / 4 (English prose; drug names and ids run a little denser)
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` as the plan counts them: characters / :data:`CHARS_PER_TOKEN`, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stage of a run's work, declared before it is done (``ddibench run --plan`` prints them).
+
+    A phase trains (``epochs``, with ``seconds`` when the system knows its rate) or makes ``calls`` LLM
+    calls of one ``role``; tokens are totals over the phase. ``generated_tokens`` counts every call's
+    ``max_tokens``: an upper bound. ``upper_bound``: ``calls`` is the most the phase can make (refinement
+    rewrites only the cases it answered wrongly)."""
+
+    name: str
+    role: str | None = None  # the LLM role making the calls (None: no LLM in this phase)
+    calls: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    epochs: int = 0
+    seconds: float | None = None  # the phase's own time, for work that is not LLM calls (training), when known
+    note: str = ""
+    upper_bound: bool = False
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a system's ``plan`` may use besides its configuration: the run's profile and seed."""
+
+    profile: Profile
+    seed: int
+
+
+@runtime_checkable
+class Planned(Protocol):
+    """A system that declares its work (optional: the runner falls back to :meth:`BaseSystem.plan`'s default)."""
+
+    def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]: ...
+
+
 @runtime_checkable
 class System(Protocol):
     """The protocol every adapter implements (subclassing :class:`BaseSystem` is the easy way)."""
@@ -353,9 +415,36 @@ class BaseSystem(ABC):
         """Known differences from the published method under this configuration (stated in every manifest)."""
         return []
 
+    def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
+        """The work of a run on ``samples`` (blinded), before any of it is done. The default fits a system that
+        makes one call of its first LLM role per item: the prompt is estimated from the item's input and, for a
+        task answered with one of its labels, the label options (the prompt template is the system's own, so a
+        system that knows it better, or does more, declares its own plan); none without an LLM role."""
+        if not self.llm_roles:
+            return [Phase("predicting", note="no LLM calls")]
+        options = sum(estimate_tokens(label.name) + 2 for label in view.task.label_space)
+        prompt = sum(estimate_tokens(_input_text(s)) for s in samples) + len(samples) * (options + 150)
+        max_tokens = int(getattr(self.config, "max_tokens", 0) or 256)
+        note = "one call per item (the default plan: input, label options and ~150 tokens of instructions)"
+        return [Phase("answering", self.llm_roles[0], len(samples), prompt, len(samples) * max_tokens, note=note)]
+
     @abstractmethod
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         """One prediction per sample, in any order."""
+
+
+def _input_text(sample: Sample) -> str:
+    """A sample's input as the text a prompt would hold (drug names, a molecule's SMILES, a question)."""
+    from ddibench.schema import DrugPair, Molecule, Question
+
+    payload = sample.input
+    if isinstance(payload, DrugPair):
+        return f"Drug A: {payload.head.name}. Drug B: {payload.tail.name}."
+    if isinstance(payload, Molecule):
+        return f"{payload.name} {payload.smiles}"
+    if isinstance(payload, Question):
+        return payload.text
+    return str(payload)
 
 
 def system_config_hash(system: System) -> str:

@@ -41,6 +41,16 @@ def test_list_commands(cli) -> None:
     assert code == 2 and "did you mean 'systems'" in err
 
 
+def test_list_profiles_shows_the_task_budgets_on_their_system_line(cli) -> None:
+    """A per-task budget (EmerGNN's 100 epochs on drugbank_s2) is shown beside the profile's budget it overrides."""
+    from ddibench.profiles import get_profile
+
+    code, out, _ = cli("list", "profiles")
+    line = next(x for x in out.splitlines() if x.strip().startswith("cpu emergnn:"))
+    assert f"max_epochs={get_profile('cpu').budgets['emergnn']['max_epochs']}" in line
+    assert "; drugbank_s2: max_epochs=100, epoch_per_test=5" in line and "; twosides_s1: " in line
+
+
 def test_data_commands(cli) -> None:
     code, out, _ = cli("data", "list")
     assert code == 0 and "emergnn-drugbank" in out and "CC-BY-NC-4.0" in out and "github.com/yzhangee/EmerGNN" in out

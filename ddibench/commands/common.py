@@ -4,7 +4,9 @@ same bad values with the same words)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -51,28 +53,75 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
+MIN_FRESH_FOR_ETA = 3  # an ETA is shown once this many items were done by real work (not from a cache)
+
+
+@dataclass
+class Tally:
+    """What a progress bar counts: items done by real work apart from items done without it (answers from the
+    response cache, resumed samples), so neither the rate nor the ETA is inflated by the free ones.
+
+    The bar shows ``done / (total - cached)``: the work there is. A total that turns out too small grows to
+    the items seen, so the bar never passes 100%; an ETA exists only after :data:`MIN_FRESH_FOR_ETA` items of
+    real work, from the time they took (a stalled step's ETA grows instead of standing still)."""
+
+    total: int | None
+    done: int = 0
+    cached: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def add(self, n: int = 1, cached: bool = False) -> None:
+        if cached:
+            self.cached += n
+        else:
+            self.done += n
+        if self.total is not None and self.done + self.cached > self.total:
+            self.total = self.done + self.cached
+
+    @property
+    def work(self) -> int | None:
+        """The items to do by real work (None: unknown)."""
+        return None if self.total is None else max(self.total - self.cached, self.done)
+
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds left, or None until a few items of real work have been done (or without a total)."""
+        work = self.work
+        if work is None or self.done < MIN_FRESH_FOR_ETA:
+            return None
+        elapsed = (now if now is not None else time.monotonic()) - self.started
+        return elapsed / self.done * (work - self.done)
+
+    def count(self) -> str:
+        """``12/80 (15%), 30 from cache``, or ``12 done`` without a total."""
+        work = self.work
+        text = (
+            f"{self.done:,} done" if work is None else f"{self.done:,}/{work:,} ({100 * self.done / max(work, 1):.0f}%)"
+        )
+        return text + (f", {self.cached:,} from cache" if self.cached else "")
+
+
 class RichProgress:
-    """The runner's Progress protocol on top of rich progress bars (with ETA)."""
+    """The runner's Progress protocol on top of rich progress bars (:class:`Tally` counting, ETA once known)."""
 
     def __init__(self, console: Console) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TaskProgressColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+        from rich.text import Text
+
+        class Count(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                return Text(task.fields["tally"].count())
+
+        class Eta(ProgressColumn):
+            def render(self, task: Any) -> Text:
+                eta = task.fields["tally"].eta()
+                return Text("" if eta is None or task.finished else f"ETA {_clock(eta)}")
 
         self._progress = Progress(
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
-            TaskProgressColumn(),
+            Count(),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            Eta(),
             console=console,
             transient=False,
         )
@@ -89,24 +138,31 @@ class RichProgress:
 
     def task(self, description: str, total: int | None) -> Any:
         progress = self._progress
-        task_id = progress.add_task(description, total=total)
+        tally = Tally(total)
+        task_id = progress.add_task(description, total=tally.work, tally=tally)
 
         class Handle:
-            def advance(self, n: int = 1) -> None:
-                progress.advance(task_id, n)
+            def advance(self, n: int = 1, *, cached: bool = False) -> None:
+                tally.add(n, cached)
+                progress.update(task_id, total=tally.work, completed=tally.done)
 
             def update(self, *, total: int | None = None, description: str | None = None) -> None:
-                kwargs: dict[str, Any] = {}
                 if total is not None:
-                    kwargs["total"] = total
+                    tally.total = total
+                    progress.update(task_id, total=tally.work)
                 if description is not None:
-                    kwargs["description"] = description
-                progress.update(task_id, **kwargs)
+                    progress.update(task_id, description=description)
 
             def close(self) -> None:
                 progress.refresh()
 
         return Handle()
+
+
+def _clock(seconds: float) -> str:
+    """``0:04:31``."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 class LineProgress:
@@ -126,30 +182,27 @@ class LineProgress:
         self.console.print(message, markup=False, highlight=False)
 
     def task(self, description: str, total: int | None) -> Any:
-        import time
-
         console, every = self.console, self.every
 
         class Handle:
             def __init__(self) -> None:
-                self.done, self.total, self.description = 0, total, description
-                self.start = self.last = time.monotonic()
+                self.tally, self.description = Tally(total), description
+                self.last = self.tally.started
 
             def _line(self) -> str:
-                elapsed = time.monotonic() - self.start
-                if self.total:
-                    eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
-                    return f"{self.description}: {self.done:,}/{self.total:,} ({100 * self.done / self.total:.0f}%) {elapsed:.0f}s elapsed, ETA {eta:.0f}s"
-                return f"{self.description}: {self.done:,} {elapsed:.0f}s elapsed"
+                now = time.monotonic()
+                eta = self.tally.eta(now)
+                line = f"{self.description}: {self.tally.count()} {now - self.tally.started:.0f}s elapsed"
+                return line + ("" if eta is None else f", ETA {eta:.0f}s")
 
-            def advance(self, n: int = 1) -> None:
-                self.done += n
+            def advance(self, n: int = 1, *, cached: bool = False) -> None:
+                self.tally.add(n, cached)
                 if time.monotonic() - self.last >= every:
                     self.last = time.monotonic()
                     console.print(self._line(), markup=False, highlight=False)
 
             def update(self, *, total: int | None = None, description: str | None = None) -> None:
-                self.total = total if total is not None else self.total
+                self.tally.total = total if total is not None else self.tally.total
                 self.description = description or self.description
 
             def close(self) -> None:

@@ -141,23 +141,31 @@ def _list_profiles(verbose: bool) -> None:
     for p in PROFILES.values():
         acc = f"{p.accelerator_count} x {p.accelerator}" if p.accelerator else "none"
         table.add_row(p.name, acc, str(p.llm_concurrency), p.description)
-    # the budgets as lines of their own below the table: a column of them wrapped one word per line at 80 columns
-    budgets = [
-        f"  {p.name} {system}: {', '.join(f'{k}={v}' for k, v in b.items())}"
-        for p in PROFILES.values()
-        for system, b in p.budgets.items()
-    ]
-    budgets += [
-        f"  {p.name} {system} on {task}: {', '.join(f'{k}={v}' for k, v in b.items())}"
-        for p in PROFILES.values()
-        for system, tasks in p.task_budgets.items()
-        for task, b in tasks.items()
-    ]
     console = _console()
     console.print(table)
-    console.print("budgets (what each profile gives the trained and retrieval systems):")
-    for line in budgets:
-        console.print(line, highlight=False)
+    console.print(
+        "budgets (what each profile gives the trained and retrieval systems; after ';' a task's own budget over it):"
+    )
+    for p in PROFILES.values():
+        for line in budget_lines(p):
+            console.print(line, highlight=False, markup=False)
     hw = detect_hardware()
     gpus = ", ".join(g["name"] for g in hw["gpus"]) or "no GPU"
     console.print(f"this machine: {hw['cpu']}, {hw['cpu_count']} CPUs, {hw['memory_gb']} GB RAM, {gpus}")
+
+
+def budget_lines(profile: Any) -> list[str]:
+    """One line per system the profile budgets, with the per-task budgets that apply over it on the same line
+    (``cpu emergnn: max_epochs=10, ...; drugbank_s2: max_epochs=100, epoch_per_test=5``); lines of their own
+    below the table, since a column of them wraps one word per line at 80 columns."""
+
+    def pairs(budget: dict[str, Any]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in budget.items())
+
+    lines = []
+    for system in dict.fromkeys([*profile.budgets, *profile.task_budgets]):
+        tasks = profile.task_budgets.get(system, {})
+        parts = [pairs(profile.budgets.get(system, {})) or "defaults"]
+        parts += [f"{task}: {pairs(b)}" for task, b in tasks.items()]
+        lines.append(f"  {profile.name} {system}: {'; '.join(parts)}")
+    return lines

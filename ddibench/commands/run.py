@@ -1,5 +1,9 @@
 """``ddibench run``, ``rescore`` and ``report``.
 
+``run --plan`` prints what the run would do (phases, epochs, LLM calls and tokens per role, time and
+dollars: :mod:`ddibench.runner.forecast`) and runs nothing; a run projected to take longer than a few
+minutes prints the plan's summary before it starts. Every run ends with a ``next:`` line suited to it.
+
 The scoring flags of ``run`` and ``rescore`` (``--no-judge``, ``--selfcheck``, ...) are not written
 here: every evaluator declares its own (:class:`~ddibench.evaluation.ScoringOption`), and these
 commands offer the flags of every evaluator the installed task families use. A flag given for a task
@@ -186,6 +190,13 @@ def expand_tasks(text: str) -> list[str]:
     default=None,
     help="I/N: predict every N-th sample (shard I, from 1) and score nothing; then 'ddibench merge RUN_DIR'.",
 )
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="Print what the run would do (phases, epochs, LLM calls and tokens per role, projected time and "
+    "dollars) and run nothing: no model is started, nothing trained or written.",
+)
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -210,6 +221,7 @@ def run(
     ray_address: str | None,
     workers: int | None,
     shard: str | None,
+    plan_only: bool,
     **scoring: Any,
 ) -> None:
     """Run a system on a task (resuming an interrupted run of the same configuration), score it and
@@ -239,7 +251,64 @@ def run(
         workers=workers,
         shard=shard_spec,
     )
+    if plan_only:
+        _print_plans(requests, make_console())
+        return
     _execute_all(requests, make_console(stderr=as_json), shard, as_json, verbose)
+
+
+def _prices() -> dict[str, dict[str, float]]:
+    """Per-model prices from $DDIBENCH_PRICES (read where the board reads them)."""
+    from ddibench.store import load_prices
+
+    return load_prices()
+
+
+def _print_plans(requests: Iterable[RunRequest], console: Console) -> None:
+    """Nothing: prints each request's plan (the forecast starts, trains and writes nothing)."""
+    from ddibench.runner.forecast import forecast, render
+
+    prices = _prices()
+    for request in requests:
+        for line in render(forecast(request, prices)):
+            console.print(line, markup=False, highlight=False)
+
+
+def _announce(request: RunRequest, console: Console) -> None:
+    """Nothing: prints the plan's summary when the run is projected to take longer than a few minutes."""
+    from ddibench.errors import DdibenchError
+    from ddibench.runner.forecast import LONG_RUN_S, forecast, summary
+
+    try:
+        planned = forecast(request, _prices())
+    except DdibenchError:
+        raise  # the run would stop on the same mistake: say it now
+    except Exception as exc:  # noqa: BLE001 - a system's plan that fails must not stop its run
+        console.print(f"plan: not available ({type(exc).__name__}: {exc})", markup=False, highlight=False)
+        return
+    if planned.seconds > LONG_RUN_S:
+        for line in summary(planned):
+            console.print(line, markup=False, highlight=False)
+
+
+def next_line(request: RunRequest, run_dir: Path) -> str:
+    """What to try after this run, in one or two lines: the full split after a preview, a larger reader after
+    the small embedded model, a rankable profile after the quick one, the board after a full run."""
+    from ddibench.profiles import get_profile
+
+    steps = []
+    if request.limit is not None:
+        steps.append(f"drop --limit {request.limit} to run the full split (see its cost first with --plan)")
+    if not get_profile(request.profile).rankable:
+        steps.append("run with --profile cpu (or your GPU's profile) for a result the board ranks")
+    spec = request.role_models().spec("generator")
+    if spec.is_embedded and "smollm2" in spec.model.lower():
+        steps.append("try the 1.5B reader with -m embedded:qwen2.5-coder-1.5b (about 10x slower)")
+    if request.limit is None and get_profile(request.profile).rankable:
+        steps.append(f"pack it for the board with 'ddibench submit {run_dir}', compare with 'ddibench board serve'")
+    else:
+        steps.append("compare runs with 'ddibench report runs/' or 'ddibench board serve'")
+    return "next: " + "; ".join(steps[:2]) + ("\n      " + "; ".join(steps[2:]) if steps[2:] else "")
 
 
 def _tasks_and_shard(
@@ -328,9 +397,12 @@ def _execute_all(
     from ddibench.runner.report import render_results
 
     outcomes: list[tuple[Results, Path]] = []
+    last: RunRequest | None = None
     for request in requests:
+        _announce(request, console)
         with make_progress(console) as progress:
             outcome = execute(request, progress)
+        last = request
         if outcome.results is None:
             console.print(
                 f"shard {shard}: {outcome.predicted_now:,} predicted now, {outcome.resumed:,} before, in {outcome.run_dir}; "
@@ -355,6 +427,8 @@ def _execute_all(
         from ddibench.runner.report import render_summary
 
         render_summary(outcomes, console)
+    if last is not None and outcomes:
+        console.print(next_line(last, outcomes[-1][1]), markup=False, highlight=False)
 
 
 def _check_run_options(

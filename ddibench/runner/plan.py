@@ -165,16 +165,21 @@ def select_samples(task: Task, data: TaskData, split: str, limit: int | None, se
 def training_view(plan: RunPlan) -> TrainingView:
     """What ``prepare`` sees: the training split and, unless it is the evaluated one, the validation split;
     blinded when the task keeps its labels from systems (captioning: the labels are the probe's)."""
-    blind = not plan.task.training_labels_visible
+    return training_view_of(plan.task, plan.data, plan.split)
+
+
+def training_view_of(task: Task, data: TaskData, evaluated: str) -> TrainingView:
+    """The training view of ``task`` when ``evaluated`` is the split a run answers (see :func:`training_view`)."""
+    blind = not task.training_labels_visible
 
     def split(name: str) -> Lazy:  # built when the system first reads it
-        return Lazy(lambda: tuple(s.blind() for s in plan.data.split(name)) if blind else plan.data.split(name))
+        return Lazy(lambda: tuple(s.blind() for s in data.split(name)) if blind else data.split(name))
 
     return TrainingView(
-        task=plan.task,
+        task=task,
         train=split("train"),
-        valid=split("valid") if plan.split != "valid" else (),
-        resources=plan.data.resources,
+        valid=split("valid") if evaluated != "valid" else (),
+        resources=data.resources,
     )
 
 

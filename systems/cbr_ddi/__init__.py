@@ -33,7 +33,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field
@@ -49,9 +50,21 @@ from ddibench.label_choice import (
 )
 from ddibench.llm import ChatResult
 from ddibench.schema import Drug, Prediction, Sample
-from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace, system_config_hash
+from ddibench.system import (
+    BaseSystem,
+    Phase,
+    PlanContext,
+    RunContext,
+    SystemConfig,
+    TrainingView,
+    llm_trace,
+    system_config_hash,
+)
 from ddibench.systems.cbr_ddi import prompts
 from ddibench.systems.cbr_ddi.repository import Case, Repository, normalise, representative_sample
+
+if TYPE_CHECKING:
+    from ddibench.systems.emergnn import EmerGNNSystem
 
 REPOSITORY_RECIPE = 1
 
@@ -126,26 +139,35 @@ class CBRDDISystem(BaseSystem):
     # -- components ----------------------------------------------------------------------------
 
     async def describe(self, drug: Drug, ctx: RunContext, traces: list[dict[str, Any]] | None = None) -> str:
+        """The drug's description (kept for the prompts that show it)."""
+        return (await self._describe(drug, ctx, traces)).text
+
+    async def _describe(self, drug: Drug, ctx: RunContext, traces: list[dict[str, Any]] | None = None) -> ChatResult:
+        """The describer's answer for the drug; its text, whitespace collapsed, is kept as the description."""
         key = (drug.node_id, drug.name)
-        ask = (
-            prompts.DESCRIBE.format(name=drug.name, drugbank_id=drug.drugbank_id)
-            if drug.drugbank_id
-            else prompts.DESCRIBE_NO_ID.format(name=drug.name)
-        )
-        messages = [{"role": "system", "content": prompts.DESCRIBE_SYSTEM}, {"role": "user", "content": ask}]
+        messages = [
+            {"role": "system", "content": prompts.DESCRIBE_SYSTEM},
+            {"role": "user", "content": self.describe_prompt(drug)},
+        ]
         result = await ctx.model("describer").chat(
             messages, temperature=0.0, max_tokens=self.config.description_tokens, seed=ctx.seed
         )
         if traces is not None:
             traces.append(llm_trace("describer", messages, result))
-        text = " ".join(result.text.split())
-        self._descriptions[key] = text
-        return text
+        self._descriptions[key] = " ".join(result.text.split())
+        return replace(result, text=self._descriptions[key])
+
+    @staticmethod
+    def describe_prompt(drug: Drug) -> str:
+        """The describer's request for one drug (by name, and DrugBank id where it has one)."""
+        if drug.drugbank_id:
+            return prompts.DESCRIBE.format(name=drug.name, drugbank_id=drug.drugbank_id)
+        return prompts.DESCRIBE_NO_ID.format(name=drug.name)
 
     def _pair_text(self, head: Drug, tail: Drug, head_description: str, tail_description: str) -> str:
         return f"{head.name}: {head_description} {tail.name}: {tail_description}"
 
-    def _interaction(self, target: Any, head: str, tail: str) -> str:
+    def interaction(self, target: Any, head: str, tail: str) -> str:
         """A case's label as a sentence: the interaction type, or the pair's side effects."""
         if isinstance(target, (tuple, list)):
             return prompts.side_effects_text([self._labels[k].name for k in target])
@@ -157,44 +179,59 @@ class CBRDDISystem(BaseSystem):
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         self._read_task(view)
-        ctx.remember_text(self._predict_system)
+        ctx.remember_text(self.predict_system)
         await self._prepare_gnn(view, ctx)
         await self._load_repository(view, ctx, self._repository_key(view, ctx))
         self.lam = self.config.lam if self.config.lam is not None else await self._choose_lambda(view, ctx)
         if self.k is not None:
             self.info["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
 
+    def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
+        """The run's phases, counted without running them (see :mod:`ddibench.systems.cbr_ddi.plan`)."""
+        from ddibench.systems.cbr_ddi.plan import plan_phases
+
+        return plan_phases(self, view, samples, ctx)
+
     def _read_task(self, view: TrainingView) -> None:
-        """Takes the task's labels, drugs and answer shape (one type, or k of a label set) and the text encoder."""
+        """Takes the task's labels, drugs and answer shape (:meth:`read_labels`) and the text encoder."""
         from ddibench.embeddings import shared_encoder
 
+        self.read_labels(view)
+        self._encoder = shared_encoder(self.config.encoder)
+
+    def read_labels(self, view: TrainingView) -> None:
+        """Takes the task's labels, drugs and answer shape (one type, or k of a label set) and the query prompt."""
         self._labels = view.task.label_space
         self._setting = view.task.setting
         self._drugs = view.resources["drugs"].drugs
         self.k = choice_count(view.task)
         if self.k is None:
             self._options = option_texts(self._labels)
-            self._predict_system = prompts.PREDICT_SYSTEM
+            self.predict_system = prompts.PREDICT_SYSTEM
         else:
             self._options = [lb.name for lb in self._labels]
-            self._predict_system = prompts.PREDICT_SYSTEM_TOPK.format(k=self.k)
+            self.predict_system = prompts.PREDICT_SYSTEM_TOPK.format(k=self.k)
             if "n_candidates" not in self.config.model_fields_set:
                 self.n_candidates = 10  # the paper's N for TWOSIDES
-        self._encoder = shared_encoder(self.config.encoder)
 
-    async def _prepare_gnn(self, view: TrainingView, ctx: RunContext) -> None:
-        """Trains (or loads) the GNN module and records its training log."""
+    def gnn_module(self, view: TrainingView, ctx: RunContext | PlanContext) -> EmerGNNSystem:
+        """The GNN module: EmerGNN under the profile's budget for this task (the one the EmerGNN system gets on it:
+        S2 and TWOSIDES need more epochs than S1); its prediction graph holds training interactions only."""
         from ddibench.systems.emergnn import EmerGNNSystem
 
-        # the GNN module: EmerGNN under the profile's budget for this task (the one the EmerGNN system gets on it:
-        # S2 and TWOSIDES need more epochs than S1); its prediction graph holds training interactions only
         gnn_options = {
             **ctx.profile.budget_for("emergnn", view.task.name),
             **self.config.gnn,
             "predict_facts": "train",
             "explain_paths": 0,
         }
-        self.gnn = EmerGNNSystem.build(gnn_options)
+        gnn = EmerGNNSystem.build(gnn_options)
+        assert isinstance(gnn, EmerGNNSystem)
+        return gnn
+
+    async def _prepare_gnn(self, view: TrainingView, ctx: RunContext) -> None:
+        """Trains (or loads) the GNN module and records its training log."""
+        self.gnn = self.gnn_module(view, ctx)
         await self.gnn.prepare(view, ctx)
         self.info["gnn"] = {k: v for k, v in self.gnn.training_log.items() if k != "epochs"}
 
@@ -257,8 +294,8 @@ class CBRDDISystem(BaseSystem):
         bar = ctx.progress.task(label, len(todo))
 
         async def one(drug: Drug) -> None:
-            await self.describe(drug, ctx)
-            bar.advance()
+            result = await self._describe(drug, ctx)
+            bar.advance(cached=result.cached)
 
         try:
             await asyncio.gather(*(one(d) for d in todo))
@@ -290,11 +327,19 @@ class CBRDDISystem(BaseSystem):
             chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), size, replace=False))]
         return chosen
 
+    def repository_pairs(self, view: TrainingView, rng: np.random.Generator) -> list[Sample]:
+        """The training pairs the repository is built from (``rng`` seeded with the run's seed)."""
+        return self._seeded_subset(view.train, self.config.repository_size, rng)
+
+    def lambda_pairs(self, view: TrainingView, rng: np.random.Generator) -> list[Sample]:
+        """The validation pairs that choose ``lam`` (``rng`` seeded with the run's seed + 1)."""
+        return self._seeded_subset(view.valid, self.config.lambda_valid_pairs, rng)
+
     async def _build_repository(self, view: TrainingView, ctx: RunContext) -> Repository:
         cfg = self.config
         started = time.perf_counter()
         rng = np.random.default_rng(ctx.seed)
-        chosen = self._seeded_subset(view.train, cfg.repository_size, rng)
+        chosen = self.repository_pairs(view, rng)
         await self._describe_all([d for s in chosen for d in (s.pair.head, s.pair.tail)], ctx, "describing case drugs")
         heads = [s.pair.head.node_id for s in chosen]
         tails = [s.pair.tail.node_id for s in chosen]
@@ -329,8 +374,9 @@ class CBRDDISystem(BaseSystem):
             labels = list(sample.label_ids) if isinstance(sample.target, tuple) else None
             label = labels[0] if labels else sample.label
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True)
-            text = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
-            bar.advance()
+            result = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
+            text = prompts.clean_insight(result.text)
+            bar.advance(cached=result.cached)
             return Case(
                 pair.head.node_id,
                 pair.tail.node_id,
@@ -348,7 +394,7 @@ class CBRDDISystem(BaseSystem):
         finally:
             bar.close()
 
-    async def _insight(self, head: Drug, tail: Drug, label: Any, paths: list[str], ctx: RunContext) -> str:
+    async def _insight(self, head: Drug, tail: Drug, label: Any, paths: list[str], ctx: RunContext) -> ChatResult:
         messages = [
             {"role": "system", "content": prompts.INSIGHT_SYSTEM},
             {
@@ -359,14 +405,13 @@ class CBRDDISystem(BaseSystem):
                     head_description=self._description(head),
                     tail_description=self._description(tail),
                     paths=prompts.paths_block(paths),
-                    interaction=self._interaction(label, head.name, tail.name),
+                    interaction=self.interaction(label, head.name, tail.name),
                 ),
             },
         ]
-        result = await ctx.model("describer").chat(
+        return await ctx.model("describer").chat(
             messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed
         )
-        return prompts.clean_insight(result.text)
 
     async def _refine(self, repo: Repository, ctx: RunContext, rng: np.random.Generator) -> dict[str, int]:
         """Answer cases leave-one-out; rewrite the insight of each case answered wrongly."""
@@ -387,13 +432,13 @@ class CBRDDISystem(BaseSystem):
             if self.k is None:
                 pred = answer_to_prediction(case.sample_id, result, self._option_subset(labels), labels, {})
                 right = pred.valid and pred.label == case.label
-                predicted = self._interaction(pred.label, head.name, tail.name) if pred.valid else "no valid answer"
+                predicted = self.interaction(pred.label, head.name, tail.name) if pred.valid else "no valid answer"
             else:  # a label set: wrong when the answer names none of the case's side effects
                 pred = answer_to_ranking(case.sample_id, result, self._option_subset(labels), labels, self.k, {})
                 right = pred.valid and bool(set(pred.ranked or ()) & set(case.labels or ()))
-                predicted = self._interaction(pred.ranked, head.name, tail.name) if pred.valid else "no valid answer"
+                predicted = self.interaction(pred.ranked, head.name, tail.name) if pred.valid else "no valid answer"
             if right:
-                bar.advance()
+                bar.advance(cached=result.cached)
                 return
             stats["wrong"] += 1
             messages = [
@@ -408,7 +453,7 @@ class CBRDDISystem(BaseSystem):
                         paths=prompts.paths_block(case.paths),
                         insight=case.insight or prompts.NO_INSIGHT,
                         predicted=predicted,
-                        interaction=self._interaction(self._target(case), head.name, tail.name),
+                        interaction=self.interaction(self._target(case), head.name, tail.name),
                     ),
                 },
             ]
@@ -420,7 +465,7 @@ class CBRDDISystem(BaseSystem):
                 case.insight, case.refined = text, True
                 repo.insight[i] = self._embed([text or prompts.NO_INSIGHT])[0]
                 stats["rewritten"] += 1
-            bar.advance()
+            bar.advance(cached=result.cached and revised.cached)
 
         try:
             await asyncio.gather(*(check(int(i)) for i in order))
@@ -436,7 +481,7 @@ class CBRDDISystem(BaseSystem):
             self.info["lambda"] = {"chosen": 0.5, "reason": "no repository or no validation pairs"}
             return 0.5
         rng = np.random.default_rng(ctx.seed + 1)
-        valid = self._seeded_subset(view.valid, self.config.lambda_valid_pairs, rng)
+        valid = self.lambda_pairs(view, rng)
         await self._describe_all(
             [d for s in valid for d in (s.pair.head, s.pair.tail)], ctx, "describing validation drugs"
         )
@@ -484,6 +529,10 @@ class CBRDDISystem(BaseSystem):
             return list(range(len(self._labels)))
         return [int(k) for k in np.argsort(-probs, kind="stable")[: self.n_candidates]]
 
+    def option(self, label: int) -> str:
+        """How a candidate label is listed in a query prompt."""
+        return self._options[label]
+
     def _option_subset(self, labels: Sequence[int]) -> list[str]:
         return [self._options[k] for k in labels]
 
@@ -509,8 +558,8 @@ class CBRDDISystem(BaseSystem):
         if query and self.config.shuffle_options is not None:
             rng = np.random.default_rng([self.config.shuffle_options, head.node_id, tail.node_id])
             labels = [labels[i] for i in rng.permutation(len(labels))]
-        user, schema = self._query(head, tail, cases_text, paths, self._option_subset(labels))
-        messages = [{"role": "system", "content": self._predict_system}, {"role": "user", "content": user}]
+        user, schema = self.query_prompt(head, tail, cases_text, paths, self._option_subset(labels))
+        messages = [{"role": "system", "content": self.predict_system}, {"role": "user", "content": user}]
         result = await ctx.model("generator").chat(
             messages,
             temperature=self.config.temperature,
@@ -550,7 +599,7 @@ class CBRDDISystem(BaseSystem):
                         head_description=case.head_description,
                         tail_description=case.tail_description,
                         insight=case.insight or prompts.NO_INSIGHT,
-                        interaction=self._interaction(self._target(case), a, b),
+                        interaction=self.interaction(self._target(case), a, b),
                     )
                 )
                 retrieved.append(
@@ -565,7 +614,7 @@ class CBRDDISystem(BaseSystem):
                 cases_text = "Solved cases:\n" + "\n\n".join(blocks) + "\n\n"
         return cases_text, retrieved
 
-    def _query(
+    def query_prompt(
         self, head: Drug, tail: Drug, cases_text: str, paths: list[str], options: list[str]
     ) -> tuple[str, dict[str, Any]]:
         """The user prompt asking for the pair's interaction type (or k side effects) and the answer's JSON schema."""

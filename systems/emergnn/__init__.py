@@ -45,6 +45,8 @@ from ddibench.schema import Prediction, Sample
 from ddibench.system import (
     BaseSystem,
     BestEpoch,
+    Phase,
+    PlanContext,
     RunContext,
     SystemConfig,
     TrainingProgress,
@@ -55,6 +57,11 @@ from ddibench.system import (
 TRAINING_CODE_VERSION = 2  # 2: sums of messages in CSR order (scipy-built matrices), batches prepared ahead
 T = TypeVar("T")
 R = TypeVar("R")
+# training pairs a second on 2 CPU cores (one torch thread beside the batch-preparing thread), measured: DrugBank
+# S1 epochs of ~30,000 pairs in ~92 s and drugbank_s2's 100 epochs of 2,688 pairs in 921 s; TWOSIDES S1's 120
+# epochs of 2,112 pairs (with their negatives) in 2,037 s. Validation and prediction pass forward only.
+CPU_TRAIN_PAIRS_PER_S = {"single": 300.0, "label_sets": 125.0}
+CPU_SCORE_PAIRS_PER_S = 270.0  # drugbank_s2: an epoch that validates 1,606 pairs takes ~6 s longer
 PAPER = {  # EmerGNN's per-setting hyperparameters (evaluate.py / the paper's supplement)
     "S0": {"feature": "embedding", "weight_decay": 1e-6, "batch_size": 128},
     "S1": {"feature": "morgan", "weight_decay": 1e-8, "batch_size": 32},
@@ -265,6 +272,52 @@ class EmerGNNSystem(BaseSystem):
                 "the classifier also reads the drugs' projected Morgan features [x_u; x_v] (not the paper's: a diagnostic)"
             )
         return out
+
+    def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
+        """Training (epochs, and pairs an epoch from one draw of the pseudo-new drugs) and prediction; seconds
+        from the rates measured on 2 CPU cores when the device is the CPU (none declared for a GPU)."""
+        self._label_sets = label_sets.is_label_set_task(view.task)
+        self._k = label_sets.top_k(view.task)
+        self._paper = PAPER_TWOSIDES if self._label_sets else PAPER
+        cfg = self.resolved(view.task.setting)
+        pairs = self.epoch_pairs(view, cfg, ctx.seed)
+        tests = len(range(cfg["epoch_per_test"], cfg["max_epochs"] + 1, cfg["epoch_per_test"]))
+        tests += cfg["max_epochs"] % cfg["epoch_per_test"] != 0  # the last epoch is always evaluated
+        valid = min(len(view.valid), cfg["valid_pairs"] or len(view.valid))
+        seconds = None
+        if cfg["device"] == "cpu":
+            rate = CPU_TRAIN_PAIRS_PER_S["label_sets" if self._label_sets else "single"]
+            seconds = cfg["max_epochs"] * pairs / rate + tests * valid / CPU_SCORE_PAIRS_PER_S
+        note = f"{pairs:,} pairs an epoch, validation on {valid:,} pairs {tests} times"
+        if seconds is not None:
+            note += " (time: rates measured on 2 CPU cores)"
+        return [
+            Phase("training emergnn", epochs=cfg["max_epochs"], seconds=seconds, note=note),
+            Phase(
+                "predicting",
+                seconds=len(samples) / CPU_SCORE_PAIRS_PER_S if cfg["device"] == "cpu" else None,
+                note=f"{len(samples):,} pairs, no LLM",
+            ),
+        ]
+
+    def epoch_pairs(self, view: TrainingView, cfg: dict[str, Any], seed: int) -> int:
+        """The training pairs of one epoch: one draw of the pseudo-new drugs among the training drugs with an edge
+        in the KG (as training draws them, less the rare drug whose only edges lead to test drugs), capped by
+        ``train_pairs_per_epoch``."""
+        from ddibench.kg import load_kg
+
+        train = np.array([(s.pair.head.node_id, s.pair.tail.node_id) for s in view.train], dtype=np.int64)
+        if not len(train):
+            return 0
+        kg = load_kg(view.resources.get("kg_space", "drugbank"), self.config.kg_edges)
+        in_kg = np.zeros(max(kg.n_entities, int(train.max()) + 1), dtype=bool)
+        in_kg[kg.head] = True
+        in_kg[kg.tail] = True
+        candidates = np.array([d for d in np.unique(train) if in_kg[d]], dtype=np.int64)
+        _, data = _pseudo_emerging(
+            view.task.setting, train, candidates, cfg["known_ratio"], np.random.default_rng(seed)
+        )
+        return min(len(data), cfg["train_pairs_per_epoch"] or len(data))
 
     def _new_net(self, cfg: dict[str, Any], kg: Any, view: TrainingView) -> Any:
         from ddibench.chem import morgan_matrix

@@ -37,7 +37,7 @@ from ddibench import (
     families,
 )
 from ddibench.errors import ConfigError
-from ddibench.system import system_config_hash
+from ddibench.system import Phase, PlanContext, system_config_hash
 
 TRAINING_CODE_VERSION = 1
 FAMILIES = (families.TOXICITY, families.DRUG_TARGETS)
@@ -196,6 +196,14 @@ class GINSystem(BaseSystem):
 
     def run_info(self) -> dict[str, Any]:
         return self.log
+
+    def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
+        """Training: at most ``max_epochs`` epochs (early stopping may end it sooner) over the training molecules."""
+        cfg = self.config
+        note = (
+            f"{len(view.train):,} training molecules, batch {cfg.batch_size}, patience {cfg.patience} (epochs: at most)"
+        )
+        return [Phase("training gin", epochs=cfg.max_epochs, note=note), Phase("predicting", note="no LLM calls")]
 
     def _loader(self, samples: Sequence[Sample], shuffle: bool, seed: int, with_targets: bool = True) -> Any:
         import torch

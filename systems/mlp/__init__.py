@@ -44,6 +44,8 @@ from ddibench.schema import Prediction, Sample
 from ddibench.system import (
     BaseSystem,
     BestEpoch,
+    Phase,
+    PlanContext,
     RunContext,
     SystemConfig,
     TrainingProgress,
@@ -192,6 +194,13 @@ class MLPSystem(BaseSystem):
 
     def run_info(self) -> dict[str, Any]:
         return self.training_log
+
+    def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
+        """Training: at most ``max_epochs`` epochs (early stopping may end it sooner) over the training pairs."""
+        cfg = self.config
+        pairs = min(len(view.train), cfg.max_train or len(view.train))
+        note = f"{pairs:,} training pairs, batch {cfg.batch_size}, patience {cfg.patience} (epochs: at most)"
+        return [Phase("training mlp", epochs=cfg.max_epochs, note=note), Phase("predicting", note="no LLM calls")]
 
     def _pairs(self, samples: Sequence[Sample]) -> tuple[Any, Any]:
         import torch

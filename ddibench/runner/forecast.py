@@ -1,0 +1,228 @@
+"""What a run will cost, before it spends anything: ``ddibench run --plan``, and the summary a long run
+prints in its first lines.
+
+Contract: :func:`forecast` plans the run as :func:`~ddibench.runner.plan.plan_run` does (the same
+task, system, configuration and samples) and asks the system for its :class:`~ddibench.system.Phase`
+list; it starts no model, trains nothing, opens no response cache and writes no run directory. Each
+LLM phase is timed from its tokens at its role's model's throughput (:data:`THROUGHPUT`: rates measured
+on this project's 2-core machines, named with their source in the output), one call at a time as the
+embedded server answers them; a phase that is not LLM calls brings its own seconds when the system
+knows them. Dollars come from per-model prices (USD per 1,000 prompt / completion tokens) the caller
+passes in (the command reads ``$DDIBENCH_PRICES``); an embedded model costs nothing.
+
+Tokens are estimates (:func:`~ddibench.system.estimate_tokens`: characters / 4), and generated tokens are
+every call's ``max_tokens``: the time and dollars are upper bounds on the generating side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ddibench.llm import ModelSpec
+from ddibench.runner.plan import RunRequest, build_system, select_samples, training_view_of
+from ddibench.system import CHARS_PER_TOKEN, BaseSystem, Phase, PlanContext, Planned
+
+LONG_RUN_S = 180.0  # a run projected to take longer prints its plan summary before it starts
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Tokens a second one request gets from a model, and where the figures come from."""
+
+    prompt: float
+    generated: float
+    source: str
+
+
+# the pinned embedded models, one request at a time on 2 cores (ENVIRONMENT.md of this project)
+THROUGHPUT: dict[str, Throughput] = {
+    "smollm2-135m-instruct": Throughput(377.0, 130.0, "measured with 2 threads, 2026-11-22 (ENVIRONMENT.md)"),
+    "qwen2.5-coder-1.5b-instruct": Throughput(
+        40.0, 10.0, "measured on an idle 2-core machine, 2026-11-25 (ENVIRONMENT.md; 20-25 / 1-3 under load)"
+    ),
+}
+ALIASES = {"smollm2": "smollm2-135m-instruct", "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct"}
+
+
+@dataclass(frozen=True)
+class PhaseCost:
+    """A phase with its projected seconds (None: unknown) and dollars (None: no price known)."""
+
+    phase: Phase
+    model: str | None  # the role's model, as its spec displays
+    seconds: float | None
+    usd: float | None
+
+
+@dataclass
+class Forecast:
+    """A run's plan: what it runs on, its phases with time and cost, and what the figures rest on."""
+
+    system: str
+    task: str
+    split: str
+    profile: str
+    samples: int
+    of: int  # samples in the split(s): ``samples`` is fewer under --limit
+    models: dict[str, str]  # role -> model spec as displayed
+    phases: list[PhaseCost]
+    rates: dict[str, Throughput] = field(default_factory=dict)  # model -> the throughput its phases were timed at
+    unpriced: list[str] = field(default_factory=list)  # models with no price known
+
+    @property
+    def seconds(self) -> float:
+        """The projected time of the phases whose time is known."""
+        return sum(p.seconds or 0.0 for p in self.phases)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every phase has a projected time."""
+        return all(p.seconds is not None for p in self.phases)
+
+    @property
+    def usd(self) -> float | None:
+        """The projected dollars, or None while a model that is called has no price."""
+        return None if self.unpriced else sum(p.usd or 0.0 for p in self.phases)
+
+    def calls(self, role: str | None = None) -> int:
+        return sum(p.phase.calls for p in self.phases if role is None or p.phase.role == role)
+
+
+def throughput_of(spec: ModelSpec) -> Throughput | None:
+    """The declared throughput of an embedded pinned model (None for any other model)."""
+    if not spec.is_embedded:
+        return None
+    name = spec.model.lower()
+    return THROUGHPUT.get(ALIASES.get(name, name))
+
+
+def price_of(spec: ModelSpec, prices: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
+    """A model's price (``{"prompt": usd_per_1k, "completion": usd_per_1k}``) by its displayed spec or its name."""
+    return prices.get(spec.display()) or prices.get(f"{spec.provider}:{spec.model}") or prices.get(spec.model)
+
+
+def forecast(request: RunRequest, prices: Mapping[str, Mapping[str, float]] | None = None) -> Forecast:
+    """The plan of ``request``'s run: nothing is started, trained or written (see the module docstring)."""
+    from ddibench.errors import ConfigError
+    from ddibench.profiles import get_profile
+    from ddibench.registry import get_task
+
+    profile = get_profile(request.profile)
+    task = get_task(request.task)
+    system = build_system(request.system, profile, request.config, task.name)
+    if not system.supports(task):
+        raise ConfigError(
+            f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'"
+        )
+    split = request.split or task.eval_split
+    data = task.load()
+    of = sum(len(data.split(s)) for s in task.predicted_splits(split))
+    samples = [s.blind() for s in select_samples(task, data, split, request.limit, request.seed)]
+    view = training_view_of(task, data, split)
+    context = PlanContext(profile, request.seed)
+    if isinstance(system, Planned):
+        phases = system.plan(view, samples, context)
+    else:  # a system that does not subclass BaseSystem and declares nothing: the one-call-per-item default
+        phases = BaseSystem.plan(system, view, samples, context)  # type: ignore[arg-type]
+    specs = request.role_models().for_roles(list(system.llm_roles))
+    return _costed(request, system.name, split, len(samples), of, specs, phases, prices or {})
+
+
+def _costed(
+    request: RunRequest,
+    system: str,
+    split: str,
+    n: int,
+    of: int,
+    specs: dict[str, ModelSpec],
+    phases: list[Phase],
+    prices: Mapping[str, Mapping[str, float]],
+) -> Forecast:
+    out = Forecast(system, request.task, split, request.profile, n, of, {r: s.display() for r, s in specs.items()}, [])
+    for phase in phases:
+        spec = specs.get(phase.role) if phase.role else None
+        seconds, usd = phase.seconds, None
+        if spec is not None and phase.calls:
+            rate = throughput_of(spec)
+            if rate is not None:
+                out.rates[spec.display()] = rate
+                seconds = (seconds or 0.0) + phase.prompt_tokens / rate.prompt + phase.generated_tokens / rate.generated
+            elif seconds is None:
+                seconds = None
+            price = {"prompt": 0.0, "completion": 0.0} if spec.is_embedded else price_of(spec, prices)
+            if price is None:
+                if spec.display() not in out.unpriced:
+                    out.unpriced.append(spec.display())
+            else:
+                usd = (phase.prompt_tokens * price["prompt"] + phase.generated_tokens * price["completion"]) / 1000
+        out.phases.append(PhaseCost(phase, spec.display() if spec else None, seconds, usd))
+    return out
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``7 min``, ``1 h 05 min``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def render(fc: Forecast) -> list[str]:
+    """The plan as lines: the run, one line per phase, the totals, and what the figures rest on."""
+    lines = [
+        f"plan: {fc.system} on {fc.task} ({fc.split}, {fc.samples:,} of {fc.of:,} samples), profile {fc.profile}; "
+        "nothing was started, trained or written",
+        *(f"models: {role} = {model}" for role, model in fc.models.items()),
+        f"{'phase':<44} {'role':<10} {'epochs':>6} {'calls':>6} {'prompt tok':>10} {'gen tok ≤':>9} {'time':>9}",
+    ]
+    for cost in fc.phases:
+        p = cost.phase
+        calls = ("≤" if p.upper_bound else "") + f"{p.calls:,}" if p.role else ""
+        prompt, generated = (f"{p.prompt_tokens:,}", f"{p.generated_tokens:,}") if p.role else ("", "")
+        lines.append(
+            f"{p.name:<44} {p.role or '-':<10} {p.epochs or '':>6} {calls:>6} {prompt:>10} {generated:>9} "
+            f"{duration(cost.seconds) if cost.seconds is not None else '?':>9}"
+        )
+        if p.note:
+            lines.append(f"  {p.note}")
+    lines += _totals(fc)
+    return lines
+
+
+def _totals(fc: Forecast) -> list[str]:
+    """The total line and the sources of the figures."""
+    tokens = sum(c.phase.prompt_tokens for c in fc.phases), sum(c.phase.generated_tokens for c in fc.phases)
+    by_role = ", ".join(f"{fc.calls(role):,} {role}" for role in fc.models if fc.calls(role))
+    total = duration(fc.seconds) + ("" if fc.complete else " + phases of unknown time")
+    usd = fc.usd
+    cost = f"${usd:,.2f}" if usd is not None else f"no price for {', '.join(fc.unpriced)} ($DDIBENCH_PRICES)"
+    lines = [
+        f"total: {fc.calls():,} LLM calls ({by_role or 'none'}), {tokens[0]:,} prompt + at most {tokens[1]:,} "
+        f"generated tokens, about {total}, {cost}",
+        f"tokens: characters / {CHARS_PER_TOKEN} of the real prompt templates with the task's drug names and labels; "
+        "generated tokens at each call's max_tokens (an upper bound)",
+    ]
+    lines += [
+        f"throughput: {m}: {r.prompt:g} prompt and {r.generated:g} generated tok/s, {r.source}"
+        for m, r in fc.rates.items()
+    ]
+    lines += [f"throughput: {m}: unknown here, so its calls are not timed" for m in _untimed(fc)]
+    lines.append("from empty caches: a GNN, repository or answer already cached is reused and costs nothing again")
+    return lines
+
+
+def _untimed(fc: Forecast) -> list[str]:
+    return sorted({c.model for c in fc.phases if c.model and c.phase.calls and c.model not in fc.rates})
+
+
+def summary(fc: Forecast) -> list[str]:
+    """The two lines a long run prints before it starts."""
+    heavy = sorted((c for c in fc.phases if c.seconds), key=lambda c: -(c.seconds or 0.0))[:3]
+    parts = ", ".join(f"{c.phase.name} {duration(c.seconds or 0.0)}" for c in heavy)
+    usd = fc.usd
+    return [
+        f"plan: about {duration(fc.seconds)}{'' if fc.complete else ' (some phases untimed)'}"
+        f"{f', ${usd:,.2f}' if usd else ''}, {fc.calls():,} LLM calls; longest: {parts}",
+        "  the whole plan: the same command with --plan (nothing is run); --profile quick for a one-minute look",
+    ]

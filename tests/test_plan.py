@@ -1,0 +1,176 @@
+"""``ddibench run --plan`` and the progress counting: a plan that runs nothing and names the work a run does
+(checked against a real run on the loopback stub server), bars that count only work done and never pass
+100%, and the ``next:`` line every run ends with."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from ddibench.commands.common import LineProgress, Tally
+from ddibench.profiles import get_profile
+from ddibench.system import TrainingProgress
+
+CBR_PREVIEW = ["run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "3"]
+
+
+def _phase_line(out: str, name: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(name))
+
+
+def test_plan_names_the_phases_and_the_task_budget_epochs_and_runs_nothing(
+    cli, tmp_path: Path, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch", reason="cbr-ddi needs the 'ml' extra")
+    from ddibench.llm import LLMPool
+    from ddibench.systems.emergnn import EmerGNNSystem
+
+    def forbidden(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("--plan started a model or trained")
+
+    monkeypatch.setattr(LLMPool, "start", forbidden)
+    monkeypatch.setattr(EmerGNNSystem, "prepare", forbidden)
+    runs = tmp_path / "runs"
+    code, out, err = cli(*CBR_PREVIEW, "--plan", "--runs-dir", str(runs))
+    assert code == 0, err
+    cpu = get_profile("cpu")
+    epochs = cpu.budget_for("emergnn", "drugbank_s2")["max_epochs"]
+    assert epochs != cpu.budget_for("emergnn")["max_epochs"]  # the task's own budget, not the profile's default
+    gnn = _phase_line(out, "training the GNN module (EmerGNN)")
+    assert f" {epochs} " in gnn and "min" in gnn
+    insights = _phase_line(out, "writing case insights").split()
+    assert insights[insights.index("describer") + 1] == str(cpu.budget_for("cbr-ddi")["repository_size"])
+    for phase in ("describing case drugs", "refining cases: answers", "describing query drugs", "answering queries"):
+        assert _phase_line(out, phase)
+    assert "embedded:smollm2-135m-instruct" in out and "377 prompt" in out and "ENVIRONMENT.md" in out
+    assert "characters / 4" in out and "total:" in out
+    assert not runs.exists(), "--plan wrote a run directory"
+    assert not (fresh_cache / "llm-cache.sqlite").exists()
+    # the parsed KG may be kept (data, as the pinned files are); nothing trained or built by the system is
+    built = {p.name for p in (fresh_cache / "artifacts").iterdir()} if (fresh_cache / "artifacts").exists() else set()
+    assert built <= {"hetionet"}, built
+
+
+def test_the_plan_counts_the_calls_a_real_run_makes(cli, stub, tmp_path: Path, fresh_cache: Path) -> None:
+    pytest.importorskip("torch", reason="cbr-ddi needs the 'ml' extra")
+    pytest.importorskip("sentence_transformers", reason="cbr-ddi needs the 'embed' extra")
+    from ddibench.llm import parse_model_options
+    from ddibench.runner.forecast import forecast
+    from ddibench.runner.plan import RunRequest
+
+    model = f"vllm:stub-model@{stub.base_url}"
+    config = {
+        "repository_size": 8,
+        "refine_cases": 3,
+        "lambda_valid_pairs": 4,
+        "min_per_class": 1,
+        "gnn": {"max_epochs": 1, "train_pairs_per_epoch": 128, "valid_pairs": 64},
+    }
+    request = RunRequest(
+        task="drugbank_s2", system="cbr-ddi", models=parse_model_options([model]), limit=2, config=config
+    )
+    planned = forecast(request)
+    by_name = {c.phase.name: c.phase for c in planned.phases}
+    assert by_name["training the GNN module (EmerGNN)"].epochs == 1
+    assert by_name["writing case insights"].calls == 8 and by_name["refining cases: answers"].calls == 3
+    assert planned.unpriced and planned.usd is None  # no price is known for the stub, so no dollars are made up
+    args = ["-C", "repository_size=8", "-C", "refine_cases=3", "-C", "lambda_valid_pairs=4", "-C", "min_per_class=1"]
+    args += ["-C", "gnn=" + json.dumps(config["gnn"])]
+    code, out, err = cli(*CBR_PREVIEW[:-1], "2", "-m", model, *args, "--run-dir", str(tmp_path / "run"))
+    assert code == 0, err
+    session = json.loads((tmp_path / "run" / "sessions.jsonl").read_text().splitlines()[-1])
+    usage = session["llm_usage"]
+    wrong = json.loads((tmp_path / "run" / "results.json").read_text())["system_info"]["repository"]["refinement"]
+    assert usage["generator"]["calls"] == planned.calls("generator")  # refinement answers and queries
+    rewrites = by_name["refining cases: rewrites"]
+    assert rewrites.upper_bound and wrong["wrong"] <= rewrites.calls
+    # descriptions and insights exactly as planned, plus one rewrite per case the refinement answered wrongly
+    assert usage["describer"]["calls"] == planned.calls("describer") - rewrites.calls + wrong["wrong"]
+    assert out.strip().splitlines()[-1].startswith("next: drop --limit 2")
+    assert "qwen2.5-coder" not in out.strip().splitlines()[-1]  # not the embedded small model: no reader advice
+
+
+def test_a_tally_keeps_cache_hits_apart_and_never_passes_100_percent() -> None:
+    tally = Tally(10, started=0.0)
+    tally.add(4, cached=True)
+    tally.add(2)
+    assert tally.count() == "2/6 (33%), 4 from cache"
+    assert tally.eta(now=10.0) is None  # two items of real work: no ETA yet
+    tally.add(1)
+    assert tally.eta(now=30.0) == pytest.approx(30.0)  # 3 done in 30 s, 3 to go
+    tally.add(9)  # more than the total said: it grows
+    assert tally.total == 16 and tally.count() == "12/12 (100%), 4 from cache"
+    assert Tally(None).count() == "0 done"
+
+
+def test_line_progress_counts_cached_items_apart() -> None:
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    bar = LineProgress(Console(file=buffer, width=200), every=3600.0).task("describing drugs", 110)
+    bar.advance(30, cached=True)
+    for _ in range(11):
+        bar.advance()
+    bar.close()
+    line = buffer.getvalue().strip()
+    assert line.startswith("describing drugs: 11/80 (14%), 30 from cache") and "ETA" in line
+
+
+class _Recorder:
+    """A Progress that records, after every change, the bar's count and total."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+        self.done, self.total = 0, 0
+
+    def task(self, description: str, total: int | None) -> _Recorder:
+        self.total = total or 0
+        return self
+
+    def note(self, message: str) -> None:
+        pass
+
+    def advance(self, n: int = 1, *, cached: bool = False) -> None:
+        self.done += n
+        self.seen.append((self.done, self.total))
+
+    def update(self, *, total: int | None = None, description: str | None = None) -> None:
+        self.total = total if total is not None else self.total
+        self.seen.append((self.done, self.total))
+
+    def close(self) -> None:
+        pass
+
+
+def test_training_progress_grows_its_total_when_epochs_run_longer_than_declared() -> None:
+    """EmerGNN sizes its bar from the first epoch's pairs; later epochs resample and may be longer (the issue's
+    '9511/8400' and '36/30 (120%)'): the count never passes the total, and the bar ends full."""
+    shown = _Recorder()
+    bar = TrainingProgress(shown, "toy", max_epochs=3, steps_per_epoch=10, metric="macro-F1")
+    for epoch, steps in enumerate((10, 13, 12), 1):
+        for _ in range(steps):
+            bar.step()
+        bar.epoch_done(epoch, 1.0)
+    bar.finish(3)
+    assert all(done <= total for done, total in shown.seen), [s for s in shown.seen if s[0] > s[1]]
+    assert shown.done == shown.total
+
+
+def test_next_line_suits_the_run() -> None:
+    from ddibench.commands.run import next_line
+    from ddibench.llm import parse_model_options
+    from ddibench.runner.plan import RunRequest
+
+    preview = next_line(RunRequest(task="drugbank_s2", system="cbr-ddi", limit=3), Path("runs/x"))
+    assert preview.startswith("next: drop --limit 3") and "-m embedded:qwen2.5-coder-1.5b" in preview
+    assert len(preview.splitlines()) <= 2
+    full = next_line(
+        RunRequest(task="drugbank_s2", system="zero-shot", models=parse_model_options(["openai:gpt-4o-mini"])),
+        Path("runs/x"),
+    )
+    assert "--limit" not in full and "qwen" not in full and "ddibench submit runs/x" in full
+    quick = next_line(RunRequest(task="drugbank_s2", system="cbr-ddi", profile="quick", limit=3), Path("r"))
+    assert "--profile cpu" in quick
