@@ -147,7 +147,7 @@ class TrainingProgress:
         """Training ended after ``epochs_run`` complete epochs: the schedule ran out, early stopping ended
         it (``stopped_early``), or it was interrupted (fewer epochs and not stopped early)."""
         if epochs_run >= self.max_epochs:
-            self.bar.update(description=f"trained {self.name}: {epochs_run} epochs")
+            self.bar.update(description=f"trained {self.name}: {epochs_run} epoch{'s' if epochs_run != 1 else ''}")
         elif stopped_early:
             self.bar.update(
                 total=max(self.steps, 1), description=f"trained {self.name}: {epochs_run} epochs (early stopping)"

@@ -193,7 +193,7 @@ class LineProgress:
                 now = time.monotonic()
                 eta = self.tally.eta(now)
                 line = f"{self.description}: {self.tally.count()} {now - self.tally.started:.0f}s elapsed"
-                return line + ("" if eta is None else f", ETA {eta:.0f}s")
+                return line + ("" if eta is None or eta <= 0 else f", ETA {eta:.0f}s")
 
             def advance(self, n: int = 1, *, cached: bool = False) -> None:
                 self.tally.add(n, cached)
