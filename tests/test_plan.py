@@ -174,3 +174,16 @@ def test_next_line_suits_the_run() -> None:
     assert "--limit" not in full and "qwen" not in full and "ddibench submit runs/x" in full
     quick = next_line(RunRequest(task="drugbank_s2", system="cbr-ddi", profile="quick", limit=3), Path("r"))
     assert "--profile cpu" in quick
+
+
+def test_the_plan_says_when_the_machine_is_busier_than_its_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rates are an idle machine's: a shared one (a load of 8-9 on 2 cores) ran SmolLM2 about 100x slower."""
+    import os
+
+    from ddibench.runner.forecast import busy
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.04, 8.0, 7.0))
+    assert busy() == "load 9.0 on 2 CPUs"
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.5, 1.0, 1.0))
+    assert busy() == ""

@@ -69,6 +69,7 @@ class Forecast:
     phases: list[PhaseCost]
     rates: dict[str, Throughput] = field(default_factory=dict)  # model -> the throughput its phases were timed at
     unpriced: list[str] = field(default_factory=list)  # models with no price known
+    busy: str = ""  # the machine's load when it is busier than its CPUs (the rates are an idle machine's)
 
     @property
     def seconds(self) -> float:
@@ -126,7 +127,23 @@ def forecast(request: RunRequest, prices: Mapping[str, Mapping[str, float]] | No
     else:  # a system that does not subclass BaseSystem and declares nothing: the one-call-per-item default
         phases = BaseSystem.plan(system, view, samples, context)  # type: ignore[arg-type]
     specs = request.role_models().for_roles(list(system.llm_roles))
-    return _costed(request, system.name, split, len(samples), of, specs, phases, prices or {})
+    out = _costed(request, system.name, split, len(samples), of, specs, phases, prices or {})
+    out.busy = busy()
+    return out
+
+
+def busy() -> str:
+    """``load 8.2 on 2 CPUs`` when the machine is busier than its CPUs (else ''): a shared machine runs the
+    embedded model far slower than an idle one (SmolLM2 answered about 100x slower under a load of 8-9 on 2
+    cores, 2026-11-28: its two threads wait on each other)."""
+    import os
+
+    cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return ""
+    return f"load {load:.1f} on {cpus} CPUs" if load > cpus else ""
 
 
 def _costed(
@@ -208,7 +225,15 @@ def _totals(fc: Forecast) -> list[str]:
         for m, r in fc.rates.items()
     ]
     lines += [f"throughput: {m}: unknown here, so its calls are not timed" for m in _untimed(fc)]
-    lines.append("from empty caches: a GNN, repository or answer already cached is reused and costs nothing again")
+    if fc.busy and fc.rates:
+        lines.append(
+            f"this machine is busy ({fc.busy}): the times assume an idle one, and a busy one runs the embedded model "
+            "many times slower (about 100x under a load of 8-9 on 2 cores)"
+        )
+    lines.append(
+        "from empty caches: a GNN, repository or answer already cached is reused and costs nothing again; not counted: "
+        "start-up (the task's data and KG, the model server: seconds; a model's first use downloads it)"
+    )
     return lines
 
 
@@ -221,8 +246,9 @@ def summary(fc: Forecast) -> list[str]:
     heavy = sorted((c for c in fc.phases if c.seconds), key=lambda c: -(c.seconds or 0.0))[:3]
     parts = ", ".join(f"{c.phase.name} {duration(c.seconds or 0.0)}" for c in heavy)
     usd = fc.usd
+    busy = f" on an idle machine (this one: {fc.busy})" if fc.busy and fc.rates else ""
     return [
-        f"plan: about {duration(fc.seconds)}{'' if fc.complete else ' (some phases untimed)'}"
+        f"plan: about {duration(fc.seconds)}{busy}{'' if fc.complete else ' (some phases untimed)'}"
         f"{f', ${usd:,.2f}' if usd else ''}, {fc.calls():,} LLM calls; longest: {parts}",
         "  the whole plan: the same command with --plan (nothing is run); --profile quick for a one-minute look",
     ]
