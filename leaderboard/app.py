@@ -25,6 +25,8 @@ from ddibench.registry import scoring_provenance
 
 st.set_page_config(page_title="ddibench leaderboard", layout="wide")
 STORE = Path(os.environ.get("DDIBENCH_BOARD", "board.duckdb"))
+NBSP = "\u00a0"  # between the words of a table cell: a row keeps to one line, the table scrolls sideways
+WORD_JOINER = "\u2060"  # after each '-' of a cell (names such as naive-cbr): a line would break there
 
 
 @st.cache_data(show_spinner=False)
@@ -43,43 +45,120 @@ def load_system_info(name: str) -> board.SystemInfo:
     return board.system_info(name)
 
 
-def matrix_view(runs: pd.DataFrame) -> None:
-    floors, published = load_references(str(STORE), STORE.stat().st_mtime)
-    table = board.matrix(runs, floors, published)
-    if table.empty:
-        st.info("No runs match the filters.")
-        return
-    # st.table renders markdown in every cell and header: a bundle's name is escaped
-    names = {board.entry(s, v): (s, v) for s, v in zip(runs["system"], runs["variant"])}
+def matrix_view(runs: pd.DataFrame, show_previews: bool) -> None:
+    """The ranked runs (full runs only): the matrix, one line a task; the same runs as a sortable list with
+    their models; the heatmap; then, when asked for, the previews apart, unranked and unmarked."""
+    full, previews = board.split_previews(runs)
+    if full.empty:
+        st.info("No full run matches the filters.")
+    else:
+        ranked_view(full)
+    if show_previews and not previews.empty:
+        st.subheader("Previews (--limit runs, never ranked)")
+        st.table(preview_table(previews))
+        st.caption("Metrics recomputed on the samples --limit drew; never ranked, never marked ★ or ≈.")
+    systems_view(sorted(runs["system"].unique()))
+
+
+def ranked_view(full: pd.DataFrame) -> None:
+    floors, _ = load_references(str(STORE), STORE.stat().st_mtime)
+    # value and marks (the interval is in the ranked list below), with the model: short enough for one line
+    table = board.matrix(full, floors, models=True, intervals=False)
+    # st.table renders markdown in every cell and header: a bundle's name is escaped, a model sits in a code span
+    names = {board.entry(s, v): (s, v) for s, v in zip(full["system"], full["variant"])}
+    systems = [c for c in table.columns if c in names]
+    table[systems] = table[systems].map(_model_in_code)
+    table = table.map(_one_line)
     table = table.rename(
         columns={
             c: board.system_md(names[c][0]) + (f" \\[{board.md_text(names[c][1])}\\]" if names[c][1] else "")
-            for c in table.columns
-            if c in names
+            for c in systems
         }
     )
     st.subheader("Tasks × systems")
     st.table(table)  # a real HTML table: small, and readable by screen readers and browser tests
     st.caption(
-        "floors: what answers without skill scores on the task's evaluation split (the training split's most frequent "
-        "label or labels, and uniformly random answers), recomputed by the board. published: the papers' own numbers "
-        "on their own splits, in the metric's unit; shown beside the runs, never ranked with them."
+        "Each system's best full run (its interval is in the ranked list below); after ' · ', the model an LLM "
+        "system ran on. floors: what answers without skill "
+        "scores on the task's evaluation split (the training split's most frequent label or labels, and uniformly "
+        "random answers), recomputed by the board. The papers' published numbers are in the 'Published' tab."
     )
-    best = labelled(board.cells(runs, ("task", "system")))
+    st.subheader("Ranked runs")
+    ranking = board.ranked(full)
+    ranking = ranking.assign(system=ranking["system"].map(board.system_label))
+    st.dataframe(
+        ranking,
+        width="stretch",
+        hide_index=True,
+        column_config={
+            "value": st.column_config.NumberColumn("value", help="in the metric's unit: a fraction in %"),
+            "model": st.column_config.TextColumn("model", help=f"the model an LLM system ran on ({board.UNCHECKED})"),
+        },
+    )
+    st.caption("Click a column's name to sort. Rank: within the task, best first.")
+    best = labelled(board.cells(full, ("task", "system")))
     st.vega_lite_chart(spec=board.heatmap_spec(best), width="stretch", height=board.heatmap_height(best))
+
+
+def _one_line(text: object) -> object:
+    """A table cell that never wraps (a row keeps to one line; a wide table scrolls sideways), as it reads."""
+    return text.replace(" ", NBSP).replace("-", "-" + WORD_JOINER) if isinstance(text, str) else text
+
+
+def _model_in_code(text: object) -> object:
+    """A matrix cell's model (after ' · ', the submitter's word) in a code span: shown as written."""
+    if not isinstance(text, str) or " · " not in text:
+        return text
+    value, _, model = text.partition(" · ")
+    return f"{value} · {board.md_code(model)}"
+
+
+def preview_table(previews: pd.DataFrame) -> pd.DataFrame:
+    """The previews as st.table renders them (markdown): every stored word escaped or in a code span."""
+    rows = board.preview_rows(previews)
+    table = pd.DataFrame(
+        {
+            "task": rows["task"].map(board.md_text),
+            "system": rows["system"].map(board.system_md),
+            "variant": rows["variant"].map(board.md_text),
+            "model": rows["model"].map(lambda m: board.md_code(m) if m != board.NO_MODEL else m),
+            "n": rows["n"].map(lambda n: f"{n:,}"),
+            "metric": rows["metric"].map(board.md_text),
+            "value [95% CI]": rows["value [95% CI]"].map(board.md_text),
+            "run": rows["run_id"].map(board.md_code),
+        }
+    ).set_index("task")
+    return table.map(_one_line)
+
+
+def published_view(runs: pd.DataFrame) -> None:
+    st.subheader("Published numbers (never ranked)")
+    _, published = load_references(str(STORE), STORE.stat().st_mtime)
     shown = published[published["task"].isin(runs["task"])]
-    if not shown.empty:
-        with st.expander(f"published numbers ({len(shown)}, never ranked)"):
-            columns = {
-                "task": "task",
-                "method": "method",
-                "metric_label": "metric",
-                "shown": "published",
-                "source": "source",
-                "note": "note",
-            }
-            st.dataframe(shown[list(columns)].rename(columns=columns), width="stretch", hide_index=True)
-    systems_view(sorted(runs["system"].unique()))
+    if shown.empty:
+        st.info("No published number for the tasks that match the filters.")
+        return
+    columns = {
+        "task": "task",
+        "method": "method",
+        "model": "model",
+        "shown": "published",
+        "metric_label": "metric",
+        "paper": "paper",
+        "link": "link",
+        "source": "source",
+        "note": "note",
+    }
+    st.dataframe(
+        shown[list(columns)].rename(columns=columns),
+        width="stretch",
+        hide_index=True,
+        column_config={"link": st.column_config.LinkColumn("link", display_text="paper")},
+    )
+    st.caption(
+        "The papers' own numbers on their own splits and code, converted from percent to each metric's unit; "
+        "shown beside the board's runs, never ranked with them. The model is the reader a method's name gives."
+    )
 
 
 def labelled(frame: pd.DataFrame) -> pd.DataFrame:
@@ -88,6 +167,7 @@ def labelled(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def systems_view(names: list[str]) -> None:
+    """Each system's paper, code and card, one line each (a data frame shows a bundle's words as plain text)."""
     st.subheader("Systems")
     rows = []
     for name in names:
@@ -96,10 +176,10 @@ def systems_view(names: list[str]) -> None:
             rows.append(
                 {"system": name, "paper": info.paper or "—", "code": info.code or "—", "card": info.card or "—"}
             )
-        else:  # an outside adapter: what its bundles say of it, escaped
-            code = f"{board.md_code(info.code)} ({board.UNCHECKED})" if info.code else "—"
-            rows.append({"system": board.system_md(name), "paper": "—", "code": code, "card": "—"})
-    st.table(pd.DataFrame(rows).set_index("system"))
+        else:  # an outside adapter: what its bundles say of it, marked
+            code = f"{info.code} ({board.UNCHECKED})" if info.code else "—"
+            rows.append({"system": board.system_label(name), "paper": "—", "code": code, "card": "—"})
+    st.dataframe(pd.DataFrame(rows), width="stretch", hide_index=True)
 
 
 def cost_view(runs: pd.DataFrame) -> None:
@@ -109,10 +189,15 @@ def cost_view(runs: pd.DataFrame) -> None:
         st.info("No runs match the filters.")
         return
     best = labelled(best)
-    st.vega_lite_chart(spec=board.cost_spec(best, board.pareto(best)), width="stretch")
+    for unit in board.units(best):  # one chart per unit of the primary metric: an axis never mixes them
+        points = best[best["primary_unit"] == unit]
+        if len(board.units(best)) > 1:
+            st.markdown(f"**Primary metric in {board.md_text(board.UNIT_TITLES.get(unit, unit))}**")
+        st.vega_lite_chart(spec=board.cost_spec(points, board.pareto(points)), width="stretch")
     st.dataframe(board.cost_table(best), width="stretch", hide_index=True)
     st.caption(
         "One point per task × system × model (its best run); dashed: the cost-quality Pareto front of each task. "
+        "The y axis is the primary metric in its unit (a fraction in %; a chart per unit). "
         "US dollars appear where $DDIBENCH_PRICES gives the model's price."
     )
 
@@ -138,6 +223,7 @@ def pick_run(all_runs: pd.DataFrame, runs: pd.DataFrame, wanted: str | None) -> 
     run_ids = list(choices["run_id"])
     shown = {
         r.run_id: f"{r.run_id} · {r.model} · {r.tier} · {board.fmt(r.primary_unit, r.primary_value)}"
+        + (" · preview" if not r.submittable else "")
         for r in choices.itertuples()
     }
     run_id = run_col.selectbox(
@@ -167,15 +253,7 @@ def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
     manifest = detail.manifest
     task, system = manifest.task, manifest.system
     st.markdown(f"**Trust tier:** {detail.tier}")
-    if summary["best"]:
-        star = "★" if summary["submittable"] else "☆, a preview: the task has no full run yet"
-        st.markdown(f"**Against the task's best:** this is the best run ({star})")
-    elif summary["diff"] is not None and summary["diff"] == summary["diff"]:
-        verdict = "tied (≈)" if summary["tied"] else "significantly worse"
-        st.markdown(
-            f"**Against the task's best:** {summary['diff']:+.3f} [{summary['diff_low']:+.3f}, {summary['diff_high']:+.3f}] "
-            f"(best minus this run, paired bootstrap on shared samples): {verdict}"
-        )
+    against(summary)
     for reason in detail.reasons:
         st.info(
             f"Not submittable: {board.md_code(reason)}"
@@ -215,6 +293,27 @@ def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
     if manifest.scoring.options:
         fact("Scoring", ", ".join(f"{k}={v}" for k, v in manifest.scoring.options.items()))
     prose("Deviations", task.deviations + system.deviations)
+
+
+def against(summary: pd.Series) -> None:
+    """The run against the best full run of its task; a preview is never ranked: its difference is shown
+    for information, with no ★ or ≈."""
+    preview = board.is_preview(summary)
+    known = summary["diff"] is not None and summary["diff"] == summary["diff"] and not summary["best"]
+    if summary["best"] and not preview:
+        st.markdown("**Against the task's best:** this is the best run (★)")
+    elif known:
+        verdict = (
+            "a preview (--limit), never ranked"
+            if preview
+            else ("tied (≈)" if summary["tied"] else "significantly worse")
+        )
+        st.markdown(
+            f"**Against the task's best:** {summary['diff']:+.3f} [{summary['diff_low']:+.3f}, {summary['diff_high']:+.3f}] "
+            f"(best minus this run, paired bootstrap on shared samples): {verdict}"
+        )
+    elif preview:
+        st.markdown("**Against the task's best:** a preview (--limit), never ranked")
 
 
 def drilldown(run_id: str, wanted: str | None) -> None:
@@ -271,11 +370,18 @@ if not STORE.exists():
 all_runs = load_runs(str(STORE), STORE.stat().st_mtime)
 st.title("ddibench leaderboard")
 st.caption(
-    f"{board.plural(len(all_runs), 'run')}. Cells: primary metric [95% CI, clustered by drug or source document]; "
-    "★ best in the task; ☆ best preview of a task without full runs; ≈ not significantly different from the best "
-    "(paired bootstrap on shared samples). Unregistered: a system this ddibench does not have, known from its bundles "
-    f"alone. Marked ({board.UNCHECKED}): a submitter's own words, which verify does not recompute."
+    f"{board.plural(len(all_runs), 'run')} · ★ best in the task · ≈ not significantly different from the best · "
+    "⚠ answers collapsed onto one label · after ' · ': the model an LLM system ran on · previews (--limit) and the "
+    "papers' published numbers apart, never ranked"
 )
+with st.expander("How to read the board"):
+    st.markdown(
+        "Scores: the primary metric of full runs [95% CI, clustered by drug or source document]; ≈ by a paired "
+        "bootstrap on the samples two runs share. Previews (runs made with --limit) are hidden unless 'show previews' "
+        "is on in the sidebar; then they are listed apart, never ranked and never marked. Unregistered: a system "
+        f"this ddibench does not have, known from its bundles alone. Marked ({board.UNCHECKED}): a submitter's own "
+        "words, which verify does not recompute."
+    )
 with st.sidebar:
     st.header("Filters")
     filters = {
@@ -288,18 +394,26 @@ with st.sidebar:
             ("tier", "trust tier"),
         )
     }
-    previews = st.checkbox("include previews (--limit runs, not submittable)", value=True)
+    n_previews = len(board.split_previews(all_runs)[1])
+    previews = st.checkbox(
+        f"show previews ({n_previews} --limit runs, never ranked)",
+        value=False,
+        help="Runs made with --limit: metrics on the samples it drew. Listed apart, never ranked or marked.",
+    )
 runs = board.filtered(all_runs, filters, previews)
 params = st.query_params
-matrix_tab, cost_tab, run_tab = st.tabs(
-    ["Matrix", "Cost vs quality", "Run details"],
+matrix_tab, published_tab, cost_tab, run_tab = st.tabs(
+    ["Matrix", "Published", "Cost vs quality", "Run details"],
     default="Run details" if params.get("run") else "Matrix",
     key="view",
     bind="query-params",
 )
 if matrix_tab.open:
     with matrix_tab:
-        matrix_view(runs)
+        matrix_view(runs, previews)
+if published_tab.open:
+    with published_tab:
+        published_view(runs)
 if cost_tab.open:
     with cost_tab:
         cost_view(runs)

@@ -78,6 +78,9 @@ def system_md(name: str) -> str:
     return name if is_registered(name) else f"{md_code(name)} ({UNREGISTERED})"
 
 
+UNIT_TITLES = {"fraction": "%", "score": "score", "scale": "1-5"}  # how a table or an axis names each unit
+
+
 def fmt(unit: str, value: float | None) -> str:
     """A metric value in its declared unit (see :class:`ddibench.evaluation.MetricSpec`)."""
     return MetricSpec(name="", label="", unit=unit if unit in ("fraction", "score", "scale") else "score").format(value)
@@ -92,10 +95,45 @@ def value_ci(row: pd.Series) -> str:
 COLLAPSED = " ⚠"  # the run's answers collapsed onto one label (see ddibench.evaluation.answers)
 
 
+def is_preview(row: pd.Series | dict[str, Any]) -> bool:
+    """The one rule every view follows: a run that is not submittable (made with ``--limit``, the only refusal
+    ``board add --previews`` admits) is a preview: shown apart, never ranked, never marked ★ or ≈ (the store
+    compares it with the best full run, and its ``best`` and ``tied`` columns are ignored here)."""
+    return not bool(row.get("submittable", True))
+
+
+def split_previews(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ranked (full) runs and the previews of ``frame``, by :func:`is_preview`."""
+    preview = ~frame["submittable"].fillna(False).astype(bool)
+    return frame[~preview], frame[preview]
+
+
+def marks(row: pd.Series | dict[str, Any]) -> str:
+    """A run's marks after its value: ★ best, ≈ tied with the best (a full run only), ⚠ collapsed answers."""
+    rank = "" if is_preview(row) else (" ★" if row["best"] else (" ≈" if row["tied"] else ""))
+    return rank + (COLLAPSED if row.get("collapsed") else "")
+
+
 def cell(row: pd.Series) -> str:
-    best = " ★" if row.get("submittable", True) else " ☆"  # ☆: the best of a task that has only --limit previews
-    mark = best if row["best"] else (" ≈" if row["tied"] else "")
-    return value_ci(row) + mark + (COLLAPSED if row.get("collapsed") else "")
+    """A run's primary metric as 'value [95% CI]' in its unit, with its :func:`marks`."""
+    return value_ci(row) + marks(row)
+
+
+NO_MODEL = "—"  # the store's model of a run without LLM calls
+MODEL_CHARS = 40
+
+
+def short_model(spec: object) -> str:
+    """The model a run's LLM calls went to, short enough to stand beside a score: its name without the
+    provider, the endpoint or a path ('embedded:qwen2.5-coder-1.5b-instruct' -> 'qwen2.5-coder-1.5b-instruct',
+    'openai:gpt-4o@https://api.openai.com/v1' -> 'gpt-4o'); '' for a run without an LLM. The submitter's word."""
+    text = " ".join(str(spec if spec is not None else "").split())
+    if text in ("", NO_MODEL, "nan"):
+        return ""
+    name = text.split("@", 1)[0]
+    name = name.split(":", 1)[1] if ":" in name else name
+    name = name.rstrip("/").rsplit("/", 1)[-1] or text
+    return name if len(name) <= MODEL_CHARS else name[: MODEL_CHARS - 1] + "…"
 
 
 def entry(system: str, variant: object) -> str:
@@ -104,7 +142,8 @@ def entry(system: str, variant: object) -> str:
 
 
 def filtered(frame: pd.DataFrame, filters: dict[str, list[str]], previews: bool) -> pd.DataFrame:
-    out = frame if previews else frame[frame["submittable"]]
+    """The runs the filters allow (a column's allowed values; none: any), previews only when asked for."""
+    out = frame if previews else split_previews(frame)[0]
     for column, allowed in filters.items():
         if allowed:
             out = out[out[column].isin(allowed)]
@@ -113,42 +152,120 @@ def filtered(frame: pd.DataFrame, filters: dict[str, list[str]], previews: bool)
 
 METRIC_COLUMN = "metric"
 FLOORS_COLUMN = "floors"
-PUBLISHED_COLUMN = "published (not ranked)"
 
 
 def matrix(
-    frame: pd.DataFrame, floors: pd.DataFrame | None = None, published: pd.DataFrame | None = None
+    frame: pd.DataFrame, floors: pd.DataFrame | None = None, models: bool = False, intervals: bool = True
 ) -> pd.DataFrame:
-    """Task x system: the best run of each cell, shown as 'value [CI]' with ★ best, ≈ tied with best and ⚠ when
-    its answers collapsed onto one label; a system's runs in another variant (an answer mode) in a column of
-    their own, named ``system [variant]``;
-    with ``floors`` (:func:`floors`) and ``published`` (:func:`published`), a column of each after the
-    systems, in the primary metric of the task.
-
-    A full (submittable) run fills its cell before any ``--limit`` preview, whatever the preview scored.
-    """
+    """Task x system, one short line per task: the best full run of each cell, shown as 'value [CI]' (without
+    ``intervals``, the value alone) with ★ best, ≈ tied with best and ⚠ when its answers collapsed onto one label
+    (and, with ``models``, the short name of the model an LLM system ran on, after ' · '); a system's runs in
+    another variant (an answer mode)
+    in a column of their own, named ``system [variant]``; with ``floors`` (:func:`floors`), a column of them
+    after the systems, in the primary metric of the task. Previews are never in it (:func:`is_preview`), and
+    the papers' published numbers have a table of their own (:func:`published`)."""
+    frame, _ = split_previews(frame)
     if frame.empty:
         return pd.DataFrame()
     best = best_first(frame).drop_duplicates(["task", "system", "variant"])
     best = best.assign(
-        cell=best.apply(cell, axis=1), entry=[entry(s, v) for s, v in zip(best["system"], best["variant"])]
+        cell=[
+            (cell(row) if intervals else fmt(row["primary_unit"], row["primary_value"]) + marks(row))
+            + (f" · {short_model(row['model'])}" if models and short_model(row["model"]) else "")
+            for _, row in best.iterrows()
+        ],
+        entry=[entry(s, v) for s, v in zip(best["system"], best["variant"])],
     )
     table = best.pivot(index="task", columns="entry", values="cell")
     # a system may be called anything (an outside adapter's name is data): one named like a column of
     # the table's own is shown as '<name> (system)' rather than break the table
     table = table.rename(
-        columns={
-            name: f"{name} (system)"
-            for name in (METRIC_COLUMN, FLOORS_COLUMN, PUBLISHED_COLUMN)
-            if name in table.columns
-        }
+        columns={name: f"{name} (system)" for name in (METRIC_COLUMN, FLOORS_COLUMN) if name in table.columns}
     )
     table.insert(0, METRIC_COLUMN, task_heads(frame)["primary_metric"].reindex(table.index))
     if floors is not None:
         table[FLOORS_COLUMN] = floor_labels(frame, floors).reindex(table.index)
-    if published is not None:
-        table[PUBLISHED_COLUMN] = published_labels(frame, published).reindex(table.index)
     return table.fillna("")
+
+
+def shown_value(unit: str, value: float | None) -> float | None:
+    """A metric value as a number in the unit a table writes it in (a fraction in %), for sorting and charts."""
+    if value is None or value != value:
+        return None
+    return round(100 * value, 1) if unit == "fraction" else round(value, 3 if unit == "score" else 2)
+
+
+RANKED_COLUMNS = [
+    "task",
+    "rank",
+    "system",
+    "variant",
+    "model",
+    "metric",
+    "value",
+    "95% CI",
+    "mark",
+    "tier",
+    "n",
+    "run_id",
+]
+
+
+def ranked(frame: pd.DataFrame) -> pd.DataFrame:
+    """The ranking, one row per task and system (and variant and model): the best full run of each, best
+    first within its task, with its rank, the variant it ran in ('' for the default), the short name of its
+    model ('—' without an LLM), its value in the metric's unit (a number, so that a table sorts it), its
+    interval and its mark. Never a preview."""
+    frame, _ = split_previews(frame)
+    best = best_first(frame).drop_duplicates(["task", "system", "variant", "model"])
+    best = best.sort_values("task", kind="stable")  # best first within each task, tasks by name
+    marked = {True: "★ best", False: ""}
+    return pd.DataFrame(
+        {
+            "task": best["task"],
+            "rank": best.groupby("task").cumcount() + 1,
+            "system": best["system"],
+            "variant": best["variant"].fillna(""),
+            "model": best["model"].map(lambda m: short_model(m) or NO_MODEL),
+            "metric": best["primary_metric"],
+            "value": [shown_value(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
+            "95% CI": [
+                f"[{fmt(u, lo)}, {fmt(u, hi)}]"
+                for u, lo, hi in zip(best["primary_unit"], best["ci_low"], best["ci_high"])
+            ],
+            "mark": [
+                (marked[bool(b)] or ("≈ tied" if t else "")) + (COLLAPSED if c else "")
+                for b, t, c in zip(best["best"], best["tied"], best["collapsed"])
+            ],
+            "tier": best["tier"],
+            "n": best["n"],
+            "run_id": best["run_id"],
+        },
+        columns=RANKED_COLUMNS,
+    ).reset_index(drop=True)
+
+
+PREVIEW_COLUMNS = ["task", "system", "variant", "model", "n", "metric", "value [95% CI]", "run_id"]
+
+
+def preview_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The previews of ``frame``, one row each (task, then the better value first): their value and interval
+    in the metric's unit and never a ★ or ≈ (⚠ stays: it says what the answers did, not a rank)."""
+    _, previews = split_previews(frame)
+    previews = best_first(previews).sort_values("task", kind="stable")
+    return pd.DataFrame(
+        {
+            "task": previews["task"],
+            "system": previews["system"],
+            "variant": previews["variant"].fillna("").map(lambda v: v or "—"),
+            "model": previews["model"].map(lambda m: short_model(m) or NO_MODEL),
+            "n": previews["n"],
+            "metric": previews["primary_metric"],
+            "value [95% CI]": [value_ci(r) + marks(r) for _, r in previews.iterrows()],
+            "run_id": previews["run_id"],
+        },
+        columns=PREVIEW_COLUMNS,
+    ).reset_index(drop=True)
 
 
 def task_heads(frame: pd.DataFrame) -> pd.DataFrame:
@@ -235,7 +352,9 @@ PUBLISHED_COLUMNS = [
     "task",
     "system",
     "paper",
+    "link",
     "method",
+    "model",
     "metric",
     "metric_label",
     "value",
@@ -244,12 +363,30 @@ PUBLISHED_COLUMNS = [
     "source",
     "note",
 ]
+# a reader model named in a published method, as the papers write them: 'CBR-DDI (Llama3.1-70B)'
+_READER = re.compile(r"^(?P<method>.+?) \((?P<model>(?:Llama|DeepSeek|GPT|Qwen|Claude|Gemini|Mistral)[^()]*)\)$")
+_ARXIV = re.compile(r"\barXiv (\d{4}\.\d{4,5})\b")
+
+
+def paper_link(cite: str) -> str:
+    """The page of a paper that its citation names by arXiv id; '' for a citation without one."""
+    found = _ARXIV.search(cite)
+    return f"https://arxiv.org/abs/{found.group(1)}" if found else ""
+
+
+def method_model(method: str) -> tuple[str, str]:
+    """A published method and the reader model its name carries ('KAPING (Llama3.1-8B)' -> 'KAPING',
+    'Llama3.1-8B'); the method whole and '' when it names none."""
+    found = _READER.match(method)
+    return (found.group("method"), found.group("model")) if found else (method, "")
 
 
 def published(specs: dict[str, dict[str, MetricSpec]]) -> pd.DataFrame:
     """The papers' numbers (ddibench/data/published.toml) for the tasks and metrics in ``specs`` (see
-    :func:`metric_specs`), converted from percent to each metric's unit. They are the papers' claims on
-    their own splits and code: shown beside the board, marked as published, never ranked with its runs."""
+    :func:`metric_specs`), converted from percent to each metric's unit, one row each with the paper's key
+    and page (``link``, where its citation has an arXiv id), the method and the reader model its name
+    carries. They are the papers' claims on their own splits and code: shown in a table of their own,
+    marked as published, never ranked with the board's runs."""
     from ddibench.data.published import load_published
 
     rows, papers = load_published()
@@ -261,12 +398,15 @@ def published(specs: dict[str, dict[str, MetricSpec]]) -> pd.DataFrame:
         value, std = row.value / 100, (row.std / 100 if row.std is not None else None)
         shown = spec.format(value) + (f" ± {spec.format(std)}" if std is not None else "")
         source = f"{papers[row.paper].cite}; {row.table}, {row.setting}, {row.dataset}"
+        method, model = method_model(row.method)
         out.append(
             [
                 row.task,
                 row.system,
                 row.paper,
-                row.method,
+                paper_link(papers[row.paper].cite),
+                method,
+                model,
                 row.our_metric,
                 spec.title(),
                 value,
@@ -277,19 +417,6 @@ def published(specs: dict[str, dict[str, MetricSpec]]) -> pd.DataFrame:
             ]
         )
     return pd.DataFrame(out, columns=PUBLISHED_COLUMNS)
-
-
-def published_labels(frame: pd.DataFrame, numbers: pd.DataFrame) -> pd.Series:
-    """Per task: every published number of its primary metric, e.g. 'EmerGNN 25.0 ± 2.8'. A method that
-    two papers report is named with each paper ('EmerGNN 25.0 ± 2.8 (emergnn); EmerGNN 34.2 (cbr-ddi)'); a
-    number one paper prints in two tables is shown once."""
-    out = {}
-    for task, head in task_heads(frame).iterrows():
-        mine = numbers[(numbers["task"] == task) & (numbers["metric"] == head["primary_metric"])]
-        shown = list(dict.fromkeys(zip(mine["method"], mine["shown"], mine["paper"])))
-        papers = mine.groupby("method")["paper"].nunique()
-        out[task] = "; ".join(f"{m} {s}" + (f" ({p})" if papers[m] > 1 else "") for m, s, p in shown)
-    return pd.Series(out, dtype=object)
 
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"  # the repository's docs (absent from an installed wheel)
@@ -446,15 +573,13 @@ def heatmap_height(best: pd.DataFrame) -> int:
 
 def legend_title(best: pd.DataFrame) -> str:
     """The colour legend's title in the unit the cells are written in."""
-    units = set(best["primary_unit"])
-    names = {"fraction": "%", "score": "score", "scale": "1-5"}
-    return "primary metric (" + ", ".join(names.get(u, u) for u in sorted(units)) + ")"
+    return "primary metric (" + ", ".join(UNIT_TITLES.get(u, u) for u in units(best)) + ")"
 
 
 def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
     """Vega-Lite spec: task x system, coloured by the primary metric of each cell's best run, each cell
     labelled with its value in the metric's unit. Rendered as SVG, so every label is text in the page."""
-    tooltip = ["task", "system", "model", "tier", "value", "ci", "tied"]
+    tooltip = ["task", "system", "model", "tier", "value", "ci", "mark"]
     low, high = best["primary_value"].min(), best["primary_value"].max()
     spread = (high - low) or 1.0
     frame = best.assign(
@@ -465,6 +590,7 @@ def heatmap_spec(best: pd.DataFrame) -> dict[str, Any]:
         ci=[
             f"[{fmt(u, lo)}, {fmt(u, hi)}]" for u, lo, hi in zip(best["primary_unit"], best["ci_low"], best["ci_high"])
         ],
+        mark=[marks(row).strip() for _, row in best.iterrows()],  # never one on a preview
     )
     # Vega-Lite hides axis labels that overlap a neighbour (at 1,400 px it dropped 4 of 9 system names):
     # every label is kept, unclipped, and the system names are slanted so that neighbours do not collide
@@ -537,21 +663,41 @@ def plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+def units(frame: pd.DataFrame) -> list[str]:
+    """The units of the primary metrics in ``frame``, in a fixed order: one chart axis each."""
+    return sorted(set(frame["primary_unit"]))
+
+
 def cost_spec(points: pd.DataFrame, front: pd.DataFrame) -> dict[str, Any]:
-    """Vega-Lite spec: tokens per item against the primary metric, with each task's Pareto front dashed."""
-    fields = ["task", "system", "model", "calls_per_item", "tokens_per_item", "usd_per_item", "primary_value"]
+    """Vega-Lite spec: tokens per item against the primary metric, with each task's Pareto front dashed.
+
+    Every point's metric is in one unit (:func:`units`; a chart per unit), written as the tables write it
+    (a fraction in %): the y axis says which, and never mixes fractions with scores."""
+    kinds = units(pd.concat([points, front]))
+    if len(kinds) != 1:
+        raise ValueError(f"a cost chart shows one unit of primary metric, not {kinds}: draw one chart per unit")
+    unit = kinds[0]
+    fields = ["task", "system", "model", "metric", "calls_per_item", "tokens_per_item", "usd_per_item", "value"]
+
+    def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+        shown = frame.assign(
+            metric=frame["primary_metric"],
+            value=[shown_value(u, v) for u, v in zip(frame["primary_unit"], frame["primary_value"])],
+        )
+        return _records(shown, fields)
+
     x = {"field": "tokens_per_item", "type": "quantitative", "title": "LLM tokens per item", "axis": {"format": ",.0f"}}
-    y = {"field": "primary_value", "type": "quantitative", "title": "primary metric"}
+    y = {"field": "value", "type": "quantitative", "title": f"primary metric ({UNIT_TITLES.get(unit, unit)})"}
     color = {"field": "task", "type": "nominal"}
     return {
         "layer": [
             {
-                "data": {"values": _records(points, fields)},
+                "data": {"values": rows(points)},
                 "mark": {"type": "circle", "size": 90},
                 "encoding": {"x": x, "y": y, "color": color, "tooltip": [{"field": f} for f in fields]},
             },
             {
-                "data": {"values": _records(front, fields)},
+                "data": {"values": rows(front)},
                 "mark": {"type": "line", "strokeDash": [4, 3]},
                 "encoding": {"x": x, "y": y, "color": color},
             },

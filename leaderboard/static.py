@@ -1,11 +1,14 @@
 """The leaderboard as a static site and as a markdown table, both generated from the results store.
 
 :func:`write_site` writes HTML pages that open from the file system (``file://``): no server, no network,
-no script; the style is inline. ``index.html`` holds the task x system matrix with the floors and the
-published numbers of each task (previews made with ``--limit`` sit in a table of their own, never
-ranked); ``tasks/``, ``runs/`` and ``systems/`` hold a page per task (its runs, every metric, the tie
-verdicts), per run (provenance, metrics, cost, the first samples with their traces) and per system
-(paper, code, card, runs). :func:`markdown_table` is the README's table: byte-stable for the same store.
+no script; the style is inline. ``index.html`` holds the best full run of each task (task, system, score,
+model: narrow enough for a phone) and the task x system matrix with the floors of each task, one line a
+task (previews made with ``--limit`` sit in a table of their own, never ranked nor marked);
+``published.html`` holds the papers' published numbers (paper, method, model, value), never ranked;
+``tasks/``, ``runs/`` and ``systems/`` hold a page per task (its runs sorted by score with their models,
+every metric, the tie verdicts, its published numbers), per run (provenance, metrics, cost, the first
+samples with their traces) and per system (paper, code, card, runs). :func:`markdown_table` is the
+README's table: byte-stable for the same store.
 
 Everything read from the store is escaped: a bundle is hostile input until verified, and its text (a
 system name, a trace) is shown as text, never run, never a link. What verify does not check (a system
@@ -37,12 +40,18 @@ TRACES_SHOWN = 5  # samples with their traces on a run page
 TRACE_CHARS = 20_000  # of one trace: a page stays readable, the whole trace is in the bundle
 SITE_MARKER = ".ddibench-site"  # a directory holding it was written here and may be replaced whole
 LEGEND = (
-    "Cells: primary metric [95% CI, clustered by drug or source document]; ★ best in the task; ⚠ answers collapsed onto one "
-    "label (the run answers the same label for most items, far more than the gold does); ≈ not significantly "
-    "different from the best (paired bootstrap on shared samples). Floors: what answers without skill score on the "
-    "task's evaluation split, recomputed by the board. Published: the papers' own numbers on their own splits, in the "
-    "metric's unit, never ranked."
+    "Scores: primary metric [95% CI, clustered by drug or source document] of full runs; ★ best in the task; ≈ not "
+    "significantly different from the best (paired bootstrap on shared samples); ⚠ answers collapsed onto one label "
+    "(the run answers the same label for most items, far more than the gold does); after ' · ', the model an LLM "
+    f"system ran on ({board.UNCHECKED}). Floors: what answers without skill score on the task's evaluation split, "
+    "recomputed by the board. Previews (--limit) and the papers' published numbers are listed apart, never ranked."
 )
+KEY = (
+    "★ best · ≈ tied with the best · ⚠ collapsed answers · after ' · ': the model · "
+    "previews and published numbers apart, never ranked"
+)
+PUBLISHED_PAGE = "published.html"
+NBSP = "\u00a0"  # keeps a mark on its value's line
 
 
 @dataclass(frozen=True)
@@ -77,11 +86,16 @@ class _Board:
 
     @property
     def full(self) -> pd.DataFrame:
-        return self.runs[self.runs["submittable"]]
+        return board.split_previews(self.runs)[0]
 
     @property
     def previews(self) -> pd.DataFrame:
-        return self.runs[~self.runs["submittable"]]
+        return board.split_previews(self.runs)[1]
+
+    @property
+    def shown_published(self) -> pd.DataFrame:
+        """The published numbers of the tasks this board has runs of."""
+        return self.published[self.published["task"].isin(self.runs["task"])]
 
 
 def write_site(store: Path, out: Path) -> SiteSummary:
@@ -89,7 +103,7 @@ def write_site(store: Path, out: Path) -> SiteSummary:
     a temporary directory beside ``out`` that replaces it (only a directory an earlier export wrote, or an
     empty one, is replaced)."""
     data = _Board.read(store)
-    pages = {"index.html": _index(data)}
+    pages = {"index.html": _index(data), PUBLISHED_PAGE: _published_page(data)}
     for task, runs in data.runs.groupby("task"):
         pages[_page("tasks", task)] = _task_page(str(task), runs, data)
     for _, run in data.runs.iterrows():
@@ -180,15 +194,29 @@ def _index(data: _Board) -> str:
     body = [
         "<h1>ddibench leaderboard</h1>",
         f'<p class="summary">{board.plural(len(data.runs), "run")} · {board.plural(n_tasks, "task")} · {board.plural(n_systems, "system")}</p>',
-        f'<p class="legend">{_e(LEGEND)}</p>',
+        f'<details class="legend"><summary>{_e(KEY)}</summary>{_e(LEGEND)}</details>',
     ]
     if not full.empty:
-        body += ["<h2>Tasks × systems</h2>", _matrix(full, data)]
+        body += [
+            "<h2>Best full run of each task</h2>",
+            _leaders(full),
+            "<h2>Tasks × systems</h2>",
+            "<p>Each system's best full run; a task's page ranks all of them, with every metric.</p>",
+            _matrix(full, data),
+        ]
     if not data.previews.empty:
         body += [
             '<h2 id="previews">Previews <span class="tag">not ranked</span></h2>',
             "<p>Runs made with <code>--limit</code>: their metrics are recomputed on the samples it drew, and they are never ranked.</p>",
             _previews_table(data.previews),
+        ]
+    numbers = data.shown_published
+    if not numbers.empty:
+        body += [
+            '<h2>Published <span class="tag">not ranked</span></h2>',
+            f"<p>The papers' own numbers on their own splits, in each metric's unit: <a href=\"{PUBLISHED_PAGE}\">"
+            f"{board.plural(len(numbers), 'number')} for {board.plural(numbers['task'].nunique(), 'task')}</a> "
+            "(each task's page lists its own).</p>",
         ]
     body += [
         "<h2>Systems</h2>",
@@ -197,31 +225,63 @@ def _index(data: _Board) -> str:
     return _html("ddibench leaderboard", "\n".join(body), root="")
 
 
+def _leaders(full: pd.DataFrame) -> str:
+    """One row per task: its best full run's system, score (linked to the run) and model; narrow enough for a phone."""
+    best = board.best_first(full).drop_duplicates("task").sort_values("task")
+    rows = [
+        [
+            _link(_page("tasks", r["task"]), r["task"]),
+            _e(r["primary_metric"]),
+            _system_link("", r["system"]) + (f" [{_e(r['variant'])}]" if r["variant"] else ""),
+            _score(r),
+            _model(r["model"]) or "—",
+        ]
+        for _, r in best.iterrows()
+    ]
+    return _table(
+        ["task", "metric", "best system", 'score <span class="ci">[95% CI]</span>', "model" + _unchecked()],
+        rows,
+        "leaders",
+        wrap=True,
+    )
+
+
+def _score(run: pd.Series) -> str:
+    """A run's value, interval (left out on a phone's width) and marks, linked to the run's page."""
+    unit = run["primary_unit"]
+    ci = f" [{board.fmt(unit, run['ci_low'])}, {board.fmt(unit, run['ci_high'])}]"
+    href, marks = _e(_page("runs", run["run_id"])), _e(board.marks(run).replace(" ", NBSP))
+    return f'<a href="{href}">{_e(board.fmt(unit, run["primary_value"]))}<span class="ci">{_e(ci)}</span>{marks}</a>'
+
+
+def _model(spec: object) -> str:
+    """The short name of a run's model (the submitter's word), '' for a run without an LLM."""
+    short = board.short_model(spec)
+    return f'<span class="model">{_e(short)}</span>' if short else ""
+
+
 def _matrix(full: pd.DataFrame, data: _Board) -> str:
-    """Task x system, each cell the best full run (linked to its page), then the floors and the published numbers."""
+    """Task x system, one line a task: each cell the best full run (linked to its page) with the model an LLM
+    system ran on, then the floors."""
     best = board.cells(full, ("task", "system", "variant")).set_index(["task", "system", "variant"])
     heads = board.task_heads(full)
-    floors, published = board.floor_labels(full, data.floors), board.published_labels(full, data.published)
+    floors = board.floor_labels(full, data.floors)
     systems = sorted(set(zip(full["system"], full["variant"])))
-    header = [
-        "task",
-        "metric",
-        *(_system_link("", s) + (f" [{_e(v)}]" if v else "") for s, v in systems),
-        "floors",
-        'published <span class="tag">not ranked</span>',
-    ]
+    header = ["task", "metric", *(_system_link("", s) + (f" [{_e(v)}]" if v else "") for s, v in systems), "floors"]
     rows = []
     for task in sorted(heads.index):
         cells = [_link(_page("tasks", task), task), _e(heads.loc[task, "primary_metric"])]
-        cells += [
-            _link(_page("runs", best.loc[(task, *s), "run_id"]), board.cell(best.loc[(task, *s)]))
-            if (task, *s) in best.index
-            else ""
-            for s in systems
-        ]
-        cells += [_e(floors.get(task, "")), f'<span class="published">{_e(published.get(task, ""))}</span>']
+        for s in systems:
+            run = best.loc[(task, *s)] if (task, *s) in best.index else None
+            model = _model(run["model"]) if run is not None else ""
+            cells.append(
+                _link(_page("runs", run["run_id"]), board.cell(run)) + (f" · {model}" if model else "")
+                if run is not None
+                else ""
+            )
+        cells.append(_e(floors.get(task, "")))
         rows.append(cells)
-    return _table(header, rows, "matrix", prose=(len(header) - 1,))
+    return _table(header, rows, "matrix")
 
 
 def _task_page(task: str, runs: pd.DataFrame, data: _Board) -> str:
@@ -241,7 +301,10 @@ def _task_page(task: str, runs: pd.DataFrame, data: _Board) -> str:
             _runs_table(previews, data, root="../", by_task=True),
         ]
     body += ["<h2>Floors</h2>", _floors_table(task, head["scoring_variant"], runs, data)]
-    body += ['<h2>Published <span class="tag">not ranked</span></h2>', _published_table(task, data)]
+    body += [
+        '<h2 id="published">Published <span class="tag">not ranked</span></h2>',
+        _published_table(data.published[data.published["task"] == task], with_task=False),
+    ]
     return _html(f"{task} · ddibench", "\n".join(body), root="../")
 
 
@@ -255,9 +318,9 @@ def _previews_table(previews: pd.DataFrame) -> str:
             _e(r["model"]),
             f"{r['n']:,}",
             _e(r["primary_metric"]),
-            _e(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else "")),
+            _e(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else "")),  # never ★ or ≈
         ]
-        for _, r in previews.iterrows()
+        for _, r in board.best_first(previews).sort_values("task", kind="stable").iterrows()
     ]
     return _table(
         ["run", "task", "system", "variant", "model" + _unchecked(), "n", "metric", "value [95% CI]"], rows, "previews"
@@ -318,11 +381,14 @@ def _metric_text(detail: board.RunDetail | None, name: str) -> str:
 
 def _verdict(row: pd.Series) -> str:
     """A run against the best run of its task: best, or the paired difference (best minus it) and what it says."""
-    if row["best"]:
-        return "★ best" if row["submittable"] else "☆ best preview (no full run yet)"
+    preview = board.is_preview(row)
+    if row["best"] and not preview:
+        return "★ best"
+    if preview and (row["best"] or row["diff"] is None or row["diff"] != row["diff"]):
+        return "a preview, never ranked"
     if row["diff"] is None or row["diff"] != row["diff"]:
         return "not compared (no shared samples)"
-    what = ("≈ tied" if row["tied"] else "worse") if row["submittable"] else "a preview, never ranked"
+    what = "a preview, never ranked" if preview else ("≈ tied" if row["tied"] else "worse")
     return f"{what}: best − this {row['diff']:+.3f} [{row['diff_low']:+.3f}, {row['diff_high']:+.3f}]"
 
 
@@ -345,21 +411,39 @@ def _floors_table(task: str, variant: str, runs: pd.DataFrame, data: _Board) -> 
     return _table(header, rows, "floors", prose=(1,))
 
 
-def _published_table(task: str, data: _Board) -> str:
-    numbers = data.published[data.published["task"] == task]
+def _published_table(numbers: pd.DataFrame, with_task: bool = True) -> str:
+    """The papers' numbers, one line each: (task,) method, the model its name carries, value, metric, paper
+    (linked where its citation has an arXiv id); the source and how the comparison differs folded under 'source'."""
     if numbers.empty:
         return "<p>No published number for this task.</p>"
-    rows = [
-        [
-            _e(n.method),
-            _e(n.metric_label),
-            f'<span class="published">{_e(n.shown)}</span>',
-            _linked(n.source),
-            _e(n.note),
-        ]
-        for n in numbers.itertuples()
+    rows = []
+    for n in numbers.itertuples():
+        paper = _link(n.link, n.paper) if n.link else _e(n.paper)
+        rows.append(
+            [
+                *([_link(_page("tasks", n.task), n.task)] if with_task else []),
+                _e(n.method),
+                _e(n.model or "—"),
+                f'<span class="published">{_e(n.shown)}</span>',
+                _e(n.metric_label),
+                paper,
+                f"<details><summary>source</summary>{_linked(n.source)}. {_e(n.note)}</details>",
+            ]
+        )
+    header = [*(["task"] if with_task else []), "method", "model", "published", "metric", "paper", "source and note"]
+    return _table(header, rows, "published-table", prose=(len(header) - 1,))
+
+
+def _published_page(data: _Board) -> str:
+    numbers = data.shown_published.sort_values(["task", "paper"], kind="stable")
+    body = [
+        '<h1>Published numbers <span class="tag">not ranked</span></h1>',
+        "<p>The papers' own numbers on their own splits and code, converted from percent to each metric's unit. "
+        "They are shown for comparison, never ranked with the board's runs; each row's source says how the "
+        "comparison differs.</p>",
+        _published_table(numbers) if not numbers.empty else "<p>No published number for these tasks.</p>",
     ]
-    return _table(["method", "metric", "published", "source", "note"], rows, "published-table", prose=(3, 4))
+    return _html("published numbers · ddibench", "\n".join(body), root="")
 
 
 def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
@@ -500,7 +584,10 @@ body { font: 15px/1.45 system-ui, sans-serif; margin: 1.5rem auto; max-width: 16
 nav { margin-bottom: 1rem; } h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
 table { border-collapse: collapse; margin: .5rem 0; } th, td { border: 1px solid #ccc; padding: .3rem .5rem; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; } td { white-space: nowrap; } td.prose { white-space: normal; min-width: 12rem; }
-div.scroll { overflow-x: auto; }
+div.scroll { overflow-x: auto; } table.wrap td, table.wrap .tag { white-space: normal; overflow-wrap: break-word; }
+.model { color: #555; font-size: .85em; } details summary { cursor: pointer; color: #444; }
+@media (max-width: 600px) { body { font-size: 14px; margin: .5rem auto; padding: 0 .5rem; } th, td { padding: .2rem .3rem; }
+  table.leaders .ci { display: none; } }
 .published { color: #6b4e00; font-style: italic; } .tag { font-size: .75rem; background: #eee; border-radius: 3px; padding: 0 .3rem; font-weight: normal; }
 .tag.unchecked, .tag.unregistered { background: #fde8c8; color: #6b3a00; font-style: normal; white-space: nowrap; }
 .legend, .summary { color: #444; } dl.facts { display: grid; grid-template-columns: max-content auto; gap: .2rem 1rem; }
@@ -558,9 +645,13 @@ def _pre(text: str) -> str:
     return f"<pre>{_e(text)}</pre>"
 
 
-def _table(header: list[str], rows: list[list[str]], css: str = "", prose: tuple[int, ...] = ()) -> str:
+def _table(
+    header: list[str], rows: list[list[str]], css: str = "", prose: tuple[int, ...] = (), wrap: bool = False
+) -> str:
     """A table of cells that are HTML already (escaped where they hold stored text). Cells keep to one
-    line, but for the ``prose`` columns (notes, sources); a wide table scrolls on its own."""
+    line, but for the ``prose`` columns (notes, sources) and in a ``wrap`` table (one that must fit a
+    phone's width); a wide table scrolls on its own."""
+    css = f"{css} wrap".strip() if wrap else css
     head = "".join(f"<th>{h}</th>" for h in header)
     body = "".join(
         "<tr>"

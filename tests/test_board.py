@@ -540,25 +540,38 @@ def test_app_renders_matrix_provenance_and_drilldown(store: Path, monkeypatch: p
     monkeypatch.setenv("DDIBENCH_BOARD", str(store))
     at = AppTest.from_file(_app(), default_timeout=120).run()
     assert not at.exception
-    matrix = at.table[0].value
-    assert "drugbank_s2" in matrix.index and {"mlp", "zero-shot"} <= set(matrix.columns)
+    matrix = at.table[0].value.map(lambda v: str(v).replace("\xa0", " ").replace("\u2060", ""))
+    assert list(matrix.columns) == ["metric", "mlp", "zero-shot", "floors"]  # no preview, no published numbers
     assert sum("★" in str(v) for v in matrix.loc["drugbank_s2"]) == 1
-    # beside the systems, never ranked: the task's floors and the paper's number, in the metric's unit (macro-F1 in %)
+    # an LLM system's cell names its model (in a code span: the submitter's word); the MLP's names none
+    assert (
+        matrix.loc["drugbank_s2", "zero-shot"].endswith(" · `stub-model`")
+        and "·" not in matrix.loc["drugbank_s2", "mlp"]
+    )
+    # beside the systems, never ranked: the task's floors, in the metric's unit (macro-F1 in %)
     assert (
         matrix.loc["drugbank_s2", "floors"].startswith("majority ")
         and " · random " in matrix.loc["drugbank_s2", "floors"]
     )
-    published = matrix.loc["drugbank_s2", "published (not ranked)"].split(
-        "; "
-    )  # every paper's number; a method two papers report names each
-    assert (
-        published[0] == "EmerGNN 25.0 ± 2.8 (emergnn)"
-        and "EmerGNN 34.2 (cbr-ddi)" in published
-        and "CBR-DDI (DeepSeek-V3) 40.7" in published
-    )
-    systems = at.table[1].value
+    ranked, systems = (frame.value for frame in at.dataframe)
+    assert list(ranked["system"]) == ["mlp", "zero-shot"] or list(ranked["system"]) == ["zero-shot", "mlp"]
+    assert dict(zip(ranked["system"], ranked["model"])) == {"mlp": "—", "zero-shot": "stub-model"}
+    assert list(ranked["rank"]) == [1, 2] and ranked["mark"].iloc[0] == "★ best"
+    systems = systems.set_index("system")
     assert systems.loc["mlp", "card"] == "docs/systems/mlp.md" and systems.loc["zero-shot", "paper"] == "—"
     assert not any("Trust tier:" in m.value for m in at.markdown)  # only the open tab runs
+
+    at.session_state["view"] = "Published"
+    at.run()
+    assert not at.exception
+    published = at.dataframe[0].value
+    drugbank_s2 = published[published["task"] == "drugbank_s2"]
+    shown = set(zip(drugbank_s2["method"], drugbank_s2["model"], drugbank_s2["published"], drugbank_s2["paper"]))
+    # every paper's number, in the metric's unit; the reader model a method's name gives in a column of its own
+    assert {("EmerGNN", "", "25.0 ± 2.8", "emergnn"), ("EmerGNN", "", "34.2", "cbr-ddi")} <= shown
+    assert ("CBR-DDI", "DeepSeek-V3", "40.7", "cbr-ddi") in shown
+    assert set(drugbank_s2["link"]) == {"https://arxiv.org/abs/2311.09261", "https://arxiv.org/abs/2505.23034"}
+
     at.session_state["view"] = "Run details"
     at.run()
     assert not at.exception
@@ -574,19 +587,22 @@ def test_app_renders_matrix_provenance_and_drilldown(store: Path, monkeypatch: p
     import duckdb
 
     conn = duckdb.connect(str(store), read_only=True)
-    preview, tied = conn.execute("SELECT run_id, tied FROM runs WHERE NOT submittable").fetchone()
+    preview = conn.execute("SELECT run_id FROM runs WHERE NOT submittable").fetchone()[0]
     conn.close()
     select("system", "zero-shot")
     select("run", preview)
-    texts = " ".join(m.value for m in at.markdown)
-    assert "(best minus this run, paired bootstrap on shared samples)" in texts
-    assert ("tied (≈)" in texts) == tied
+    against = next(m.value for m in at.markdown if m.value.startswith("**Against the task's best:**"))
+    assert "(best minus this run, paired bootstrap on shared samples)" in against
+    assert against.endswith(": a preview (--limit), never ranked") and not any(m in against for m in "★☆≈")
     assert any(
         info.value.startswith("Not submittable: `no --limit") for info in at.info
     )  # verify's reason, in a code span
     at.session_state["view"] = "Matrix"
-    at.sidebar.checkbox[0].uncheck().run()  # hide previews
-    assert list(at.table[0].value.columns) == ["metric", "mlp", "zero-shot", "floors", "published (not ranked)"]
+    at.sidebar.checkbox[0].check().run()  # show previews: apart, unranked, unmarked
+    assert list(at.table[0].value.columns) == ["metric", "mlp", "zero-shot", "floors"]
+    previews = at.table[1].value.map(lambda v: str(v).replace("\xa0", " ").replace("\u2060", ""))
+    assert len(previews) == 1 and previews["run"].iloc[0] == f"`{preview}`"
+    assert previews["model"].iloc[0] == "`stub-model`" and not any(m in previews.to_string() for m in "★☆≈")
     at.sidebar.multiselect[0].select("drugbank_ddi").run()
     assert not at.exception
 
@@ -628,7 +644,7 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
             if "Tasks × systems" in text and "drugbank_s2" in text and " ★" in text:
                 break
             time.sleep(1)
-        assert "Tasks × systems" in text and "drugbank_s2" in text and "] ★" in text  # a matrix cell marked best
+        assert "Tasks × systems" in text and "drugbank_s2" in text and " ★" in text  # a matrix cell marked best
         assert "Deploy" not in text  # the board is for reading, not for deploying Streamlit apps
         shots = Path(os.environ.get("DDIBENCH_SCREENSHOTS") or tmp_path)  # set it to keep the screenshots
         shots.mkdir(parents=True, exist_ok=True)
@@ -648,7 +664,7 @@ def test_board_in_a_real_headless_browser(store: Path, tmp_path: Path) -> None:
         assert (
             set(frame["task"]) <= labels and set(frame["system"]) <= labels
         )  # every axis label whole, none clipped or dropped
-        assert "published (not ranked)" in text and "majority " in text  # the matrix's floors and published columns
+        assert "majority " in text and "published (not ranked)" not in text  # the floors; papers' numbers apart
         assert "primary metric (%)" in labels  # the colour legend reads in the cells' unit (macro-F1 in %)
         values = [t for t in labels if t.replace(".", "").isdigit()]
         assert len(values) >= len(cells(frame, ("task", "system")))  # every cell carries its value
@@ -852,12 +868,19 @@ def test_a_system_named_like_a_column_of_the_matrix_keeps_its_own(store: Path) -
     )
 
 
-def test_best_of_a_preview_only_task_is_marked_apart() -> None:
+def test_a_preview_is_never_marked() -> None:
+    """The store may mark a preview best (of a task without full runs) or tied with the best: no view shows it."""
     import pandas as pd
 
-    from ddibench.leaderboard.data import cell
+    from ddibench.leaderboard.data import cell, matrix, preview_rows, ranked
 
     row = {
+        "run_id": "r",
+        "task": "t",
+        "system": "s",
+        "variant": "",
+        "model": "embedded:qwen2.5-coder-1.5b-instruct",
+        "n": 20,
         "primary_metric": "macro_f1",
         "primary_unit": "fraction",
         "primary_value": 0.3,
@@ -865,10 +888,49 @@ def test_best_of_a_preview_only_task_is_marked_apart() -> None:
         "ci_high": 0.4,
         "best": True,
         "tied": True,
+        "collapsed": False,
+        "tier": "recomputed",
+        "higher_is_better": True,
+        "scoring_variant": "",
     }
     assert cell(pd.Series({**row, "submittable": True})) == "30.0 [20.0, 40.0] ★"
-    assert cell(pd.Series({**row, "submittable": False})) == "30.0 [20.0, 40.0] ☆"
-    assert cell(pd.Series({**row, "best": False, "submittable": False})).endswith("≈")
+    assert cell(pd.Series({**row, "best": False, "submittable": True})) == "30.0 [20.0, 40.0] ≈"
+    assert cell(pd.Series({**row, "submittable": False})) == "30.0 [20.0, 40.0]"
+    assert cell(pd.Series({**row, "best": False, "submittable": False})) == "30.0 [20.0, 40.0]"
+    previews = pd.DataFrame([{**row, "submittable": False}])
+    assert matrix(previews).empty and ranked(previews).empty  # never ranked
+    shown = preview_rows(previews).iloc[0]
+    assert shown["value [95% CI]"] == "30.0 [20.0, 40.0]" and shown["model"] == "qwen2.5-coder-1.5b-instruct"
+    full = pd.DataFrame([{**row, "submittable": True}])
+    assert matrix(full, models=True).loc["t", "s"] == "30.0 [20.0, 40.0] ★ · qwen2.5-coder-1.5b-instruct"
+    assert matrix(full).loc["t", "s"] == "30.0 [20.0, 40.0] ★"  # the README's table, as before
+
+
+def test_short_model_names_the_model_without_provider_endpoint_or_path() -> None:
+    from ddibench.leaderboard.data import short_model
+
+    assert short_model("embedded:qwen2.5-coder-1.5b-instruct") == "qwen2.5-coder-1.5b-instruct"
+    assert short_model("openai:gpt-4o@https://api.openai.com/v1") == "gpt-4o"
+    assert short_model("vllm:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1") == "Qwen2.5-7B-Instruct"
+    assert short_model("ollama:llama3:8b") == "llama3:8b"
+    assert short_model("—") == short_model("") == short_model(None) == ""
+    assert len(short_model("x:" + "a" * 100)) == 40
+
+
+def test_cost_chart_has_one_unit_per_axis(store: Path) -> None:
+    """Fractions are drawn in % on an axis that says so; a chart never mixes units (one per unit)."""
+    from ddibench.leaderboard.data import cells, cost_spec, pareto, runs
+
+    best = cells(runs(store))
+    spec = cost_spec(best, pareto(best))
+    points = spec["layer"][0]
+    assert points["encoding"]["y"]["title"] == "primary metric (%)"
+    by_run = dict(zip(best["system"], best["primary_value"]))
+    for point in points["data"]["values"]:
+        assert point["value"] == pytest.approx(100 * by_run[point["system"]], abs=0.05)
+    mixed = best.assign(primary_unit=["fraction", "score", *best["primary_unit"][2:]])
+    with pytest.raises(ValueError, match="one chart per unit"):
+        cost_spec(mixed, pareto(mixed))
 
 
 def test_board_serve_listens_on_loopback_and_stops_whole(store: Path) -> None:

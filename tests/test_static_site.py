@@ -124,8 +124,7 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
         "majority",
         "mlp",
         "floors",
-        "published not ranked",
-    ]  # every full run's system
+    ]  # every full run's system; the papers' numbers in a table of their own
     row = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr td")]
     assert row[0] == "drugbank_s2" and row[1] == "macro_f1"
     assert sum("★" in cell for cell in row) == 1 and all(
@@ -134,10 +133,11 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     # the outside system answers one label for every pair (a copy of the majority run): flagged; the registered
     # majority floor answers so by design and is not
     assert row[2].endswith(" ⚠") and not row[3].endswith(" ⚠") and not row[4].endswith(" ⚠")
-    assert row[5].startswith("majority ") and " · random " in row[5]  # the floors, in the primary metric's unit
-    assert row[6].startswith(
-        "EmerGNN 25.0 ± 2.8 (emergnn); "
-    )  # the papers' percent as macro-F1 is shown, apart from the ranked cells
+    assert (
+        len(row) == 6 and row[5].startswith("majority ") and " · random " in row[5]
+    )  # the floors, in the metric's unit
+    leaders = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.leaders tbody td")]
+    assert leaders[0] == "drugbank_s2" and "★" in leaders[3] and leaders[4] == "—"  # best run; no LLM, no model
     previews = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.previews td")]
     assert (
         previews[1:4] == ["drugbank_s2", "zero-shot", "—"] and "stub-model" in previews[4] and previews[5] == "20"
@@ -156,9 +156,12 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     ]  # every metric of the task has runs here
     assert (
         len(published) == len(rows)
-        and all(p.startswith("EmerGNN") for p in published[:3])
+        and all(p.startswith("EmerGNN — ") for p in published[:3])
         and "46.3 ± 3.6" in published[1]
-    )
+    )  # the papers' percent in the metric's unit, one row each: method, model, value, metric, paper, source
+    assert any(p.startswith("CBR-DDI DeepSeek-V3 40.7 macro-F1 (%) cbr-ddi") for p in published), published
+    paper = browser.find_element(By.CSS_SELECTOR, "table.published-table tbody tr td:nth-child(5) a")
+    assert paper.text == "emergnn" and paper.get_attribute("href") == "https://arxiv.org/abs/2311.09261"
 
     mlp_run = browser.find_element(By.XPATH, "//tr[td/a[text()='mlp']]/td[1]/a").text
     _click(browser, mlp_run)  # a run's page
@@ -195,11 +198,15 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     assert "System mlp" in _text(browser) and "docs/systems/mlp.md" in _text(browser)
     _click(browser, "ddibench leaderboard")
     assert browser.current_url == (site / "index.html").as_uri()
+    published_link = next(a for a in browser.find_elements(By.TAG_NAME, "a") if a.text.endswith("for 1 task"))
+    assert published_link.text == f"{len(rows)} numbers for 1 task"
+    published_link.click()  # every published number of the board's tasks, apart
+    assert len(browser.find_elements(By.CSS_SELECTOR, "table.published-table tbody tr")) == len(rows)
 
 
 def test_every_link_resolves_and_nothing_loads_from_elsewhere(site: Path) -> None:
     pages = sorted(site.rglob("*.html"))
-    assert len(pages) == 1 + 1 + 4 + 4  # index, a task, 4 runs, 4 systems
+    assert len(pages) == 1 + 1 + 1 + 4 + 4  # index, the published numbers, a task, 4 runs, 4 systems
     for page in pages:
         html = page.read_text(encoding="utf-8")
         assert not re.search(r"<(script|link|img|iframe|object)\b", html), (
