@@ -47,7 +47,7 @@ LEGEND = (
     "recomputed by the board. Previews (--limit) and the papers' published numbers are listed apart, never ranked."
 )
 KEY = (
-    "★ best · ≈ tied with the best · ⚠ collapsed answers · after ' · ': the model · "
+    "★ best · ≈ tied with the best · ⚠ answers collapsed onto one label · after ' · ': the model · "
     "previews and published numbers apart, never ranked"
 )
 PUBLISHED_PAGE = "published.html"
