@@ -42,6 +42,12 @@ THROUGHPUT: dict[str, Throughput] = {
         40.0, 10.0, "measured on an idle 2-core machine, 2026-11-25 (ENVIRONMENT.md; 20-25 / 1-3 under load)"
     ),
 }
+# the same on a busy machine, where the server gets one thread (runner.plan.embedded_threads)
+THROUGHPUT_BUSY: dict[str, Throughput] = {
+    "smollm2-135m-instruct": Throughput(
+        55.0, 15.0, "measured with 1 thread under a load of 9-10 on 2 cores, 2026-11-28 (this machine is busy)"
+    ),
+}
 ALIASES = {"smollm2": "smollm2-135m-instruct", "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct"}
 
 
@@ -90,12 +96,14 @@ class Forecast:
         return sum(p.phase.calls for p in self.phases if role is None or p.phase.role == role)
 
 
-def throughput_of(spec: ModelSpec) -> Throughput | None:
-    """The declared throughput of an embedded pinned model (None for any other model)."""
+def throughput_of(spec: ModelSpec, busy: bool = False) -> Throughput | None:
+    """The declared throughput of an embedded pinned model (None for any other model); on a ``busy`` machine the
+    one measured under load where there is one."""
     if not spec.is_embedded:
         return None
     name = spec.model.lower()
-    return THROUGHPUT.get(ALIASES.get(name, name))
+    name = ALIASES.get(name, name)
+    return (THROUGHPUT_BUSY.get(name) if busy else None) or THROUGHPUT.get(name)
 
 
 def price_of(spec: ModelSpec, prices: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
@@ -127,23 +135,23 @@ def forecast(request: RunRequest, prices: Mapping[str, Mapping[str, float]] | No
     else:  # a system that does not subclass BaseSystem and declares nothing: the one-call-per-item default
         phases = BaseSystem.plan(system, view, samples, context)  # type: ignore[arg-type]
     specs = request.role_models().for_roles(list(system.llm_roles))
-    out = _costed(request, system.name, split, len(samples), of, specs, phases, prices or {})
-    out.busy = busy()
+    load = busy()
+    out = _costed(request, system.name, split, len(samples), of, specs, phases, prices or {}, bool(load))
+    out.busy = load
     return out
 
 
 def busy() -> str:
-    """``load 8.2 on 2 CPUs`` when the machine is busier than its CPUs (else ''): a shared machine runs the
-    embedded model far slower than an idle one (SmolLM2 answered about 100x slower under a load of 8-9 on 2
-    cores, 2026-11-28: its two threads wait on each other)."""
+    """``load 8.2 on 2 CPUs`` when other work leaves the embedded server fewer threads than CPUs (else ''):
+    :func:`~ddibench.runner.plan.embedded_threads`; it then runs far slower than on an idle machine."""
     import os
 
+    from ddibench.runner.plan import embedded_threads
+
     cpus = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
+    if embedded_threads() >= cpus:
         return ""
-    return f"load {load:.1f} on {cpus} CPUs" if load > cpus else ""
+    return f"load {os.getloadavg()[0]:.1f} on {cpus} CPUs"
 
 
 def _costed(
@@ -155,13 +163,14 @@ def _costed(
     specs: dict[str, ModelSpec],
     phases: list[Phase],
     prices: Mapping[str, Mapping[str, float]],
+    busy: bool = False,
 ) -> Forecast:
     out = Forecast(system, request.task, split, request.profile, n, of, {r: s.display() for r, s in specs.items()}, [])
     for phase in phases:
         spec = specs.get(phase.role) if phase.role else None
         seconds, usd = phase.seconds, None
         if spec is not None and phase.calls:
-            rate = throughput_of(spec)
+            rate = throughput_of(spec, busy)
             if rate is not None:
                 out.rates[spec.display()] = rate
                 seconds = (seconds or 0.0) + phase.prompt_tokens / rate.prompt + phase.generated_tokens / rate.generated
@@ -225,11 +234,8 @@ def _totals(fc: Forecast) -> list[str]:
         for m, r in fc.rates.items()
     ]
     lines += [f"throughput: {m}: unknown here, so its calls are not timed" for m in _untimed(fc)]
-    if fc.busy and fc.rates:
-        lines.append(
-            f"this machine is busy ({fc.busy}): the times assume an idle one, and a busy one runs the embedded model "
-            "many times slower (about 100x under a load of 8-9 on 2 cores)"
-        )
+    if fc.busy and any(r not in THROUGHPUT_BUSY.values() for r in fc.rates.values()):
+        lines.append(f"this machine is busy ({fc.busy}): the model runs slower than the rate above, measured idle")
     lines.append(
         "from empty caches: a GNN, repository or answer already cached is reused and costs nothing again; not counted: "
         "start-up (the task's data and KG, the model server: seconds; a model's first use downloads it)"
@@ -246,9 +252,10 @@ def summary(fc: Forecast) -> list[str]:
     heavy = sorted((c for c in fc.phases if c.seconds), key=lambda c: -(c.seconds or 0.0))[:3]
     parts = ", ".join(f"{c.phase.name} {duration(c.seconds or 0.0)}" for c in heavy)
     usd = fc.usd
-    busy = f" on an idle machine (this one: {fc.busy})" if fc.busy and fc.rates else ""
+    busy = f" (this machine is busy: {fc.busy})" if fc.busy and fc.rates else ""
     return [
         f"plan: about {duration(fc.seconds)}{busy}{'' if fc.complete else ' (some phases untimed)'}"
         f"{f', ${usd:,.2f}' if usd else ''}, {fc.calls():,} LLM calls; longest: {parts}",
-        "  the whole plan: the same command with --plan (nothing is run); --profile quick for a one-minute look",
+        "  the whole plan: the same command with --plan (nothing is run)"
+        + ("" if fc.profile == "quick" else "; --profile quick for a one-minute look"),
     ]

@@ -283,6 +283,19 @@ def open_cache():  # noqa: ANN201 - the response cache every run and scorer shar
     return ResponseCache(cache_root() / "llm-cache.sqlite")
 
 
+def embedded_threads() -> int:
+    """Threads for the embedded model server: the CPUs other work leaves free (by the 1-minute load), at least
+    one; every CPU on an idle machine. llama.cpp's threads wait on each other at every step, so a thread that
+    is not scheduled stalls the rest: under a load of 9-10 on 2 cores, SmolLM2 with 2 threads generated 0.8-1.4
+    tokens a second and with 1 thread 15-18 (prompts 16-20 vs 55-67 tok/s), 2026-11-28."""
+    cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return cpus
+    return max(1, min(cpus, cpus - round(load)))
+
+
 def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
     """What a run will do; ``system`` stands in for the installed one (a rescore plans with the system its results recorded)."""
     if request.limit is not None and request.limit <= 0:
@@ -325,7 +338,7 @@ def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
             concurrency=request.concurrency or profile.llm_concurrency,
             # an explicit --concurrency N gives the embedded server N slots (default: one request at a time)
             embedded_slots=request.concurrency or 1,
-            n_threads=os.cpu_count(),
+            n_threads=embedded_threads(),
             max_retries=request.max_retries,
         )
     model_ids = pool.identities(roles) if pool else {}
