@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash, keep_text, sha256_text
-from ddibench.schema import Prediction, Sample
+from ddibench.schema import DrugPair, Molecule, Prediction, Question, Sample
 
 if TYPE_CHECKING:
     from ddibench.artifacts import ArtifactStore
@@ -417,15 +417,16 @@ class BaseSystem(ABC):
 
     def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
         """The work of a run on ``samples`` (blinded), before any of it is done. The default fits a system that
-        makes one call of its first LLM role per item: the prompt is estimated from the item's input and, for a
-        task answered with one of its labels, the label options (the prompt template is the system's own, so a
-        system that knows it better, or does more, declares its own plan); none without an LLM role."""
+        makes one call of its first LLM role per item: the prompt is estimated from the item's input and, unless
+        the items are questions (answered in text), the task's label options (the prompt template is the system's own, so a
+        system that knows it better, or does more, declares its own plan); no phase without an LLM role."""
         if not self.llm_roles:
-            return [Phase("predicting", note="no LLM calls")]
-        options = sum(estimate_tokens(label.name) + 2 for label in view.task.label_space)
+            return []
+        questions = bool(samples) and isinstance(samples[0].input, Question)  # answered in text, not from options
+        options = 0 if questions else sum(estimate_tokens(label.name) + 2 for label in view.task.label_space)
         prompt = sum(estimate_tokens(_input_text(s)) for s in samples) + len(samples) * (options + 150)
         max_tokens = int(getattr(self.config, "max_tokens", 0) or 256)
-        note = "one call per item (the default plan: input, label options and ~150 tokens of instructions)"
+        note = "one call per item (the default plan: the input, the label options unless a question, ~150 tokens more)"
         return [Phase("answering", self.llm_roles[0], len(samples), prompt, len(samples) * max_tokens, note=note)]
 
     @abstractmethod
@@ -435,8 +436,6 @@ class BaseSystem(ABC):
 
 def _input_text(sample: Sample) -> str:
     """A sample's input as the text a prompt would hold (drug names, a molecule's SMILES, a question)."""
-    from ddibench.schema import DrugPair, Molecule, Question
-
     payload = sample.input
     if isinstance(payload, DrugPair):
         return f"Drug A: {payload.head.name}. Drug B: {payload.tail.name}."

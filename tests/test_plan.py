@@ -199,3 +199,17 @@ def test_a_busy_machine_gives_the_embedded_server_the_free_cpus_and_the_plan_its
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 3.0, 3.0))
     assert embedded_threads() == 13
+
+
+def test_the_default_plan_is_one_call_per_item_and_a_model_free_system_plans_nothing() -> None:
+    from ddibench.registry import get_task
+    from ddibench.runner.forecast import forecast, render
+    from ddibench.runner.plan import RunRequest
+
+    planned = forecast(RunRequest(task="drugbank_s2", system="zero-shot", limit=5))
+    (answering,) = [c.phase for c in planned.phases]
+    assert answering.role == "generator" and answering.calls == 5
+    assert answering.prompt_tokens > 5 * len(get_task("drugbank_s2").label_space)  # the options are in each prompt
+    assert render(forecast(RunRequest(task="drugbank_s2", system="majority", limit=5)))[-1] == (
+        "total: no training and no LLM calls"
+    )

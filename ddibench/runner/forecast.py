@@ -223,6 +223,11 @@ def _totals(fc: Forecast) -> list[str]:
     total = duration(fc.seconds) + ("" if fc.complete else " + phases of unknown time")
     usd = fc.usd
     cost = f"${usd:,.2f}" if usd is not None else f"no price for {', '.join(fc.unpriced)} ($DDIBENCH_PRICES)"
+    if not fc.calls():
+        if not fc.phases:
+            return ["total: no training and no LLM calls"]
+        known = f"about {total}" if fc.seconds else "its time is not declared"
+        return [f"total: no LLM calls, {known}", "from empty caches: a model already trained is reused"]
     lines = [
         f"total: {fc.calls():,} LLM calls ({by_role or 'none'}), {tokens[0]:,} prompt + at most {tokens[1]:,} "
         f"generated tokens, about {total}, {cost}",

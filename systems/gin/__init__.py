@@ -203,7 +203,7 @@ class GINSystem(BaseSystem):
         note = (
             f"{len(view.train):,} training molecules, batch {cfg.batch_size}, patience {cfg.patience} (epochs: at most)"
         )
-        return [Phase("training gin", epochs=cfg.max_epochs, note=note), Phase("predicting", note="no LLM calls")]
+        return [Phase("training gin", epochs=cfg.max_epochs, note=note)]
 
     def _loader(self, samples: Sequence[Sample], shuffle: bool, seed: int, with_targets: bool = True) -> Any:
         import torch

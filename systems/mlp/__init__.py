@@ -200,7 +200,7 @@ class MLPSystem(BaseSystem):
         cfg = self.config
         pairs = min(len(view.train), cfg.max_train or len(view.train))
         note = f"{pairs:,} training pairs, batch {cfg.batch_size}, patience {cfg.patience} (epochs: at most)"
-        return [Phase("training mlp", epochs=cfg.max_epochs, note=note), Phase("predicting", note="no LLM calls")]
+        return [Phase("training mlp", epochs=cfg.max_epochs, note=note)]
 
     def _pairs(self, samples: Sequence[Sample]) -> tuple[Any, Any]:
         import torch
