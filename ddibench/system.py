@@ -285,10 +285,12 @@ class Phase:
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What a system's ``plan`` may use besides its configuration: the run's profile and seed."""
+    """What a system's ``plan`` may use besides its configuration: the run's profile and seed, and the artifact
+    store the run will use (look an artifact up with ``get``, which builds nothing; None: plan from empty caches)."""
 
     profile: Profile
     seed: int
+    artifacts: ArtifactStore | None = None
 
 
 @runtime_checkable

@@ -91,6 +91,8 @@ def test_the_plan_counts_the_calls_a_real_run_makes(cli, stub, tmp_path: Path, f
     # descriptions and insights exactly as planned, plus one rewrite per case the refinement answered wrongly
     assert usage["describer"]["calls"] == planned.calls("describer") - rewrites.calls + wrong["wrong"]
     assert out.strip().splitlines()[-1].startswith("next: drop --limit 2")
+    again = {c.phase.name: c for c in forecast(request).phases}["training the GNN module (EmerGNN)"]
+    assert again.seconds == 0 and "already trained" in again.phase.note  # the run's GNN is found in the cache
     assert "qwen2.5-coder" not in out.strip().splitlines()[-1]  # not the embedded small model: no reader advice
 
 

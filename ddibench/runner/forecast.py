@@ -129,7 +129,9 @@ def forecast(request: RunRequest, prices: Mapping[str, Mapping[str, float]] | No
     of = sum(len(data.split(s)) for s in task.predicted_splits(split))
     samples = [s.blind() for s in select_samples(task, data, split, request.limit, request.seed)]
     view = training_view_of(task, data, split)
-    context = PlanContext(profile, request.seed)
+    from ddibench.artifacts import ArtifactStore
+
+    context = PlanContext(profile, request.seed, ArtifactStore(request.artifact_dir()))
     if isinstance(system, Planned):
         phases = system.plan(view, samples, context)
     else:  # a system that does not subclass BaseSystem and declares nothing: the one-call-per-item default
@@ -242,7 +244,7 @@ def _totals(fc: Forecast) -> list[str]:
     if fc.busy and any(r not in THROUGHPUT_BUSY.values() for r in fc.rates.values()):
         lines.append(f"this machine is busy ({fc.busy}): the model runs slower than the rate above, measured idle")
     lines.append(
-        "from empty caches: a GNN, repository or answer already cached is reused and costs nothing again; not counted: "
+        "LLM calls from an empty response cache (an answer already cached costs nothing again); not counted: "
         "start-up (the task's data and KG, the model server: seconds; a model's first use downloads it)"
     )
     return lines

@@ -213,17 +213,7 @@ class EmerGNNSystem(BaseSystem):
             else train_facts
         )
         self._graphs["predict"] = self._message_graph(kg, set(), facts)
-        key = {
-            "system": self.name,
-            "version": self.version,
-            "config_hash": system_config_hash(self),
-            "resolved": cfg,
-            "task": view.task.name,
-            "data_sha256": view.task.data_sha256,
-            "kg": config_hash(kg.card),
-            "seed": ctx.seed,
-            "training_code": TRAINING_CODE_VERSION,
-        }
+        key = self._artifact_key(view, cfg, kg, ctx.seed)
         path, built = ctx.artifacts.get_or_build(
             "emergnn", key, lambda tmp: self._train(view, ctx, tmp, kg, train, valid, cfg)
         )
@@ -273,6 +263,20 @@ class EmerGNNSystem(BaseSystem):
             )
         return out
 
+    def _artifact_key(self, view: TrainingView, cfg: dict[str, Any], kg: Any, seed: int) -> dict[str, Any]:
+        """What the trained model is stored under: everything its weights depend on."""
+        return {
+            "system": self.name,
+            "version": self.version,
+            "config_hash": system_config_hash(self),
+            "resolved": cfg,
+            "task": view.task.name,
+            "data_sha256": view.task.data_sha256,
+            "kg": config_hash(kg.card),
+            "seed": seed,
+            "training_code": TRAINING_CODE_VERSION,
+        }
+
     def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
         """Training (epochs, and pairs an epoch from one draw of the pseudo-new drugs) and prediction; seconds
         from the rates measured on 2 CPU cores when the device is the CPU (none declared for a GPU)."""
@@ -280,6 +284,14 @@ class EmerGNNSystem(BaseSystem):
         self._k = label_sets.top_k(view.task)
         self._paper = PAPER_TWOSIDES if self._label_sets else PAPER
         cfg = self.resolved(view.task.setting)
+        if ctx.artifacts is not None:
+            from ddibench.kg import load_kg
+
+            kg = load_kg(view.resources.get("kg_space", "drugbank"), self.config.kg_edges)
+            found = ctx.artifacts.get("emergnn", self._artifact_key(view, cfg, kg, ctx.seed))
+            if found is not None:
+                note = f"already trained: the model is loaded from {found}"
+                return [Phase("training emergnn", epochs=cfg["max_epochs"], seconds=0.0, note=note)]
         pairs = self.epoch_pairs(view, cfg, ctx.seed)
         tests = len(range(cfg["epoch_per_test"], cfg["max_epochs"] + 1, cfg["epoch_per_test"]))
         tests += cfg["max_epochs"] % cfg["epoch_per_test"] != 0  # the last epoch is always evaluated
