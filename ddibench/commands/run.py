@@ -307,7 +307,7 @@ def next_line(request: RunRequest, run_dir: Path) -> str:
     if request.limit is None and get_profile(request.profile).rankable:
         steps.append(f"pack it for the board with 'ddibench submit {run_dir}', compare with 'ddibench board serve'")
     else:
-        steps.append("compare runs with 'ddibench report runs/' or 'ddibench board serve'")
+        steps.append(f"compare runs with 'ddibench report {request.runs_root}' or 'ddibench board serve'")
     return "next: " + "; ".join(steps[:2]) + ("\n      " + "; ".join(steps[2:]) if steps[2:] else "")
 
 
