@@ -147,7 +147,10 @@ def system_provenance(name: str) -> dict[str, Any]:
     except (ImportError, ValueError):
         spec = None
     origin = Path(spec.origin).parent if spec is not None and spec.origin else None
-    out.update(_vcs_install(dist) or (_git_checkout(origin) if origin else None) or _index_source(dist))
+    checkout = _git_checkout(origin) if origin else None
+    if out.get("distribution") == "ddibench" and checkout is not None:  # a reference system: ddibench's own code
+        checkout["source"] = f"ddibench {out['version']} (a reference system shipped with it)"
+    out.update(_vcs_install(dist) or _local_install(dist, origin) or checkout or _index_source(dist))
     files = _module_files_sha256(spec) if spec is not None else None
     if files is not None:
         out["files_sha256"] = files
@@ -166,7 +169,32 @@ def _vcs_install(dist: Any) -> dict[str, Any] | None:
     return None
 
 
+def _local_install(dist: Any, origin: Any) -> dict[str, Any] | None:
+    """An adapter pip installed from a folder on this machine (PEP 610 ``dir_info``, or a ``file:`` URL): recorded as
+    local, never public, with that folder's commit where it is a git checkout whose files hold the adapter."""
+    import json
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    try:
+        direct = json.loads((dist.read_text("direct_url.json") if dist is not None else None) or "null")
+    except ValueError:
+        return None
+    if not isinstance(direct, dict) or not str(direct.get("url", "")).startswith("file:") or "vcs_info" in direct:
+        return None
+    folder = Path(unquote(urlparse(direct["url"]).path))
+    out: dict[str, Any] = {"source": f"a local folder {folder}", "local": True}
+    checkout = _git_checkout(origin) if origin is not None and direct.get("dir_info", {}).get("editable") else None
+    checkout = checkout or _git_checkout(folder)
+    if checkout is not None:
+        out.update(commit=checkout["commit"], dirty=checkout["dirty"])
+    return out
+
+
 def _git_checkout(where: Any) -> dict[str, Any] | None:
+    """The git checkout whose tracked files hold ``where`` (commit, origin URL, and whether those files have
+    uncommitted changes), or None: a folder that a checkout merely contains (an ignored .venv inside it) is not
+    that checkout's code."""
     import subprocess
 
     def git(*args: str) -> str | None:
@@ -177,14 +205,15 @@ def _git_checkout(where: Any) -> dict[str, Any] | None:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    if not commit:
+    if not commit or not git("ls-files", "--", "."):
         return None
     root = git("rev-parse", "--show-toplevel")
     remote = git("remote", "get-url", "origin")
     return {
         "source": remote or f"a local checkout at {root}",
+        "local": not remote,
         "commit": commit,
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".")),
     }
 
 

@@ -37,8 +37,9 @@ class Drug:
     smiles: str  # its structure ('' when unknown)
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields as plain JSON values."""
-        return dataclasses.asdict(self)
+        """The fields as plain JSON values (written out: ``dataclasses.asdict`` deep-copies, and the board
+        converts every sample of every shipped run)."""
+        return {"node_id": self.node_id, "drugbank_id": self.drugbank_id, "name": self.name, "smiles": self.smiles}
 
 
 @dataclass(frozen=True, slots=True)

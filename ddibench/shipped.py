@@ -95,21 +95,69 @@ def read_index(root: Path) -> dict[str, Any]:
         index = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise DataError(f"{path} is not a readable results index ({exc})", _REINDEX) from None
-    if not isinstance(index, dict) or index.get("format") != INDEX_FORMAT or not isinstance(index.get("runs"), list):
+    if (
+        not isinstance(index, dict)
+        or index.get("format") != INDEX_FORMAT
+        or not isinstance(index.get("runs"), list)
+        or not isinstance(index.get("floors", []), list)
+    ):
         raise DataError(f"{path} is not a results index of format {INDEX_FORMAT}", _REINDEX)
     return index
 
 
-def write_index(root: Path, entries: Iterable[dict[str, Any]]) -> Path:
-    """Write the index (sorted, no timestamps: the same bundles give the same bytes), atomically."""
+def index_text(entries: Iterable[dict[str, Any]], floors: Iterable[dict[str, Any]] = ()) -> str:
+    """The index of these entries and the floors of their tasks (sorted, no timestamps: the same bundles give
+    the same bytes)."""
     runs = sorted(entries, key=lambda e: (e["task"], e["system"], e["run_id"]))
     total = sum(e["bytes"] for e in runs)
-    index = {"format": INDEX_FORMAT, "total_bytes": total, "runs": runs}
+    index: dict[str, Any] = {"format": INDEX_FORMAT, "total_bytes": total, "runs": runs}
+    floor_list = sorted(floors, key=lambda f: (f["task"], f["scoring_variant"], f["name"]))
+    if floor_list:
+        index["floors"] = floor_list
+    return json.dumps(index, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_index(root: Path, entries: Iterable[dict[str, Any]], floors: Iterable[dict[str, Any]] = ()) -> Path:
+    """Write the index, atomically."""
     path = root / INDEX
     tmp = path.with_name(f".{INDEX}.tmp")
-    tmp.write_text(json.dumps(index, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(index_text(entries, floors), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+# What the index records of the board beside each bundle's own numbers: the tie verdict of each run against the
+# best of its task (a paired bootstrap over two runs' samples) and each task's floors (computed from the task's
+# data). Both are the store's (ddibench.store), written by publish and recomputed by check, so that the board
+# opens without a bootstrap; a store build that finds them missing computes them.
+TIE = "tie"
+TIE_FIELDS = ("best", "tied", "diff", "diff_low", "diff_high")
+FLOOR_FIELDS = ("task", "scoring_variant", "task_version", "data_sha256", "name", "metrics", "note")
+
+
+def derived(store: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The tie verdict of every run in a results store (run id: fields) and its floors (index records)."""
+    from ddibench.store import connect
+
+    conn = connect(store, read_only=True)
+    try:
+        ties = {
+            row[0]: dict(zip(TIE_FIELDS, row[1:]))
+            for row in conn.execute(f"SELECT run_id, {', '.join(TIE_FIELDS)} FROM runs").fetchall()
+        }
+        floors = [
+            {**dict(zip(FLOOR_FIELDS, row)), "metrics": json.loads(row[5])}
+            for row in conn.execute(f"SELECT {', '.join(FLOOR_FIELDS)} FROM floors").fetchall()
+        ]
+    finally:
+        conn.close()
+    return ties, floors
+
+
+def _with_derived(entries: Iterable[dict[str, Any]], store: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The entries with their tie verdicts from ``store``, and the store's floors."""
+    ties, floors = derived(store)
+    return [{**e, TIE: ties[e["run_id"]]} if e["run_id"] in ties else e for e in entries], floors
 
 
 def relative_path(task: str, system: str, run_id: str) -> str:
@@ -198,52 +246,137 @@ def publish(
     previews: bool = False,
     reproduce: bool | None = None,
     progress: Callable[[Outcome], None] | None = None,
+    tables: Callable[[Path], dict[Path, str]] | None = None,
+    store_progress: Callable[[Outcome], None] | None = None,
 ) -> list[Outcome]:
-    """Verify bundles and add the accepted ones under ``root`` with their index entries.
+    """Verify bundles and add the accepted ones under ``root``: the bundles, the index and the files
+    ``tables`` derives from the store of the results as published (the results tables) are written together,
+    once every bundle was checked, or none of them is (an interrupt or an error before then leaves the folder
+    as it was).
 
-    ``reproduce``: True re-runs every bundle, False none, None (default) those whose run was cheap
-    (:func:`cheap`). A bundle already shipped for the same run is replaced. The index is rewritten
-    once, at the end; a bundle that fails (rejected, too large, over the folder's budget) leaves the
-    folder as it was."""
+    Each new bundle is verified in full (its metrics recomputed; re-run here when ``reproduce`` is True, or by
+    default when its run was cheap: :func:`cheap`); the bundles already shipped are checked by hash and size
+    against the index, which CI's full recomputation (:func:`check`) stands behind. A bundle already shipped
+    for the same run is replaced; one that fails (rejected, too large, over the folder's budget) is left out
+    with its reason. ``store_progress`` reports the bundles of a store built from the shipped results on the
+    way (once per index, then cached)."""
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--results {root} is not a directory", "give the results folder (results/ of your clone)")
-    root.mkdir(parents=True, exist_ok=True)
     index = read_index(root)
+    problems = hash_problems(root, index["runs"])
+    if problems:
+        raise DataError(
+            f"the shipped results differ from their index: {problems[0]}",
+            "restore them ('git checkout results/'), or see every problem with 'ddibench board check'",
+        )
     entries = {e["run_id"]: e for e in index["runs"]}
-    outcomes = []
+    outcomes, accepted = [], []
     for bundle in bundles:
         outcome = Outcome(bundle)
         try:
-            verdict = _verify(bundle, reproduce=False)
+            verdict = _verify(bundle, reproduce=False, keep_traces=True)
             if verdict.accepted and (reproduce or (reproduce is None and cheap(verdict))):
-                verdict = _verify(bundle, reproduce=True)
+                verdict = _verify(bundle, reproduce=True, keep_traces=True)
             outcome.checks = list(verdict.checks)
             if not (verdict.accepted or (previews and verdict.is_preview())):
                 outcome.problem = "; ".join(verdict.reasons)
             else:
                 rel = relative_path(verdict.run.task.name, verdict.run.system.name, verdict.run.run_id)
-                total = (
-                    sum(e["bytes"] for run_id, e in entries.items() if run_id != verdict.run.run_id)
-                    + bundle.stat().st_size
-                )
-                if total > BUDGET_BYTES:
+                others = sum(e["bytes"] for run_id, e in entries.items() if run_id != verdict.run.run_id)
+                if others + bundle.stat().st_size > BUDGET_BYTES:
                     raise DataError(
-                        f"results/ would hold {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget",
+                        f"results/ would hold {(others + bundle.stat().st_size) / 2**20:.1f} MiB, over its "
+                        f"{BUDGET_BYTES // 2**20} MiB budget",
                         "pack the run with 'ddibench submit --compact', or discuss a larger budget in the pull request",
                     )
-                target = root / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{target.name}.tmp")
-                shutil.copyfile(bundle, tmp)
-                tmp.replace(target)
-                outcome.entry = entries[verdict.run.run_id] = entry_of(verdict, target, rel)
+                outcome.entry = entries[verdict.run.run_id] = entry_of(verdict, bundle, rel)
+                accepted.append((bundle, rel, verdict))
         except DdibenchError as exc:
             outcome.problem = str(exc)
         outcomes.append(outcome)
         if progress is not None:
             progress(outcome)
-    write_index(root, entries.values())
+    if not accepted:
+        return outcomes
+    runs = list(entries.values())
+    store = _store_after(root, runs, [verdict for _, _, verdict in accepted], store_progress)
+    try:
+        texts = {root / INDEX: index_text(*_with_derived(runs, store))}
+        texts.update(tables(store) if tables is not None else {})
+        write_together({root / rel: bundle for bundle, rel, _ in accepted}, texts)
+    except BaseException:
+        store.unlink(missing_ok=True)
+        raise
     return outcomes
+
+
+def hash_problems(root: Path, entries: Iterable[dict[str, Any]]) -> list[str]:
+    """Each indexed bundle whose file is missing or differs from the index in size or sha256."""
+    problems = []
+    for entry in entries:
+        rel = entry.get("path", "")
+        path = root / rel
+        if not path.is_file():
+            problems.append(f"{rel}: listed in the index but missing")
+        elif path.stat().st_size != entry.get("bytes") or sha256_file(path) != entry.get("sha256"):
+            problems.append(f"{rel}: its bytes differ from the index (sha256 or size): not the bundle CI verified")
+    return problems
+
+
+def write_together(copies: dict[Path, Path], texts: dict[Path, str]) -> None:
+    """Write files as one change: ``copies`` (target: source file) and ``texts`` (target: content) are each
+    written beside their target first, then renamed into place one after the other with SIGINT and SIGTERM held
+    back, and the targets they replace restored if a rename fails: an interrupt or an error leaves every target
+    as it was, or all of them written. (POSIX has no rename of several files at once; this is the nearest.)"""
+    import signal
+
+    staged: list[tuple[Path, Path]] = []
+    replaced: list[tuple[Path, Path | None]] = []  # (target, its backup or None where it was new)
+    try:
+        for target, source in copies.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((_staged_name(target), target))
+            shutil.copyfile(source, staged[-1][0])
+        for target, content in texts.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((_staged_name(target), target))
+            staged[-1][0].write_text(content, encoding="utf-8")
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            try:
+                for tmp, target in staged:
+                    backup = None
+                    if target.exists():
+                        backup = target.with_name(f".{target.name}.{os.getpid()}.bak")
+                        backup.unlink(missing_ok=True)
+                        os.link(target, backup)
+                    try:
+                        os.replace(tmp, target)
+                    except BaseException:
+                        if backup is not None:
+                            backup.unlink(missing_ok=True)
+                        raise
+                    replaced.append((target, backup))
+            except BaseException:
+                for target, backup in reversed(replaced):
+                    if backup is None:
+                        target.unlink(missing_ok=True)
+                    else:
+                        os.replace(backup, target)
+                replaced.clear()
+                raise
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held-back interrupt arrives now, after the change
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        for _, backup in replaced:
+            if backup is not None:
+                backup.unlink(missing_ok=True)
+
+
+def _staged_name(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
 
 
 @dataclass
@@ -262,9 +395,9 @@ def check(
 ) -> CheckReport:
     """Verify every shipped bundle against the index: its hash and size, every recomputed number (and,
     with ``reproduce``, a reproduction here of every entry the index calls reproduced), and that the
-    folder holds exactly the indexed bundles within the budget. ``add_to``: also add each verified run
-    to that results store; without ``reproduce`` a run keeps the tier the index records, which CI's
-    check established."""
+    folder holds exactly the indexed bundles within the budget; then the tie verdicts and floors the index
+    records against a store of the verified runs (``add_to``, else a temporary one). Without ``reproduce``
+    a run keeps the tier the index records, which CI's check established."""
     if not (root / INDEX).is_file():
         raise ConfigError(
             f"{root} holds no results index ({INDEX})", "give --results the folder 'ddibench board publish' wrote"
@@ -277,20 +410,27 @@ def check(
         for rel in sorted(on_disk - listed)
     ]
     outcomes = []
-    for entry in index["runs"]:
-        if not isinstance(entry, dict) or not all(
-            isinstance(entry.get(k), str) for k in ("path", "task", "system", "run_id")
-        ):
-            problems.append(
-                f"index entry {str(entry)[:80]!r} is malformed (regenerate the index with 'ddibench board publish')"
-            )
-            continue
-        outcome = _check_entry(root, entry, reproduce, add_to)
-        if outcome.problem is not None:
-            problems.append(outcome.problem)
-        outcomes.append(outcome)
-        if progress is not None:
-            progress(outcome)
+    with tempfile.TemporaryDirectory(prefix="ddibench-check-") as tmp:
+        store = add_to if add_to is not None else Path(tmp) / "board.duckdb"
+        from ddibench.store import connect
+
+        connect(store).close()
+        for entry in index["runs"]:
+            if not isinstance(entry, dict) or not all(
+                isinstance(entry.get(k), str) for k in ("path", "task", "system", "run_id")
+            ):
+                problems.append(
+                    f"index entry {str(entry)[:80]!r} is malformed (regenerate the index with 'ddibench board publish')"
+                )
+                continue
+            outcome = _check_entry(root, entry, reproduce, store)
+            if outcome.problem is not None:
+                problems.append(outcome.problem)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
+        if not problems:
+            problems += _derived_problems(index, store)
     total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     if total > BUDGET_BYTES:
         problems.append(f"results/ holds {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget")
@@ -317,7 +457,8 @@ def _check_entry(root: Path, entry: dict[str, Any], reproduce: bool, add_to: Pat
         if not reproduce and verdict.tier == "recomputed" and entry.get("tier") == "reproduced":
             fresh.update(tier=entry["tier"], reproduction=entry.get("reproduction"))
             verdict.tier, verdict.reproduction = entry["tier"], entry.get("reproduction")
-        differing = [k for k in sorted(set(fresh) | set(entry)) if not _same(fresh.get(k), entry.get(k))]
+        keys = (set(fresh) | set(entry)) - {TIE}  # the tie verdict depends on the other runs: checked after them
+        differing = [k for k in sorted(keys) if not _same(fresh.get(k), entry.get(k))]
         if differing:
             shown = ", ".join(f"{k} {entry.get(k)!r} -> {fresh.get(k)!r}" for k in differing[:4])
             raise DataError(f"{rel}: differs from the index ({shown})")
@@ -331,48 +472,237 @@ def _check_entry(root: Path, entry: dict[str, Any], reproduce: bool, add_to: Pat
     return outcome
 
 
+def _derived_problems(index: dict[str, Any], store: Path) -> list[str]:
+    """Where the tie verdicts and floors the index records differ from those of a store of its verified runs."""
+    ties, floors = derived(store)
+    problems = []
+    for entry in index["runs"]:
+        mine = ties.get(entry["run_id"])
+        if mine is not None and not _same_record(mine, entry.get(TIE)):
+            problems.append(
+                f"{entry['path']}: the index's tie verdict {entry.get(TIE)!r} differs from the recomputed {mine!r} "
+                "(regenerate the index with 'ddibench board publish')"
+            )
+    key = lambda f: (f["task"], f["scoring_variant"], f["name"])  # noqa: E731
+    recorded = {key(f): f for f in index.get("floors", [])}
+    for floor in floors:
+        if not _same_record(floor, recorded.pop(key(floor), None)):
+            problems.append(
+                f"the index's floor {' '.join(key(floor))} differs from the recomputed one or is missing "
+                "(regenerate the index with 'ddibench board publish')"
+            )
+    problems += [f"the index records a floor of no shipped run: {' '.join(k)}" for k in sorted(recorded)]
+    return problems
+
+
+def _same_record(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_record(a[k], b[k]) for k in a)
+    return _same(a, b)
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return abs(a - b) <= VALUE_TOLERANCE
     return bool(a == b)
 
 
-def index_digest(root: Path) -> str:
-    """What a store built from the shipped results depends on: the index (which names every bundle's
-    sha256), this ddibench's version, and the code that computes what the store holds (the store and the
-    evaluators: a flag or a column they add must not be served from a store built before them)."""
-    data = (root / INDEX).read_bytes()
+def index_digest(root: Path, entries: Iterable[dict[str, Any]] | None = None) -> str:
+    """What a store built from the shipped results depends on: the index's entries (``entries``, else the
+    file's; they name every bundle's sha256; the tie verdicts and floors the index records are the store's own),
+    this ddibench's version, and the code that computes what the store holds (the store, the evaluators, the
+    reading of recorded bundles: a flag or a column they add must not be served from a store built before them)."""
+    runs = read_index(root)["runs"] if entries is None else entries
+    basis = sorted(({k: v for k, v in e.items() if k != TIE} for e in runs), key=lambda e: str(e.get("run_id")))
+    data = json.dumps(basis, sort_keys=True).encode("utf-8")
     package = Path(__file__).resolve().parent
-    code = b"".join(
-        p.read_bytes()
-        for p in sorted([package / "store.py", package / "registry.py", *(package / "evaluation").glob("*.py")])
-    )
+    sources = [
+        package / "store.py",
+        package / "registry.py",
+        package / "shipped.py",
+        package / "submission" / "recorded.py",
+    ]
+    code = b"".join(p.read_bytes() for p in sorted([*sources, *(package / "evaluation").glob("*.py")]))
     return hashlib.sha256(data + b"\0" + __version__.encode() + b"\0" + hashlib.sha256(code).digest()).hexdigest()
 
 
-def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None) -> Path:
-    """A results store holding every shipped run, built here once per index and kept under the cache
-    (each bundle verified as :func:`check` does, without re-running the reproduced ones: CI's check did);
-    a build that fails leaves nothing behind."""
+def _store_path(root: Path, entries: Iterable[dict[str, Any]] | None = None) -> Path:
     from ddibench.data.resolve import cache_root
 
-    folder = cache_root() / "board"
-    path = folder / f"shipped-{index_digest(root)[:16]}.duckdb"
+    return cache_root() / "board" / f"shipped-{index_digest(root, entries)[:16]}.duckdb"
+
+
+def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None, workers: int | None = None) -> Path:
+    """A results store holding every shipped run, built here once per index and kept under the cache.
+
+    Built from what CI verified, not verified again: each bundle's size and sha256 are checked against the
+    index and its recorded results read (:func:`trusted_verdict`; no bootstrap, no re-run; ``board check``
+    recomputes everything), with the floors and tie verdicts the index records; a bundle that fails is left
+    out, and ``progress`` is told why (the ties are then computed again without it). The tasks are built in
+    ``workers`` processes (default: one per CPU, at most 4), each into a store of its own, merged at the end.
+    A build that fails leaves nothing behind."""
+    import tempfile
+
+    path = _store_path(root)
     if path.is_file():
         return path
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        from ddibench.store import connect
+    path.parent.mkdir(parents=True, exist_ok=True)
+    index = read_index(root)
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for entry in index["runs"]:
+        by_task.setdefault(str(entry.get("task")) if isinstance(entry, dict) else "", []).append(entry)
+    workers = workers or min(4, os.cpu_count() or 1)
+    with tempfile.TemporaryDirectory(prefix=".shipped-", dir=path.parent) as folder:
+        parts = {task: Path(folder) / f"{i}.duckdb" for i, task in enumerate(by_task)}
+        left_out = False
+        for outcomes in _build_parts(root, index, by_task, parts, workers):
+            for outcome in outcomes:
+                left_out = left_out or outcome.problem is not None
+                if progress is not None:
+                    progress(outcome)
+        tmp = Path(folder) / "board.duckdb"
+        _merge(tmp, list(parts.values()))
+        from ddibench.store import set_ties, update_all_ties
 
-        connect(tmp).close()  # a folder with no runs yet gives an empty store, not none
-        report = check(root, reproduce=False, progress=progress, add_to=tmp)
-        if not report.ok:
-            raise DataError(
-                f"the shipped results do not verify here: {report.problems[0]}",
-                "run 'ddibench board check' for every problem",
-            )
+        if left_out or not all(isinstance(e, dict) and TIE in e for e in index["runs"]):
+            update_all_ties(tmp)  # the index's verdicts were made with every run in
+        else:
+            set_ties(tmp, {e["run_id"]: e[TIE] for e in index["runs"]})
+        tmp.replace(path)
+    return path
+
+
+def _build_parts(
+    root: Path,
+    index: dict[str, Any],
+    by_task: dict[str, list[dict[str, Any]]],
+    parts: dict[str, Path],
+    workers: int,
+) -> Iterable[list[Outcome]]:
+    """Each task's runs in a store of its own (``parts``), in ``workers`` processes (the largest tasks first):
+    the outcomes of each task's bundles as its store is done."""
+    order = sorted(by_task, key=lambda t: -sum(e.get("bytes", 0) for e in by_task[t] if isinstance(e, dict)))
+    if workers <= 1 or len(order) <= 1:
+        for task in order:
+            yield _build_part(root, index, by_task[task], parts[task])
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_build_part, root, index, by_task[task], parts[task]) for task in order]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _build_part(root: Path, index: dict[str, Any], entries: list[dict[str, Any]], part: Path) -> list[Outcome]:
+    """Add the runs of ``entries`` (one task's) to the store ``part`` from their recorded results, without ties."""
+    from ddibench.store import FloorRow, add_run, connect
+
+    connect(part).close()
+    floors: dict[tuple[str, str], list[FloorRow]] = {}
+    for f in index.get("floors", []):
+        floors.setdefault((f["task"], f["scoring_variant"]), []).append((f["name"], f["metrics"], f["note"]))
+    outcomes = []
+    for entry in entries:
+        outcome = Outcome(root / str(entry.get("path", "") if isinstance(entry, dict) else ""))
+        try:
+            verdict = trusted_verdict(root, entry)
+            add_run(part, verdict, ties=False, floors=_floors_for(index, verdict, floors))
+            outcome.entry = entry
+        except DdibenchError as exc:
+            outcome.problem = f"left out of the board: {exc}"
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _merge(target: Path, parts: list[Path]) -> None:
+    """One store of the rows of ``parts`` (stores of the same layout, written by this ddibench)."""
+    from ddibench.store import connect
+
+    conn = connect(target)
+    try:
+        for i, part in enumerate(parts):
+            conn.execute(f"ATTACH '{part}' AS part{i} (READ_ONLY)")
+        conn.execute("BEGIN")
+        for i in range(len(parts)):
+            for table in ("runs", "samples", "floors"):
+                conn.execute(f"INSERT INTO {table} SELECT * FROM part{i}.{table}")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def trusted_verdict(root: Path, entry: dict[str, Any]) -> Any:
+    """The verdict of a shipped bundle as CI verified it: its bytes checked against the index entry (size and
+    sha256), its records read back (:func:`ddibench.submission.recorded_verdict`) with the entry's tier and
+    reproduction, and its recorded primary metric and interval checked against the index's."""
+    from ddibench.submission import recorded_verdict
+
+    if not isinstance(entry, dict) or not all(
+        isinstance(entry.get(k), str) for k in ("path", "task", "system", "run_id")
+    ):
+        raise DataError(
+            f"index entry {str(entry)[:80]!r} is malformed", "regenerate the index with 'ddibench board publish'"
+        )
+    rel = entry["path"]
+    if rel != relative_path(entry["task"], entry["system"], entry["run_id"]):  # before the path is touched
+        raise DataError(f"{rel}: not where its task, system and run id put it")
+    problems = hash_problems(root, [entry])
+    if problems:
+        raise DataError(problems[0], "restore it ('git checkout results/'), or check it with 'ddibench board check'")
+    verdict = recorded_verdict(
+        root / rel, entry.get("tier", "recomputed"), entry.get("reproduction"), bool(entry.get("preview"))
+    )
+    metric = verdict.evaluation.metrics.get(entry.get("primary_metric", ""))
+    recorded = None if metric is None else (metric.value, metric.ci_low, metric.ci_high)
+    indexed = (entry.get("value"), entry.get("ci_low"), entry.get("ci_high"))
+    if recorded is None or not all(_same_number(a, b) for a, b in zip(recorded, indexed)):
+        raise DataError(
+            f"{rel}: its recorded {entry.get('primary_metric')} differs from the index's",
+            "check it with 'ddibench board check'",
+        )
+    return verdict
+
+
+def _same_number(a: float | None, b: float | None) -> bool:
+    a, b = _number(a), _number(b)
+    return (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= VALUE_TOLERANCE)
+
+
+def _floors_for(index: dict[str, Any], verdict: Any, floors: dict[tuple[str, str], list[Any]]) -> list[Any] | None:
+    """The floors the index records for a run's task and scoring variant, where they are for the task's current
+    version and data (else None: the store computes them)."""
+    from ddibench.store import scoring_variant
+
+    run = verdict.run
+    variant = scoring_variant(verdict.evaluator)
+    current = {
+        (f["task"], f["scoring_variant"])
+        for f in index.get("floors", [])
+        if f["task_version"] == run.task.version and f["data_sha256"] == run.task.data_sha256
+    }
+    return floors.get((run.task.name, variant)) if (run.task.name, variant) in current else None
+
+
+def _store_after(
+    root: Path, entries: list[dict[str, Any]], verdicts: list[Any], progress: Callable[[Outcome], None] | None
+) -> Path:
+    """The store of the shipped results once ``verdicts`` are added, the index then holding ``entries``: the current
+    index's store (:func:`shipped_store`) with those runs added (what a build from the new index gives); kept in
+    the cache under the new index's digest (the caller removes it if the publication does not happen)."""
+    import tempfile
+
+    from ddibench.store import add_run
+
+    base = shipped_store(root, progress)
+    path = _store_path(root, entries)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        shutil.copyfile(base, tmp)
+        for verdict in verdicts:
+            add_run(tmp, verdict)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

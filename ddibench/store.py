@@ -210,8 +210,19 @@ def scoring_variant(evaluator: Evaluator) -> str:
     return ", ".join(parts)
 
 
-def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | None = None) -> str:
-    """Store a run from a :class:`ddibench.submission.Verdict` (its tier decides which metrics are shown)."""
+FloorRow = tuple[str, dict[str, float], str]  # (floor name, its metrics, the note saying what it answers)
+
+
+def add_run(
+    path: Path,
+    verdict: Verdict,
+    prices: dict[str, dict[str, float]] | None = None,
+    ties: bool = True,
+    floors: list[FloorRow] | None = None,
+) -> str:
+    """Store a run from a :class:`ddibench.submission.Verdict` (its tier decides which metrics are shown).
+    ``ties=False`` leaves the task's tie verdicts to one :func:`update_ties` after a batch of runs; ``floors``:
+    the task's floors as computed before (for its current version and data), where the store has none yet."""
     from ddibench.registry import get_task
 
     run, results = verdict.run, verdict.results
@@ -230,7 +241,10 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
         previous = conn.execute(
             "SELECT run_id FROM runs WHERE task = ? AND scoring_variant = ? AND best", [task.name, variant]
         ).fetchone()
-        floors = None if _has_floors(conn, task, variant) else floor_rows(task, evaluator, data)
+        if _has_floors(conn, task, variant):
+            floors = None
+        elif floors is None:
+            floors = floor_rows(task, evaluator, data)
         conn.execute("BEGIN")
         if floors is not None:
             _replace_floors(conn, task, variant, floors)
@@ -244,13 +258,10 @@ def add_run(path: Path, verdict: Verdict, prices: dict[str, dict[str, float]] | 
             run_row,
         )
         if sample_rows:
-            conn.executemany(
-                "INSERT INTO samples (run_id, sample_id, input, gold, prediction, score, label, gold_label, valid, trace, units, position)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                sample_rows,
-            )
+            _insert_samples(conn, sample_rows)
         conn.execute("COMMIT")
-        update_ties(conn, task.name, variant, added=run.run_id, previous_best=previous[0] if previous else None)
+        if ties:
+            update_ties(conn, task.name, variant, added=run.run_id, previous_best=previous[0] if previous else None)
     finally:
         conn.close()
     return run.run_id
@@ -345,7 +356,34 @@ def _sample_rows(verdict: Verdict, evaluator: Evaluator, data: TaskData) -> list
     return rows
 
 
-def floor_rows(task: Task, evaluator: Evaluator, data: TaskData) -> list[tuple[str, dict[str, float], str]]:
+_SAMPLE_COLUMNS = (
+    "run_id", "sample_id", "input", "gold", "prediction", "score", "label", "gold_label", "valid", "trace", "units", "position",
+)  # fmt: skip
+
+
+def _insert_samples(conn: Any, rows: list[list[Any]]) -> None:
+    """Insert sample rows in one columnar batch (DuckDB's executemany inserts row by row: minutes for a board)."""
+    import pyarrow as pa
+
+    columns = list(zip(*rows))
+    types = {
+        "score": pa.float64(),
+        "label": pa.int32(),
+        "gold_label": pa.int32(),
+        "valid": pa.bool_(),
+        "position": pa.int32(),
+    }
+    table = pa.table(
+        {name: pa.array(values, type=types.get(name, pa.string())) for name, values in zip(_SAMPLE_COLUMNS, columns)}
+    )
+    conn.register("new_samples", table)
+    try:
+        conn.execute(f"INSERT INTO samples ({', '.join(_SAMPLE_COLUMNS)}) SELECT * FROM new_samples")
+    finally:
+        conn.unregister("new_samples")
+
+
+def floor_rows(task: Task, evaluator: Evaluator, data: TaskData) -> list[FloorRow]:
     """(name, metrics, note) of each of the evaluator's floors on the task's whole evaluation split, from
     the training split's targets where the task has one (as ``ddibench run`` computes them)."""
     train = data.split("train") if "train" in data.splits else ()
@@ -369,7 +407,7 @@ def _has_floors(conn: Any, task: Task, variant: str) -> bool:
     return bool(row[0])
 
 
-def _replace_floors(conn: Any, task: Task, variant: str, rows: list[tuple[str, dict[str, float], str]]) -> None:
+def _replace_floors(conn: Any, task: Task, variant: str, rows: list[FloorRow]) -> None:
     """The floors of a task and scoring variant, for the task's current version and data (older ones go)."""
     conn.execute("DELETE FROM floors WHERE task = ? AND scoring_variant = ?", [task.name, variant])
     if rows:
@@ -380,6 +418,35 @@ def _replace_floors(conn: Any, task: Task, variant: str, rows: list[tuple[str, d
                 for name, metrics, note in rows
             ],
         )
+
+
+def set_ties(path: Path, ties: Mapping[str, Mapping[str, Any]]) -> None:
+    """Set runs' tie verdicts as computed before (run id: best, tied, diff, diff_low, diff_high), in one transaction."""
+    if not ties:
+        return
+    conn = connect(path)
+    try:
+        conn.execute("BEGIN")
+        conn.executemany(
+            "UPDATE runs SET best = ?, tied = ?, diff = ?, diff_low = ?, diff_high = ? WHERE run_id = ?",
+            [[t["best"], t["tied"], t["diff"], t["diff_low"], t["diff_high"], run_id] for run_id, t in ties.items()],
+        )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def update_all_ties(path: Path) -> None:
+    """Every task's tie verdicts, computed afresh (after runs were added with ``ties=False``)."""
+    conn = connect(path)
+    try:
+        groups = conn.execute(
+            "SELECT DISTINCT task, scoring_variant FROM runs ORDER BY task, scoring_variant"
+        ).fetchall()
+        for task_name, variant in groups:
+            update_ties(conn, task_name, variant)
+    finally:
+        conn.close()
 
 
 def update_ties(

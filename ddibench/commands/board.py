@@ -243,14 +243,30 @@ def _report(outcome: Any) -> None:
 )
 def board_publish(bundles: tuple[Path, ...], root: Path | None, previews: bool, reproduce: bool | None) -> None:
     """Verify bundles and add the accepted ones to the shipped results (results/<task>/<system>/<run>.tar.gz),
-    regenerating results/index.json and the results tables (results/README.md and README.md)."""
+    with results/index.json and the results tables (results/README.md and README.md) regenerated: all written
+    together once every check passed, or nothing. The new bundles are verified in full; the shipped ones are
+    checked by hash against the index (CI recomputes them all: 'ddibench board check')."""
+    import time
+
     from ddibench.shipped import publish
 
     folder = root or _default_results()
-    outcomes = publish(folder, bundles, previews=previews, reproduce=reproduce, progress=_report)
-    _write_tables(folder)
+    started = time.perf_counter()
+    with _BuildProgress(folder) as building:
+        outcomes = publish(
+            folder,
+            bundles,
+            previews=previews,
+            reproduce=reproduce,
+            progress=_report,
+            tables=lambda store: tables(folder, store),
+            store_progress=building,
+        )
     failed = sum(o.problem is not None for o in outcomes)
-    _console().print(f"{len(outcomes) - failed} of {len(outcomes)} bundles published to {folder}")
+    _console().print(
+        f"{len(outcomes) - failed} of {len(outcomes)} bundles published to {folder} in {time.perf_counter() - started:.0f} s"
+        + ("; the index and the results tables were regenerated" if failed < len(outcomes) else "; nothing was written")
+    )
     sys.exit(1 if failed else 0)
 
 
@@ -270,16 +286,17 @@ RESULTS_MARKERS = (
 )
 
 
-def _write_tables(folder: Path) -> None:
-    """results/README.md, and the README's results section when the folder is this checkout's results/."""
+def tables(folder: Path, store: Path) -> dict[Path, str]:
+    """The results tables of a results store: results/README.md, and the README's results section when the
+    folder is a checkout's results/ (path: text, for :func:`ddibench.shipped.publish` to write with the rest)."""
     from ddibench.leaderboard.static import markdown_table
-    from ddibench.shipped import shipped_store
 
-    table = markdown_table(shipped_store(folder))
-    (folder / "README.md").write_text(results_readme(table), encoding="utf-8")
+    table = markdown_table(store)
+    texts = {folder / "README.md": results_readme(table)}
     readme = folder.parent / "README.md"
     if readme.is_file() and RESULTS_MARKERS[0] in (text := readme.read_text(encoding="utf-8")):
-        readme.write_text(replace_section(text, table), encoding="utf-8")
+        texts[readme] = replace_section(text, table)
+    return texts
 
 
 def results_readme(table: str) -> str:
@@ -310,9 +327,12 @@ def replace_section(text: str, table: str) -> str:
 @click.option("--no-reproduce", is_flag=True, help="Recompute only; do not re-run the runs the index calls reproduced.")
 def board_check(root: Path | None, no_reproduce: bool) -> None:
     """Verify every shipped bundle against results/index.json (recomputed numbers, hashes, reproductions, size budget)."""
+    import time
+
     from ddibench.shipped import check, results_root
 
     folder = results_root(root)
+    started = time.perf_counter()
     report = check(folder, reproduce=not no_reproduce, progress=_report)
     console = _console()
     for problem in report.problems:
@@ -320,7 +340,8 @@ def board_check(root: Path | None, no_reproduce: bool) -> None:
             console.print(f"[red]FAILED[/red]: {escape(problem)}")
     verified = sum(o.problem is None for o in report.outcomes)
     console.print(
-        f"{verified} of {len(report.outcomes)} shipped bundles verified; results/ holds {report.total_bytes / 2**20:.1f} MiB"
+        f"{verified} of {len(report.outcomes)} shipped bundles verified in {time.perf_counter() - started:.0f} s; "
+        f"results/ holds {report.total_bytes / 2**20:.1f} MiB"
     )
     sys.exit(0 if report.ok else 1)
 
@@ -369,9 +390,45 @@ def board_store(store: Path | None, root: Path | None) -> Path:
             )
         return path
     folder = results_root(root)
-    console = _console()
-    console.print(f"results store of the shipped results in {folder} (built once and cached)")
-    return shipped_store(folder, progress=_report)
+    with _BuildProgress(folder) as building:
+        return shipped_store(folder, progress=building)
+
+
+class _BuildProgress:
+    """The progress of building the board's store from the shipped results in ``folder``, shown only when one
+    is built (it is cached per index): bundles read of the index's total, and a line for each one left out."""
+
+    def __init__(self, folder: Path) -> None:
+        from ddibench.shipped import read_index
+
+        self.folder = folder
+        self.total = len(read_index(folder)["runs"]) if folder.is_dir() else 0
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> _BuildProgress:
+        return self
+
+    def __call__(self, outcome: Any) -> None:
+        if self.bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            _console().print(
+                f"building the board of the shipped results in {self.folder} (once per results index; each bundle's "
+                "sha256 checked against the index, its recorded results read: CI's 'board check' recomputed them)"
+            )
+            self.bar = Progress(
+                TextColumn("bundles"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=_console()
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("bundles", total=self.total or None)
+        if outcome.problem is not None:
+            self.bar.console.print(f"{escape(outcome.bundle.name)}: [red]{escape(outcome.problem)}[/red]")
+        self.bar.advance(self.task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 @board.command("serve")

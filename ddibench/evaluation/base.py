@@ -234,6 +234,10 @@ class Evaluator(Scorer, ModelScoring, Protocol):
 
     def reduce(self, prediction: Prediction) -> Prediction: ...
 
+    def answer_spread(
+        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]
+    ) -> AnswerDistribution | None: ...
+
     # floors and comparisons
     def floors(
         self, samples: Sequence[Sample], train: Sequence[Sample], draws: int = ..., seed: int = ...
@@ -409,6 +413,13 @@ class BaseEvaluator:
             gold_text = str(gold)
         score = evaluation.per_sample.get(sample.id, {}).get(evaluation.primary_metric)
         return SampleView(gold_text, answer_text(prediction), gold_label, score)
+
+    def answer_spread(
+        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]
+    ) -> AnswerDistribution | None:
+        """How the answers spread over the labels (the evaluation's ``answers``), computed without the bootstrap:
+        what a board built from recorded results reads for its collapse flag. None where answers are no labels."""
+        return None
 
     def reduce(self, prediction: Prediction) -> Prediction:
         """The prediction with only what this evaluator's metrics read (its ``answer_fields``, validity and

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ddibench.evaluation.answers import answer_distribution
+from ddibench.evaluation.answers import AnswerDistribution, answer_distribution
 from ddibench.evaluation.base import (
     BaseEvaluator,
     EvaluationInputError,
@@ -235,14 +235,7 @@ class ClassificationEvaluator(BaseEvaluator):
         }
         invalid = [s.id for s, p in zip(samples, y_pred) if p == INVALID]
         examples = [{"sample_id": sid, "error": predictions[sid].error or "unparsable output"} for sid in invalid[:5]]
-        valid = [s for s, p in zip(samples, y_pred) if p != INVALID]
-        answers = answer_distribution(
-            [int(p) for p in y_pred if p != INVALID],
-            [[int(t)] for t in y_true],
-            n_labels,
-            names=[lb.name for lb in self.label_space],
-            positions=[predictions[s.id].position for s in valid],
-        )
+        answers = self._spread(samples, predictions, y_true, y_pred)
         return EvaluationResult(
             n=len(samples),
             n_invalid=len(invalid),
@@ -254,6 +247,26 @@ class ClassificationEvaluator(BaseEvaluator):
             per_label={str(i): (None if np.isnan(v) else float(v)) for i, v in enumerate(f1)},
             invalid_examples=examples,
             answers=answers,
+        )
+
+    def answer_spread(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> AnswerDistribution:
+        """How the answers spread over the labels, beside the gold: :meth:`evaluate`'s ``answers`` without the
+        bootstrap."""
+        units = self.units(samples, predictions)
+        y_true = np.fromiter((u["gold"] for u in units), dtype=np.int64, count=len(units))
+        y_pred = np.fromiter((u["pred"] for u in units), dtype=np.int64, count=len(units))
+        return self._spread(samples, predictions, y_true, y_pred)
+
+    def _spread(
+        self, samples: Sequence[Sample], predictions: Mapping[str, Prediction], y_true: np.ndarray, y_pred: np.ndarray
+    ) -> AnswerDistribution:
+        valid = [s for s, p in zip(samples, y_pred) if p != INVALID]
+        return answer_distribution(
+            [int(p) for p in y_pred if p != INVALID],
+            [[int(t)] for t in y_true],
+            len(self.label_space),
+            names=[lb.name for lb in self.label_space],
+            positions=[predictions[s.id].position for s in valid],
         )
 
     def _breakdown(self, samples: Sequence[Sample], y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, dict]:

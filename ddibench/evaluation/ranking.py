@@ -239,7 +239,7 @@ class RankingEvaluator(BaseEvaluator):
         perfect = [self._unit(s, ranking_scores(self.gold(s), sorted(self.gold(s)), self.k)) for s in samples]
         ceilings = {spec.name: _mean(perfect, spec.name) for spec in self.metrics}
         invalid = [s.id for s in samples if not predictions[s.id].valid]
-        answers = self._answers(samples, predictions)
+        answers = self.answer_spread(samples, predictions)
         breakdown = self._breakdown(samples, predictions, units)
         return EvaluationResult(
             n=len(samples),
@@ -257,7 +257,7 @@ class RankingEvaluator(BaseEvaluator):
             answers=answers,
         )
 
-    def _answers(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> AnswerDistribution:
+    def answer_spread(self, samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> AnswerDistribution:
         """How the top-ranked answers of the valid, non-empty predictions spread over the labels, beside the gold."""
         answered = [predictions[s.id] for s in samples if predictions[s.id].valid and predictions[s.id].ranked]
         return answer_distribution(

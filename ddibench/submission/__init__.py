@@ -45,12 +45,14 @@ from __future__ import annotations
 from ddibench.submission.checks import describe_provenance, install_hint
 from ddibench.submission.pack import WHOLE_TRACES, submit
 from ddibench.submission.pack import _sha as _sha  # the tests hash members as submit does
+from ddibench.submission.recorded import recorded_verdict
 from ddibench.submission.reproduction import SCORE_TOLERANCE, reproduce, same_answer
 from ddibench.submission.stream import CALL_FIELDS, CHUNK, MAX_JSON_DEPTH, MAX_LINE, read_bundle
 from ddibench.submission.verdict import TIERS, Verdict
 from ddibench.submission.verification import load_finished_or_bundle, verify, verify_all
 
 __all__ = [
+    "recorded_verdict",
     "CALL_FIELDS",
     "CHUNK",
     "MAX_JSON_DEPTH",

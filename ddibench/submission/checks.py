@@ -47,13 +47,31 @@ def describe_provenance(provenance: dict[str, Any]) -> str:
         " ".join(str(provenance[k]) for k in ("distribution", "version") if provenance.get(k))
         or "an unnamed distribution"
     )
-    where = str(provenance.get("source") or "an unknown source")
-    if provenance.get("commit"):
-        where += f" at commit {str(provenance['commit'])[:12]}" + (
-            " with uncommitted changes" if provenance.get("dirty") else ""
-        )
+    source = str(provenance.get("source") or "an unknown source")
+    commit = f" at commit {str(provenance['commit'])[:12]}" if provenance.get("commit") else ""
+    changed = " with uncommitted changes" if commit and provenance.get("dirty") else ""
     files = f"; its files hash to {str(provenance['files_sha256'])[:12]}…" if provenance.get("files_sha256") else ""
-    return f"{provenance.get('entry_point', '?')} from {what}, {where}{files}"
+    if provenance.get("distribution") == "ddibench" and source.startswith("a local checkout"):
+        # a reference system recorded before ddibench named itself as the source: the path was the runner's
+        return f"{provenance.get('entry_point', '?')} from {what} (a reference system shipped with it){commit}{files}"
+    if is_local(provenance):
+        return f"{provenance.get('entry_point', '?')} from {what}, {source}{commit}{changed} (local, not public){files}"
+    return f"{provenance.get('entry_point', '?')} from {what}, {source}{commit}{changed}{files}"
+
+
+def is_local(provenance: dict[str, Any]) -> bool:
+    """Whether an outside adapter's recorded source is on its author's machine only (a folder, a checkout with
+    no public remote): others cannot install it, so a pull request cannot be reproduced from it."""
+    if provenance.get("distribution") == "ddibench":
+        return False
+    return bool(provenance.get("local")) or str(provenance.get("source", "")).startswith(("a local", "file:"))
+
+
+LOCAL_ADAPTER = (
+    "a pull request needs the adapter at a public source and commit (push it, then 'pip install "
+    "git+https://...@COMMIT' and run again); to try the board first, publish into a folder of your own: "
+    "'ddibench board publish --results /tmp/my-results BUNDLE' and 'ddibench board serve --results /tmp/my-results'"
+)
 
 
 def install_hint(provenance: dict[str, Any]) -> str:

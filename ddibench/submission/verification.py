@@ -14,6 +14,7 @@ from ddibench.hashing import sha256_text
 from ddibench.runner.records import BundleIndex, Results, RunIdentity
 from ddibench.schema import Prediction, Sample
 from ddibench.submission.checks import (
+    LOCAL_ADAPTER,
     _check_cost,
     _check_labels,
     _check_models,
@@ -21,6 +22,7 @@ from ddibench.submission.checks import (
     _models,
     _spec_matches,
     describe_provenance,
+    is_local,
 )
 from ddibench.submission.stream import _stream, _Streamed
 from ddibench.submission.verdict import Verdict
@@ -171,7 +173,9 @@ def _check_members(verdict: Verdict, streamed: _Streamed) -> tuple[BundleIndex, 
     )
     _check_agreement(verdict, bundle, run, results)
     _check_system(verdict, run)
-    verdict.check("adapter", True, describe_provenance(results.manifest.system.provenance))
+    provenance = results.manifest.system.provenance
+    local = is_local(provenance)
+    verdict.check("adapter", True, describe_provenance(provenance) + (f"; warning: {LOCAL_ADAPTER}" if local else ""))
     if bundle.compact is not None:
         verdict.check(
             "compact",
