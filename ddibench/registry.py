@@ -149,8 +149,9 @@ def system_provenance(name: str) -> dict[str, Any]:
     origin = Path(spec.origin).parent if spec is not None and spec.origin else None
     checkout = _git_checkout(origin) if origin else None
     if out.get("distribution") == "ddibench" and checkout is not None:  # a reference system: ddibench's own code
-        checkout["source"] = f"ddibench {out['version']} (a reference system shipped with it)"
-    out.update(_vcs_install(dist) or _local_install(dist, origin) or checkout or _index_source(dist))
+        out.update(checkout, source=f"ddibench {out['version']} (a reference system shipped with it)", local=False)
+    else:
+        out.update(_vcs_install(dist) or _local_install(dist, origin) or checkout or _index_source(dist))
     files = _module_files_sha256(spec) if spec is not None else None
     if files is not None:
         out["files_sha256"] = files

@@ -6,8 +6,16 @@
 #   DDIBENCH_MODELS unset), none of .ci/run's variables (CMAKE_ARGS, CI, ...), and only
 #   DDIBENCH_MIRROR=../shared/mirror/github exported, relative, as the README suggests.
 # It fails if either command fails, or if any answer of command 1 came from a cache instead of the model.
+# Between the two commands, in command 1's venv and still-empty board cache, it walks the other two users:
+#   the reviewer: 'ddibench board serve' until headless Chromium shows the matrix; 'board export --html'
+#     (from the store serve built, and again from an empty cache);
+#   the author: an outside adapter (docs/examples/trained_pairs.py as its own package, 'pip install -e'd from
+#     a folder) run on the full drugbank_s2 split, packed, verified (a local adapter: verify must warn),
+#     published into the clone's results/ ('git status' must show the bundle, the index and the tables), and
+#     'board check' of the whole folder;
+#   each timed; a step that fails fails the check.
 #
-# Usage: scripts/fresh_clone_check.sh [--keep] [--only 1|2]      (about 15 minutes on 2 cores)
+# Usage: scripts/fresh_clone_check.sh [--keep] [--only 1|2|users]      (about an hour on 2 cores)
 set -uo pipefail
 
 keep=0; only=""
@@ -15,7 +23,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --keep) keep=1 ;;
     --only) only="$2"; shift ;;
-    *) echo "usage: $0 [--keep] [--only 1|2]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--keep] [--only 1|2|users]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -89,6 +97,64 @@ EOF
     summary+=("FAIL command 1 model use: ${calls:-no run to inspect} (every answer must come from the model)")
     status=1
   fi
+fi
+timed() {  # LABEL COMMAND...: run in the clone with command 1's venv, record the time, fail the check on failure
+  local label="$1" start rc; shift
+  start=$(date +%s)
+  (cd "$clone" && "${fresh_env[@]}" bash -c ". .venv/bin/activate && $*") >>"$scratch/users.log" 2>&1
+  rc=$?
+  summary+=("$label: exit $rc in $(( $(date +%s) - start )) s")
+  [ "$rc" = 0 ] || status=1
+  return $rc
+}
+
+users() {
+  [ -x "$clone/.venv/bin/ddibench" ] || { summary+=("FAIL users: command 1's venv is missing (run it first)"); status=1; return; }
+  : >"$scratch/users.log"
+  # the reviewer: the board's first page, from a fresh clone's empty cache
+  local port=8765 start served=""
+  start=$(date +%s)
+  (cd "$clone" && "${fresh_env[@]}" .venv/bin/ddibench board serve --port $port) >>"$scratch/users.log" 2>&1 &
+  local server=$!
+  while [ $(( $(date +%s) - start )) -lt 900 ] && kill -0 $server 2>/dev/null; do
+    if timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
+         --virtual-time-budget=20000 --dump-dom "http://127.0.0.1:$port/" 2>/dev/null | grep -q "drugbank_s2"; then
+      served=$(( $(date +%s) - start )); break
+    fi
+    sleep 2
+  done
+  kill -TERM -- $server 2>/dev/null; pkill -f "streamlit run .*--server.port $port" 2>/dev/null; wait $server 2>/dev/null
+  if [ -n "$served" ]; then summary+=("board serve: the matrix in headless Chromium after $served s");
+  else summary+=("FAIL board serve: no matrix in headless Chromium"); status=1; fi
+  timed "board export --html (store cached by serve)" ddibench board export --html "$scratch/site"
+  timed "board export --html (empty cache)" XDG_CACHE_HOME="$scratch/cache-export" ddibench board export --html "$scratch/site2"
+  # the author: an outside adapter from a local folder, a full split, verify, publish, check
+  local adapter="$scratch/my-adapter"
+  mkdir -p "$adapter"
+  cp "$clone/docs/examples/trained_pairs.py" "$adapter/my_adapter.py"
+  printf '%s\n' '[project]' 'name = "my-adapter"' 'version = "0.1.0"' '[project.entry-points."ddibench.systems"]' \
+    'fp-logreg = "my_adapter:FingerprintLogReg"' '[build-system]' 'requires = ["setuptools>=61"]' \
+    'build-backend = "setuptools.build_meta"' '[tool.setuptools]' 'py-modules = ["my_adapter"]' >"$adapter/pyproject.toml"
+  timed "author: pip install -e of the adapter" pip install -q -e "$adapter" || return
+  timed "author: run on the full drugbank_s2 split" ddibench run -s fp-logreg -t drugbank_s2 --run-dir "$scratch/author-run" || return
+  timed "author: submit --compact" ddibench submit --compact "$scratch/author-run" --out "$scratch/author.tar.gz" || return
+  timed "author: verify" ddibench verify "$scratch/author.tar.gz" || return
+  if grep -q "public source and commit" "$scratch/users.log"; then summary+=("author: verify warned that the adapter is local");
+  else summary+=("FAIL author: verify did not say the adapter is local"); status=1; fi
+  timed "author: board publish of one outside bundle" ddibench board publish "$scratch/author.tar.gz"
+  local changed
+  changed="$(git -C "$clone" status --porcelain | tr '\n' ' ')"
+  summary+=("author: git status after publish: $changed")
+  for path in " README.md" "results/README.md" "results/index.json" "results/drugbank_s2/"; do
+    case "$changed" in *"$path"*) ;; *) summary+=("FAIL author: publish did not write $path"); status=1 ;; esac
+  done
+  timed "board check (the whole folder recomputed, as CI)" ddibench board check
+  git -C "$clone" checkout -q -- . && git -C "$clone" clean -qfd results/  # command 2 tests the committed results
+}
+
+if [ -z "$only" ] || [ "$only" = users ]; then
+  echo "the three users (log: $scratch/users.log)"
+  users
 fi
 if [ -z "$only" ] || [ "$only" = 2 ]; then
   echo "command 2: $cmd2"

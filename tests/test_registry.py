@@ -179,3 +179,68 @@ def test_a_tasks_toml_table_with_an_unknown_or_missing_key_fails_the_load(
     )
     with pytest.raises(DataError, match=r"\[tasks.x\]: Input tag 'toxcity' found using 'kind'"):
         load_task_specs("planted_family", MolecularFamilySpec, AnySpec)
+
+
+# -- where an adapter's code comes from -------------------------------------------------------------------
+
+
+def _git(where: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["git", "-C", str(where), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def test_a_folder_a_checkout_merely_contains_is_not_that_checkout(tmp_path: Path) -> None:
+    """An adapter installed into a venv inside a git checkout (the README's .venv sits in the ddibench clone) is
+    not that checkout's code; a tracked folder is, and its dirty flag covers its own files only."""
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / ".gitignore").write_text(".venv/\n")
+    (repo / "pkg" / "a.py").write_text("x = 1\n")
+    (repo / "other.txt").write_text("1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "one")
+    venv_module = repo / ".venv" / "lib" / "adapter"
+    venv_module.mkdir(parents=True)
+    (venv_module / "__init__.py").write_text("y = 2\n")
+    assert registry._git_checkout(venv_module) is None
+    (repo / "other.txt").write_text("2\n")  # a change elsewhere in the checkout
+    tracked = registry._git_checkout(repo / "pkg")
+    assert tracked is not None and tracked["commit"] == _git(repo, "rev-parse", "HEAD") and not tracked["dirty"]
+    (repo / "pkg" / "a.py").write_text("x = 3\n")
+    assert registry._git_checkout(repo / "pkg")["dirty"]
+
+
+def test_an_adapter_installed_from_a_local_folder_is_recorded_as_local_and_verify_says_so(tmp_path: Path) -> None:
+    from ddibench.submission.checks import LOCAL_ADAPTER, describe_provenance, is_local
+
+    class Dist:  # what importlib.metadata gives for 'pip install -e ./my-adapter' (PEP 610 dir_info)
+        def read_text(self, name: str) -> str | None:
+            folder = (tmp_path / "my-adapter").as_uri()
+            return json.dumps({"url": folder, "dir_info": {"editable": True}}) if name == "direct_url.json" else None
+
+    local = registry._local_install(Dist(), None)
+    assert local == {"source": f"a local folder {tmp_path / 'my-adapter'}", "local": True}
+    provenance = {"entry_point": "mine:System", "distribution": "mine", "version": "0.1", **local}
+    text = describe_provenance(provenance)
+    assert is_local(provenance) and "(local, not public)" in text and "ddibench" not in text
+    assert "public source and commit" in LOCAL_ADAPTER and "board publish --results" in LOCAL_ADAPTER
+    public = {
+        "entry_point": "mine:System",
+        "distribution": "mine",
+        "source": "https://example.org/m.git",
+        "commit": "ab",
+    }
+    assert not is_local(public)
+
+
+def test_a_reference_system_records_the_ddibench_release_it_ships_with() -> None:
+    provenance = registry.system_provenance("majority")
+    assert provenance["distribution"] == "ddibench" and provenance["source"].startswith("ddibench ")
+    assert "local checkout" not in provenance["source"] and str(Path.cwd()) not in provenance["source"]
