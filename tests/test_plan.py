@@ -215,3 +215,15 @@ def test_the_default_plan_is_one_call_per_item_and_a_model_free_system_plans_not
     assert render(forecast(RunRequest(task="drugbank_s2", system="majority", limit=5)))[-1] == (
         "total: no training and no LLM calls"
     )
+
+
+def test_a_line_progress_task_that_ends_on_a_periodic_line_is_reported_once() -> None:
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    bar = LineProgress(Console(file=buffer, width=200), every=0.0).task("writing case insights", 2)
+    bar.advance()
+    bar.advance()  # the periodic line says 2/2 (100%) ...
+    bar.close()  # ... and the closing line would say the same
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 2 and lines[-1].startswith("writing case insights: 2/2 (100%)")

@@ -187,7 +187,13 @@ class LineProgress:
         class Handle:
             def __init__(self) -> None:
                 self.tally, self.description = Tally(total), description
-                self.last = self.tally.started
+                self.last, self.shown = self.tally.started, ""
+
+            def _show(self) -> None:
+                line = self._line()
+                if line != self.shown:  # a task that ends just after a periodic line is not reported twice
+                    console.print(line, markup=False, highlight=False)
+                    self.shown = line
 
             def _line(self) -> str:
                 now = time.monotonic()
@@ -199,14 +205,14 @@ class LineProgress:
                 self.tally.add(n, cached)
                 if time.monotonic() - self.last >= every:
                     self.last = time.monotonic()
-                    console.print(self._line(), markup=False, highlight=False)
+                    self._show()
 
             def update(self, *, total: int | None = None, description: str | None = None) -> None:
                 self.tally.total = total if total is not None else self.tally.total
                 self.description = description or self.description
 
             def close(self) -> None:
-                console.print(self._line(), markup=False, highlight=False)
+                self._show()
 
         return Handle()
 
