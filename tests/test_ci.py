@@ -54,6 +54,24 @@ def test_the_fresh_clone_check_runs_the_readme_commands() -> None:
         assert name in script
 
 
+def test_command_1_runs_an_llm_system_and_the_readme_says_what_it_printed() -> None:
+    """Command 1 shows an LLM system at work (not a floor), and the paragraph right after the set-up block reports
+    that run: it names command 1's system and task and the floors beside its number, so a changed command 1 cannot
+    keep an old result."""
+    from ddibench.registry import get_system_class, get_task
+
+    install_and_run, _ = _readme_commands()
+    system = re.search(r"--system (\S+)", install_and_run)
+    task = re.search(r"--task (\S+)", install_and_run)
+    assert system and task, f"command 1 must name --system and --task: {install_and_run}"
+    assert get_system_class(system.group(1)).llm_roles, f"command 1 runs {system.group(1)}, which calls no model"
+    get_task(task.group(1))
+    after = re.search(r"## Set up.*?```bash\n.*?```\n\n(.*?)\n\n", (REPO / "README.md").read_text(), re.DOTALL)
+    assert after, "README.md needs a paragraph after the set-up block saying what command 1 printed"
+    for needed in (f"`{system.group(1)}`", f"`{task.group(1)}`", "floor"):
+        assert needed in after.group(1), f"the paragraph after the set-up commands does not mention {needed}"
+
+
 def test_the_tree_is_lint_and_format_clean() -> None:
     """ruff check and ruff format --check over the repository (line length 120, pinned ruff): dense lines and
     unformatted files fail here instead of accumulating."""
