@@ -81,6 +81,7 @@ class Outcome:
     entry: dict[str, Any] | None = None
     problem: str | None = None
     checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    verdict: Any = None  # the new bundle's verdict, while a publication holds it
 
 
 # the index is generated from the bundles: without it, publishing the shipped bundles again writes it anew
@@ -272,27 +273,10 @@ def publish(
     entries = {e["run_id"]: e for e in index["runs"]}
     outcomes, accepted = [], []
     for bundle in bundles:
-        outcome = Outcome(bundle)
-        try:
-            verdict = _verify(bundle, reproduce=False, keep_traces=True)
-            if verdict.accepted and (reproduce or (reproduce is None and cheap(verdict))):
-                verdict = _verify(bundle, reproduce=True, keep_traces=True)
-            outcome.checks = list(verdict.checks)
-            if not (verdict.accepted or (previews and verdict.is_preview())):
-                outcome.problem = "; ".join(verdict.reasons)
-            else:
-                rel = relative_path(verdict.run.task.name, verdict.run.system.name, verdict.run.run_id)
-                others = sum(e["bytes"] for run_id, e in entries.items() if run_id != verdict.run.run_id)
-                if others + bundle.stat().st_size > BUDGET_BYTES:
-                    raise DataError(
-                        f"results/ would hold {(others + bundle.stat().st_size) / 2**20:.1f} MiB, over its "
-                        f"{BUDGET_BYTES // 2**20} MiB budget",
-                        "pack the run with 'ddibench submit --compact', or discuss a larger budget in the pull request",
-                    )
-                outcome.entry = entries[verdict.run.run_id] = entry_of(verdict, bundle, rel)
-                accepted.append((bundle, rel, verdict))
-        except DdibenchError as exc:
-            outcome.problem = str(exc)
+        outcome = _admit(bundle, entries, previews, reproduce)
+        if outcome.entry is not None:
+            entries[outcome.entry["run_id"]] = outcome.entry
+            accepted.append((bundle, outcome.entry["path"], outcome.verdict))
         outcomes.append(outcome)
         if progress is not None:
             progress(outcome)
@@ -308,6 +292,32 @@ def publish(
         store.unlink(missing_ok=True)
         raise
     return outcomes
+
+
+def _admit(bundle: Path, entries: dict[str, dict[str, Any]], previews: bool, reproduce: bool | None) -> Outcome:
+    """A new bundle verified in full (re-run when ``reproduce``, or when cheap and ``reproduce`` is None), with its
+    index entry and verdict when it may be published beside ``entries``, else the reason it may not."""
+    outcome = Outcome(bundle)
+    try:
+        verdict = _verify(bundle, reproduce=False, keep_traces=True)
+        if verdict.accepted and (reproduce or (reproduce is None and cheap(verdict))):
+            verdict = _verify(bundle, reproduce=True, keep_traces=True)
+        outcome.checks = list(verdict.checks)
+        if not (verdict.accepted or (previews and verdict.is_preview())):
+            outcome.problem = "; ".join(verdict.reasons)
+            return outcome
+        rel = relative_path(verdict.run.task.name, verdict.run.system.name, verdict.run.run_id)
+        total = sum(e["bytes"] for run_id, e in entries.items() if run_id != verdict.run.run_id)
+        total += bundle.stat().st_size
+        if total > BUDGET_BYTES:
+            raise DataError(
+                f"results/ would hold {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget",
+                "pack the run with 'ddibench submit --compact', or discuss a larger budget in the pull request",
+            )
+        outcome.entry, outcome.verdict = entry_of(verdict, bundle, rel), verdict
+    except DdibenchError as exc:
+        outcome.problem = str(exc)
+    return outcome
 
 
 def hash_problems(root: Path, entries: Iterable[dict[str, Any]]) -> list[str]:

@@ -136,7 +136,7 @@ def predict_with_ray(
     actor_class = ray.remote(num_cpus=1, max_concurrency=per_worker)(_Worker)
     queue = _id_batches(pending, plan.system.batch_size)
     bar = progress.task(f"{plan.system.name} on {plan.task.name} (ray, {n_workers} workers)", len(plan.selected))
-    bar.advance(resumed)
+    bar.advance(resumed, cached=True)  # resumed samples: done before, not counted in the rate
     info: dict[str, Any] = {
         "executor": "ray",
         "workers": n_workers,

@@ -66,7 +66,7 @@ async def predict_samples(
     queue = _batch_queue(pending, system.batch_size)
     n_batches = queue.qsize()
     bar = progress.task(f"{system.name} on {ctx.task.name}", total)
-    bar.advance(already)
+    bar.advance(already, cached=True)  # resumed samples: done before, not counted in the rate
     failures = {} if failures is None else failures
     consecutive = 0
     abort: list[BaseException] = []
