@@ -587,7 +587,8 @@ th { background: #f2f2f2; } td { white-space: nowrap; } td.prose { white-space: 
 div.scroll { overflow-x: auto; } table.wrap td, table.wrap .tag { white-space: normal; overflow-wrap: break-word; }
 .model { color: #555; font-size: .85em; } details summary { cursor: pointer; color: #444; }
 @media (max-width: 600px) { body { font-size: 14px; margin: .5rem auto; padding: 0 .5rem; } th, td { padding: .2rem .3rem; }
-  table.leaders .ci { display: none; } }
+  table.leaders .ci, table.leaders td:nth-child(2), table.leaders th:nth-child(2) { display: none; }
+  table.leaders .tag.unchecked { white-space: normal; } table.leaders td { overflow-wrap: anywhere; } }
 .published { color: #6b4e00; font-style: italic; } .tag { font-size: .75rem; background: #eee; border-radius: 3px; padding: 0 .3rem; font-weight: normal; }
 .tag.unchecked, .tag.unregistered { background: #fde8c8; color: #6b3a00; font-style: normal; white-space: nowrap; }
 .legend, .summary { color: #444; } dl.facts { display: grid; grid-template-columns: max-content auto; gap: .2rem 1rem; }
