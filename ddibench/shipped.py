@@ -468,7 +468,8 @@ def _check_entry(root: Path, entry: dict[str, Any], reproduce: bool, add_to: Pat
             fresh.update(tier=entry["tier"], reproduction=entry.get("reproduction"))
             verdict.tier, verdict.reproduction = entry["tier"], entry.get("reproduction")
         keys = (set(fresh) | set(entry)) - {TIE}  # the tie verdict depends on the other runs: checked after them
-        differing = [k for k in sorted(keys) if not _same(fresh.get(k), entry.get(k))]
+        tolerance = recompute_tolerance(entry["task"])
+        differing = [k for k in sorted(keys) if not _same(fresh.get(k), entry.get(k), tolerance)]
         if differing:
             shown = ", ".join(f"{k} {entry.get(k)!r} -> {fresh.get(k)!r}" for k in differing[:4])
             raise DataError(f"{rel}: differs from the index ({shown})")
@@ -488,7 +489,7 @@ def _derived_problems(index: dict[str, Any], store: Path) -> list[str]:
     problems = []
     for entry in index["runs"]:
         mine = ties.get(entry["run_id"])
-        if mine is not None and not _same_record(mine, entry.get(TIE)):
+        if mine is not None and not _same_record(mine, entry.get(TIE), recompute_tolerance(entry["task"])):
             problems.append(
                 f"{entry['path']}: the index's tie verdict {entry.get(TIE)!r} differs from the recomputed {mine!r} "
                 "(regenerate the index with 'ddibench board publish')"
@@ -496,7 +497,7 @@ def _derived_problems(index: dict[str, Any], store: Path) -> list[str]:
     key = lambda f: (f["task"], f["scoring_variant"], f["name"])  # noqa: E731
     recorded = {key(f): f for f in index.get("floors", [])}
     for floor in floors:
-        if not _same_record(floor, recorded.pop(key(floor), None)):
+        if not _same_record(floor, recorded.pop(key(floor), None), recompute_tolerance(floor["task"])):
             problems.append(
                 f"the index's floor {' '.join(key(floor))} differs from the recomputed one or is missing "
                 "(regenerate the index with 'ddibench board publish')"
@@ -505,16 +506,28 @@ def _derived_problems(index: dict[str, Any], store: Path) -> list[str]:
     return problems
 
 
-def _same_record(a: Any, b: Any) -> bool:
+def _same_record(a: Any, b: Any, tolerance: float = VALUE_TOLERANCE) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same_record(a[k], b[k]) for k in a)
-    return _same(a, b)
+        return a.keys() == b.keys() and all(_same_record(a[k], b[k], tolerance) for k in a)
+    return _same(a, b, tolerance)
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: Any, b: Any, tolerance: float = VALUE_TOLERANCE) -> bool:
     if isinstance(a, float) and isinstance(b, float):
-        return abs(a - b) <= VALUE_TOLERANCE
+        return abs(a - b) <= tolerance
     return bool(a == b)
+
+
+def recompute_tolerance(task: str) -> float:
+    """How far a number recomputed here may differ from the index's: float noise, which for a task scored by
+    an encoder (float32 embeddings: another CPU's kernels move a similarity by ~1e-8) is its evaluator's
+    ``recompute_tolerance``, the one ``verify`` allows a claimed metric."""
+    from ddibench.registry import get_task
+
+    try:
+        return max(VALUE_TOLERANCE, get_task(task).evaluator().recompute_tolerance)
+    except DdibenchError:
+        return VALUE_TOLERANCE
 
 
 def index_digest(root: Path, entries: Iterable[dict[str, Any]] | None = None) -> str:
@@ -666,7 +679,8 @@ def trusted_verdict(root: Path, entry: dict[str, Any]) -> Any:
     metric = verdict.evaluation.metrics.get(entry.get("primary_metric", ""))
     recorded = None if metric is None else (metric.value, metric.ci_low, metric.ci_high)
     indexed = (entry.get("value"), entry.get("ci_low"), entry.get("ci_high"))
-    if recorded is None or not all(_same_number(a, b) for a, b in zip(recorded, indexed)):
+    tolerance = recompute_tolerance(entry["task"])
+    if recorded is None or not all(_same_number(a, b, tolerance) for a, b in zip(recorded, indexed)):
         raise DataError(
             f"{rel}: its recorded {entry.get('primary_metric')} differs from the index's",
             "check it with 'ddibench board check'",
@@ -674,9 +688,9 @@ def trusted_verdict(root: Path, entry: dict[str, Any]) -> Any:
     return verdict
 
 
-def _same_number(a: float | None, b: float | None) -> bool:
+def _same_number(a: float | None, b: float | None, tolerance: float) -> bool:
     a, b = _number(a), _number(b)
-    return (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= VALUE_TOLERANCE)
+    return (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= tolerance)
 
 
 def _floors_for(index: dict[str, Any], verdict: Any, floors: dict[tuple[str, str], list[Any]]) -> list[Any] | None:
