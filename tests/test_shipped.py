@@ -458,8 +458,11 @@ def test_the_board_built_from_recorded_results_equals_the_board_ci_recomputes(
             query = f"SELECT * FROM {table} ORDER BY {order}"
             rows, expected = b.execute(query).fetchall(), a.execute(query).fetchall()
             assert len(rows) == len(expected), table
-            for x, y in zip(rows, expected):
-                assert all(_close(u, v, 1e-6) for u, v in zip(x, y)), f"{table}: {x[:2]}"
+            for x, y in zip(
+                rows, expected
+            ):  # a noisy run's per-sample scores are rounded to 4 places: a digit may flip
+                tolerance = 1e-3 if table == "samples" and x[0] in noisy else 1e-6
+                assert all(_close(u, v, tolerance) for u, v in zip(x, y)), f"{table}: {x[:2]}"
     finally:
         a.close()
         b.close()
