@@ -575,7 +575,6 @@ def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None,
     out, and ``progress`` is told why (the ties are then computed again without it). The tasks are built in
     ``workers`` processes (default: one per CPU, at most 4), each into a store of its own, merged at the end.
     A build that fails leaves nothing behind."""
-    import tempfile
 
     path = _store_path(root)
     if path.is_file():
@@ -726,7 +725,6 @@ def _store_after(
     """The store of the shipped results once ``verdicts`` are added, the index then holding ``entries``: the current
     index's store (:func:`shipped_store`) with those runs added (what a build from the new index gives); kept in
     the cache under the new index's digest (the caller removes it if the publication does not happen)."""
-    import tempfile
 
     from ddibench.store import add_run
 
