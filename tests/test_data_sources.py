@@ -172,7 +172,14 @@ def _real_bytes(src: SourceFile) -> bytes:
     [
         (200, "text/html; charset=utf-8", b"<html><body>rate limited</body></html>", "full", "HTML page"),
         (200, "text/plain", b"", "full", "empty file"),
-        (200, "text/plain", b"0 1 2\n" * 5000, "full", "cut short or is another file"),
+        (
+            200,
+            "text/plain",
+            b"0 1 2\n" * 5000,
+            "full",
+            "larger than its pinned 688 bytes: another file",
+        ),  # read no further
+        (200, "text/plain", b"0 1 2\n" * 10, "full", "cut short or is another file: 60 of 688 bytes"),
         (404, "text/plain", b"missing", "full", "HTTP 404"),
     ],
 )

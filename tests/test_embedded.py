@@ -53,9 +53,9 @@ def test_server_lifecycle_and_constrained_json(tmp_path: Path) -> None:
 
         async def ask() -> str:
             from ddibench.llm import EndpointPolicy
-            from ddibench.llm._transport import ChatTransport
+            from ddibench.llm._pool import chat_endpoint
 
-            pool._endpoints[spec] = (ChatTransport(server.base_url, "x", 120), EndpointPolicy(1, 120, adaptive=False))
+            pool._endpoints[spec] = (chat_endpoint(server.base_url, "x", 120), EndpointPolicy(1, 120, adaptive=False))
             try:
                 messages = [{"role": "user", "content": "Warfarin and aspirin: which interaction type, 1 to 86?"}]
                 result = await pool.client("generator").chat(

@@ -36,7 +36,14 @@ ROOTS = {
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "foundation",
-        ("ddibench._version", "ddibench.errors", "ddibench.hashing", "ddibench.schema", "ddibench.families"),
+        (
+            "ddibench._version",
+            "ddibench.errors",
+            "ddibench.hashing",
+            "ddibench.schema",
+            "ddibench.families",
+            "ddibench.net",
+        ),
     ),
     ("sources", ("ddibench.data", "ddibench.profiles", "ddibench.chem", "ddibench.parsing", "ddibench.artifacts")),
     ("tools", ("ddibench.llm", "ddibench.embeddings", "ddibench.kg", "ddibench.metrics", "ddibench.corpus")),

@@ -13,18 +13,16 @@ and are renamed into place only once verified, so an interrupted fetch leaves no
 from __future__ import annotations
 
 import hashlib
-import http.client
 import os
 import secrets
-import urllib.error
-import urllib.request
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ddibench.data.sources import SourceFile
-from ddibench.errors import DataError
+from ddibench.errors import DataError, write_error
 from ddibench.hashing import sha256_file
+from ddibench.net import HttpError, HttpTooLarge, Response, download
 
 MIRROR_ENV = "DDIBENCH_MIRROR"
 CACHE_ENV = "DDIBENCH_CACHE"
@@ -166,6 +164,42 @@ def _download(src: SourceFile, dest: Path, progress: ProgressFn | None) -> Path:
     )
 
 
+def _check_download(
+    url: str,
+    response: Response,
+    head: bytes,
+    received: int,
+    got_sha256: str,
+    pinned: tuple[int, str],
+    allow_empty: bool,
+    hint: str,
+) -> None:
+    """Refuses a download that is not the pinned file: an error status, an empty body, an HTML page, another
+    size or another hash, each with its own message."""
+    size, sha256 = pinned
+    if not 200 <= response.status < 300:
+        raise DataError(f"cannot download {url}: HTTP {response.status}", hint)
+    if received == 0 and not allow_empty:
+        raise DataError(f"download of {url} returned an empty file", hint)
+    if "text/html" in response.headers.get("content-type", "").lower() or _looks_like_html(head):
+        raise DataError(f"download of {url} returned an HTML page, not the data file", hint)
+    if received != size:
+        raise DataError(f"download of {url} was cut short or is another file: {received} of {size} bytes", hint)
+    if got_sha256 != sha256:
+        raise DataError(
+            f"download of {url} has sha256 {got_sha256[:12]}…, pinned {sha256[:12]}…",
+            "the upstream file changed or the download was tampered with; report it",
+        )
+
+
+class _WriteFailed(Exception):
+    """Writing a downloaded block failed (a full disk): the file's error, not the server's."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def download_verified(
     url: str,
     dest: Path,
@@ -184,44 +218,40 @@ def download_verified(
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}-{secrets.token_hex(4)}")
+    digest = hashlib.sha256()
+    received = 0
+    head = b""
     try:
-        request = urllib.request.Request(url, headers={"User-Agent": "ddibench (+data fetch)"})
-        with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 - pinned https url
-            content_type = resp.headers.get("Content-Type", "")
-            total = int(resp.headers.get("Content-Length") or size)
-            digest = hashlib.sha256()
-            received = 0
-            head = b""
-            with open(tmp, "wb") as out:
-                while block := resp.read(1 << 16):
-                    if len(head) < 512:
-                        head += block[: 512 - len(head)]
+        with open(tmp, "wb") as out:
+
+            def take(block: bytes) -> None:
+                nonlocal received, head
+                if len(head) < 512:
+                    head += block[: 512 - len(head)]
+                try:
                     out.write(block)
-                    digest.update(block)
-                    received += len(block)
-                    if progress is not None:
-                        progress(received, total)
-                out.flush()
-                os.fsync(out.fileno())
-        if received == 0 and not allow_empty:
-            raise DataError(f"download of {url} returned an empty file", hint)
-        if "text/html" in content_type.lower() or _looks_like_html(head):
-            raise DataError(f"download of {url} returned an HTML page, not the data file", hint)
-        if received != size:
-            raise DataError(f"download of {url} was cut short or is another file: {received} of {size} bytes", hint)
-        if digest.hexdigest() != sha256:
-            raise DataError(
-                f"download of {url} has sha256 {digest.hexdigest()[:12]}…, pinned {sha256[:12]}…",
-                "the upstream file changed or the download was tampered with; report it",
-            )
+                except OSError as exc:
+                    raise _WriteFailed(exc) from None
+                digest.update(block)
+                received += len(block)
+                if progress is not None:
+                    progress(received, size)
+
+            # at most the pinned size is read (a longer body is refused), within a deadline that scales with it
+            response: Response = download(url, take, size=size, headers={"User-Agent": "ddibench (+data fetch)"})
+            out.flush()
+            os.fsync(out.fileno())
+        _check_download(url, response, head, received, digest.hexdigest(), (size, sha256), allow_empty, hint)
         os.replace(tmp, dest)
         _verified[(str(dest), dest.stat().st_size, dest.stat().st_mtime_ns)] = sha256
         return dest
-    except urllib.error.HTTPError as exc:
-        raise DataError(f"cannot download {url}: HTTP {exc.code} {exc.reason}", hint) from None
-    except urllib.error.URLError as exc:
-        raise DataError(f"cannot download {url}: {exc.reason}", hint) from None
-    except (OSError, http.client.HTTPException) as exc:  # timeouts, resets, cut-off bodies, a full disk
-        raise DataError(f"cannot download {url}: {type(exc).__name__} {exc}".rstrip(), hint) from None
+    except HttpTooLarge:
+        raise DataError(f"download of {url} is larger than its pinned {size} bytes: another file", hint) from None
+    except HttpError as exc:  # refused, a redirect elsewhere, past its deadline, larger than pinned, not HTTP
+        raise DataError(f"cannot download {url}: {exc.problem}", hint) from None
+    except _WriteFailed as exc:
+        raise write_error(exc.error, tmp) from None
+    except OSError as exc:  # the temporary file cannot be made or renamed (a full disk, a read-only place)
+        raise write_error(exc, dest) from None
     finally:
         tmp.unlink(missing_ok=True)

@@ -4,8 +4,8 @@
 starts the embedded llama.cpp server when a role uses it, checks remote endpoints before the first sample
 (:mod:`~ddibench.llm._preflight`), and hands out :class:`LLMClient` objects. A client call goes through the
 response cache, then its endpoint's :class:`~ddibench.llm._policy.EndpointPolicy` (how many requests in
-flight, how long each may take), then one pre-serialised JSON POST (:class:`~ddibench.llm._transport.ChatTransport`, HTTP/1.1
-on kept-alive connections; aiohttp through a proxy) with retries and exponential backoff on 429, 5xx, timeouts, connection
+flight, how long each may take), then one pre-serialised JSON POST (:class:`~ddibench.net.Endpoint`: HTTP/1.1
+on kept-alive connections, aiohttp through a proxy, no redirect followed, a deadline and a byte cap per request) with retries and exponential backoff on 429, 5xx, timeouts, connection
 errors and answers that are not answers (honouring ``Retry-After``), and records tokens and latency for
 its role in the run's :class:`UsageLedger`.
 
@@ -46,8 +46,8 @@ from ddibench.llm._completion import (
 )
 from ddibench.llm._policy import EndpointPolicy, StalledRequest
 from ddibench.llm._spec import ModelSpec, identity_digest
-from ddibench.llm._transport import ChatTransport, TransportError, TransportTimeout
 from ddibench.llm._wire import _WIRE, _encode_params, _wire_message, response_format
+from ddibench.net import Endpoint, HttpError, HttpRefused, HttpTimeout
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 OVERLOAD_STATUS = {429, 503, 529}  # the endpoint asks for fewer requests: its policy shrinks concurrency
@@ -144,7 +144,7 @@ class LLMClient:
         self,
         spec: ModelSpec,
         identity: dict[str, Any],
-        transport: ChatTransport,
+        transport: Endpoint,
         role: str,
         cache: ResponseCache | None,
         ledger: UsageLedger,
@@ -317,9 +317,9 @@ class LLMClient:
         before the next attempt (None: exponential backoff); raises for an error no retry can fix."""
         start = time.perf_counter()
         try:
-            status, headers, raw = await self._policy.bounded(self._transport.post(body), attempt)
+            response = await self._policy.bounded(self._transport.request("POST", "/chat/completions", body), attempt)
             latency = time.perf_counter() - start
-        except (StalledRequest, TransportTimeout) as exc:
+        except (StalledRequest, HttpTimeout) as exc:
             await self._raise_if_gone()
             self._usage.timeouts += 1
             self._policy.timed_out()
@@ -327,9 +327,13 @@ class LLMClient:
                 f"timeout ({exc})" if isinstance(exc, StalledRequest) else f"timeout after {self._policy.timeout:g} s"
             )
             return error, 0.0  # the wait was the backoff; the retry gets a longer deadline (see EndpointPolicy)
-        except TransportError as exc:
+        except HttpRefused as exc:  # a redirect elsewhere, a body over the cap, a server that is not HTTP
+            self._usage.failures += 1
+            raise LLMCallError(f"{where}: {exc.problem}", exc.fix) from None
+        except HttpError as exc:
             await self._raise_if_gone()
-            return str(exc), None
+            return exc.problem, None
+        status, headers, raw = response.status, response.headers, response.body
         if not 200 <= status < 300:
             return self._http_error(status, headers, raw, where)
         return self._completion(raw, latency, where, want_logprobs)

@@ -25,12 +25,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from ddibench.errors import EndpointGone, ModelEndpointError
 from ddibench.llm._weights import INSTALL_HINT
+from ddibench.net import HttpError, request
 
 
 def _die_with_parent() -> None:
@@ -132,10 +131,9 @@ class EmbeddedServer:
             if reason is not None:
                 return False, reason
             try:
-                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        return True, ""
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                if request("GET", f"{self.base_url}/models", timeout=2, max_bytes=2**20).status == 200:
+                    return True, ""
+            except HttpError:
                 pass
             time.sleep(0.1)
         return False, f"not ready after {self.startup_timeout:.0f} s"

@@ -15,7 +15,7 @@ from ddibench.llm._client import LLMClient, UsageLedger
 from ddibench.llm._policy import EndpointPolicy
 from ddibench.llm._preflight import preflight
 from ddibench.llm._spec import ModelSpec
-from ddibench.llm._transport import ChatTransport
+from ddibench.net import Endpoint
 
 # The embedded server is local and watched (its death ends the run at once, see ``LLMClient.liveness``), so its
 # deadline guards only against a hung process. It must not cut a request that is merely slow: its slots share the
@@ -23,6 +23,15 @@ from ddibench.llm._transport import ChatTransport
 # Cut at the remote default of 120 s, such requests were retried from the start: one session of the CBR-DDI
 # preview logged 16 timeouts and 2 answers in 1,515 s.
 EMBEDDED_TIMEOUT = 1800.0
+
+
+COMPLETION_MAX_BYTES = 16 * 2**20  # a chat completion's body (with log-probabilities: a few kB)
+
+
+def chat_endpoint(base_url: str, api_key: str, timeout: float) -> Endpoint:
+    """The endpoint that carries a model's chat completions: JSON in and out, the key sent only to it."""
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json", "Accept": "application/json"}
+    return Endpoint(base_url, headers=headers, timeout=timeout, max_bytes=COMPLETION_MAX_BYTES)
 
 
 class LLMPool:
@@ -51,7 +60,7 @@ class LLMPool:
         self.ledger = UsageLedger()
         self.served: dict[str, Any] = {}
         self._identities: dict[ModelSpec, dict[str, Any]] = {}
-        self._endpoints: dict[ModelSpec, tuple[ChatTransport, EndpointPolicy]] = {}
+        self._endpoints: dict[ModelSpec, tuple[Endpoint, EndpointPolicy]] = {}
         self._policies: dict[str, EndpointPolicy] = {}  # kept after close(), for the session record
         self._servers: list[Any] = []
         self._liveness: dict[ModelSpec, Callable[[], ModelEndpointError | None]] = {}
@@ -91,7 +100,7 @@ class LLMPool:
             # queueing more there only inflates latency
             limit = self.embedded_slots if spec.is_embedded else self.concurrency
             policy = EndpointPolicy(limit, timeout, adaptive=not spec.is_embedded)
-            transport = ChatTransport(base_url, spec.api_key(), timeout)
+            transport = chat_endpoint(base_url, spec.api_key(), timeout)
             self._endpoints[spec] = (transport, policy)
             self._policies[spec.display()] = self._endpoints[spec][1]
 

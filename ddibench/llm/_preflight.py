@@ -5,8 +5,6 @@ key accepted, model served), and how it constrains answers to a schema when its 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from typing import Any
 
 from ddibench.errors import ModelEndpointError
@@ -14,27 +12,40 @@ from ddibench.llm._client import RoleUsage, _result
 from ddibench.llm._completion import _short, _status_fix, unusable_reason
 from ddibench.llm._spec import ModelSpec
 from ddibench.llm._wire import response_format
+from ddibench.net import HttpError, HttpRefused, check_url, request
+
+MODELS_MAX_BYTES = 4 * 2**20  # a /models listing (a few hundred bytes a model)
+PROBE_MAX_BYTES = 1 * 2**20  # the answer to a 16-token probe
 
 
-def preflight(spec: ModelSpec, timeout: float = 10.0) -> dict[str, Any]:
+STARTUP_TIMEOUT = 10.0  # the whole listing request, not each read of it
+
+
+def preflight(spec: ModelSpec, timeout: float | None = None) -> dict[str, Any]:
     """Check a remote endpoint before the first sample: reachable, key accepted, model served."""
+    timeout = STARTUP_TIMEOUT if timeout is None else timeout
     url = (spec.base_url or "").rstrip("/") + "/models"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {spec.api_key()}"})
+    headers = {"Authorization": f"Bearer {spec.api_key()}", "Accept": "application/json"}
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - user-given endpoint
-            payload = json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            raise ModelEndpointError(
-                f"{spec.base_url} rejected the API key (HTTP {exc.code})", _status_fix(exc.code, spec)
-            ) from None
-        return {"models_endpoint": f"HTTP {exc.code}"}  # some servers do not list models; the first call will tell
-    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+        check_url(url)
+        response = request("GET", url, headers=headers, timeout=timeout, max_bytes=MODELS_MAX_BYTES)
+    except HttpRefused as exc:  # not an http(s) URL, a redirect elsewhere, too large, not HTTP
+        raise ModelEndpointError(f"model endpoint {spec.base_url}: {exc.problem}", exc.fix) from None
+    except HttpError as exc:  # refused, reset, cut short, past the deadline
         raise ModelEndpointError(
-            f"cannot reach model endpoint {spec.base_url} ({reason})",
+            f"cannot reach model endpoint {spec.base_url} ({exc.problem})",
             "start the server, or check --model / --base-url",
         ) from None
+    if response.status in (401, 403):
+        raise ModelEndpointError(
+            f"{spec.base_url} rejected the API key (HTTP {response.status})", _status_fix(response.status, spec)
+        )
+    if not 200 <= response.status < 300:
+        return {
+            "models_endpoint": f"HTTP {response.status}"
+        }  # some servers do not list models; the first call will tell
+    try:
+        payload = json.loads(response.body or b"{}")
     except ValueError:
         raise ModelEndpointError(f"{url} did not answer with JSON", "is this an OpenAI-compatible server?") from None
     models = payload.get("data") if isinstance(payload, dict) else None
@@ -68,18 +79,22 @@ def probe_json_mode(spec: ModelSpec, timeout: float = 60.0) -> tuple[str, str]:
             "temperature": 0,
             "response_format": response_format(mode, PROBE_SCHEMA),
         }
-        request = urllib.request.Request(
-            url,
-            json.dumps(body).encode(),
-            {"Content-Type": "application/json", "Authorization": f"Bearer {spec.api_key()}"},
-        )
+        headers = {"Authorization": f"Bearer {spec.api_key()}", "Content-Type": "application/json"}
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 - user-given endpoint
-                completion = json.loads(resp.read() or b"{}")
-        except urllib.error.HTTPError as exc:
-            tried.append(f"{mode}: HTTP {exc.code}")
+            response = request(
+                "POST", url, body=json.dumps(body).encode(), headers=headers, timeout=timeout, max_bytes=PROBE_MAX_BYTES
+            )
+        except HttpRefused as exc:  # what no other form of the probe can change
+            raise ModelEndpointError(f"model endpoint {spec.base_url}: {exc.problem}", exc.fix) from None
+        except HttpError as exc:
+            tried.append(f"{mode}: {exc.problem}")
             continue
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError, ValueError) as exc:
+        if not 200 <= response.status < 300:
+            tried.append(f"{mode}: HTTP {response.status}")
+            continue
+        try:
+            completion = json.loads(response.body or b"{}")
+        except ValueError as exc:
             tried.append(f"{mode}: {type(exc).__name__}")
             continue
         text = _result(completion, 0.0, RoleUsage(), None).text if unusable_reason(completion) is None else ""

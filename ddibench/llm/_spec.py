@@ -42,6 +42,7 @@ from ddibench.errors import ConfigError, DataError
 from ddibench.hashing import sha256_text, stable_json
 from ddibench.llm._gguf import read_metadata
 from ddibench.llm._weights import PINNED_MODELS, SMOLLM2, model_path, pinned_model, weights_sha256
+from ddibench.net import HttpRefused, check_url
 
 ROLES = ("generator", "describer", "query_writer", "judge")  # the roles the reference systems and scorers use
 EMBEDDED = "embedded"
@@ -152,6 +153,10 @@ class ModelSpec:
             raise ConfigError(
                 f"{provider} model '{model}' needs a server URL", f"write '{provider}:{model}@http://HOST:PORT/v1'"
             )
+        try:
+            check_url(spec.base_url)
+        except HttpRefused as exc:  # file://, ftp://, no host, a bad port, a control character
+            raise ConfigError(f"the server URL of model '{model}': {exc.problem}", exc.fix) from None
         return spec
 
     def _embedded(self, model: str) -> ModelSpec:
