@@ -32,9 +32,10 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 from ddibench import families
 from ddibench.errors import ConfigError
@@ -119,6 +120,28 @@ def _mechanism(text: str) -> str | None:
     return None
 
 
+def _option_seed(value: Any, info: ValidationInfo) -> int | None:
+    """An option-order seed as given (``-C KEY=N``): None, or an integer >= 0 (numpy's seeds are non-negative);
+    anything else is refused here, where the configuration is read, not by numpy once the run has started."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    # what pydantic's lax mode took before: a whole float (3.0) and a string of digits ("3")
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    key = info.field_name or "the seed"
+    raise PydanticCustomError(
+        "option_seed",
+        "must be a seed (an integer >= 0) or unset, got {value}: give e.g. -C {key}=1, or omit it for the label order",
+        {"value": json.dumps(value) if isinstance(value, (bool, str)) else repr(value), "key": key},
+    )
+
+
+# a seed that shuffles the options shown (None: label order); a negative number, a bool or a string is refused
+OptionSeed = Annotated[int | None, BeforeValidator(_option_seed)]
+
+
 class LabelChoiceConfig(SystemConfig):
     temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
     max_tokens: int = Field(24, gt=0)
@@ -127,7 +150,7 @@ class LabelChoiceConfig(SystemConfig):
     # list the options in an order drawn from this seed (None: label order); answers are mapped back to labels.
     # One order for the whole run, so the list stays the cached prompt prefix; position bias then shows as the
     # difference between a run with and one without (the board's paired test on the same samples).
-    shuffle_options: int | None = None
+    shuffle_options: OptionSeed = None
     # generate: the model writes its answer (greedy, constrained); likelihood: every option's number is scored by
     # the model's probability of answering it after the same prompt and the most likely is taken; likelihood-text:
     # the same over the options' texts, which the prompt asks the model to copy (as lm-eval scores a choice's text).

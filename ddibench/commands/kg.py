@@ -7,7 +7,13 @@ from pathlib import Path
 import click
 
 from ddibench.commands.common import console as _console
-from ddibench.errors import UnknownNameError
+from ddibench.errors import ConfigError, UnknownNameError
+
+# 'kg paths' bounds: Yen's iteration examines at most 200 candidate paths (yen_paths' max_candidates), so a larger
+# -k could never be met; a path of more hops than MAX_HOPS says little about an interaction, and every extra hop
+# widens each of the up to 200 spur searches (breadth-first over the whole graph)
+MAX_PATHS = 200
+MAX_HOPS = 10
 
 
 @click.group()
@@ -78,8 +84,8 @@ def kg_info(full_edges: Path | None) -> None:
 @kg.command("paths")
 @click.argument("drug_a")
 @click.argument("drug_b")
-@click.option("-k", default=10, show_default=True, help="Number of paths.")
-@click.option("--max-hops", default=3, show_default=True)
+@click.option("-k", type=int, default=10, show_default=True, help=f"Number of paths (1 to {MAX_PATHS}).")
+@click.option("--max-hops", type=int, default=3, show_default=True, help=f"Longest path, in hops (1 to {MAX_HOPS}).")
 @click.option("--all-patterns", is_flag=True, help="Do not filter paths with a repeated relation sequence.")
 def kg_paths(drug_a: str, drug_b: str, k: int, max_hops: int, all_patterns: bool) -> None:
     """Diverse shortest paths between two drugs (DrugBank id, name or node id)."""
@@ -87,6 +93,7 @@ def kg_paths(drug_a: str, drug_b: str, k: int, max_hops: int, all_patterns: bool
 
     from ddibench.kg import load_kg, yen_paths
 
+    _check_paths_options(k, max_hops)
     graph = load_kg("drugbank")
     u, v = _drug_id(drug_a), _drug_id(drug_b)
     t0 = time.perf_counter()
@@ -94,7 +101,23 @@ def kg_paths(drug_a: str, drug_b: str, k: int, max_hops: int, all_patterns: bool
     elapsed = time.perf_counter() - t0
     console = _console()
     if not paths:
-        console.print(f"no path of at most {max_hops} hops between {graph.name(u)} and {graph.name(v)}")
+        console.print(
+            f"no path of at most {max_hops} hop{'s' if max_hops != 1 else ''} between {graph.name(u)} and {graph.name(v)}"
+        )
     for i, path in enumerate(paths, 1):
         console.print(f"{i:2d}. {path.verbalise(graph)}", markup=False)
     console.print(f"[dim]{len(paths)} paths in {1000 * elapsed:.0f} ms[/dim]")
+
+
+def _check_paths_options(k: int, max_hops: int) -> None:
+    """Nothing; a ConfigError for a -k or --max-hops outside its range (before the graph is loaded)."""
+    if not 1 <= k <= MAX_PATHS:
+        raise ConfigError(
+            f"-k {k} is out of range: kg paths shows 1 to {MAX_PATHS} paths",
+            f"give -k between 1 and {MAX_PATHS}, e.g. -k 10",
+        )
+    if not 1 <= max_hops <= MAX_HOPS:
+        raise ConfigError(
+            f"--max-hops {max_hops} is out of range: a path has 1 to {MAX_HOPS} hops",
+            f"give --max-hops between 1 and {MAX_HOPS}, e.g. --max-hops 3",
+        )

@@ -541,6 +541,45 @@ def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceiling
     if ceilings:
         sys.exit(render_ceilings(run_dir, make_console(), as_json))
     if published:
+        _check_runs_to_publish(run_dir)
         sys.exit(render_published(run_dir, make_console()))
     code = render_report(run_dir, make_console(), as_json, verbose=verbose)
     sys.exit(code)
+
+
+def _check_runs_to_publish(path: Path) -> None:
+    """Nothing when ``path`` holds a finished, readable run (``report --published`` then has a number of ours to
+    show); else a RunDirError saying what is there and how to make a run (a table of "no run" rows says nothing)."""
+    from ddibench.errors import DdibenchError, RunDirError
+    from ddibench.runner.records import read_results
+    from ddibench.runner.report import find_runs
+
+    if not path.exists():
+        return  # render_published names it
+    if path.is_file():
+        raise RunDirError(
+            f"{path} is a file, not a directory of runs",
+            "give a run directory or the directory your runs are in (--runs-dir of 'ddibench run', default runs/)",
+        )
+    runs = find_runs(path)
+    make = f"make one with 'ddibench run -s SYSTEM -t TASK --runs-dir {path}', or give the directory your runs are in (default runs/)"
+    if not runs:
+        raise RunDirError(
+            f"no runs were found under {path}, so there is nothing to compare with the published numbers", make
+        )
+    finished = [run for run in runs if (run / "results.json").exists()]
+    for run in finished:
+        try:
+            read_results(run / "results.json")
+            return
+        except DdibenchError:
+            continue
+    if finished:
+        raise RunDirError(
+            f"none of the {len(runs):,} run(s) under {path} has a readable results.json (first: {finished[0]})",
+            f"score them again with 'ddibench rescore RUN_DIR', or {make}",
+        )
+    raise RunDirError(
+        f"none of the {len(runs):,} run(s) under {path} is finished (no results.json; first: {runs[0]})",
+        "finish one with the same 'ddibench run' command (it resumes)",
+    )

@@ -140,36 +140,91 @@ def _compact_predictions(
             f"{run_dir} has no prediction for {len(missing):,} of its samples (first: {missing[0]})",
             "finish the run with 'ddibench run' before submitting it",
         )
-    under_declared = (
-        f"the {evaluator.kind} evaluator reads more of a prediction than its answer fields {list(evaluator.answer_fields)}",
-        "submit without --compact, and report this as a bug in ddibench",
-    )
+    extras = evaluator.read_extras(members)
     try:
-        evaluation = evaluator.evaluate(samples, reduced, results.bootstrap_spec, evaluator.read_extras(members))
+        evaluation = evaluator.evaluate(samples, reduced, results.bootstrap_spec, extras)
     except (ValueError, KeyError, TypeError) as exc:  # EvaluationInputError is a ValueError
+        _check_journal_scores_as_results(run_dir, samples, evaluator, results, extras)
+        problem, fix = _under_declared(evaluator)
         raise DataError(
-            f"--compact would change the metrics of {run_dir} ({_first_line(exc)}): {under_declared[0]}",
-            under_declared[1],
+            f"--compact would change the metrics of {run_dir} ({_first_line(exc)}): {problem}", fix
         ) from None
-    # the float noise a recomputation may carry (float32 encoders move with the thread count), as verification allows
-    tolerance = evaluator.recompute_tolerance
-    for name, claimed in results.evaluation.metrics.items():
-        mine = evaluation.metrics.get(name)
-        if mine is None or not (
-            abs(mine.value - claimed.value) <= tolerance
-            or (mine.value != mine.value and claimed.value != claimed.value)
-        ):
-            got = mine.value if mine else "absent"
-            raise DataError(
-                f"--compact would change metric {name} of {run_dir} ({claimed.value} -> {got}): {under_declared[0]}",
-                under_declared[1],
-            )
+    changed = _changed_metric(results, evaluation, evaluator.recompute_tolerance)
+    if changed is not None:
+        # the whole journal first: a journal edited after scoring no longer scores as results.json says either,
+        # and then the compaction is not to blame
+        _check_journal_scores_as_results(run_dir, samples, evaluator, results, extras)
+        name, claimed, got = changed
+        problem, fix = _under_declared(evaluator)
+        raise DataError(f"--compact would change metric {name} of {run_dir} ({claimed} -> {got}): {problem}", fix)
     note = (
         "traces of the other samples keep only their LLM call records (role, model, tokens, latency, cached)"
         " and the labels their context stated, where the system records them (what the ceilings read)"
     )
     compaction = Compaction(answer_fields=list(evaluator.answer_fields), whole_traces=len(whole), note=note)
     return _encode(reduced[s.id] for s in samples), compaction
+
+
+def _under_declared(evaluator: Any) -> tuple[str, str]:
+    """Why a compaction changed the metrics once the whole journal is known to score as the run did, and the fix."""
+    return (
+        f"the {evaluator.kind} evaluator reads more of a prediction than its answer fields {list(evaluator.answer_fields)}",
+        "submit without --compact, and report this as a bug in ddibench",
+    )
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _changed_metric(results: Results, evaluation: Any, tolerance: float) -> tuple[str, float, Any] | None:
+    """The first metric of ``results`` that ``evaluation`` does not reproduce (name, claimed, recomputed), or None;
+    within the float noise a recomputation may carry (float32 encoders move with the thread count), as
+    verification allows."""
+    for name, claimed in results.evaluation.metrics.items():
+        mine = evaluation.metrics.get(name)
+        if mine is None or not (
+            abs(mine.value - claimed.value) <= tolerance
+            or (mine.value != mine.value and claimed.value != claimed.value)
+        ):
+            return name, claimed.value, (mine.value if mine else "absent")
+    return None
+
+
+def _check_journal_scores_as_results(
+    run_dir: Path, samples: list[Any], evaluator: Any, results: Results, extras: Any
+) -> None:
+    """Nothing when the run's whole journal scores as its results.json says; else a DataError naming the metric
+    (and the samples, where the results keep per-sample scores) on which they disagree: the journal was edited
+    after the run was scored (or scores differently with this ddibench), which no compaction can be blamed for,
+    and a rescore makes the two agree again."""
+    journal, results_file = run_dir / "journal.jsonl", run_dir / "results.json"
+    fix = f"run 'ddibench rescore {run_dir}' to score the journal as it is now (or restore the journal as it was scored), then submit again"
+    why = "the journal was edited after the run was scored, or scores differently with this ddibench"
+    predictions = {p.sample_id: p for p in _journal_predictions(journal)}
+    try:
+        evaluation = evaluator.evaluate(samples, predictions, results.bootstrap_spec, extras)
+    except (ValueError, KeyError, TypeError) as exc:  # EvaluationInputError is a ValueError
+        raise DataError(
+            f"{journal} no longer scores as {results_file} says ({_first_line(exc).replace(';', ',')}): {why}", fix
+        ) from None
+    changed = _changed_metric(results, evaluation, evaluator.recompute_tolerance)
+    if changed is None:
+        return
+    name, claimed, got = changed
+    differing = [
+        s.id
+        for s in samples
+        if results.evaluation.per_sample.get(s.id) is not None
+        and evaluation.per_sample.get(s.id) is not None
+        and results.evaluation.per_sample[s.id] != evaluation.per_sample[s.id]
+    ]
+    which = f", {len(differing):,} sample(s) score differently (first: {differing[0]})" if differing else ""
+    raise DataError(
+        f"{journal} and {results_file} disagree: the journal scores {name} {_shown(got)}, results.json says "
+        f"{_shown(claimed)}{which}, so the packed predictions would change metric {name} ({why})",
+        fix,
+    )
 
 
 def _reduced_trace(trace: dict[str, Any]) -> dict[str, Any]:
