@@ -41,6 +41,7 @@ from pydantic import Field
 
 from ddibench import families
 from ddibench.label_choice import (
+    OptionSeed,
     answer_to_prediction,
     answer_to_ranking,
     choice_count,
@@ -70,21 +71,21 @@ REPOSITORY_RECIPE = 1
 
 
 class CBRDDIConfig(SystemConfig):
-    repository_size: int = 2000
+    repository_size: int = Field(2000, gt=0)
     k_cases: int = Field(5, ge=0)
     p_paths: int = Field(5, ge=0)
-    n_candidates: int = 3  # paper: 3 for DrugBank; on label-set tasks (TWOSIDES) 10 unless given
+    n_candidates: int = Field(3, gt=0)  # paper: 3 for DrugBank; on label-set tasks (TWOSIDES) 10 unless given
     lam: float | None = None  # None: chosen on validation from lambda_grid
     lambda_grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-    lambda_valid_pairs: int = 200
+    lambda_valid_pairs: int = Field(200, gt=0)
     use_cases: bool = True
     use_paths: bool = True
     use_candidates: bool = True
     sampling: bool = True
-    sampling_ratio: float = 0.05
-    min_per_class: int = 10
+    sampling_ratio: float = Field(0.05, gt=0, le=1)
+    min_per_class: int = Field(10, ge=0)
     refine: bool = True
-    refine_cases: int | None = None  # budget: cases checked by the refinement pass (None: all)
+    refine_cases: int | None = Field(None, ge=0)  # budget: cases checked by the refinement pass (None: all)
     encoder: str = "minilm"
     temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
     description_tokens: int = Field(128, gt=0)
@@ -92,7 +93,7 @@ class CBRDDIConfig(SystemConfig):
     answer_tokens: int = Field(160, gt=0)
     # list each query's candidates in an order drawn from this seed and the pair (None: the GNN's order, most
     # likely first); answers are mapped back. Candidates are per query, so the order can be too.
-    shuffle_options: int | None = None
+    shuffle_options: OptionSeed = None
     gnn: dict[str, Any] = Field(default_factory=dict)  # EmerGNN options on top of the profile's EmerGNN budget
 
 

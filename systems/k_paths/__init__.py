@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from ddibench.label_choice import LabelChoiceConfig, LabelChoiceSystem
 from ddibench.schema import Sample
 from ddibench.system import RunContext, TrainingView
 
 
 class KPathsConfig(LabelChoiceConfig):
-    k_paths: int = 10
-    max_hops: int = 3
-    max_candidates: int = 200
-    fallback_neighbours: int = 5
+    k_paths: int = Field(10, ge=0)
+    max_hops: int = Field(3, ge=1, le=10)
+    max_candidates: int = Field(200, gt=0)
+    fallback_neighbours: int = Field(5, ge=0)
     kg_edges: str | None = None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from ddibench.label_choice import LabelChoiceConfig, LabelChoiceSystem
 from ddibench.schema import Sample
@@ -18,7 +19,7 @@ from ddibench.system import RunContext, TrainingView
 
 
 class KAPINGConfig(LabelChoiceConfig):
-    k_facts: int = 10
+    k_facts: int = Field(10, ge=0)
     encoder: str = "minilm"
     kg_edges: str | None = None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from ddibench.label_choice import LabelChoiceConfig, LabelChoiceSystem
 from ddibench.schema import Sample
@@ -19,7 +20,7 @@ from ddibench.system import RunContext, TrainingView
 
 
 class NaiveCBRConfig(LabelChoiceConfig):
-    k_examples: int = 10
+    k_examples: int = Field(10, ge=0)
 
 
 def tanimoto_matrix(bits: np.ndarray) -> np.ndarray:
