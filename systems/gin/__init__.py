@@ -16,7 +16,7 @@ may spend is a profile budget (``cpu``: fewer epochs; GPU profiles train on CUDA
 
 ``train_fraction`` (default 1.0) trains on a seeded subset of the labelled molecules, as the CLADD paper's
 trained baselines are fine-tuned with 10% of the training labels (``--config train_fraction=0.1``); the
-subset is ``morgan-sklearn``'s :func:`~ddibench.systems.fingerprint.label_fraction` (stratified by label on
+subset is ``morgan-sklearn``'s :func:`ddibench.systems.fingerprint.label_fraction` (stratified by label on
 yes/no tasks), and the validation split that stops training early is cut to the same fraction, so model
 selection sees no more labels than training. ``system_info`` records the molecules used and available.
 """
