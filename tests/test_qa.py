@@ -38,6 +38,45 @@ def test_ddi_qa_questions_follow_the_drugbank_pairs() -> None:
     assert q.blind().target is None
 
 
+def test_the_lookup_task_asks_what_the_knowledge_holds_and_what_it_does_not(cli, tmp_path: Path) -> None:
+    """ddi_qa_lookup: one training pair per type (in the knowledge the systems build from) and pairs of training
+    drugs with no recorded interaction (label 86), scored by label recovery per slice. The floor that returns the
+    pair's own passage recovers the recorded types and none of the unrecorded answers."""
+    task = get_task("ddi_qa_lookup")
+    data = task.load()
+    assert all(c.ok for c in data.checks) and len(data.split("test")) == 110 and len(data.split("valid")) == 98
+    base = get_task("drugbank_s0").load()
+    train_pairs = {(s.pair.head.node_id, s.pair.tail.node_id) for s in base.split("train")}
+    every_pair = {
+        (s.pair.head.node_id, s.pair.tail.node_id) for split in ("train", "valid", "test") for s in base.split(split)
+    }
+    slices: dict[str, list] = {}
+    for q in data.split("test"):
+        slices.setdefault(q.meta["slice"], []).append(q)
+        ids = (q.input.pair.head.node_id, q.input.pair.tail.node_id)
+        if q.meta["slice"] == "recorded":
+            assert ids in train_pairs and q.target["label"] < 86
+        else:
+            assert ids not in every_pair and ids[::-1] not in every_pair and q.target["label"] == 86
+            assert q.target["answer"].startswith("No interaction between ")
+    assert {k: len(v) for k, v in slices.items()} == {"recorded": 86, "no-interaction": 24}
+    assert sorted(q.target["label"] for q in slices["recorded"]) == list(range(86))
+    assert task.evaluator().primary_metric == "label_recovery" and len(task.label_space) == 87
+
+    run_dir = tmp_path / "floor"
+    code, _, err = cli(
+        "run", "-s", "top-passage", "-t", "ddi_qa_lookup", "--no-judge", "--selfcheck", "0", "--run-dir", str(run_dir)
+    )
+    assert code == 0, err
+    evaluation = json.loads((run_dir / "results.json").read_text())["evaluation"]
+    assert evaluation["primary_metric"] == "label_recovery"
+    recorded, unrecorded = evaluation["breakdown"]["slice=recorded"], evaluation["breakdown"]["slice=no-interaction"]
+    assert (recorded["n"], unrecorded["n"]) == (86, 24)
+    assert recorded["label_recovery"] > 0.9 and unrecorded["label_recovery"] == 0.0
+    total = (recorded["label_recovery"] * 86 + unrecorded["label_recovery"] * 24) / 110
+    assert evaluation["metrics"]["label_recovery"]["value"] == pytest.approx(total)
+
+
 def test_medquad_is_a_fixed_documented_set_apart_from_the_corpus() -> None:
     from ddibench.data.medquad import medquad_documents
 

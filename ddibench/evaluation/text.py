@@ -109,10 +109,16 @@ class TextEvaluator(BaseEvaluator):
         "one Prediction per evaluated sample with the answer in text (valid=False or empty text counts as no answer)"
     )
 
-    def __init__(self, label_space: LabelSpace | None, bertscore_layers: int = 6) -> None:
+    def __init__(self, label_space: LabelSpace | None, bertscore_layers: int = 6, primary: str | None = None) -> None:
+        """``primary`` names the task's primary metric when it is not embedding similarity (a look-up task's is
+        label recovery, the measure of the papers that answer from a knowledge base)."""
         super().__init__()
         self.label_space = label_space
         self.bertscore_layers = bertscore_layers
+        if primary is not None:
+            if primary not in {m.name for m in TEXT_METRICS}:
+                raise ValueError(f"unknown primary metric {primary!r}")
+            self.metrics = tuple(m.model_copy(update={"primary": m.name == primary}) for m in TEXT_METRICS)
 
     @property
     def encoder_spec(self) -> str:
@@ -272,7 +278,7 @@ class TextEvaluator(BaseEvaluator):
             primary_metric=self.primary_metric,
             bootstrap=bootstrap.describe(),
             metric_specs=[m for m in self.metrics if m.name in per],
-            breakdown=_slice_breakdown(samples, per["embedding_similarity"]),
+            breakdown=_slice_breakdown(samples, per),
             invalid_examples=[
                 {"sample_id": sid, "error": predictions[sid].error or "empty answer"} for sid in invalid[:5]
             ],
@@ -334,17 +340,21 @@ def _per_sample(
     }
 
 
-def _slice_breakdown(samples: Sequence[Sample], similarity: np.ndarray) -> dict[str, dict]:
-    """The count and mean embedding similarity of each slice named by the samples' ``meta["slice"]``."""
+def _slice_breakdown(samples: Sequence[Sample], per: Mapping[str, np.ndarray]) -> dict[str, dict]:
+    """The count and mean embedding similarity of each slice named by the samples' ``meta["slice"]``, and its
+    label recovery where answers were mapped back to labels."""
+    keys = [str(s.meta.get("slice", "")) for s in samples]
     breakdown: dict[str, dict] = {}
-    for i, s in enumerate(samples):
-        key = str(s.meta.get("slice", ""))
-        if key:
-            b = breakdown.setdefault(f"slice={key}", {"n": 0, "_sum": 0.0})
-            b["n"] += 1
-            b["_sum"] += float(similarity[i])
-    for b in breakdown.values():
-        b["embedding_similarity"] = b.pop("_sum") / b["n"]
+    for key in dict.fromkeys(k for k in keys if k):
+        rows = [i for i, k in enumerate(keys) if k == key]
+        # summed one by one in float64, in sample order (as the shipped bundles' breakdowns were computed)
+        b: dict[str, Any] = {
+            "n": len(rows),
+            "embedding_similarity": sum(float(per["embedding_similarity"][i]) for i in rows) / len(rows),
+        }
+        if "label_recovery" in per:
+            b["label_recovery"] = sum(float(per["label_recovery"][i]) for i in rows) / len(rows)
+        breakdown[f"slice={key}"] = b
     return breakdown
 
 
