@@ -18,7 +18,11 @@ Bundles in a pull request are hostile input until verified: :func:`publish` and 
 them through :func:`ddibench.submission.verify`, which treats a bundle as data, each in a child process
 with CPU and memory limits (:mod:`ddibench.sandbox`); a bundle larger than
 :data:`MAX_BUNDLE_BYTES` is refused before it is read, and the folder's size is held to
-:data:`BUDGET_BYTES`.
+:data:`BUDGET_BYTES`. So is a results folder a pull request edited: before :func:`publish` writes anything it
+refuses a symbolic link or a special file under the folder (:func:`refuse_irregular`; :func:`check` and
+:func:`shipped_store` refuse them too), an index that departs from its schema (:func:`validate_index`: every
+field's type, no unknown or missing field, each path the one its run gives), and an entry that differs from its
+bundle: size, sha256 and every field the bundle's recorded results give (:func:`trusted_verdict`).
 """
 
 from __future__ import annotations
@@ -139,6 +143,225 @@ def write_index(root: Path, entries: Iterable[dict[str, Any]], floors: Iterable[
 TIE = "tie"
 TIE_FIELDS = ("best", "tied", "diff", "diff_low", "diff_high")
 FLOOR_FIELDS = ("task", "scoring_variant", "task_version", "data_sha256", "name", "metrics", "note")
+
+
+# The index's schema, checked field by field before 'board publish' reads an entry or writes anything: an index a pull
+# request edited is hostile input until 'board check' has passed. Each field: (what it must be, a test of a value).
+def _text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _integer(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _count(v: Any) -> bool:
+    return _integer(v) and v >= 0
+
+
+def _real(v: Any) -> bool:
+    return (isinstance(v, float) and math.isfinite(v)) or _integer(v)
+
+
+def _real_or_null(v: Any) -> bool:
+    return v is None or _real(v)
+
+
+def _flag(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _digest(v: Any) -> bool:
+    return isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None
+
+
+_Field = tuple[str, Callable[[Any], bool]]
+_TEXT: _Field = ("a string", _text)
+_REPRODUCTION_FIELDS: dict[str, _Field] = {
+    "n": ("a count", _count),
+    "identical": ("a count", _count),
+    "differing": ("a count", _count),
+    "tolerance": ("a number", _real),
+    "fresh_caches": ("true or false", _flag),
+}
+_TIE_SCHEMA: dict[str, _Field] = {
+    "best": ("true or false", _flag),
+    "tied": ("true or false", _flag),
+    "diff": ("a number or null", _real_or_null),
+    "diff_low": ("a number or null", _real_or_null),
+    "diff_high": ("a number or null", _real_or_null),
+}
+ENTRY_SCHEMA: dict[str, _Field] = {  # every field of :func:`entry_of`, all required; the tie verdict optional
+    "path": _TEXT,
+    "sha256": ("64 lowercase hex digits", _digest),
+    "bytes": ("a count of bytes", _count),
+    "run_id": _TEXT,
+    "task": _TEXT,
+    "task_version": _TEXT,
+    "data_sha256": _TEXT,
+    "system": _TEXT,
+    "system_version": _TEXT,
+    "config_hash": _TEXT,
+    "config": ("an object", lambda v: isinstance(v, dict)),
+    "model": _TEXT,
+    "profile": _TEXT,
+    "seed": ("an integer", _integer),
+    "n": ("a count", _count),
+    "preview": ("true or false", _flag),
+    "primary_metric": _TEXT,
+    "value": ("a number or null", _real_or_null),
+    "ci_low": ("a number or null", _real_or_null),
+    "ci_high": ("a number or null", _real_or_null),
+    "tier": (
+        "one of 'self-reported', 'recomputed', 'reproduced'",
+        lambda v: v in ("self-reported", "recomputed", "reproduced"),
+    ),
+    "reproduction": ("null or an object", lambda v: v is None or isinstance(v, dict)),
+    "run_seconds": ("a number of seconds", lambda v: _real(v) and v >= 0),
+    "adapter": _TEXT,
+    "ddibench_version": _TEXT,
+    "compact": ("true or false", _flag),
+    TIE: ("an object", lambda v: isinstance(v, dict)),  # optional: written by publish, recomputed by check
+}
+FLOOR_SCHEMA: dict[str, _Field] = {
+    **{k: _TEXT for k in FLOOR_FIELDS if k != "metrics"},
+    "metrics": ("an object of numbers", lambda v: isinstance(v, dict) and all(_real_or_null(x) for x in v.values())),
+}
+_INDEX_KEYS = ("format", "total_bytes", "runs", "floors")
+
+
+def _record_problems(record: Any, schema: dict[str, _Field], optional: Iterable[str] = ()) -> list[str]:
+    """What is wrong with one record of the index against its schema: not an object, a missing field, an unknown
+    one, a value of the wrong kind (a problem each, naming the field)."""
+    if not isinstance(record, dict):
+        return [f"is {type(record).__name__} {json.dumps(record)[:40]}, not an object"]
+    missing = [k for k in schema if k not in record and k not in optional]
+    named = ", ".join(map(repr, missing[:4])) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    problems = [f"lacks the field{'s' if len(missing) > 1 else ''} {named}"] if missing else []
+    problems += [f"has an unknown field {str(k)[:40]!r}" for k in record if k not in schema]
+    for key, (what, ok) in schema.items():
+        if key in record and not ok(record[key]):
+            problems.append(f"field {key!r} is {json.dumps(record[key])[:40]}, not {what}")
+    return problems
+
+
+def index_problems(index: Any) -> list[str]:
+    """Every way ``index`` (results/index.json as read) departs from the schema 'board publish' writes, each naming
+    the entry (its position and path) and the field: the types of every field, no field missing or unknown, each
+    bundle's path the one its task, system and run id give (relative, under the folder, a .tar.gz), no run twice,
+    the total the sum of the sizes."""
+    problems = layout_problems(index)
+    if problems:
+        return problems
+    seen: set[str] = set()
+    for i, entry in enumerate(index["runs"]):
+        mine = entry_problems(entry)
+        if not mine and entry["run_id"] in seen:
+            mine.append(f"run {entry['run_id']} is listed twice")
+        if not mine:
+            seen.add(entry["run_id"])
+        problems += [f"index entry {entry_name(i, entry)}: {p}" for p in mine]
+    if not problems:
+        total = sum(e["bytes"] for e in index["runs"])
+        if index.get("total_bytes", total) != total or not _count(index.get("total_bytes", total)):
+            problems.append(
+                f"the index's total_bytes is {json.dumps(index.get('total_bytes'))[:40]}, not {total} "
+                "(the sum of its bundles' bytes)"
+            )
+    return problems
+
+
+def layout_problems(index: Any) -> list[str]:
+    """What is wrong with the index apart from its run entries: its own fields and its floors."""
+    if not isinstance(index, dict):
+        return [f"the index is {type(index).__name__}, not an object"]
+    problems = [f"the index has an unknown field {str(k)[:40]!r}" for k in index if k not in _INDEX_KEYS]
+    if not _integer(index.get("format")) or index.get("format") != INDEX_FORMAT:
+        problems.append(f"the index's format is {json.dumps(index.get('format'))[:40]}, not {INDEX_FORMAT}")
+    runs, floors = index.get("runs"), index.get("floors", [])
+    for name, value in (("runs", runs), ("floors", floors)):
+        if not isinstance(value, list):
+            problems.append(f"the index's {name!r} is {json.dumps(value)[:40]}, not a list")
+    if problems:
+        return problems
+    keys: set[tuple[str, str, str]] = set()
+    for i, floor in enumerate(floors):
+        mine = _record_problems(floor, FLOOR_SCHEMA)
+        if not mine:
+            key = (floor["task"], floor["scoring_variant"], floor["name"])
+            mine += [f"floor {' '.join(key)} is listed twice"] if key in keys else []
+            keys.add(key)
+        problems += [f"index floor floors[{i}]: {p}" for p in mine]
+    return problems
+
+
+def entry_name(i: int, entry: Any) -> str:
+    """An index entry named by its position, and its path where it has one."""
+    if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+        return f"runs[{i}] ({entry['path'][:100]!r})"
+    return f"runs[{i}]"
+
+
+def entry_problems(entry: Any) -> list[str]:
+    """What is wrong with one run entry of the index against the schema (:data:`ENTRY_SCHEMA`), its path included."""
+    mine = _record_problems(entry, ENTRY_SCHEMA, optional=(TIE,))
+    if mine:
+        return mine
+    if TIE in entry:
+        mine += [f"tie: {p}" for p in _record_problems(entry[TIE], _TIE_SCHEMA)]
+    if entry["reproduction"] is not None:
+        fields = _REPRODUCTION_FIELDS
+        mine += [f"reproduction: {p}" for p in _record_problems(entry["reproduction"], fields, optional=fields)]
+    try:
+        where = relative_path(entry["task"], entry["system"], entry["run_id"])
+        if entry["path"] != where:
+            mine.append(f"path {entry['path'][:100]!r} is not where its task, system and run id put it ({where!r})")
+    except DataError as exc:
+        mine.append(exc.problem)
+    return mine
+
+
+def validate_index(root: Path, index: Any) -> None:
+    """Raise a one-line :class:`DataError` naming the first of :func:`index_problems`, if any."""
+    problems = index_problems(index)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise DataError(
+            f"{root / INDEX} is malformed: {problems[0]}{more}",
+            "restore it ('git checkout results/index.json'): it is generated by 'ddibench board publish', never edited",
+        )
+
+
+def irregular_paths(root: Path) -> list[str]:
+    """Every symbolic link and everything that is neither a regular file nor a folder under ``root`` (its own path
+    is not looked at): a bundle or a task folder linked to a place outside would be read as shipped results."""
+    import stat
+
+    found = []
+    for folder, dirs, files in os.walk(root):  # never into a linked folder: it is listed, not followed
+        for name in sorted(dirs) + sorted(files):
+            path = Path(folder) / name
+            try:
+                mode = path.lstat().st_mode
+            except OSError as exc:
+                found.append(f"{path} cannot be read ({exc.strerror})")
+                continue
+            if stat.S_ISLNK(mode):
+                found.append(f"{path} is a symbolic link (to {os.readlink(path)})")
+            elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                found.append(f"{path} is not a regular file")
+    return found
+
+
+def refuse_irregular(root: Path) -> None:
+    """Raise a one-line :class:`DataError` naming the first of :func:`irregular_paths`, if any."""
+    found = irregular_paths(root)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise DataError(
+            f"{found[0]}{more}: the results folder holds only regular files and folders",
+            "remove it (a bundle is a file in the folder itself; 'git checkout results/' restores the shipped ones)",
+        )
 
 
 def derived(store: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -265,16 +488,28 @@ def publish(
     against the index, which CI's full recomputation (:func:`check`) stands behind. A bundle already shipped
     for the same run is replaced; one that fails (rejected, too large, over the folder's budget) is left out
     with its reason. ``store_progress`` reports the bundles of a store built from the shipped results on the
-    way (once per index, then cached)."""
+    way (once per index, then cached).
+
+    A results folder a pull request edited is hostile input until 'board check' passed: before a new bundle is
+    read, the folder is refused (one :class:`DdibenchError`, nothing written) when it holds a symbolic link or
+    anything but regular files and folders (:func:`refuse_irregular`), when its index departs from the schema
+    (:func:`validate_index`: every field's type, no unknown or missing one, each path the one its run gives), or
+    when a shipped bundle differs from its entry: its size and sha256, then every field its recorded results give
+    (:func:`trusted_verdict`, read while the store of the shipped results is built; a store already built for
+    this index and holding every run of it was built from exactly these checked entries)."""
     if root.exists() and not root.is_dir():
         raise ConfigError(f"--results {root} is not a directory", "give the results folder (results/ of your clone)")
+    if root.is_dir():
+        refuse_irregular(root)
     index = read_index(root)
+    validate_index(root, index)
     problems = hash_problems(root, index["runs"])
     if problems:
         raise DataError(
             f"the shipped results differ from their index: {problems[0]}",
             "restore them ('git checkout results/'), or see every problem with 'ddibench board check'",
         )
+    base = shipped_store(root, store_progress, strict=True)  # every shipped entry against its bundle's records
     entries = {e["run_id"]: e for e in index["runs"]}
     outcomes, accepted = [], []
     for bundle in bundles:
@@ -288,7 +523,7 @@ def publish(
     if not accepted:
         return outcomes
     runs = list(entries.values())
-    store = _store_after(root, runs, [verdict for _, _, verdict in accepted], store_progress)
+    store = _store_after(base, root, runs, [verdict for _, _, verdict in accepted])
     try:
         texts = {root / INDEX: index_text(*_with_derived(runs, store))}
         texts.update(tables(store) if tables is not None else {})
@@ -331,7 +566,9 @@ def hash_problems(root: Path, entries: Iterable[dict[str, Any]]) -> list[str]:
     for entry in entries:
         rel = entry.get("path", "")
         path = root / rel
-        if not path.is_file():
+        if path.is_symlink():
+            problems.append(f"{rel}: a symbolic link, not a bundle in the results folder")
+        elif not path.is_file():
             problems.append(f"{rel}: listed in the index but missing")
         elif path.stat().st_size != entry.get("bytes") or sha256_file(path) != entry.get("sha256"):
             problems.append(f"{rel}: its bytes differ from the index (sha256 or size): not the bundle CI verified")
@@ -412,32 +649,43 @@ def check(
     with ``reproduce``, a reproduction here of every entry the index calls reproduced), and that the
     folder holds exactly the indexed bundles within the budget; then the tie verdicts and floors the index
     records against a store of the verified runs (``add_to``, else a temporary one). Without ``reproduce``
-    a run keeps the tier the index records, which CI's check established."""
+    a run keeps the tier the index records, which CI's check established.
+
+    A folder that holds a symbolic link or anything but regular files and folders is refused before anything is
+    read (:class:`DataError`, naming the path); an index whose own fields or floors are malformed likewise; an
+    entry that departs from the schema (:func:`entry_problems`) is a problem, its bundle not read."""
     if not (root / INDEX).is_file():
         raise ConfigError(
             f"{root} holds no results index ({INDEX})", "give --results the folder 'ddibench board publish' wrote"
         )
+    refuse_irregular(root)
     index = read_index(root)
+    if layout_problems(index):
+        validate_index(root, index)
     listed = {e.get("path") for e in index["runs"] if isinstance(e, dict)}
     on_disk = {p.relative_to(root).as_posix() for p in root.glob("*/*/*.tar.gz")}
     problems = [
         f"{rel}: a bundle the index does not list (add it with 'ddibench board publish')"
         for rel in sorted(on_disk - listed)
     ]
+    seen: set[str] = set()
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="ddibench-check-") as tmp:
         store = add_to if add_to is not None else Path(tmp) / "board.duckdb"
         from ddibench.store import connect
 
         connect(store).close()
-        for entry in index["runs"]:
-            if not isinstance(entry, dict) or not all(
-                isinstance(entry.get(k), str) for k in ("path", "task", "system", "run_id")
-            ):
+        for i, entry in enumerate(index["runs"]):
+            malformed = entry_problems(entry) or (
+                [f"run {entry['run_id']} is listed twice"] if entry["run_id"] in seen else []
+            )
+            if malformed:
                 problems.append(
-                    f"index entry {str(entry)[:80]!r} is malformed (regenerate the index with 'ddibench board publish')"
+                    f"index entry {entry_name(i, entry)}: {malformed[0]} (restore the index, or regenerate it with "
+                    "'ddibench board publish')"
                 )
                 continue
+            seen.add(entry["run_id"])
             outcome = _check_entry(root, entry, reproduce, store)
             if outcome.problem is not None:
                 problems.append(outcome.problem)
@@ -547,7 +795,10 @@ def index_digest(root: Path, entries: Iterable[dict[str, Any]] | None = None) ->
     this ddibench's version, and the code that computes what the store holds (the store, the evaluators, the
     reading of recorded bundles: a flag or a column they add must not be served from a store built before them)."""
     runs = read_index(root)["runs"] if entries is None else entries
-    basis = sorted(({k: v for k, v in e.items() if k != TIE} for e in runs), key=lambda e: str(e.get("run_id")))
+    basis = sorted(
+        ({k: v for k, v in e.items() if k != TIE} if isinstance(e, dict) else e for e in runs),
+        key=lambda e: str(e.get("run_id")) if isinstance(e, dict) else json.dumps(e),
+    )
     data = json.dumps(basis, sort_keys=True).encode("utf-8")
     package = Path(__file__).resolve().parent
     sources = [
@@ -566,7 +817,9 @@ def _store_path(root: Path, entries: Iterable[dict[str, Any]] | None = None) -> 
     return cache_root() / "board" / f"shipped-{index_digest(root, entries)[:16]}.duckdb"
 
 
-def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None, workers: int | None = None) -> Path:
+def shipped_store(
+    root: Path, progress: Callable[[Outcome], None] | None = None, workers: int | None = None, strict: bool = False
+) -> Path:
     """A results store holding every shipped run, built here once per index and kept under the cache.
 
     Built from what CI verified, not verified again: each bundle's size and sha256 are checked against the
@@ -574,13 +827,21 @@ def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None,
     recomputes everything), with the floors and tie verdicts the index records; a bundle that fails is left
     out, and ``progress`` is told why (the ties are then computed again without it). The tasks are built in
     ``workers`` processes (default: one per CPU, at most 4), each into a store of its own, merged at the end.
-    A build that fails leaves nothing behind."""
+    A build that fails leaves nothing behind.
 
-    path = _store_path(root)
-    if path.is_file():
+    A folder that holds a symbolic link or anything but regular files and folders, or an index whose own fields
+    or floors are malformed, is refused (:class:`DataError`). ``strict`` (for 'board publish') refuses as well an
+    index entry that departs from the schema and a bundle that would be left out, with the first reason, and
+    uses a store built before only when it holds every run of the index."""
+    refuse_irregular(root)
+    index = read_index(root)
+    problems = index_problems(index) if strict else layout_problems(index)
+    if problems:
+        validate_index(root, index)
+    path = _store_path(root, index["runs"])
+    if path.is_file() and (not strict or _holds_every_run(path, index)):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    index = read_index(root)
     by_task: dict[str, list[dict[str, Any]]] = {}
     for entry in index["runs"]:
         by_task.setdefault(str(entry.get("task")) if isinstance(entry, dict) else "", []).append(entry)
@@ -588,8 +849,13 @@ def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None,
     with tempfile.TemporaryDirectory(prefix=".shipped-", dir=path.parent) as folder:
         parts = {task: Path(folder) / f"{i}.duckdb" for i, task in enumerate(by_task)}
         left_out = False
-        for outcomes in _build_parts(root, index, by_task, parts, workers):
+        for outcomes in _build_parts(root, index, by_task, parts, workers, strict):
             for outcome in outcomes:
+                if strict and outcome.problem is not None:
+                    raise DataError(
+                        f"the shipped results differ from their index: {outcome.problem}",
+                        "restore them ('git checkout results/'), or see every problem with 'ddibench board check'",
+                    )
                 left_out = left_out or outcome.problem is not None
                 if progress is not None:
                     progress(outcome)
@@ -605,30 +871,56 @@ def shipped_store(root: Path, progress: Callable[[Outcome], None] | None = None,
     return path
 
 
+_LEFT_OUT = "left out of the board: "
+
+
+def _holds_every_run(store: Path, index: dict[str, Any]) -> bool:
+    """Whether a store built from ``index`` holds each of its runs (a build leaves out a bundle that fails)."""
+    from ddibench.store import connect
+
+    conn = connect(store, read_only=True)
+    try:
+        held = {row[0] for row in conn.execute("SELECT run_id FROM runs").fetchall()}
+    finally:
+        conn.close()
+    return held == {e["run_id"] for e in index["runs"]}
+
+
 def _build_parts(
     root: Path,
     index: dict[str, Any],
     by_task: dict[str, list[dict[str, Any]]],
     parts: dict[str, Path],
     workers: int,
+    strict: bool = False,
 ) -> Iterable[list[Outcome]]:
     """Each task's runs in a store of its own (``parts``), in ``workers`` processes (the largest tasks first):
     the outcomes of each task's bundles as its store is done."""
-    order = sorted(by_task, key=lambda t: -sum(e.get("bytes", 0) for e in by_task[t] if isinstance(e, dict)))
+    order = sorted(by_task, key=lambda t: -sum(_size(e) for e in by_task[t]))
     if workers <= 1 or len(order) <= 1:
         for task in order:
-            yield _build_part(root, index, by_task[task], parts[task])
+            yield _build_part(root, index, by_task[task], parts[task], strict)
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_build_part, root, index, by_task[task], parts[task]) for task in order]
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
+        futures = [pool.submit(_build_part, root, index, by_task[task], parts[task], strict) for task in order]
         for future in as_completed(futures):
             yield future.result()
+    finally:  # a strict build stopped at its first problem: the tasks not started are not built
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _build_part(root: Path, index: dict[str, Any], entries: list[dict[str, Any]], part: Path) -> list[Outcome]:
-    """Add the runs of ``entries`` (one task's) to the store ``part`` from their recorded results, without ties."""
+def _size(entry: Any) -> int:
+    return entry["bytes"] if isinstance(entry, dict) and _count(entry.get("bytes")) else 0
+
+
+def _build_part(
+    root: Path, index: dict[str, Any], entries: list[dict[str, Any]], part: Path, strict: bool = False
+) -> list[Outcome]:
+    """Add the runs of ``entries`` (one task's) to the store ``part`` from their recorded results, without ties
+    (a bundle left out: its problem, with the fix, or only the problem when ``strict``: the caller refuses)."""
     from ddibench.store import FloorRow, add_run, connect
 
     connect(part).close()
@@ -643,7 +935,7 @@ def _build_part(root: Path, index: dict[str, Any], entries: list[dict[str, Any]]
             add_run(part, verdict, ties=False, floors=_floors_for(index, verdict, floors))
             outcome.entry = entry
         except DdibenchError as exc:
-            outcome.problem = f"left out of the board: {exc}"
+            outcome.problem = exc.problem if strict else f"{_LEFT_OUT}{exc}"
         outcomes.append(outcome)
     return outcomes
 
@@ -666,37 +958,48 @@ def _merge(target: Path, parts: list[Path]) -> None:
 
 
 def trusted_verdict(root: Path, entry: dict[str, Any]) -> Any:
-    """The verdict of a shipped bundle as CI verified it: its bytes checked against the index entry (size and
-    sha256), its records read back (:func:`ddibench.submission.recorded_verdict`) with the entry's tier and
-    reproduction, and its recorded primary metric and interval checked against the index's."""
+    """The verdict of a shipped bundle as CI verified it: the entry checked against the index's schema (its path
+    the one its run gives, before the path is touched), its bytes against the entry (size and sha256), its records
+    read back (:func:`ddibench.submission.recorded_verdict`) with the entry's tier and reproduction, and every
+    field of the entry those records give (:func:`entry_of`: the run's identity, the model, the primary metric
+    and its interval, the size of the sample...) checked against them."""
     from ddibench.submission import recorded_verdict
 
-    if not isinstance(entry, dict) or not all(
-        isinstance(entry.get(k), str) for k in ("path", "task", "system", "run_id")
-    ):
+    malformed = entry_problems(entry)
+    if malformed:
+        named = f"{entry['path'][:100]!r}" if isinstance(entry, dict) and isinstance(entry.get("path"), str) else ""
         raise DataError(
-            f"index entry {str(entry)[:80]!r} is malformed", "regenerate the index with 'ddibench board publish'"
+            f"index entry {named or json.dumps(entry)[:60]}: {malformed[0]}",
+            "restore the index ('git checkout results/index.json'), or regenerate it with 'ddibench board publish'",
         )
     rel = entry["path"]
-    if rel != relative_path(entry["task"], entry["system"], entry["run_id"]):  # before the path is touched
-        raise DataError(f"{rel}: not where its task, system and run id put it")
     problems = hash_problems(root, [entry])
     if problems:
         raise DataError(problems[0], "restore it ('git checkout results/'), or check it with 'ddibench board check'")
     verdict = recorded_verdict(
         root / rel, entry.get("tier", "recomputed"), entry.get("reproduction"), bool(entry.get("preview"))
     )
-    metric = verdict.evaluation.metrics.get(entry.get("primary_metric", ""))
-    recorded = None if metric is None else (metric.value, metric.ci_low, metric.ci_high)
-    indexed = (entry.get("value"), entry.get("ci_low"), entry.get("ci_high"))
+    fresh = entry_of(verdict, root / rel, rel)
     tolerance = recompute_tolerance(entry["task"])
-    tolerances = (tolerance, _key_tolerance("ci_low", tolerance), _key_tolerance("ci_high", tolerance))
-    if recorded is None or not all(_same_number(a, b, t) for a, b, t in zip(recorded, indexed, tolerances)):
+    differing = [
+        k
+        for k in sorted((set(fresh) | set(entry)) - {TIE})
+        if not _same_value(fresh.get(k), entry.get(k), _key_tolerance(k, tolerance))
+    ]
+    if differing:
+        shown = ", ".join(f"{k} {entry.get(k)!r} in the index, {fresh.get(k)!r} recorded" for k in differing[:3])
         raise DataError(
-            f"{rel}: its recorded {entry.get('primary_metric')} differs from the index's",
+            f"{rel}: the index differs from the bundle's recorded results ({shown})",
             "check it with 'ddibench board check'",
         )
     return verdict
+
+
+def _same_value(a: Any, b: Any, tolerance: float) -> bool:
+    """Equal, numbers within ``tolerance`` (a NaN recorded is the index's null)."""
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return not isinstance(b, bool) and _same_number(a, b, tolerance)
+    return _same(a, b, tolerance)
 
 
 def _same_number(a: float | None, b: float | None, tolerance: float) -> bool:
@@ -719,16 +1022,14 @@ def _floors_for(index: dict[str, Any], verdict: Any, floors: dict[tuple[str, str
     return floors.get((run.task.name, variant)) if (run.task.name, variant) in current else None
 
 
-def _store_after(
-    root: Path, entries: list[dict[str, Any]], verdicts: list[Any], progress: Callable[[Outcome], None] | None
-) -> Path:
+def _store_after(base: Path, root: Path, entries: list[dict[str, Any]], verdicts: list[Any]) -> Path:
     """The store of the shipped results once ``verdicts`` are added, the index then holding ``entries``: the current
-    index's store (:func:`shipped_store`) with those runs added (what a build from the new index gives); kept in
-    the cache under the new index's digest (the caller removes it if the publication does not happen)."""
+    index's store (``base``, from :func:`shipped_store`) with those runs added (what a build from the new index
+    gives); kept in the cache under the new index's digest (the caller removes it if the publication does not
+    happen)."""
 
     from ddibench.store import add_run
 
-    base = shipped_store(root, progress)
     path = _store_path(root, entries)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
