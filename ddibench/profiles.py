@@ -85,6 +85,9 @@ PROFILES: dict[str, Profile] = {
                 "agentic-rag": {"interaction_chunks": 5000, "monograph_chunks": 3000, "medquad_chunks": 3000},
             },
             task_budgets={
+                # the look-up task's knowledge is 20,000 training pairs, every asked pair among them: all of it is indexed
+                "text-rag": {"ddi_qa_lookup": {"interaction_chunks": None}},
+                "agentic-rag": {"ddi_qa_lookup": {"interaction_chunks": None}},
                 # EmerGNN's 10 epochs are sized for S1, where a pseudo-emerging epoch trains about 30,000 pairs. An S2 epoch
                 # trains only the pairs whose two drugs are pseudo-new (2,688 on drugbank_s2), so the paper's 100 epochs fit
                 # the same time there (921 s of training on 2 cores); on TWOSIDES S1 an epoch has 2,112 pairs, and 120

@@ -45,6 +45,8 @@ def test_the_lookup_task_asks_what_the_knowledge_holds_and_what_it_does_not(cli,
     task = get_task("ddi_qa_lookup")
     data = task.load()
     assert all(c.ok for c in data.checks) and len(data.split("test")) == 110 and len(data.split("valid")) == 98
+    knowledge = {(s.input.pair.head.node_id, s.input.pair.tail.node_id) for s in data.split("train")}
+    assert len(data.split("train")) == 20_000 and data.resources["interactions"][0] == data.split("train")
     base = get_task("drugbank_s0").load()
     train_pairs = {(s.pair.head.node_id, s.pair.tail.node_id) for s in base.split("train")}
     every_pair = {
@@ -55,7 +57,7 @@ def test_the_lookup_task_asks_what_the_knowledge_holds_and_what_it_does_not(cli,
         slices.setdefault(q.meta["slice"], []).append(q)
         ids = (q.input.pair.head.node_id, q.input.pair.tail.node_id)
         if q.meta["slice"] == "recorded":
-            assert ids in train_pairs and q.target["label"] < 86
+            assert ids in train_pairs and ids in knowledge and q.target["label"] < 86
         else:
             assert ids not in every_pair and ids[::-1] not in every_pair and q.target["label"] == 86
             assert q.target["answer"].startswith("No interaction between ")
