@@ -9,8 +9,14 @@ plain ustar members with short names (:data:`MEMBER`). So this module reads the 
 itself, over :mod:`zlib` decompression capped at :data:`MAX_BUNDLE_BYTES`, and refuses — before any
 member's content is read — a damaged header (its checksum), every extension header (PAX ``x``/``g``,
 GNU ``L``/``K``) and every type but a regular file (links, devices, directories), a size that is not
-plain octal or is over its cap, a name outside the bundle format, a repeated name, and more than
-:data:`MAX_MEMBERS` members. Every refusal is one :class:`DataError` line.
+plain octal or is over its member's cap (:func:`member_cap`), a name outside the bundle format, a
+repeated name, and more than :data:`MAX_MEMBERS` members. Every refusal is one :class:`DataError` line.
+
+The caps are what real bundles need with a wide margin (the biggest shipped bundle, a compact DrugBank S0
+run of 38,419 samples, holds 5.5 MB of predictions; a non-compact one about 92 MB), so a gzip bomb in any
+member (500 MiB of zeros packs into a megabyte or two) is refused from its header, before it is inflated,
+and what a member under its cap may build once parsed is capped by :mod:`ddibench.submission.stream`.
+A member is never read whole here unless its reader asks for it (:class:`MemberReader` reads in pieces).
 """
 
 from __future__ import annotations
@@ -27,9 +33,13 @@ from ddibench.errors import DataError
 MEMBER = re.compile(
     r"^(bundle\.json|run\.json|results\.json|sessions\.jsonl|predictions\.jsonl|scores/[A-Za-z0-9._-]+\.jsonl)$"
 )
-MAX_BUNDLE_BYTES = 512 * 2**20  # all members together, decompressed
-MAX_SMALL_BYTES = 4 * 2**20  # bundle.json, run.json, results.json each (a DrugBank results.json is 16 kB)
+MAX_SMALL_BYTES = 4 * 2**20  # bundle.json, run.json, results.json each (the biggest shipped results.json: 0.6 MB)
 SMALL_MEMBERS = ("bundle.json", "run.json", "results.json")
+MAX_SESSIONS_BYTES = 16 * 2**20  # sessions.jsonl: two lines per invocation of the run (the biggest shipped: 16 kB)
+MAX_SCORES_BYTES = 16 * 2**20  # every scores/*.jsonl together (the biggest shipped: 64 kB for 50 judged answers)
+# predictions.jsonl: the biggest shipped holds 5.5 MB; a non-compact DrugBank S0 run (92 MB) is packed with --compact
+MAX_PREDICTIONS_BYTES = 64 * 2**20
+MAX_BUNDLE_BYTES = 3 * MAX_SMALL_BYTES + MAX_SESSIONS_BYTES + MAX_SCORES_BYTES + MAX_PREDICTIONS_BYTES  # 108 MiB
 MAX_MEMBERS = 64  # the five fixed members and up to 59 scores/*.jsonl files (a run writes one per LLM judge)
 BLOCK = 512
 _IN_CHUNK = 1 << 16
@@ -49,6 +59,7 @@ _TYPES = {
     b"7": "a contiguous file",
 }
 _FIX = "submit the run again with 'ddibench submit'"
+_FIX_BIG = "pack the run with 'ddibench submit --compact', which keeps of each prediction what the metrics read"
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,21 @@ class Entry:
 
     name: str
     size: int
+
+
+def member_cap(name: str) -> int:
+    """The most bytes member ``name`` may hold (scores/*.jsonl: all of them together)."""
+    if name in SMALL_MEMBERS:
+        return MAX_SMALL_BYTES
+    if name == "sessions.jsonl":
+        return MAX_SESSIONS_BYTES
+    if name.startswith("scores/"):
+        return MAX_SCORES_BYTES
+    return MAX_PREDICTIONS_BYTES
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB"
 
 
 def _unreadable(path: Path, why: str) -> DataError:
@@ -96,7 +122,7 @@ class _Gunzip:
         got = n - want
         self._left -= got
         if self._left < 0:
-            raise DataError(f"{self._path} decompresses to more than {MAX_BUNDLE_BYTES // 2**20} MiB", _FIX)
+            raise DataError(f"{self._path} decompresses to more than {_mib(MAX_BUNDLE_BYTES)}", _FIX)
         return b"".join(parts)
 
     def exactly(self, n: int) -> bytes:
@@ -123,7 +149,7 @@ def _shown(name: bytes) -> str:
     return text if text.isprintable() else ascii(text)
 
 
-def _header(block: bytes, path: Path, seen: set[str], total: int) -> Entry:
+def _header(block: bytes, path: Path, seen: set[str], total: int, scores: int) -> Entry:
     """The entry a header block describes, after every check that needs no member content."""
     stored = _octal(block[148:156])
     unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
@@ -154,29 +180,37 @@ def _header(block: bytes, path: Path, seen: set[str], total: int) -> Entry:
     size = _octal(block[124:136])
     if size is None:
         raise _unreadable(path, f"member '{name}' has a size that is not an octal number")
-    cap = MAX_SMALL_BYTES if name in SMALL_MEMBERS else MAX_BUNDLE_BYTES
+    cap = member_cap(name)
     if size > cap:
         raise DataError(
-            f"bundle member '{name}' declares {size:,} bytes, over the {cap // 2**20} MiB it may take", _FIX
+            f"bundle member '{name}' declares {size:,} bytes, over the {_mib(cap)} it may take",
+            _FIX_BIG if name == "predictions.jsonl" else _FIX,
+        )
+    if name.startswith("scores/") and scores + size > MAX_SCORES_BYTES:
+        raise DataError(
+            f"bundle members scores/*.jsonl declare {scores + size:,} bytes together, over the {_mib(MAX_SCORES_BYTES)} they may take",
+            _FIX,
         )
     if total + size > MAX_BUNDLE_BYTES:
-        raise DataError(f"bundle {path} is larger than {MAX_BUNDLE_BYTES // 2**20} MiB", _FIX)
+        raise DataError(f"bundle {path} is larger than {_mib(MAX_BUNDLE_BYTES)} decompressed", _FIX)
     return Entry(name, size)
 
 
 def _walk(path: Path, gz: _Gunzip) -> Iterator[Entry]:
     """Each member's checked header; the caller reads (or skips) its ``size`` bytes before the next."""
     seen: set[str] = set()
-    total = 0
+    total = scores = 0
     while True:
         block = gz.read(BLOCK)
         if not block or block == bytes(BLOCK):  # the end-of-archive marker, or the end of the stream
             return
         if len(block) < BLOCK:
             raise _unreadable(path, "the archive is truncated")
-        entry = _header(block, path, seen, total)
+        entry = _header(block, path, seen, total, scores)
         seen.add(entry.name)
         total += entry.size
+        if entry.name.startswith("scores/"):
+            scores += entry.size
         yield entry
         gz.skip(-entry.size % BLOCK)
 
@@ -185,7 +219,7 @@ def _open(path: Path) -> BinaryIO:
     if not path.is_file():
         raise DataError(f"bundle {path} does not exist", "give the path 'ddibench submit' printed")
     if path.stat().st_size > MAX_BUNDLE_BYTES:
-        raise DataError(f"bundle {path} is larger than {MAX_BUNDLE_BYTES // 2**20} MiB", _FIX)
+        raise DataError(f"bundle {path} is larger than {_mib(MAX_BUNDLE_BYTES)}", _FIX)
     try:
         return open(path, "rb")
     except OSError as exc:
