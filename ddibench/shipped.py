@@ -184,12 +184,10 @@ _REPRODUCTION_FIELDS: dict[str, _Field] = {
     "tolerance": ("a number", _real),
     "fresh_caches": ("true or false", _flag),
 }
-_TIE_SCHEMA: dict[str, _Field] = {
+_TIE_SCHEMA: dict[str, _Field] = {  # the store's paired bootstrap: a difference of an undefined metric is NaN
     "best": ("true or false", _flag),
     "tied": ("true or false", _flag),
-    "diff": ("a number or null", _real_or_null),
-    "diff_low": ("a number or null", _real_or_null),
-    "diff_high": ("a number or null", _real_or_null),
+    **{k: ("a number or null", lambda v: v is None or isinstance(v, float) or _integer(v)) for k in _BOUNDS[2:]},
 }
 ENTRY_SCHEMA: dict[str, _Field] = {  # every field of :func:`entry_of`, all required; the tie verdict optional
     "path": _TEXT,
@@ -526,6 +524,9 @@ def publish(
     store = _store_after(base, root, runs, [verdict for _, _, verdict in accepted])
     try:
         texts = {root / INDEX: index_text(*_with_derived(runs, store))}
+        written = index_problems(json.loads(texts[root / INDEX]))  # the index it writes, as the next publish reads it
+        if written:
+            raise DataError(f"the index publish would write is malformed: {written[0]}", "nothing was written")
         texts.update(tables(store) if tables is not None else {})
         write_together({root / rel: bundle for bundle, rel, _ in accepted}, texts)
     except BaseException:
@@ -554,7 +555,11 @@ def _admit(bundle: Path, entries: dict[str, dict[str, Any]], previews: bool, rep
                 f"results/ would hold {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget",
                 "pack the run with 'ddibench submit --compact', or discuss a larger budget in the pull request",
             )
-        outcome.entry, outcome.verdict = entry_of(verdict, bundle, rel), verdict
+        entry = entry_of(verdict, bundle, rel)
+        malformed = entry_problems(entry)  # e.g. a negative run time: the next publish would refuse the index
+        if malformed:
+            raise DataError(f"its index entry would be malformed: {malformed[0]}")
+        outcome.entry, outcome.verdict = entry, verdict
     except DdibenchError as exc:
         outcome.problem = str(exc)
     return outcome

@@ -226,3 +226,32 @@ def test_board_serve_store_refuses_a_link(repo: Path, tmp_path: Path, fresh_cach
     linked_bundle(results, tmp_path / "outside")
     with pytest.raises(DataError, match="is a symbolic link"):
         shipped_store(results)
+
+
+def test_publish_refuses_a_new_bundle_whose_entry_would_be_malformed_and_an_index_it_would_not_read(
+    repo: Path, new_bundle: Path, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What publish writes is held to the schema it reads: a new entry that departs from it (here a negative run
+    time) leaves the bundle out, and an index that would not pass (here a tie verdict of another kind) is not
+    written."""
+    import ddibench.shipped as shipped
+    from ddibench.errors import DataError
+
+    results = repo / "results"
+    before = tree(repo)
+    shipped.shipped_store(results, strict=True)  # built (and cached) before entry_of is changed: the shipped runs
+    entry_of = shipped.entry_of
+    monkeypatch.setattr(shipped, "entry_of", lambda *args: {**entry_of(*args), "run_seconds": -1.0})
+    [outcome] = shipped.publish(results, [new_bundle], reproduce=False)
+    assert outcome.problem == "its index entry would be malformed: field 'run_seconds' is -1.0, not a number of seconds"
+    monkeypatch.undo()
+    with_derived = shipped._with_derived
+
+    def odd_ties(entries, store):
+        runs, floors = with_derived(entries, store)
+        return [{**e, "tie": {**e["tie"], "tied": "yes"}} for e in runs], floors
+
+    monkeypatch.setattr(shipped, "_with_derived", odd_ties)
+    with pytest.raises(DataError, match="the index publish would write is malformed: index entry runs.0. .* 'tied'"):
+        shipped.publish(results, [new_bundle], reproduce=False)
+    assert tree(repo) == before
