@@ -486,28 +486,8 @@ def publish(
     against the index, which CI's full recomputation (:func:`check`) stands behind. A bundle already shipped
     for the same run is replaced; one that fails (rejected, too large, over the folder's budget) is left out
     with its reason. ``store_progress`` reports the bundles of a store built from the shipped results on the
-    way (once per index, then cached).
-
-    A results folder a pull request edited is hostile input until 'board check' passed: before a new bundle is
-    read, the folder is refused (one :class:`DdibenchError`, nothing written) when it holds a symbolic link or
-    anything but regular files and folders (:func:`refuse_irregular`), when its index departs from the schema
-    (:func:`validate_index`: every field's type, no unknown or missing one, each path the one its run gives), or
-    when a shipped bundle differs from its entry: its size and sha256, then every field its recorded results give
-    (:func:`trusted_verdict`, read while the store of the shipped results is built; a store already built for
-    this index and holding every run of it was built from exactly these checked entries)."""
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"--results {root} is not a directory", "give the results folder (results/ of your clone)")
-    if root.is_dir():
-        refuse_irregular(root)
-    index = read_index(root)
-    validate_index(root, index)
-    problems = hash_problems(root, index["runs"])
-    if problems:
-        raise DataError(
-            f"the shipped results differ from their index: {problems[0]}",
-            "restore them ('git checkout results/'), or see every problem with 'ddibench board check'",
-        )
-    base = shipped_store(root, store_progress, strict=True)  # every shipped entry against its bundle's records
+    way (once per index, then cached). A hostile results folder is refused first (:func:`_as_indexed`)."""
+    index, base = _as_indexed(root, store_progress)
     entries = {e["run_id"]: e for e in index["runs"]}
     outcomes, accepted = [], []
     for bundle in bundles:
@@ -533,6 +513,31 @@ def publish(
         store.unlink(missing_ok=True)
         raise
     return outcomes
+
+
+def _as_indexed(root: Path, progress: Callable[[Outcome], None] | None) -> tuple[dict[str, Any], Path]:
+    """The index of the results folder ``root`` and the store of its runs, once the folder is what its index says.
+
+    A results folder a pull request edited is hostile input until 'board check' passed: before a new bundle is
+    read, the folder is refused (one :class:`DdibenchError`, nothing written) when it holds a symbolic link or
+    anything but regular files and folders (:func:`refuse_irregular`), when its index departs from the schema
+    (:func:`validate_index`: every field's type, no unknown or missing one, each path the one its run gives), or
+    when a shipped bundle differs from its entry: its size and sha256, then every field its recorded results give
+    (:func:`trusted_verdict`, read while the store of the shipped results is built; a store already built for
+    this index and holding every run of it was built from exactly these checked entries)."""
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--results {root} is not a directory", "give the results folder (results/ of your clone)")
+    if root.is_dir():
+        refuse_irregular(root)
+    index = read_index(root)
+    validate_index(root, index)
+    problems = hash_problems(root, index["runs"])
+    if problems:
+        raise DataError(
+            f"the shipped results differ from their index: {problems[0]}",
+            "restore them ('git checkout results/'), or see every problem with 'ddibench board check'",
+        )
+    return index, shipped_store(root, progress, strict=True)  # every shipped entry against its bundle's records
 
 
 def _admit(bundle: Path, entries: dict[str, dict[str, Any]], previews: bool, reproduce: bool | None) -> Outcome:
