@@ -248,7 +248,7 @@ def download_verified(
     except HttpTooLarge:
         raise DataError(f"download of {url} is larger than its pinned {size} bytes: another file", hint) from None
     except HttpError as exc:  # refused, a redirect elsewhere, past its deadline, larger than pinned, not HTTP
-        raise DataError(f"cannot download {url}: {exc.problem}", hint) from None
+        raise DataError(f"cannot download: {exc.problem}", hint) from None
     except _WriteFailed as exc:
         raise write_error(exc.error, tmp) from None
     except OSError as exc:  # the temporary file cannot be made or renamed (a full disk, a read-only place)
