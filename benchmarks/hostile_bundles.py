@@ -151,7 +151,7 @@ def _truncated_gzip(path: Path) -> Path:
     return path
 
 
-def _gzip_bomb(path: Path) -> Path:  # 3 x 200 MiB of zeros: over the 512 MiB a bundle may hold
+def _gzip_bomb(path: Path) -> Path:  # 3 x 200 MiB of zeros: each member over its cap, refused from its header
     return write_gz(
         path,
         [
@@ -173,7 +173,7 @@ HOSTILE: dict[str, tuple[Callable[[Path], Path], str]] = {
     "pax-cve-2024-6232": (_pax_cve_2024_6232, "a PAX extended header"),
     "pax-header-1gib": (_pax_1gib, "a PAX extended header"),
     "gnu-long-name-1gib": (_gnu_long_name_1gib, "a GNU long-name header"),
-    "line-500mib": (_long_line, "predictions.jsonl line 1 is longer than 16 MiB"),
+    "line-500mib": (_long_line, "'predictions.jsonl' declares 524,288,000 bytes, over the 64 MiB"),
     "json-depth-100k": (_deep_json, "nests deeper than 64 levels"),
     "members-100k": (_many_members, "more than 64 members"),
     "symlink": (_symlink, "a symbolic link"),
@@ -183,7 +183,7 @@ HOSTILE: dict[str, tuple[Callable[[Path], Path], str]] = {
     "size-not-octal": (_negative_size, "size that is not an octal number"),
     "name-prefix": (_long_name, "has a name prefix"),
     "truncated-gzip": (_truncated_gzip, "truncated"),
-    "gzip-bomb": (_gzip_bomb, "larger than 512 MiB"),
+    "gzip-bomb": (_gzip_bomb, "'sessions.jsonl' declares 209,715,200 bytes, over the 16 MiB"),
     "not-gzip": (_not_gzip, "not a readable .tar.gz bundle"),
 }
 

@@ -5,8 +5,9 @@ backstop for what nobody named (a bug, a parser further down that a crafted memb
 check runs in a child Python process under ``RLIMIT_CPU`` (and a loose ``RLIMIT_AS``), its resident
 memory watched by the parent, with a wall-clock limit on top, so a bundle that spins, swells or
 crashes ends its own check, is reported as one line, and the batch goes on. The limits are generous
-for real bundles: the biggest (drugbank_s0, 38,419 samples, 92 MB of predictions, not compact) takes
-12 s of CPU and 0.7 GB of memory in ``verify``; the slowest, a captioning run on SIDER (its probe embeds
+for real bundles: the biggest that reads (predictions are capped at 64 MiB; a non-compact drugbank_s0
+run, 92 MB of predictions, is refused and packed with ``submit --compact``) took 12 s of CPU and 0.7 GB of
+memory in ``verify`` before those caps; the slowest, a captioning run on SIDER (its probe embeds
 and learns from every caption again), 105 s of CPU on one core. On a loaded machine that CPU time grows
 (threads of the probe's libraries spin while they wait for a core): a limit close to it refused that real
 bundle once.
@@ -40,7 +41,7 @@ from typing import Any
 from ddibench.errors import DataError
 
 CPU_LIMIT_S = 600  # about 6x the CPU time of the slowest real bundle (caption_sider: 105 s)
-MEMORY_LIMIT = 4 * 2**30  # resident memory of the child (the biggest real bundle peaks at 0.7 GB)
+MEMORY_LIMIT = 4 * 2**30  # resident memory of the child (bundles within the archive's caps peak under 0.3 GB)
 ADDRESS_SPACE = (
     4  # RLIMIT_AS as a multiple of MEMORY_LIMIT: virtual reservations (thread stacks, arenas) are not memory
 )

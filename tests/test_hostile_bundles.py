@@ -28,13 +28,7 @@ from ddibench import archive  # noqa: E402  (light: the sandbox's child imports 
 TIME_LIMIT_S = 30  # the benchmark measures about 1 s each (2.6 s for the 500 MiB line); a loaded CI machine is slower
 PEAK_MB = 300  # the CLI process and its child together
 MIB = 2**20
-# refusals that the per-member caps now make from the header, before the member is read (the fragments in
-# benchmarks/hostile_bundles.py name the older, later refusals)
-REFUSAL = {
-    **{kind: fragment for kind, (_, fragment) in HOSTILE.items()},
-    "line-500mib": f"'predictions.jsonl' declares 524,288,000 bytes, over the {archive.MAX_PREDICTIONS_BYTES // MIB} MiB",
-    "gzip-bomb": f"'sessions.jsonl' declares 209,715,200 bytes, over the {archive.MAX_SESSIONS_BYTES // MIB} MiB",
-}
+REFUSAL = {kind: fragment for kind, (_, fragment) in HOSTILE.items()}
 
 
 def _listing(folder: Path) -> dict[str, tuple[int, int]]:
