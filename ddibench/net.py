@@ -327,17 +327,10 @@ class Endpoint:
                 declared = headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > cap:
                     raise _TooLarge("body", cap)
-                parts: list[bytes] = []
-                received = 0
+                body_read = _Body(sink, cap)
                 async for block in response.content.iter_chunked(READ_CHUNK):
-                    received += len(block)
-                    if received > cap:
-                        raise _TooLarge("body", cap)
-                    if sink is not None:
-                        sink(block)
-                    else:
-                        parts.append(block)
-                return response.status, headers, b"".join(parts)
+                    body_read.take(block)
+                return response.status, headers, body_read.data()
         except self._errors as exc:
             raise HttpError(f"{url}: {_failure(exc)}", "check the proxy and the server") from None
 
@@ -413,6 +406,26 @@ def _parse_head(head: bytes) -> tuple[int, dict[str, str], str]:
     return int(code), headers, version
 
 
+class _Body:
+    """A response body as it arrives: counted against its cap, handed to the sink or kept whole."""
+
+    def __init__(self, sink: Sink | None, cap: int) -> None:
+        self.sink, self.cap, self.received = sink, cap, 0
+        self.parts: list[bytes] = []
+
+    def take(self, block: bytes) -> None:
+        self.received += len(block)
+        if self.received > self.cap:
+            raise _TooLarge("body", self.cap)
+        if self.sink is not None:
+            self.sink(block)
+        else:
+            self.parts.append(block)
+
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+
 async def _read_body(
     reader: asyncio.StreamReader, status: int, headers: Mapping[str, str], sink: Sink | None, cap: int
 ) -> tuple[bytes, bool]:
@@ -420,19 +433,7 @@ async def _read_body(
     (False: the body was read to the connection's end). At most ``cap`` body bytes are read."""
     if status in (204, 304):
         return b"", True
-    parts: list[bytes] = []
-    received = 0
-
-    def take(block: bytes) -> None:
-        nonlocal received
-        received += len(block)
-        if received > cap:
-            raise _TooLarge("body", cap)
-        if sink is not None:
-            sink(block)
-        else:
-            parts.append(block)
-
+    body = _Body(sink, cap)
     if "chunked" in headers.get("transfer-encoding", "").lower():
         while True:
             size_line = await reader.readuntil(b"\r\n")
@@ -445,14 +446,14 @@ async def _read_body(
                 while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, then the blank line
                     trailers += 1
                     if trailers > 100:
-                        raise _TooLarge("trailer", 100)
-                return b"".join(parts), True
-            if received + size > cap:
+                        raise _NotHttp("more than 100 trailer lines after a chunked body")
+                return body.data(), True
+            if body.received + size > cap:
                 raise _TooLarge("body", cap)
             while size > 0:
                 block = await reader.readexactly(min(size, READ_CHUNK))
                 size -= len(block)
-                take(block)
+                body.take(block)
             if await reader.readexactly(2) != b"\r\n":
                 raise _NotHttp("a malformed chunked body")
     length = headers.get("content-length")
@@ -465,11 +466,11 @@ async def _read_body(
         while left > 0:
             block = await reader.readexactly(min(left, READ_CHUNK))
             left -= len(block)
-            take(block)
-        return b"".join(parts), True
+            body.take(block)
+        return body.data(), True
     while block := await reader.read(READ_CHUNK):  # delimited by the server closing the connection
-        take(block)
-    return b"".join(parts), False
+        body.take(block)
+    return body.data(), False
 
 
 def request(
