@@ -71,7 +71,7 @@ REPOSITORY_RECIPE = 1
 
 
 class CBRDDIConfig(SystemConfig):
-    repository_size: int = Field(2000, gt=0)
+    repository_size: int = Field(2000, ge=0)  # 0: an empty repository (the no-cases ablation)
     k_cases: int = Field(5, ge=0)
     p_paths: int = Field(5, ge=0)
     n_candidates: int = Field(3, gt=0)  # paper: 3 for DrugBank; on label-set tasks (TWOSIDES) 10 unless given
