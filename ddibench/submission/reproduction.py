@@ -3,7 +3,6 @@ compare the answers sample by sample."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -146,11 +145,13 @@ def _record_reproduction(
             detail += "; the metrics shown are the reproduced predictions'"
     if verdict.check("reproduction", ok, detail):
         verdict.tier = "reproduced"
-        verdict.predictions = {sid: again[sid] for sid in order if sid in again}
-        verdict.traces = (
-            {sid: json.dumps(p.trace, ensure_ascii=False) for sid, p in verdict.predictions.items()}
-            if verdict.traces
-            else {}
-        )
+        # the re-run's answers (identical within the tolerance), with the bundle's own traces: the board shows the
+        # traces the bundle holds (a compact one keeps a few whole), whether or not a check re-ran it
+        submitted = verdict.predictions
+        verdict.predictions = {
+            sid: again[sid].model_copy(update={"trace": submitted[sid].trace}) if sid in submitted else again[sid]
+            for sid in order
+            if sid in again
+        }
     else:
         verdict.accepted = False
