@@ -124,7 +124,11 @@ def markdown_table(store: Path) -> str:
     table = board.matrix(runs[runs["submittable"]], board.floors(store))
     if not table.empty:
         systems = set(runs["system"])
-        header = [_md(c) if c not in systems else _md_system(c) for c in table.columns]
+        llm = _ranked_models(runs[runs["submittable"]])
+        header = [
+            (_md(c) if c not in systems else _md_system(c)) + (" (LLM)" if _column_system(c) in llm else "")
+            for c in table.columns
+        ]
         lines += [_md_line(["task", *header]), _md_row(["---"] * (len(header) + 1))]
         lines += [_md_row([task, *(value or "—" for value in row)]) for task, row in table.iterrows()]
         lines += [
@@ -133,6 +137,16 @@ def markdown_table(store: Path) -> str:
             "95% intervals clustered by drug or source document; floors on the task's evaluation split."
             + (" ⚠ answers collapsed onto one label." if runs[runs["submittable"]]["collapsed"].any() else ""),
         ]
+        if llm:
+            lines += [
+                "",
+                "(LLM): a system whose answers an LLM writes; the others are trained models or floors. Their models: "
+                + "; ".join(
+                    f"{_md_system(system)}: {', '.join(board.md_code(m).replace('|', chr(92) + '|') for m in models)}"
+                    for system, models in llm.items()
+                )
+                + ".",
+            ]
     previews = runs[~runs["submittable"]]
     if not previews.empty:
         lines += ["", "Previews (`--limit`: metrics on the samples it drew; never ranked):", ""]
@@ -161,6 +175,21 @@ def markdown_table(store: Path) -> str:
                 "(`ddibench report` says which and how often).",
             ]
     return "\n".join(lines) + "\n"
+
+
+def _ranked_models(full: pd.DataFrame) -> dict[str, list[str]]:
+    """Each system whose ranked runs used an LLM, and those runs' models (sorted), systems in name order."""
+    out: dict[str, list[str]] = {}
+    for system, models in full.groupby("system", sort=True)["model"]:
+        named = sorted({str(m) for m in models if board.short_model(m)})
+        if named:
+            out[str(system)] = named
+    return out
+
+
+def _column_system(column: str) -> str:
+    """The system of a matrix column ('gin [train_fraction=0.1]' is a variant of gin)."""
+    return column.split(" [", 1)[0]
 
 
 def _md_row(cells: Iterable[object]) -> str:

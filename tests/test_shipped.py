@@ -508,6 +508,10 @@ def test_the_results_tables_are_generated_from_the_shipped_results(repo_results)
     assert replace_section(readme, table) == readme, (
         "the README's results table differs from results/: regenerate with 'ddibench board publish'"
     )
+    # a reader tells the LLM systems' columns from the trained ones' and the floors'
+    header = table.splitlines()[0].split(" | ")
+    assert "text-rag (LLM)" in header and "no-rag (LLM)" in header and "mlp" in header and "majority" in header
+    assert "(LLM): a system whose answers an LLM writes" in table and "`embedded:qwen2.5-coder-1.5b-instruct`" in table
 
 
 @CHECK_TIMEOUT
