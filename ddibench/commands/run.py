@@ -541,7 +541,12 @@ def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceiling
 
         sys.exit(render_comparison(run_dir, against, make_console(), as_json, load=load_finished_or_bundle))
     if ceilings:
-        sys.exit(render_ceilings(run_dir, make_console(), as_json))
+        import functools
+
+        from ddibench.submission import load_finished_or_bundle
+
+        load = functools.partial(load_finished_or_bundle, keep_traces=True)  # a compact bundle keeps what they read
+        sys.exit(render_ceilings(run_dir, make_console(), as_json, load_bundle=load))
     if published:
         _check_runs_to_publish(run_dir)
         sys.exit(render_published(run_dir, make_console()))
