@@ -439,3 +439,80 @@ def test_retrieval_and_sampling() -> None:
         Repository([], np.zeros((0, 8)), np.zeros((0, 6)), np.zeros((0, 8))).retrieve(q_text, q_pair, 5, 0.5)[0].size
         == 0
     )
+
+
+def test_a_compact_bundle_keeps_the_evidence_of_every_sample_and_whole_traces_of_a_seeded_few(
+    cli, stub, tmp_path: Path
+) -> None:
+    """Every sample of a compact cbr-ddi bundle keeps the GNN's candidates and the retrieved cases' labels, in
+    order; the whole traces are a draw seeded by the run's seed, listed in the bundle; the ceilings read from the
+    bundle are the run's, and the board shows the samples whose whole trace it holds."""
+    from ddibench.leaderboard.data import first_samples
+    from ddibench.runner.plan import select_samples
+    from ddibench.store import add_run
+    from ddibench.submission import read_bundle, verify
+    from ddibench.submission.pack import whole_trace_ids
+
+    run_dir, bundle = tmp_path / "r", tmp_path / "b.tar.gz"
+    code, _, err = cli(
+        *_run_args("drugbank_s2", 12, "-m", f"vllm:stub-model@{stub.base_url}"), "--run-dir", str(run_dir)
+    )
+    assert code == 0, err
+    code, _, err = cli("submit", "--compact", str(run_dir), "--out", str(bundle))
+    assert code == 0, err
+    members = read_bundle(bundle)
+    lines = {line["sample_id"]: line for line in map(json.loads, members["predictions.jsonl"].splitlines())}
+    run = {p["sample_id"]: p for p in journal(run_dir)}
+    for sid, pred in run.items():
+        kept = lines[sid]["trace"]
+        assert [c[0] if isinstance(c, list) else c for c in kept["candidates"]] == [
+            c[0] for c in pred["trace"]["candidates"]
+        ]
+        assert kept["context_labels"] == [c["label"] for c in pred["trace"]["cases"]]  # the cases', in order
+    task = get_task("drugbank_s2")
+    ids = [s.id for s in select_samples(task, task.load(), "test", 12, 0)]
+    compact = json.loads(members["bundle.json"])["compact"]
+    assert compact["whole_trace_seed"] == 0 and compact["whole_trace_ids"] == whole_trace_ids(ids, 5, 0)
+    assert compact["whole_trace_ids"] != ids[:5]  # not the first five (the lowest labels of a --limit draw)
+    whole = {sid for sid, line in lines.items() if "messages" in line["trace"]["llm"][-1]}
+    assert whole == set(compact["whole_trace_ids"])
+
+    code, from_run, _ = cli("report", "--ceilings", "--json", str(run_dir))
+    assert code == 0
+    code, from_bundle, _ = cli("report", "--ceilings", "--json", str(bundle))
+    assert code == 0
+    (mine,), (theirs,) = json.loads(from_run), json.loads(from_bundle)
+    assert {**mine, "run_dir": ""} == {**theirs, "run_dir": ""}
+    samples = {s.id: s for s in task.load().split("test")}
+    offered = {sid: [c[0] for c in p["trace"]["candidates"]] for sid, p in run.items()}
+    assert mine["candidates"]["coverage"] == pytest.approx(sum(samples[sid].label in offered[sid] for sid in run) / 12)
+    assert mine["candidates"]["first"] == pytest.approx(sum(samples[sid].label == offered[sid][0] for sid in run) / 12)
+    moves = mine["candidates"]["moves"]
+    kept = sum(p["valid"] and p["label"] == offered[sid][0] for sid, p in run.items())
+    assert moves["kept"] == kept and sum(moves.values()) == 12
+    code, out, _ = cli("report", "--ceilings", str(bundle))
+    assert code == 0 and "gold among the 3 candidates offered" in out and "the reader left candidate 1 on" in out
+
+    pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
+    store = tmp_path / "board.duckdb"
+    add_run(store, verify(bundle, keep_traces=True))
+    shown = first_samples(store, json.loads(members["run.json"])["run_id"], 5)
+    assert [s["sample_id"] for s in shown] == compact["whole_trace_ids"]
+    assert all("messages" in s["trace"]["llm"][-1] for s in shown)
+
+
+def test_a_shipped_cbr_ddi_bundle_packed_under_the_first_five_rule_still_verifies() -> None:
+    """Bundles packed before the seeded draw list no ids: their whole traces are the first five samples, as the
+    verification, the ceilings and the board read them."""
+    from ddibench.runner.records import BundleIndex
+    from ddibench.submission import read_bundle, verify
+
+    bundle = Path(__file__).resolve().parent.parent / "results" / "drugbank_s1" / "cbr-ddi" / "0d77237e96321044.tar.gz"
+    verdict = verify(bundle)
+    assert verdict.is_preview(), verdict.reasons  # a --limit run: everything else checks out
+    compact = BundleIndex.model_validate(json.loads(read_bundle(bundle)["bundle.json"])).compact
+    assert compact is not None and compact.whole_trace_ids is None
+    order = [s.id for s in verdict.samples]
+    lines = [json.loads(line) for line in read_bundle(bundle)["predictions.jsonl"].splitlines()]
+    whole = [line["sample_id"] for line in lines if "messages" in line["trace"]["llm"][-1]]
+    assert compact.whole_ids(order) == order[:5] == whole
