@@ -70,6 +70,9 @@ SCHEMA = [
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS answers VARCHAR",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS collapsed BOOLEAN DEFAULT FALSE",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS variant VARCHAR DEFAULT ''",
+    # whether the stored trace is the sample's whole trace (a compact bundle keeps a seeded handful whole; its
+    # older bundles, the first few): a run's page shows those first (NULL in older rows: position order)
+    "ALTER TABLE samples ADD COLUMN IF NOT EXISTS whole_trace BOOLEAN",
 ]
 
 
@@ -329,6 +332,8 @@ def _sample_rows(verdict: Verdict, evaluator: Evaluator, data: TaskData) -> list
     samples = {s.id: s for s in data.split(run.split)}
     shared = [samples[sid] for sid in verdict.predictions if sid in samples]
     position = {s.id: i for i, s in enumerate(verdict.samples or data.split(run.split))}
+    compact = verdict.bundle.compact if verdict.bundle is not None else None
+    whole = set(compact.whole_ids(list(position))) if compact is not None else None  # None: every trace whole
     units = evaluator.units(shared, verdict.predictions, evaluation) if shared else []
     rows = []
     for sample, unit in zip(shared, units):
@@ -351,6 +356,7 @@ def _sample_rows(verdict: Verdict, evaluator: Evaluator, data: TaskData) -> list
                 trace[:200_000],
                 json.dumps(unit),
                 position.get(sample.id),
+                whole is None or sample.id in whole,
             ]
         )
     return rows
@@ -358,6 +364,7 @@ def _sample_rows(verdict: Verdict, evaluator: Evaluator, data: TaskData) -> list
 
 _SAMPLE_COLUMNS = (
     "run_id", "sample_id", "input", "gold", "prediction", "score", "label", "gold_label", "valid", "trace", "units", "position",
+    "whole_trace",
 )  # fmt: skip
 
 
@@ -372,6 +379,7 @@ def _insert_samples(conn: Any, rows: list[list[Any]]) -> None:
         "gold_label": pa.int32(),
         "valid": pa.bool_(),
         "position": pa.int32(),
+        "whole_trace": pa.bool_(),
     }
     table = pa.table(
         {name: pa.array(values, type=types.get(name, pa.string())) for name, values in zip(_SAMPLE_COLUMNS, columns)}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash, keep_text, sha256_text
@@ -343,6 +343,18 @@ SYSTEM_MEMBERS = (
 
 class SystemConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # keys added after runs of the system were recorded: dumped only when set off their default, so the recorded
+    # configuration (and its hash: run ids, artifacts, the verification of shipped bundles) of every run that
+    # leaves them alone stays what it was
+    added_keys: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_added_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in self.added_keys:
+            if key in data and getattr(self, key) == type(self).model_fields[key].default:
+                del data[key]
+        return data
 
 
 class BaseSystem(ABC):
@@ -400,6 +412,14 @@ class BaseSystem(ABC):
                 f"{cls.name} config '{where}': {err['msg']}", f"see 'ddibench list systems -v' for {cls.name}'s options"
             ) from None
 
+    @classmethod
+    def used_roles(cls, config: SystemConfig) -> tuple[str, ...]:
+        """The LLM roles a run under ``config`` calls: the runner starts a model for each, and a run records and
+        is verified against exactly these. Every role of :attr:`llm_roles` by default; a system whose
+        configuration can leave a role idle (an ablation that answers without the LLM) names the ones it uses,
+        so such a run starts no model for the others (and needs no ``-m``)."""
+        return cls.llm_roles
+
     def supports(self, task: Task) -> bool:
         """Whether it serves ``task`` (by default: the task's family is one of :attr:`families`)."""
         return not self.families or task.family in self.families
@@ -446,6 +466,21 @@ def _input_text(sample: Sample) -> str:
     if isinstance(payload, Question):
         return payload.text
     return str(payload)
+
+
+def configured_roles(system: System) -> tuple[str, ...]:
+    """The LLM roles ``system`` calls as configured (:meth:`BaseSystem.used_roles`; a system that does not
+    subclass :class:`BaseSystem` and defines no ``used_roles`` calls every role of its ``llm_roles``). ConfigError
+    when it names a role its ``llm_roles`` do not declare."""
+    used_roles = getattr(type(system), "used_roles", None)
+    roles = tuple(used_roles(system.config)) if callable(used_roles) else tuple(system.llm_roles)
+    undeclared = [r for r in roles if r not in system.llm_roles]
+    if undeclared:
+        raise ConfigError(
+            f"system '{system.name}' uses LLM role '{undeclared[0]}', which its llm_roles do not declare",
+            f"add it to {type(system).__name__}.llm_roles",
+        )
+    return roles
 
 
 def system_config_hash(system: System) -> str:

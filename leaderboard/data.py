@@ -525,12 +525,13 @@ def sample(path: Path, run_id: str, sample_id: str) -> dict[str, Any]:
 
 
 def first_samples(path: Path, run_id: str, n: int = 5) -> list[dict[str, Any]]:
-    """The run's first ``n`` samples, in the order the run asked them (whose whole traces a compact bundle
-    keeps; by id after them where a run was stored before that order was kept), with input, gold, prediction
-    and trace."""
+    """``n`` of the run's samples with input, gold, prediction and trace: those whose whole trace the store holds
+    first (a compact bundle keeps a few whole), each group in the order the run asked them (by id after them
+    where a run was stored before that order was kept)."""
     with connect(path, read_only=True) as conn:
         rows = conn.execute(
-            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ? ORDER BY position NULLS LAST, sample_id LIMIT ?",
+            f"SELECT {SAMPLE_COLUMNS} FROM samples WHERE run_id = ?"
+            " ORDER BY whole_trace DESC NULLS LAST, position NULLS LAST, sample_id LIMIT ?",
             [run_id, n],
         ).fetchall()
     return [_sample(row) for row in rows]

@@ -121,6 +121,119 @@ def test_ablations_are_switches(cli, stub, tmp_path: Path, switches: list[str], 
     assert all(check(p["trace"]) for p in journal(tmp_path / "r"))
 
 
+def _run_args(task: str, limit: int, *extra: str) -> list[str]:
+    return ["run", "-s", "cbr-ddi", "-t", task, "--limit", str(limit), *SMALL, *extra]
+
+
+def _forecast(task: str, limit: int, model: str | None, **config):  # noqa: ANN003, ANN202
+    from ddibench.llm import parse_model_options
+    from ddibench.runner.forecast import forecast
+    from ddibench.runner.plan import RunRequest
+
+    small = {
+        "repository_size": 24,
+        "refine_cases": 4,
+        "lambda_valid_pairs": 6,
+        "min_per_class": 1,
+        "gnn": json.loads(GNN.split("=", 1)[1]),
+    }
+    models = parse_model_options([model] if model else [])
+    return forecast(RunRequest(task=task, system="cbr-ddi", models=models, limit=limit, config={**small, **config}))
+
+
+def test_without_cases_no_repository_is_built_and_no_lam_chosen(cli, tmp_path: Path, fresh_cache: Path) -> None:
+    """use_cases=false: the only LLM calls are the query drugs' descriptions and the answers, as the plan counts."""
+    from ddibench.systems.cbr_ddi import prompts
+
+    with running_stub(StubConfig()) as server:
+        model = f"vllm:stub-model@{server.base_url}"
+        args = _run_args("drugbank_s2", 3, "-C", "use_cases=false", "-m", model, "--no-cache")
+        code, _, err = cli(*args, "--run-dir", str(tmp_path / "r"))
+        assert code == 0, err
+        systems = [body["messages"][0]["content"] for body in server.requests]
+    res = results(tmp_path / "r")
+    info = res["system_info"]
+    assert not {"repository", "repository_built", "lambda"} & set(info)
+    assert not (fresh_cache / "artifacts" / "cbr-ddi-repository").exists()
+    preds = journal(tmp_path / "r")
+    drugs = {(d["node_id"], d["name"]) for p in preds for d in _pair_of(tmp_path / "r", p["sample_id"])}
+    assert systems.count(prompts.DESCRIBE_SYSTEM) == len(drugs)  # the query drugs only: no case or validation drug
+    assert len(systems) == len(drugs) + 3  # and one answer a query: no insight, no refinement
+    for pred in preds:
+        trace = pred["trace"]
+        assert trace["cases"] == [] and trace["context_labels"] == [] and trace["lambda"] is None
+        assert "Solved cases" not in trace["llm"][-1]["messages"][1]["content"]
+    planned = _forecast("drugbank_s2", 3, model, use_cases=False)
+    assert [c.phase.name for c in planned.phases if c.phase.calls] == ["describing query drugs", "answering queries"]
+    assert planned.calls("describer") == len(drugs) and planned.calls("generator") == 3
+    assert not any("lam is chosen" in d for d in res["manifest"]["system"]["deviations"])
+
+
+def _pair_of(run_dir: Path, sample_id: str) -> list[dict]:
+    """The two drugs of a run's sample, as the task gives them."""
+    task = get_task(json.loads((run_dir / "run.json").read_text())["task"]["name"])
+    sample = next(s for split in ("valid", "test") for s in task.load().split(split) if s.id == sample_id)
+    return [{"node_id": d.node_id, "name": d.name} for d in (sample.pair.head, sample.pair.tail)]
+
+
+def test_without_paths_no_path_is_extracted_for_cases_or_queries(
+    cli, stub, tmp_path: Path, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ddibench.systems.emergnn import EmerGNNSystem
+
+    def no_paths(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("use_paths=false extracted a path")
+
+    monkeypatch.setattr(EmerGNNSystem, "explain", no_paths)
+    args = _run_args("drugbank_s2", 2, "-C", "use_paths=false", "-m", f"vllm:stub-model@{stub.base_url}")
+    code, _, err = cli(*args, "--run-dir", str(tmp_path / "r"))
+    assert code == 0, err
+    info = results(tmp_path / "r")["system_info"]
+    assert info["repository_built"] is True  # built here (a fresh cache), with no path
+    artifact = Path(info["repository"]["artifact"])
+    assert json.loads((artifact / "key.json").read_text())["config"]["use_paths"] is False
+    assert all(case.paths == [] for case in Repository.load(artifact).cases)
+    assert all(p["trace"]["paths"] == [] for p in journal(tmp_path / "r"))
+
+
+def test_the_gnn_module_alone_answers_its_top_candidates_with_no_model(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """answer=gnn needs no -m and starts no model server; its answers are the GNN's first candidates, recorded as
+    the full system records them; the plan counts no LLM call, and the bundle verifies with no model roles."""
+    from ddibench.llm._pool import LLMPool
+    from ddibench.submission import submit, verify
+
+    def no_server(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a model server was started")
+
+    monkeypatch.setattr(LLMPool, "start", no_server)
+    for task, limit in (("drugbank_s2", 4), ("twosides_s2", 2)):
+        run_dir = tmp_path / task
+        code, out, err = cli(*_run_args(task, limit, "-C", "answer=gnn"), "--run-dir", str(run_dir))
+        assert code == 0, err
+        assert "qwen2.5-coder" not in out.strip().splitlines()[-1]  # no reader to advise on: no model ran
+        res = results(run_dir)
+        assert res["manifest"]["models"] == {} and json.loads((run_dir / "run.json").read_text())["models"] == {}
+        assert not {"repository", "lambda"} & set(res["system_info"])
+        assert any("GNN-only ablation" in d for d in res["manifest"]["system"]["deviations"])
+        for pred in journal(run_dir):
+            trace = pred["trace"]
+            assert "llm" not in trace and trace["cases"] == [] and trace["paths"] == []
+            scores = [c[1] for c in trace["candidates"]]
+            assert scores == sorted(scores, reverse=True)
+            ranked = [c[0] for c in trace["candidates"]]
+            if task == "drugbank_s2":
+                assert len(ranked) == 3 and pred["label"] == ranked[0]
+            else:  # the top 5 of the GNN's 10 candidates
+                assert len(ranked) == 10 and pred["ranked"] == ranked[:5]
+        planned = _forecast(task, limit, None, answer="gnn")
+        assert planned.calls("generator") == planned.calls("describer") == 0
+        assert all(c.phase.role is None for c in planned.phases)
+        verdict = verify(submit(run_dir, tmp_path / f"{task}.tar.gz", compact=True))
+        assert verdict.is_preview(), verdict.reasons  # the system check accepts a run that names no model
+
+
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
@@ -326,3 +439,80 @@ def test_retrieval_and_sampling() -> None:
         Repository([], np.zeros((0, 8)), np.zeros((0, 6)), np.zeros((0, 8))).retrieve(q_text, q_pair, 5, 0.5)[0].size
         == 0
     )
+
+
+def test_a_compact_bundle_keeps_the_evidence_of_every_sample_and_whole_traces_of_a_seeded_few(
+    cli, stub, tmp_path: Path
+) -> None:
+    """Every sample of a compact cbr-ddi bundle keeps the GNN's candidates and the retrieved cases' labels, in
+    order; the whole traces are a draw seeded by the run's seed, listed in the bundle; the ceilings read from the
+    bundle are the run's, and the board shows the samples whose whole trace it holds."""
+    from ddibench.leaderboard.data import first_samples
+    from ddibench.runner.plan import select_samples
+    from ddibench.store import add_run
+    from ddibench.submission import read_bundle, verify
+    from ddibench.submission.pack import whole_trace_ids
+
+    run_dir, bundle = tmp_path / "r", tmp_path / "b.tar.gz"
+    code, _, err = cli(
+        *_run_args("drugbank_s2", 12, "-m", f"vllm:stub-model@{stub.base_url}"), "--run-dir", str(run_dir)
+    )
+    assert code == 0, err
+    code, _, err = cli("submit", "--compact", str(run_dir), "--out", str(bundle))
+    assert code == 0, err
+    members = read_bundle(bundle)
+    lines = {line["sample_id"]: line for line in map(json.loads, members["predictions.jsonl"].splitlines())}
+    run = {p["sample_id"]: p for p in journal(run_dir)}
+    for sid, pred in run.items():
+        kept = lines[sid]["trace"]
+        assert [c[0] if isinstance(c, list) else c for c in kept["candidates"]] == [
+            c[0] for c in pred["trace"]["candidates"]
+        ]
+        assert kept["context_labels"] == [c["label"] for c in pred["trace"]["cases"]]  # the cases', in order
+    task = get_task("drugbank_s2")
+    ids = [s.id for s in select_samples(task, task.load(), "test", 12, 0)]
+    compact = json.loads(members["bundle.json"])["compact"]
+    assert compact["whole_trace_seed"] == 0 and compact["whole_trace_ids"] == whole_trace_ids(ids, 5, 0)
+    assert compact["whole_trace_ids"] != ids[:5]  # not the first five (the lowest labels of a --limit draw)
+    whole = {sid for sid, line in lines.items() if "messages" in line["trace"]["llm"][-1]}
+    assert whole == set(compact["whole_trace_ids"])
+
+    code, from_run, _ = cli("report", "--ceilings", "--json", str(run_dir))
+    assert code == 0
+    code, from_bundle, _ = cli("report", "--ceilings", "--json", str(bundle))
+    assert code == 0
+    (mine,), (theirs,) = json.loads(from_run), json.loads(from_bundle)
+    assert {**mine, "run_dir": ""} == {**theirs, "run_dir": ""}
+    samples = {s.id: s for s in task.load().split("test")}
+    offered = {sid: [c[0] for c in p["trace"]["candidates"]] for sid, p in run.items()}
+    assert mine["candidates"]["coverage"] == pytest.approx(sum(samples[sid].label in offered[sid] for sid in run) / 12)
+    assert mine["candidates"]["first"] == pytest.approx(sum(samples[sid].label == offered[sid][0] for sid in run) / 12)
+    moves = mine["candidates"]["moves"]
+    kept = sum(p["valid"] and p["label"] == offered[sid][0] for sid, p in run.items())
+    assert moves["kept"] == kept and sum(moves.values()) == 12
+    code, out, _ = cli("report", "--ceilings", str(bundle))
+    assert code == 0 and "gold among the 3 candidates offered" in out and "the reader left candidate 1 on" in out
+
+    pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
+    store = tmp_path / "board.duckdb"
+    add_run(store, verify(bundle, keep_traces=True))
+    shown = first_samples(store, json.loads(members["run.json"])["run_id"], 5)
+    assert [s["sample_id"] for s in shown] == compact["whole_trace_ids"]
+    assert all("messages" in s["trace"]["llm"][-1] for s in shown)
+
+
+def test_a_shipped_cbr_ddi_bundle_packed_under_the_first_five_rule_still_verifies() -> None:
+    """Bundles packed before the seeded draw list no ids: their whole traces are the first five samples, as the
+    verification, the ceilings and the board read them."""
+    from ddibench.runner.records import BundleIndex
+    from ddibench.submission import read_bundle, verify
+
+    bundle = Path(__file__).resolve().parent.parent / "results" / "drugbank_s1" / "cbr-ddi" / "0d77237e96321044.tar.gz"
+    verdict = verify(bundle)
+    assert verdict.is_preview(), verdict.reasons  # a --limit run: everything else checks out
+    compact = BundleIndex.model_validate(json.loads(read_bundle(bundle)["bundle.json"])).compact
+    assert compact is not None and compact.whole_trace_ids is None
+    order = [s.id for s in verdict.samples]
+    lines = [json.loads(line) for line in read_bundle(bundle)["predictions.jsonl"].splitlines()]
+    whole = [line["sample_id"] for line in lines if "messages" in line["trace"]["llm"][-1]]
+    assert compact.whole_ids(order) == order[:5] == whole

@@ -291,9 +291,10 @@ def _announce(request: RunRequest, console: Console) -> None:
             console.print(line, markup=False, highlight=False)
 
 
-def next_line(request: RunRequest, run_dir: Path) -> str:
+def next_line(request: RunRequest, run_dir: Path, used_models: bool = True) -> str:
     """What to try after this run, in one or two lines: the full split after a preview, a larger reader after
-    the small embedded model, a rankable profile after the quick one, the board after a full run."""
+    the small embedded model (when the run used a model), a rankable profile after the quick one, the board
+    after a full run."""
     from ddibench.profiles import get_profile
 
     steps = []
@@ -302,7 +303,7 @@ def next_line(request: RunRequest, run_dir: Path) -> str:
     if not get_profile(request.profile).rankable:
         steps.append("run with --profile cpu (or your GPU's profile) for a result the board ranks")
     spec = request.role_models().spec("generator")
-    if spec.is_embedded and "smollm2" in spec.model.lower():
+    if used_models and spec.is_embedded and "smollm2" in spec.model.lower():
         steps.append("try the 1.5B reader with -m embedded:qwen2.5-coder-1.5b (about 10x slower)")
     if request.limit is None and get_profile(request.profile).rankable:
         steps.append(f"pack it for the board with 'ddibench submit {run_dir}', compare with 'ddibench board serve'")
@@ -428,7 +429,8 @@ def _execute_all(
 
         render_summary(outcomes, console)
     if last is not None and outcomes:
-        console.print(next_line(last, outcomes[-1][1]), markup=False, highlight=False)
+        used_models = bool(outcomes[-1][0].manifest.models)  # (an ablation without the LLM starts none)
+        console.print(next_line(last, outcomes[-1][1], used_models), markup=False, highlight=False)
 
 
 def _check_run_options(
@@ -539,7 +541,12 @@ def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceiling
 
         sys.exit(render_comparison(run_dir, against, make_console(), as_json, load=load_finished_or_bundle))
     if ceilings:
-        sys.exit(render_ceilings(run_dir, make_console(), as_json))
+        import functools
+
+        from ddibench.submission import load_finished_or_bundle
+
+        load = functools.partial(load_finished_or_bundle, keep_traces=True)  # a compact bundle keeps what they read
+        sys.exit(render_ceilings(run_dir, make_console(), as_json, load_bundle=load))
     if published:
         _check_runs_to_publish(run_dir)
         sys.exit(render_published(run_dir, make_console()))

@@ -15,6 +15,16 @@ samples and with the task's own evaluator and bootstrap:
 A sample whose context states no label counts as wrong for the vote reader. The ceilings say whether a
 low score comes from the retrieval (the answer is not in the context) or from the reader (it is, and
 the model did not use it); they are diagnostics read from the journal, not part of the run's results.
+
+A system whose first stage ranks labels and offers the reader the best few (CBR-DDI's GNN module) records
+them too: ``candidates`` at the top of the trace, best first (label ids, or ``[id, score]`` pairs). From them:
+
+* **candidate coverage** — the share of samples whose gold is among the candidates (label sets: of the gold
+  labels), and the share whose first candidate is gold: what the first stage alone would score;
+* **the reader's moves** (one-label tasks) — of the reader's answers, those that left the first candidate:
+  fixing a wrong first candidate, breaking a right one, or trading one wrong label for another.
+
+:func:`evidence` is what all of this reads of a trace: a compact bundle keeps it for every sample.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from typing import Any
 from ddibench.schema import Prediction, Question, Sample
 
 KEY = "context_labels"
+CANDIDATES = "candidates"
 
 
 def context_labels(trace: dict[str, Any]) -> list[int] | None:
@@ -38,12 +49,85 @@ def context_labels(trace: dict[str, Any]) -> list[int] | None:
     return None
 
 
+def candidates(trace: dict[str, Any]) -> list[int] | None:
+    """The label ids a first stage offered the reader, best first, or None when its system records none."""
+    found = trace.get(CANDIDATES)
+    if not isinstance(found, list):
+        return None
+    return [int(c[0]) if isinstance(c, (list, tuple)) else int(c) for c in found]
+
+
+def evidence(trace: dict[str, Any]) -> dict[str, Any]:
+    """What the ceilings read of a trace, as a trace holding only that (the context's labels; the candidates' ids)."""
+    out: dict[str, Any] = {}
+    labels = context_labels(trace)
+    if labels is not None:
+        out[KEY] = labels
+    offered = candidates(trace)
+    if offered is not None:
+        out[CANDIDATES] = offered
+    return out
+
+
 def vote(labels: Sequence[int], k: int | None) -> list[int]:
     """The labels stated most often, ties broken by first mention; ``k`` of them (None: one)."""
     counts = Counter(labels)
     first = {label: i for i, label in reversed(list(enumerate(labels)))}
     order = sorted(counts, key=lambda label: (-counts[label], first[label]))
     return order[: k or 1]
+
+
+@dataclass(frozen=True)
+class CandidateCoverage:
+    """What the first stage offered (``candidates``): how often it held the gold, and what the reader did with it."""
+
+    n: float  # candidates per sample, on average
+    coverage: float  # the share of samples whose gold is among them (label sets: of the gold labels, averaged)
+    first: float  # the share whose first candidate is gold (label sets: one of the gold labels)
+    # one-label tasks: the reader's answers against the first candidate (None on label-set and text tasks):
+    # kept (answered it), fixed (left a wrong one for the gold), broke (left the gold), other (one wrong for another),
+    # invalid (no answer)
+    moves: dict[str, int] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "coverage": self.coverage, "first": self.first, "moves": self.moves}
+
+
+def candidate_coverage(
+    samples: Sequence[Sample], predictions: Mapping[str, Prediction], one_label: bool
+) -> CandidateCoverage | None:
+    """:class:`CandidateCoverage` over ``samples``, or None unless every answered prediction records candidates
+    (a compact bundle packed before ddibench kept them has them for its whole traces only)."""
+    offered = {s.id: candidates(predictions[s.id].trace) if s.id in predictions else None for s in samples}
+    if not any(v is not None for v in offered.values()) or any(
+        offered[s.id] is None for s in samples if s.id in predictions and predictions[s.id].valid
+    ):
+        return None
+    covered, first = [], []
+    moves = dict.fromkeys(("kept", "fixed", "broke", "other", "invalid"), 0)
+    for s in samples:
+        listed, gold = offered[s.id] or [], _gold(s)
+        covered.append(len(gold & set(listed)) / len(gold) if gold else 0.0)
+        top_right = bool(listed) and listed[0] in gold
+        first.append(float(top_right))
+        pred = predictions.get(s.id)
+        if not one_label or not listed or pred is None:
+            continue
+        if not pred.valid or pred.label is None:
+            moves["invalid"] += 1
+        elif pred.label == listed[0]:
+            moves["kept"] += 1
+        elif top_right:
+            moves["broke"] += 1
+        else:
+            moves["fixed" if pred.label in gold else "other"] += 1
+    n = len(samples) or 1
+    return CandidateCoverage(
+        n=sum(len(offered[s.id] or []) for s in samples) / n,
+        coverage=sum(covered) / n,
+        first=sum(first) / n,
+        moves=moves if one_label else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -59,6 +143,7 @@ class Ceilings:
     coverage: float
     mean_labels: float  # labels stated per sample, on average
     spec: Any
+    candidates: CandidateCoverage | None = None  # where the system records a first stage's candidates
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +157,7 @@ class Ceilings:
             "vote_reader": list(self.vote),
             "coverage": self.coverage,
             "mean_context_labels": self.mean_labels,
+            "candidates": self.candidates.as_dict() if self.candidates is not None else None,
         }
 
 
@@ -151,4 +237,5 @@ def compute(
         coverage=sum(covered) / len(covered) if covered else 0.0,
         mean_labels=sum(len(stated.get(s.id) or []) for s in samples) / max(1, len(samples)),
         spec=results.evaluation.spec(name),
+        candidates=candidate_coverage(samples, predictions, one_label=k is None and not text),
     )

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ddibench.llm import ModelSpec
 from ddibench.runner.plan import RunRequest, build_system, select_samples, training_view_of
-from ddibench.system import CHARS_PER_TOKEN, BaseSystem, Phase, PlanContext, Planned
+from ddibench.system import CHARS_PER_TOKEN, BaseSystem, Phase, PlanContext, Planned, configured_roles
 
 LONG_RUN_S = 180.0  # a run projected to take longer prints its plan summary before it starts
 
@@ -136,7 +136,7 @@ def forecast(request: RunRequest, prices: Mapping[str, Mapping[str, float]] | No
         phases = system.plan(view, samples, context)
     else:  # a system that does not subclass BaseSystem and declares nothing: the one-call-per-item default
         phases = BaseSystem.plan(system, view, samples, context)  # type: ignore[arg-type]
-    specs = request.role_models().for_roles(list(system.llm_roles))
+    specs = request.role_models().for_roles(list(configured_roles(system)))
     load = busy()
     out = _costed(request, system.name, split, len(samples), of, specs, phases, prices or {}, bool(load))
     out.busy = load

@@ -26,7 +26,16 @@ from ddibench.profiles import Profile, get_profile
 from ddibench.registry import get_system_class, get_task
 from ddibench.runner.records import RunIdentity, SystemRef, TaskRef
 from ddibench.schema import Sample
-from ddibench.system import BaseSystem, NullProgress, Progress, RunContext, System, TrainingView, system_config_hash
+from ddibench.system import (
+    BaseSystem,
+    NullProgress,
+    Progress,
+    RunContext,
+    System,
+    TrainingView,
+    configured_roles,
+    system_config_hash,
+)
 from ddibench.task import Lazy, Task, TaskData
 
 
@@ -311,7 +320,7 @@ def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
             f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'"
         )
     evaluator = task.evaluator().configure(request.scoring, subject=task.name)
-    roles = list(system.llm_roles)
+    roles = list(configured_roles(system))  # an ablation without the LLM starts no model
     models = request.role_models()
     models.check_roles(
         f"system '{system.name}'", roles, evaluator.model_roles()

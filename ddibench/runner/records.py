@@ -20,7 +20,7 @@ Versions:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -343,12 +343,24 @@ class BundleSystem(_Record):
 
 class Compaction(_Record):
     """How a compact bundle (``ddibench submit --compact``) was reduced from its run's journal: each
-    prediction keeps only the answer fields the task's metrics read, and only the first few samples keep
-    their whole trace; the others keep their LLM call records, which the identity and cost checks read."""
+    prediction keeps only the answer fields the task's metrics read, and a handful of samples keep their whole
+    trace; the others keep their LLM call records, which the identity and cost checks read, and what the
+    ceilings read (:func:`ddibench.runner.ceilings.evidence`)."""
 
     answer_fields: list[str]
     whole_traces: int
     note: str = ""
+    whole_trace_ids: list[str] | None = None
+    """The samples whose whole trace the bundle keeps, in the run's order: a seeded draw from the run's samples
+    (:attr:`whole_trace_seed`). None in bundles packed before the draw: they keep the first ``whole_traces``."""
+    whole_trace_seed: int | None = None
+    """The seed of that draw (None: the first ``whole_traces`` samples, the rule of older bundles)."""
+
+    def whole_ids(self, sample_ids: Sequence[str]) -> list[str]:
+        """The ids of the samples (``sample_ids``: the run's, in its order) whose whole trace the bundle keeps."""
+        if self.whole_trace_ids is not None:
+            return list(self.whole_trace_ids)
+        return list(sample_ids[: self.whole_traces])
 
 
 class BundleIndex(_Record):

@@ -24,6 +24,7 @@ from ddibench.runner.records import Results, read_identity, read_results
 
 if TYPE_CHECKING:
     from ddibench.data.published import PublishedRow
+    from ddibench.runner.ceilings import Ceilings
     from ddibench.runner.compare import Finished
 
 
@@ -268,15 +269,27 @@ def render_report(path: Path, console: Console, as_json: bool = False, verbose: 
     return 1 if unreadable else 0
 
 
-def render_ceilings(path: Path, console: Console, as_json: bool = False) -> int:
-    """The retrieval ceilings (:mod:`ddibench.runner.ceilings`) of one finished run, or of every finished
-    run under a directory whose system records the labels its context states."""
+def render_ceilings(
+    path: Path,
+    console: Console,
+    as_json: bool = False,
+    load_bundle: Callable[[Path], tuple[Any, Any, dict[str, Any]]] | None = None,
+) -> int:
+    """The retrieval ceilings (:mod:`ddibench.runner.ceilings`) of one finished run, of every finished run under
+    a directory whose system records the labels its context states, or of a bundle read by ``load_bundle``
+    (the CLI passes ``ddibench.submission.load_finished_or_bundle``, which verifies it first)."""
     from ddibench.runner.ceilings import compute
 
     if not path.exists():
-        raise RunDirError(f"{path} does not exist", "give a run directory printed by 'ddibench run'")
-    runs = [path] if (path / "run.json").exists() else [r for r in find_runs(path) if (r / "results.json").exists()]
-    found = [c for c in (compute(r) for r in runs) if c is not None]
+        raise RunDirError(f"{path} does not exist", "give a run directory printed by 'ddibench run', or a bundle")
+    if path.is_file():  # a bundle: a compact one keeps what the ceilings read for every sample
+        if load_bundle is None:
+            raise RunDirError(f"{path} is not a run directory", "give a run directory printed by 'ddibench run'")
+        bundle = compute(path, load_bundle)
+        found = [bundle] if bundle is not None else []
+    else:
+        runs = [path] if (path / "run.json").exists() else [r for r in find_runs(path) if (r / "results.json").exists()]
+        found = [c for c in (compute(r) for r in runs) if c is not None]
     if as_json:
         console.print_json(json.dumps([c.as_dict() for c in found]))
         return 0 if found else 1
@@ -307,7 +320,30 @@ def render_ceilings(path: Path, console: Console, as_json: bool = False) -> int:
         "[dim]vote reader: answers the label its context states most often (no LLM); coverage: the share of samples whose gold "
         "label the context states at all (label sets: of gold labels), which no reader of that context alone can beat[/dim]"
     )
+    for c in found:
+        if c.candidates is not None:
+            console.print(candidates_line(c), markup=False, highlight=False)
     return 0
+
+
+def candidates_line(c: Ceilings) -> str:
+    """A run's first-stage candidates (CBR-DDI's GNN module) beside its context, and what the reader did with them."""
+    offered = c.candidates
+    assert offered is not None
+    line = (
+        f"{c.task} {c.system}: gold among the {offered.n:.3g} candidates offered {100 * offered.coverage:.1f}%, "
+        f"gold = candidate 1 {100 * offered.first:.1f}%; gold among the context's labels {100 * c.coverage:.1f}%"
+    )
+    moves = offered.moves
+    if moves is not None:
+        left = moves["fixed"] + moves["broke"] + moves["other"]
+        answered = left + moves["kept"]
+        line += (
+            f"; the reader left candidate 1 on {left} of {answered} answers: fixed {moves['fixed']} wrong, "
+            f"broke {moves['broke']} right, {moves['other']} other"
+            + (f" ({moves['invalid']} invalid)" if moves["invalid"] else "")
+        )
+    return line
 
 
 def render_published(path: Path, console: Console) -> int:

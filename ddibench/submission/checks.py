@@ -128,9 +128,11 @@ def _check_system(verdict: Verdict, run: RunIdentity) -> None:
             "verify it with the ddibench that has that version",
         )
         return
+    roles = set(cls.llm_roles)
     if isinstance(cls, type) and issubclass(cls, BaseSystem):
         try:
-            accepted = cls.Config.model_validate(system.config).model_dump(mode="json") == system.config
+            config = cls.Config.model_validate(system.config)
+            accepted = config.model_dump(mode="json") == system.config
         except Exception:  # noqa: BLE001 - any validation failure means: not this system's configuration
             accepted = False
         if not accepted:
@@ -140,7 +142,7 @@ def _check_system(verdict: Verdict, run: RunIdentity) -> None:
                 f"the configuration is not one {system.name} {system.version} accepts: the bundle names another system",
             )
             return
-    roles = set(cls.llm_roles)
+        roles = set(cls.used_roles(config))  # the roles this configuration calls (an ablation may call none)
     if roles != set(run.models):
         verdict.check(
             "system",

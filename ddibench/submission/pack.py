@@ -8,7 +8,7 @@ import hashlib
 import io
 import json
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,10 @@ def _sha(data: bytes) -> str:
 
 def submit(run_dir: Path, out: Path | None = None, compact: bool = False, whole_traces: int = WHOLE_TRACES) -> Path:
     """Pack a finished run into a bundle; returns its path. ``compact`` keeps of each prediction only what
-    the task's metrics read (:meth:`ddibench.evaluation.BaseEvaluator.reduce`) and the whole trace of
-    only the first ``whole_traces`` samples, after checking that the reduced predictions score exactly
-    as the run did (the form of the bundles that ship under ``results/``)."""
+    the task's metrics read (:meth:`ddibench.evaluation.BaseEvaluator.reduce`), of its trace the LLM call
+    records and what the ceilings read (:func:`ddibench.runner.ceilings.evidence`), and the whole trace of
+    ``whole_traces`` samples drawn with the run's seed (:func:`whole_trace_ids`), after checking that the
+    reduced predictions score exactly as the run did (the form of the bundles that ship under ``results/``)."""
     results_file = run_dir / "results.json"
     if not results_file.exists():
         raise RunDirError(f"{run_dir} has no results.json", "finish the run with 'ddibench run' before submitting it")
@@ -129,7 +130,8 @@ def _compact_predictions(
     task = get_task(ident.task.name)
     evaluator = task.evaluator().configure(results.manifest.scoring.options)
     samples = select_samples(task, task.load(), ident.split, ident.limit, int(ident.seed))
-    whole = {s.id for s in samples[:whole_traces]}
+    whole_ids = whole_trace_ids([s.id for s in samples], whole_traces, int(ident.seed))
+    whole = set(whole_ids)
     reduced: dict[str, Prediction] = {}
     for pred in _journal_predictions(run_dir / "journal.jsonl"):
         trace = pred.trace if pred.sample_id in whole else _reduced_trace(pred.trace)
@@ -159,10 +161,29 @@ def _compact_predictions(
         raise DataError(f"--compact would change metric {name} of {run_dir} ({claimed} -> {got}): {problem}", fix)
     note = (
         "traces of the other samples keep only their LLM call records (role, model, tokens, latency, cached)"
-        " and the labels their context stated, where the system records them (what the ceilings read)"
+        " and what the ceilings read, where the system records it: the labels their context stated and the"
+        " candidates a first stage offered"
     )
-    compaction = Compaction(answer_fields=list(evaluator.answer_fields), whole_traces=len(whole), note=note)
+    compaction = Compaction(
+        answer_fields=list(evaluator.answer_fields),
+        whole_traces=len(whole),
+        note=note,
+        whole_trace_ids=whole_ids,
+        whole_trace_seed=int(ident.seed),
+    )
     return _encode(reduced[s.id] for s in samples), compaction
+
+
+def whole_trace_ids(sample_ids: Sequence[str], n: int, seed: int) -> list[str]:
+    """The ``n`` samples whose whole trace a compact bundle keeps: drawn with ``seed`` (the run's) from all of the
+    run's samples, listed in the run's order. Not the first ``n``: a --limit selection lists its samples in split
+    order, where the first few share the lowest labels."""
+    import numpy as np
+
+    if n >= len(sample_ids):
+        return list(sample_ids)
+    chosen = np.sort(np.random.default_rng(seed).choice(len(sample_ids), n, replace=False))
+    return [sample_ids[i] for i in chosen.tolist()]
 
 
 def _under_declared(evaluator: Any) -> tuple[str, str]:
@@ -228,11 +249,11 @@ def _check_journal_scores_as_results(
 
 
 def _reduced_trace(trace: dict[str, Any]) -> dict[str, Any]:
-    """A compact bundle's trace of a sample past the first few: the LLM call records and the context's labels."""
-    from ddibench.runner.ceilings import KEY, context_labels
+    """A compact bundle's trace of a sample whose whole trace it does not keep: the LLM call records and what
+    the ceilings read (the context's labels, the candidates offered), for every system that records them."""
+    from ddibench.runner.ceilings import evidence
 
-    labels = context_labels(trace) if isinstance(trace, dict) else None
-    return {**_call_trace(trace), **({KEY: labels} if labels is not None else {})}
+    return {**_call_trace(trace), **(evidence(trace) if isinstance(trace, dict) else {})}
 
 
 def _call_trace(trace: dict[str, Any]) -> dict[str, Any]:

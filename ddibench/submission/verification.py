@@ -180,7 +180,12 @@ def _check_members(verdict: Verdict, streamed: _Streamed) -> tuple[BundleIndex, 
         verdict.check(
             "compact",
             True,
-            f"predictions hold {', '.join(bundle.compact.answer_fields)}; {bundle.compact.whole_traces} whole traces",
+            f"predictions hold {', '.join(bundle.compact.answer_fields)}; {bundle.compact.whole_traces} whole traces"
+            + (
+                f" (drawn with seed {bundle.compact.whole_trace_seed})"
+                if bundle.compact.whole_trace_ids is not None
+                else " (the first samples)"
+            ),
         )
     return bundle, run, results
 

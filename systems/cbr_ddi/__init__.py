@@ -25,7 +25,10 @@ none of the case's side effects.
 ``lam`` is chosen on validation pairs when not given: the value whose top-K retrieved cases carry the
 query's own label most often (no LLM answer is needed for that). Every ablation of the paper is a
 switch: ``use_cases``, ``use_paths``, ``use_candidates``, ``lam=1`` (semantic only), ``lam=0``
-(structural only), ``sampling``, ``k_cases``.
+(structural only), ``sampling``, ``k_cases``, and ``answer="gnn"`` (the GNN module alone). A switch builds only
+what the run then uses: without cases no repository is built or loaded and no ``lam`` chosen; without paths none
+is extracted, for the cases or the queries; the GNN module alone answers its top candidate (its top k on
+label-set tasks) with no LLM, no descriptions and no repository, so the run starts no model.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -95,6 +98,10 @@ class CBRDDIConfig(SystemConfig):
     # likely first); answers are mapped back. Candidates are per query, so the order can be too.
     shuffle_options: OptionSeed = None
     gnn: dict[str, Any] = Field(default_factory=dict)  # EmerGNN options on top of the profile's EmerGNN budget
+    # "llm": the LLM answers from the prompt; "gnn": the GNN module alone answers its top candidate (top k on label
+    # sets), in its own order: no LLM, no descriptions, no repository (the paper's GNN-only row)
+    answer: Literal["llm", "gnn"] = "llm"
+    added_keys: ClassVar[tuple[str, ...]] = ("answer",)  # runs recorded before it keep their configuration
 
 
 class CBRDDISystem(BaseSystem):
@@ -119,6 +126,20 @@ class CBRDDISystem(BaseSystem):
         self.n_candidates = self.config.n_candidates
         self.info: dict[str, Any] = {"counters": {}}
 
+    @classmethod
+    def used_roles(cls, config: SystemConfig) -> tuple[str, ...]:
+        """The GNN module alone calls no LLM; otherwise the describer (descriptions, insights) and the generator."""
+        return () if isinstance(config, CBRDDIConfig) and config.answer == "gnn" else cls.llm_roles
+
+    @property
+    def _uses_llm(self) -> bool:
+        return self.config.answer == "llm"
+
+    @property
+    def _uses_cases(self) -> bool:
+        """Whether the run builds (or loads) the repository and retrieves from it."""
+        return self._uses_llm and self.config.use_cases
+
     def count(self, name: str, n: int = 1) -> None:
         counters = self.info["counters"]
         counters[name] = counters.get(name, 0) + n
@@ -128,7 +149,12 @@ class CBRDDISystem(BaseSystem):
 
     def deviations(self) -> list[str]:
         out = []
-        if self.config.lam is None:
+        if not self._uses_llm:
+            out.append(
+                "the answer is the GNN module's top candidate (its top k on label-set tasks) with no LLM, "
+                "descriptions or cases: the paper's GNN-only ablation, not its full method"
+            )
+        if self._uses_cases and self.config.lam is None:
             out.append(
                 "lam is chosen on validation pairs by how often the top-K retrieved cases carry the pair's own label "
                 "(a retrieval proxy needing no LLM answers), not by the LLM's validation accuracy"
@@ -179,11 +205,15 @@ class CBRDDISystem(BaseSystem):
         return tuple(case.labels) if case.labels is not None else case.label
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        self._read_task(view)
-        ctx.remember_text(self.predict_system)
+        if self._uses_llm:
+            self._read_task(view)
+            ctx.remember_text(self.predict_system)
+        else:  # the GNN module alone: no text encoder, no prompt
+            self.read_labels(view)
         await self._prepare_gnn(view, ctx)
-        await self._load_repository(view, ctx, self._repository_key(view, ctx))
-        self.lam = self.config.lam if self.config.lam is not None else await self._choose_lambda(view, ctx)
+        if self._uses_cases:  # without cases no repository is built, loaded or refined, and no lam chosen
+            await self._load_repository(view, ctx, self._repository_key(view, ctx))
+            self.lam = self.config.lam if self.config.lam is not None else await self._choose_lambda(view, ctx)
         if self.k is not None:
             self.info["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
 
@@ -553,7 +583,7 @@ class CBRDDISystem(BaseSystem):
         """The answer for one pair; ``query=False`` (the refinement of cases) answers in the default order and
         mode, so shuffled and likelihood runs share one repository and differ only in how queries are answered."""
         cases_text, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, exclude)
-        if not retrieved:
+        if not retrieved and self._uses_cases:  # (without cases, by design)
             self.count("queries_without_cases")
         labels = self._candidates(probs)
         if query and self.config.shuffle_options is not None:
@@ -574,7 +604,7 @@ class CBRDDISystem(BaseSystem):
         trace = {
             "cases": retrieved,
             "context_labels": case_labels,  # what the cases say (the GNN's candidates are under "candidates")
-            "lambda": self.lam,
+            "lambda": self.lam if self._uses_cases else None,
             "paths": paths,
             "candidates": [[k, round(float(probs[k]), 4)] for k in labels[:20]],
             "llm": [llm_trace("generator", messages, result)],
@@ -637,7 +667,25 @@ class CBRDDISystem(BaseSystem):
             schema = topk_schema(options, min(self.k, len(options)), mechanism=True)
         return user, schema
 
+    def _gnn_answer(self, sample: Sample) -> Prediction:
+        """The GNN module alone: its top candidate (top k of a label set), recorded as the full system records
+        its candidates."""
+        pair = sample.pair
+        probs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)[0][0]
+        order = [int(k) for k in np.argsort(-probs, kind="stable")[: max(self.n_candidates, self.k or 1)]]
+        trace = {
+            "cases": [],
+            "paths": [],
+            "candidates": [[k, round(float(probs[k]), 4)] for k in order[: self.n_candidates]],
+        }
+        self.count("answered")
+        if self.k is None:
+            return Prediction(sample_id=sample.id, label=order[0], trace=trace)
+        return Prediction(sample_id=sample.id, ranked=order[: self.k], trace=trace)
+
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        if not self._uses_llm:
+            return [self._gnn_answer(sample) for sample in samples]
         out = []
         for sample in samples:
             pair = sample.pair
@@ -645,9 +693,14 @@ class CBRDDISystem(BaseSystem):
             for drug in (pair.head, pair.tail):
                 await self.describe(drug, ctx, llm)
             probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
-            text_vec = self._embed(
-                [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
-            )[0]
+            # the query's text vector serves retrieval only: without cases it is not computed
+            text_vec = (
+                self._embed(
+                    [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
+                )[0]
+                if self._uses_cases
+                else np.zeros(0, dtype=np.float32)
+            )
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=False)
             result, labels, trace = await self._answer(
                 ctx, pair.head, pair.tail, probs[0], text_vec, normalise(reprs)[0], paths, self.repository

@@ -6,7 +6,8 @@ subsets), so the drugs it counts are the drugs the run describes: each distinct 
 is answered by the response cache). Prompts are the real templates with the real drug names and labels;
 what an LLM writes earlier in the run (descriptions, insights) is counted at its ``max_tokens``, and a
 knowledge-graph path at :data:`PATH_TOKENS`. The counts assume empty caches: a repository or GNN already
-built is reused by the run, which then skips those phases.
+built is reused by the run, which then skips those phases. Switches count as the run does them: without cases
+no repository phase and no choice of ``lam``; the GNN module alone (``answer="gnn"``) makes no LLM call.
 """
 
 from __future__ import annotations
@@ -46,19 +47,23 @@ class CBRDDISystem(Protocol):
 
 def plan_phases(system: CBRDDISystem, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
     """The phases of a run, in the order they happen: the GNN module, the repository (descriptions, insights,
-    refinement), the choice of ``lam``, then each query's descriptions and answer."""
+    refinement) and the choice of ``lam`` when the run uses cases, then each query's descriptions and answer
+    (none for the GNN module alone)."""
     cfg = system.config
     system.read_labels(view)
     phases = [replace(system.gnn_module(view, ctx).plan(view, [], ctx)[0], name="training the GNN module (EmerGNN)")]
+    if cfg.answer == "gnn":
+        return [p for p in phases if p.epochs or p.seconds]
     described: set[tuple[int, str]] = set()
-    chosen = system.repository_pairs(view, np.random.default_rng(ctx.seed))
-    phases.append(_describing(system, "describing case drugs", _drugs(chosen), described))
-    phases.append(_insights(system, chosen))
-    if cfg.refine and chosen:
-        phases += _refinement(system, chosen)
-    if cfg.lam is None and chosen and view.valid:
-        valid = system.lambda_pairs(view, np.random.default_rng(ctx.seed + 1))
-        phases.append(_describing(system, "describing validation drugs (choosing lam)", _drugs(valid), described))
+    if cfg.use_cases:
+        chosen = system.repository_pairs(view, np.random.default_rng(ctx.seed))
+        phases.append(_describing(system, "describing case drugs", _drugs(chosen), described))
+        phases.append(_insights(system, chosen))
+        if cfg.refine and chosen:
+            phases += _refinement(system, chosen)
+        if cfg.lam is None and chosen and view.valid:
+            valid = system.lambda_pairs(view, np.random.default_rng(ctx.seed + 1))
+            phases.append(_describing(system, "describing validation drugs (choosing lam)", _drugs(valid), described))
     phases.append(_describing(system, "describing query drugs", _drugs(samples), described))
     phases.append(
         Phase(
@@ -67,7 +72,8 @@ def plan_phases(system: CBRDDISystem, view: TrainingView, samples: Sequence[Samp
             len(samples),
             sum(_query_tokens(system, s.pair.head, s.pair.tail) for s in samples),
             len(samples) * cfg.answer_tokens,
-            note=f"{cfg.k_cases} cases, {cfg.p_paths} paths, {system.n_candidates} candidates a prompt",
+            note=f"{cfg.k_cases if cfg.use_cases else 0} cases, {cfg.p_paths if cfg.use_paths else 0} paths, "
+            f"{system.n_candidates} candidates a prompt",
         )
     )
     return [p for p in phases if p.calls or p.epochs or p.seconds]
