@@ -374,7 +374,8 @@ class BaseSystem(ABC):
     batch_size: ClassVar[int] = 1  # samples per predict() call
     max_concurrency: ClassVar[int] = 64  # predict() calls in flight at once (at most the run's --concurrency)
     # configuration keys that change how answers are made rather than how well (an answer mode, an option
-    # order): a run with another value of one is shown apart on the board, named by the values that differ
+    # order, a paper's ablation switch): a run with another value of one is shown apart on the board, named by
+    # the values that differ, never as the system itself
     variant_keys: ClassVar[tuple[str, ...]] = ()
     # answers the same for every sample by design (the majority and popularity floors): its collapsed answer
     # spread is what it is for, so reports and the board do not flag it
@@ -385,9 +386,16 @@ class BaseSystem(ABC):
 
     @classmethod
     def variant(cls, config: dict[str, Any]) -> str:
-        """The run's variant as ``key=value`` pairs of :attr:`variant_keys` that differ from the defaults ('' for none)."""
+        """The run's variant as ``key=value`` pairs of :attr:`variant_keys` that differ from the defaults ('' for none),
+        each value as ``--config`` takes it (``use_mu=false``)."""
         defaults = cls.Config().model_dump(mode="json")
-        return ", ".join(f"{k}={config[k]}" for k in cls.variant_keys if k in config and config[k] != defaults.get(k))
+
+        def text(value: Any) -> str:
+            return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
+
+        return ", ".join(
+            f"{k}={text(config[k])}" for k in cls.variant_keys if k in config and config[k] != defaults.get(k)
+        )
 
     @classmethod
     def build(cls, *layers: dict[str, Any]) -> BaseSystem:

@@ -255,3 +255,28 @@ def test_leak_audit_counts_a_context_that_states_the_gold(cli, stubs, tmp_path: 
     assert stated_labels("drug_targets", targets.label_space, [f"binds {symbol}-like and {symbol}."]) == [
         sample.target[0]
     ]
+
+
+def test_an_ablation_is_shown_apart_from_the_full_system_and_the_shipped_runs_are_not_ablations() -> None:
+    """The paper's ablation switches are variant keys: a run without a component gets its own board column
+    ('cladd [use_mu=false]'), so its score never stands as CLADD's; no shipped run is an ablation."""
+    import json
+    from pathlib import Path
+
+    from ddibench.registry import get_system_class, run_variant
+
+    cls = get_system_class("cladd")
+    assert cls.variant(cls.build({}).config.model_dump(mode="json")) == ""
+    assert cls.variant(cls.build({"use_mu": False}).config.model_dump(mode="json")) == "use_mu=false"
+    assert (
+        cls.variant(cls.build({"use_kg_team": False, "annotations": "expert"}).config.model_dump(mode="json"))
+        == "use_kg_team=false, annotations=expert"
+    )
+    cbr = get_system_class("cbr-ddi")
+    assert cbr.variant(cbr.build({"answer": "gnn"}).config.model_dump(mode="json")) == "answer=gnn"
+    index = json.loads((Path(__file__).parents[1] / "results" / "index.json").read_text())
+    for run in (r for r in index["runs"] if r["system"] in ("cladd", "cbr-ddi")):
+        with __import__("tarfile").open(Path(__file__).parents[1] / "results" / run["path"]) as bundle:
+            config = json.load(bundle.extractfile("run.json"))["system"]["config"]
+        variant = run_variant(run["system"], config)
+        assert variant == "" or variant.startswith("shuffle_options="), run["path"]  # an option order: no ablation

@@ -114,7 +114,17 @@ class CBRDDISystem(BaseSystem):
     llm_roles = ("generator", "describer")
     batch_size = 1
     max_concurrency = 8
-    variant_keys = ("shuffle_options",)
+    # an option order, and the paper's ablations (Table 3): a run without a component is shown apart from the full system
+    variant_keys = (
+        "shuffle_options",
+        "use_cases",
+        "use_paths",
+        "use_candidates",
+        "answer",
+        "lam",
+        "sampling",
+        "k_cases",
+    )
     config: CBRDDIConfig
 
     def __init__(self, config: CBRDDIConfig | None = None) -> None:

@@ -104,6 +104,16 @@ class CLADDSystem(BaseSystem):
     Config = CLADDConfig
     families = FAMILIES
     llm_roles = ROLES
+    # the paper's ablations (Table 6): a run without a component is shown apart from the full system
+    variant_keys = (
+        "use_kg_team",
+        "use_drugrel",
+        "use_biorel",
+        "use_mu",
+        "use_captioning_tool",
+        "annotations",
+        "k_related",
+    )
     batch_size = 1
     max_concurrency = 8
     config: CLADDConfig
