@@ -18,10 +18,10 @@ import json
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
@@ -341,12 +341,20 @@ SYSTEM_MEMBERS = (
 )
 
 
+_Config = TypeVar("_Config", bound="SystemConfig")
+
+
 class SystemConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     # keys added after runs of the system were recorded: dumped only when set off their default, so the recorded
     # configuration (and its hash: run ids, artifacts, the verification of shipped bundles) of every run that
     # leaves them alone stays what it was
     added_keys: ClassVar[tuple[str, ...]] = ()
+    # keys added after runs of the system were recorded whose default is not what those runs did: a recorded
+    # configuration that lacks one ran with the value named here (cbr-ddi's gnn_features: "morgan"). Unlike
+    # added_keys they are always dumped, so a new run at the new default never shares a configuration hash (run id,
+    # artifacts) with a recorded one, and the recorded ones keep theirs
+    absent_means: ClassVar[dict[str, Any]] = {}
 
     @model_serializer(mode="wrap")
     def _without_added_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -355,6 +363,18 @@ class SystemConfig(BaseModel):
             if key in data and getattr(self, key) == type(self).model_fields[key].default:
                 del data[key]
         return data
+
+    @classmethod
+    def from_record(cls: type[_Config], recorded: Mapping[str, Any]) -> _Config:
+        """The configuration a recorded run ran with, a key of :attr:`absent_means` its record lacks read as named
+        there. ValueError (pydantic's ValidationError is one) when the record is not one this configuration
+        writes: a value it refuses, a key it would have recorded otherwise."""
+        config = cls.model_validate({**cls.absent_means, **recorded})
+        dumped = config.model_dump(mode="json")
+        written = {k: v for k, v in dumped.items() if k in recorded or k not in cls.absent_means}
+        if written != dict(recorded):
+            raise ValueError(f"{cls.__name__} does not record this configuration")
+        return config
 
 
 class BaseSystem(ABC):
@@ -389,6 +409,7 @@ class BaseSystem(ABC):
         """The run's variant as ``key=value`` pairs of :attr:`variant_keys` that differ from the defaults ('' for none),
         each value as ``--config`` takes it (``use_mu=false``)."""
         defaults = cls.Config().model_dump(mode="json")
+        config = {**cls.Config.absent_means, **config}  # a run recorded before such a key ran with its old value
 
         def text(value: Any) -> str:
             return json.dumps(value) if isinstance(value, bool) or value is None else str(value)

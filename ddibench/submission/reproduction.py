@@ -80,9 +80,11 @@ def _rerun(run: RunIdentity, results: Results, workdir: Path, models: dict[str, 
     """The predictions of the run made again into ``workdir``, with the models it used (``models`` overriding
     roles) and empty caches, by sample id."""
     from ddibench.llm import ModelSpec, parse_model_options
+    from ddibench.registry import get_system_class
     from ddibench.runner.execute import execute
     from ddibench.runner.journal import Journal
     from ddibench.runner.plan import RunRequest
+    from ddibench.system import BaseSystem
 
     used = {role: m.spec for role, m in results.manifest.models.items()}
     specs = parse_model_options([used["generator"]] if "generator" in used else [])
@@ -93,13 +95,17 @@ def _rerun(run: RunIdentity, results: Results, workdir: Path, models: dict[str, 
     artifacts = workdir.with_name(workdir.name + ".artifacts")
     if artifacts.exists() and any(artifacts.iterdir()):
         raise ConfigError(f"{artifacts} is not empty", "reproduce into a new directory")
+    cls = get_system_class(run.system.name)
+    config = dict(run.system.config)
+    if isinstance(cls, type) and issubclass(cls, BaseSystem):  # keys added since the run read as what it did
+        config = {**cls.Config.absent_means, **config}
     request = RunRequest(
         task=run.task.name,
         system=run.system.name,
         models=specs,
         seed=run.seed,
         split=run.split,
-        config=run.system.config,
+        config=config,
         run_dir=workdir,
         score_with_models=False,
         use_cache=False,
