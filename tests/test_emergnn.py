@@ -292,3 +292,47 @@ def test_graphs_follow_the_visibility_rule() -> None:
     assert all(degree["valid"][d] > 0 for d in valid_new if degree["predict"][d] > 0)
     assert all(degree["valid"][d] == 0 for d in test_new)
     assert sum(degree["predict"][d] > 0 for d in test_new) > 100
+
+
+def test_external_node_features_are_trained_on_and_key_the_checkpoint(tmp_path: Path) -> None:
+    """feature=external: the network reads the matrix it is given (projected to dim) in place of Morgan
+    fingerprints, the checkpoint's key holds the matrix's hash (another matrix, another model), and a missing
+    matrix or one of the wrong size is refused in one line naming the fix."""
+    import asyncio
+
+    from ddibench.artifacts import ArtifactStore
+    from ddibench.errors import ConfigError
+    from ddibench.kg import load_kg
+    from ddibench.profiles import get_profile
+    from ddibench.registry import get_task
+    from ddibench.system import RunContext, TrainingView
+    from ddibench.systems.emergnn import EmerGNNConfig, EmerGNNSystem
+
+    task = get_task("drugbank_s2")
+    data = task.load()
+    view = TrainingView(task, data.split("train"), data.split("valid"), data.resources)
+    n_drugs = len(data.resources["drugs"].drugs)
+    ctx = RunContext(task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(tmp_path))
+    budget = {"max_epochs": 1, "train_pairs_per_epoch": 32, "valid_pairs": 32}
+
+    def trained(features: np.ndarray | None) -> EmerGNNSystem:
+        system = EmerGNNSystem(EmerGNNConfig(feature="external", **budget))
+        if features is not None:
+            system.use_node_features(features)
+        asyncio.run(system.prepare(view, ctx))
+        return system
+
+    features = np.random.default_rng(0).normal(size=(n_drugs, 12)).astype(np.float32)
+    system = trained(features)
+    assert np.array_equal(system._net.fingerprints.numpy(), features) and system._net.project.in_features == 12
+    key = json.loads((Path(system.training_log["artifact"]) / "key.json").read_text())
+    assert key["node_features_sha256"] == system.node_features_sha256()
+    other = trained(features[::-1].copy())
+    assert other.training_log["artifact"] != system.training_log["artifact"]
+    assert trained(features).training_log["loaded_from_cache"] is True
+    with pytest.raises(ConfigError, match="needs a node feature matrix"):
+        trained(None)
+    with pytest.raises(ConfigError, match=f"have 3 rows for {n_drugs} drugs"):
+        trained(features[:3])
+    morgan = EmerGNNSystem(EmerGNNConfig(**budget))  # the key of a Morgan model is what it was
+    assert "node_features_sha256" not in morgan._artifact_key(view, morgan.resolved("S2"), load_kg("drugbank"), 0)

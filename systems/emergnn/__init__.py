@@ -14,7 +14,9 @@ prediction uses the whole KG with the training and validation interactions.
 
 It also serves CBR-DDI: :meth:`EmerGNNSystem.encode` gives class probabilities and the pair
 representation ``h_p = [h_uv; h_vu]``, :meth:`EmerGNNSystem.explain` the top-P relational paths by
-attention (beam search). The checkpoint is a cached artifact keyed by configuration, task data, KG
+attention (beam search), and ``feature="external"`` with :meth:`EmerGNNSystem.use_node_features` trains on
+drug features the caller gives (CBR-DDI's embedded LLM descriptions) in place of Morgan fingerprints; the
+checkpoint's key then holds the matrix's hash. The checkpoint is a cached artifact keyed by configuration, task data, KG
 and code version; the ``cpu`` profile trains a declared budget (epochs, pairs per epoch, validation
 pairs) that every manifest records.
 
@@ -27,6 +29,7 @@ and a prediction ranks the side effects by score (see :mod:`ddibench.label_sets`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -78,7 +81,9 @@ PAPER_TWOSIDES = {
 class EmerGNNConfig(SystemConfig):
     dim: int = 64
     length: int = 3
-    feature: str = "auto"  # "morgan", "embedding", or "auto" (the paper's choice for the setting)
+    # "morgan", "embedding", "auto" (the paper's choice for the setting), or "external": a (drugs, d) matrix the
+    # caller gives with use_node_features (CBR-DDI's description embeddings), projected to dim as Morgan features are
+    feature: str = "auto"
     lr: float = 1e-3
     weight_decay: float | None = None  # None: the paper's value for the setting
     batch_size: int | None = None  # None: the paper's value for the setting
@@ -126,7 +131,28 @@ class EmerGNNSystem(BaseSystem):
         self._paper = PAPER
         self._label_sets = False
         self._k = 5
+        self._node_features: np.ndarray | None = None
         self.training_log: dict[str, Any] = {}
+
+    def use_node_features(self, features: np.ndarray) -> None:
+        """The drug features of ``feature="external"``: one row per drug of the task's catalogue, by node id."""
+        if features.ndim != 2 or not len(features):
+            raise ConfigError(f"emergnn node features of shape {features.shape} are not one row per drug")
+        self._node_features = np.ascontiguousarray(features, dtype=np.float32)
+
+    def node_features_sha256(self) -> str:
+        """The hash of the external feature matrix (shape and float32 values): the checkpoint's key holds it, so a
+        model trained on other features (another describer or encoder) is never loaded."""
+        features = self._external_features()
+        return hashlib.sha256(json.dumps(features.shape).encode() + features.tobytes()).hexdigest()
+
+    def _external_features(self) -> np.ndarray:
+        if self._node_features is None:
+            raise ConfigError(
+                "emergnn feature 'external' needs a node feature matrix",
+                "give one with EmerGNNSystem.use_node_features, or use feature=morgan (cbr-ddi gives its descriptions')",
+            )
+        return self._node_features
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -145,8 +171,8 @@ class EmerGNNSystem(BaseSystem):
         if self._label_sets:
             cfg["multilabel_loss"] = self.config.multilabel_loss
             cfg["select_by"] = f"recall@{self._k}"
-        if cfg["feature"] not in ("morgan", "embedding"):
-            raise ConfigError(f"emergnn feature '{cfg['feature']}' is not morgan, embedding or auto")
+        if cfg["feature"] not in ("morgan", "embedding", "external"):
+            raise ConfigError(f"emergnn feature '{cfg['feature']}' is not morgan, embedding, external or auto")
         if not 1 <= cfg["length"] <= 3:
             raise ConfigError(f"emergnn length {cfg['length']} is not supported", "use 1, 2 or 3 (the paper uses 3)")
         return cfg
@@ -257,6 +283,11 @@ class EmerGNNSystem(BaseSystem):
                     "effect on a random pair, so it never learns which side effects are frequent: its ranking sits at or below "
                     "the popularity floor (docs/systems/emergnn.md); -C multilabel_loss=bce trains the ranking the task scores"
                 )
+        if self.config.feature == "external":
+            out.append(
+                "drug features are a matrix the caller gives (CBR-DDI: its embedded LLM descriptions), projected to dim "
+                "as Morgan fingerprints are, in place of the paper's fingerprints"
+            )
         if self.config.classifier == "pair+drugs":
             out.append(
                 "the classifier also reads the drugs' projected Morgan features [x_u; x_v] (not the paper's: a diagnostic)"
@@ -264,8 +295,9 @@ class EmerGNNSystem(BaseSystem):
         return out
 
     def _artifact_key(self, view: TrainingView, cfg: dict[str, Any], kg: Any, seed: int) -> dict[str, Any]:
-        """What the trained model is stored under: everything its weights depend on."""
-        return {
+        """What the trained model is stored under: everything its weights depend on (the external features' hash
+        only with them, so the keys of Morgan and embedding models stay what they were)."""
+        key = {
             "system": self.name,
             "version": self.version,
             "config_hash": system_config_hash(self),
@@ -276,6 +308,9 @@ class EmerGNNSystem(BaseSystem):
             "seed": seed,
             "training_code": TRAINING_CODE_VERSION,
         }
+        if cfg["feature"] == "external":
+            key["node_features_sha256"] = self.node_features_sha256()
+        return key
 
     def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
         """Training (epochs, and pairs an epoch from one draw of the pseudo-new drugs) and prediction; seconds
@@ -284,7 +319,8 @@ class EmerGNNSystem(BaseSystem):
         self._k = label_sets.top_k(view.task)
         self._paper = PAPER_TWOSIDES if self._label_sets else PAPER
         cfg = self.resolved(view.task.setting)
-        if ctx.artifacts is not None:
+        # external features are made in the run (CBR-DDI describes the drugs first): before then no key is known
+        if ctx.artifacts is not None and (cfg["feature"] != "external" or self._node_features is not None):
             from ddibench.kg import load_kg
 
             kg = load_kg(view.resources.get("kg_space", "drugbank"), self.config.kg_edges)
@@ -303,6 +339,8 @@ class EmerGNNSystem(BaseSystem):
         note = f"{pairs:,} pairs an epoch, validation on {valid:,} pairs {tests} times"
         if seconds is not None:
             note += " (time: rates measured on 2 CPU cores)"
+        if cfg["feature"] == "external" and self._node_features is None:
+            note += "; a model trained on the same features is loaded instead, but they are made in the run"
         return [
             Phase("training emergnn", epochs=cfg["max_epochs"], seconds=seconds, note=note),
             Phase(
@@ -337,9 +375,16 @@ class EmerGNNSystem(BaseSystem):
         from ddibench.systems.emergnn.model import EmerGNNNet
 
         fingerprints = None
+        catalog = view.resources["drugs"]
         if cfg["feature"] == "morgan":
-            catalog = view.resources["drugs"]
             fingerprints, _ = morgan_matrix([d.smiles for d in catalog.drugs], 2, 1024)
+        elif cfg["feature"] == "external":
+            fingerprints = self._external_features()
+            if len(fingerprints) != len(catalog.drugs):
+                raise ConfigError(
+                    f"emergnn node features have {len(fingerprints)} rows for {len(catalog.drugs)} drugs",
+                    "give one row per drug of the task's catalogue, in node-id order",
+                )
         return EmerGNNNet(
             n_drugs=kg.n_drugs,
             n_relations=2 * kg.n_relations + 1,
