@@ -22,7 +22,7 @@ from ddibench.system import RunContext, TrainingView  # noqa: E402
 from ddibench.systems.cbr_ddi.repository import Case, Repository, k_medoids, normalise, representative_sample  # noqa: E402
 
 GNN = 'gnn={"max_epochs": 1, "train_pairs_per_epoch": 128, "valid_pairs": 64}'
-SMALL = [
+SMALL_PAPER = [  # a small budget with the default (the paper's) GNN features: the catalogue's descriptions
     "-C",
     "repository_size=24",
     "-C",
@@ -34,6 +34,10 @@ SMALL = [
     "-C",
     GNN,
 ]
+# Morgan features spare a run the 1,710 descriptions of the catalogue (about 25 s with the stub on 2 cores): the tests
+# of other stages use them, the end-to-end test and those of the description features do not
+SMALL = [*SMALL_PAPER, "-C", "gnn_features=morgan"]
+CATALOGUE = 1710  # drugs of the DrugBank tasks' catalogue: the GNN module's nodes
 
 
 def results(run_dir: Path) -> dict:
@@ -63,7 +67,7 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
         f"vllm:stub-model@{stub.base_url}",
         "--profile",
         "cpu",
-        *SMALL,
+        *SMALL_PAPER,
     ]
     code, out, err = cli(*args, "--run-dir", str(tmp_path / "a"))
     assert code == 0, err
@@ -78,6 +82,7 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     assert gnn["epoch_per_test"] == cpu.budget_for("emergnn", "drugbank_s2")["epoch_per_test"]
     assert gnn["epoch_per_test"] != cpu.budget_for("emergnn")["epoch_per_test"]
     assert gnn["max_epochs"] == 1 and gnn["predict_facts"] == "train"
+    assert gnn["feature"] == "external" and info["gnn"]["node_features"]["drugs"] == CATALOGUE  # the descriptions
     assert set(res["cost"]["per_item"]) == {"generator", "describer"}
     for pred in journal(tmp_path / "a"):
         trace = pred["trace"]
@@ -136,6 +141,7 @@ def _forecast(task: str, limit: int, model: str | None, **config):  # noqa: ANN0
         "lambda_valid_pairs": 6,
         "min_per_class": 1,
         "gnn": json.loads(GNN.split("=", 1)[1]),
+        "gnn_features": "morgan",  # as SMALL
     }
     models = parse_model_options([model] if model else [])
     return forecast(RunRequest(task=task, system="cbr-ddi", models=models, limit=limit, config={**small, **config}))
@@ -199,8 +205,9 @@ def test_without_paths_no_path_is_extracted_for_cases_or_queries(
 def test_the_gnn_module_alone_answers_its_top_candidates_with_no_model(
     cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """answer=gnn needs no -m and starts no model server; its answers are the GNN's first candidates, recorded as
-    the full system records them; the plan counts no LLM call, and the bundle verifies with no model roles."""
+    """answer=gnn on Morgan features needs no -m and starts no model server; its answers are the GNN's first
+    candidates, recorded as the full system records them; the plan counts no LLM call, and the bundle verifies
+    with no model roles."""
     from ddibench.llm._pool import LLMPool
     from ddibench.submission import submit, verify
 
@@ -232,6 +239,149 @@ def test_the_gnn_module_alone_answers_its_top_candidates_with_no_model(
         assert all(c.phase.role is None for c in planned.phases)
         verdict = verify(submit(run_dir, tmp_path / f"{task}.tar.gz", compact=True))
         assert verdict.is_preview(), verdict.reasons  # the system check accepts a run that names no model
+
+
+def test_description_features_describe_every_catalogue_drug_and_key_the_gnn_by_them(
+    cli, tmp_path: Path, fresh_cache: Path
+) -> None:
+    """The paper's GNN features: the describer describes each drug of the catalogue once (the plan counts the same),
+    the GNN trains on their embeddings (one row a drug, the encoder's width), a second run is served by the caches,
+    and other descriptions train another GNN (the feature matrix's hash is in its artifact key)."""
+    from ddibench.embeddings import shared_encoder
+    from ddibench.systems.cbr_ddi import prompts
+
+    def run(server, name: str) -> dict:  # noqa: ANN001 - a StubServer
+        args = _run_args("drugbank_s2", 2, "-C", "gnn_features=descriptions", "-C", "answer=gnn")
+        code, _, err = cli(*args, "-m", f"vllm:stub-model@{server.base_url}", "--run-dir", str(tmp_path / name))
+        assert code == 0, err
+        return results(tmp_path / name)
+
+    with running_stub(StubConfig()) as server:
+        first = run(server, "a")
+        systems = [body["messages"][0]["content"] for body in server.requests]
+        asked = [body["messages"][1]["content"] for body in server.requests]
+        assert systems == [prompts.DESCRIBE_SYSTEM] * CATALOGUE and len(set(asked)) == CATALOGUE
+        again = run(server, "b")
+        assert len(server.requests) == CATALOGUE  # every description from the response cache
+    features = first["system_info"]["gnn"]["node_features"]
+    assert features["drugs"] == CATALOGUE and features["dim"] == shared_encoder("minilm").dim == 384
+    assert first["manifest"]["models"].keys() == {"describer"}  # the module alone still needs the describer
+    assert again["system_info"]["gnn"]["loaded_from_cache"] is True
+    assert again["system_info"]["gnn"]["node_features"]["sha256"] == features["sha256"]
+    artifact = Path(first["system_info"]["gnn"]["artifact"])
+    assert json.loads((artifact / "key.json").read_text())["node_features_sha256"] == features["sha256"]
+    with running_stub(StubConfig(reply="echo")) as server:  # other descriptions (the prompt itself)
+        other = run(server, "c")
+    assert other["system_info"]["gnn"]["loaded_from_cache"] is False
+    assert other["system_info"]["gnn"]["node_features"]["sha256"] != features["sha256"]
+    assert Path(other["system_info"]["gnn"]["artifact"]) != artifact
+    planned = _forecast(
+        "drugbank_s2", 2, "vllm:stub-model@http://127.0.0.1:1/v1", answer="gnn", gnn_features="descriptions"
+    )
+    assert [(c.phase.name, c.phase.calls) for c in planned.phases if c.phase.calls] == [
+        ("describing every drug (the GNN module's features)", CATALOGUE)
+    ]
+    assert planned.calls("generator") == 0
+
+
+def test_the_full_plan_describes_the_catalogue_first_and_no_drug_again() -> None:
+    """With description features, the case, validation and query drugs are among the catalogue's, described before
+    the GNN module trains: the later phases count no description call."""
+    model = "vllm:stub-model@http://127.0.0.1:1/v1"
+    paper = _forecast("drugbank_s2", 3, model, gnn_features="descriptions")
+    morgan = _forecast("drugbank_s2", 3, model)
+    described = {c.phase.name: c.phase.calls for c in paper.phases if c.phase.name.startswith("describing")}
+    assert described == {"describing every drug (the GNN module's features)": CATALOGUE}
+    assert "describing every drug (the GNN module's features)" not in [c.phase.name for c in morgan.phases]
+    insights = paper.calls("describer") - CATALOGUE  # the insights and rewrites, the same with either features
+    assert insights == morgan.calls("describer") - sum(
+        c.phase.calls for c in morgan.phases if c.phase.name.startswith("describing")
+    )
+    assert paper.calls("generator") == morgan.calls("generator")
+
+
+def _gnn_key(s2, **config) -> tuple[str, str]:  # noqa: ANN001, ANN003
+    """The GNN module's configuration hash and artifact key hash under a cbr-ddi configuration (drugbank_s2, the
+    cpu profile, the tests' small GNN budget, seed 0), without training it."""
+    from ddibench.hashing import config_hash
+    from ddibench.kg import load_kg
+    from ddibench.system import system_config_hash
+    from ddibench.systems.cbr_ddi import CBRDDISystem
+
+    task, data = s2
+    view = TrainingView(task, data.split("train"), data.split("valid"), data.resources)
+    ctx = RunContext(task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(Path(tempfile.mkdtemp())))
+    system = CBRDDISystem.build(
+        get_profile("cpu").budget_for("cbr-ddi", task.name), {"gnn": json.loads(GNN.split("=", 1)[1]), **config}
+    )
+    gnn = system.gnn_module(view, ctx)
+    if gnn.config.feature == "external":
+        gnn.use_node_features(np.eye(len(data.resources["drugs"].drugs), 4, dtype=np.float32))
+    cfg = gnn.resolved(task.setting)
+    return system_config_hash(gnn), config_hash(gnn._artifact_key(view, cfg, load_kg("drugbank"), 0))
+
+
+def test_morgan_features_key_the_gnn_module_as_before(s2) -> None:
+    """gnn_features=morgan is the GNN module every run made before the key: the same EmerGNN configuration and
+    artifact key (computed with ddibench at 6cc933a, before description features), so its trained models and the
+    repositories built on them are reused; description features key another model."""
+    before = ("9ad1990c8a25948c", "1cc4142a71275106")  # drugbank_s2, the cpu profile, GNN above, seed 0
+    assert _gnn_key(s2, gnn_features="morgan") == before
+    assert _gnn_key(s2)[0] != before[0] and _gnn_key(s2)[1] != before[1]
+
+
+def test_a_recorded_configuration_without_gnn_features_reads_as_morgan() -> None:
+    """Every shipped cbr-ddi run was made before gnn_features, with Morgan features: its record (no such key) is
+    accepted as it is, reads as morgan for its roles, its board variant and a reproduction, and keeps its hash;
+    a new run records the key, so a default run never shares a configuration hash with a recorded one."""
+    import tarfile
+
+    from ddibench.hashing import config_hash
+    from ddibench.runner.records import RunIdentity
+    from ddibench.submission.checks import _check_system
+    from ddibench.submission.verdict import Verdict
+    from ddibench.systems.cbr_ddi import CBRDDIConfig, CBRDDISystem
+
+    shipped = sorted((Path(__file__).resolve().parent.parent / "results").glob("*/cbr-ddi/*.tar.gz"))
+    assert len(shipped) == 4
+    for path in shipped:
+        with tarfile.open(path) as bundle:
+            run = RunIdentity.model_validate(json.load(bundle.extractfile("run.json")))
+        recorded = run.system.config
+        assert "gnn_features" not in recorded
+        config = CBRDDIConfig.from_record(recorded)
+        assert config.gnn_features == "morgan" and CBRDDISystem.used_roles(config) == ("generator", "describer")
+        assert CBRDDISystem.variant(recorded).endswith("gnn_features=morgan")
+        verdict = Verdict(False, "self-reported")
+        _check_system(verdict, run)
+        assert not verdict.reasons, verdict.reasons
+        assert config_hash({"system": "cbr-ddi", "version": "1.0.0", "config": recorded}) == run.system.config_hash
+    default = CBRDDIConfig().model_dump(mode="json")
+    assert default["gnn_features"] == "descriptions" and CBRDDISystem.variant(default) == ""
+    assert CBRDDIConfig.from_record(default).gnn_features == "descriptions"
+    morgan = CBRDDIConfig(gnn_features="morgan").model_dump(mode="json")
+    assert morgan != {k: v for k, v in morgan.items() if k != "gnn_features"}  # recorded, not left out at a value
+    with pytest.raises(ValueError):
+        CBRDDIConfig.from_record({**default, "gnn_features": "fingerprints"})
+
+
+def test_roles_and_deviations_follow_the_gnn_features() -> None:
+    from ddibench.systems.cbr_ddi import CBRDDIConfig, CBRDDISystem
+
+    roles = CBRDDISystem.used_roles
+    assert roles(CBRDDIConfig(answer="gnn")) == ("describer",)  # the module alone still describes the catalogue
+    assert roles(CBRDDIConfig(answer="gnn", gnn_features="morgan")) == ()
+    assert roles(CBRDDIConfig()) == roles(CBRDDIConfig(gnn_features="morgan")) == ("generator", "describer")
+
+    def deviations(**config) -> list[str]:  # noqa: ANN003
+        return CBRDDISystem(CBRDDIConfig(**config)).deviations()
+
+    morgan_line = [d for d in deviations(gnn_features="morgan") if "Morgan fingerprints" in d]
+    assert len(morgan_line) == 1 and "descriptions" in morgan_line[0]
+    assert not any("Morgan" in d for d in deviations())
+    for config in ({}, {"answer": "gnn"}, {"use_cases": False}):  # the encoder embeds the GNN's features
+        assert any("MiniLM" in d and "GNN module's drug features" in d for d in deviations(**config)), config
+    assert not any("MiniLM" in d for d in deviations(answer="gnn", gnn_features="morgan"))  # no encoder used
 
 
 @pytest.mark.parametrize(

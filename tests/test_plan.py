@@ -44,8 +44,11 @@ def test_plan_names_the_phases_and_the_task_budget_epochs_and_runs_nothing(
     assert f" {epochs} " in gnn and "min" in gnn
     insights = _phase_line(out, "writing case insights").split()
     assert insights[insights.index("describer") + 1] == str(cpu.budget_for("cbr-ddi")["repository_size"])
-    for phase in ("describing case drugs", "refining cases: answers", "describing query drugs", "answering queries"):
+    described = _phase_line(out, "describing every drug (the GNN module's features)").split()
+    assert described[described.index("describer") + 1] == "1,710"  # the catalogue, before the GNN module trains
+    for phase in ("refining cases: answers", "answering queries"):
         assert _phase_line(out, phase)
+    assert "describing case drugs" not in out and "describing query drugs" not in out  # all described before
     assert "embedded:smollm2-135m-instruct" in out and "377 prompt" in out and "ENVIRONMENT.md" in out
     assert "characters / 4" in out and "total:" in out
     assert not runs.exists(), "--plan wrote a run directory"
@@ -55,7 +58,10 @@ def test_plan_names_the_phases_and_the_task_budget_epochs_and_runs_nothing(
     assert built <= {"hetionet"}, built
 
 
-def test_the_plan_counts_the_calls_a_real_run_makes(cli, stub, tmp_path: Path, fresh_cache: Path) -> None:
+@pytest.mark.parametrize("features", ["descriptions", "morgan"])
+def test_the_plan_counts_the_calls_a_real_run_makes(
+    cli, stub, tmp_path: Path, fresh_cache: Path, features: str
+) -> None:
     pytest.importorskip("torch", reason="cbr-ddi needs the 'ml' extra")
     pytest.importorskip("sentence_transformers", reason="cbr-ddi needs the 'embed' extra")
     from ddibench.llm import parse_model_options
@@ -69,6 +75,7 @@ def test_the_plan_counts_the_calls_a_real_run_makes(cli, stub, tmp_path: Path, f
         "lambda_valid_pairs": 4,
         "min_per_class": 1,
         "gnn": {"max_epochs": 1, "train_pairs_per_epoch": 128, "valid_pairs": 64},
+        "gnn_features": features,
     }
     request = RunRequest(
         task="drugbank_s2", system="cbr-ddi", models=parse_model_options([model]), limit=2, config=config
@@ -79,7 +86,7 @@ def test_the_plan_counts_the_calls_a_real_run_makes(cli, stub, tmp_path: Path, f
     assert by_name["writing case insights"].calls == 8 and by_name["refining cases: answers"].calls == 3
     assert planned.unpriced and planned.usd is None  # no price is known for the stub, so no dollars are made up
     args = ["-C", "repository_size=8", "-C", "refine_cases=3", "-C", "lambda_valid_pairs=4", "-C", "min_per_class=1"]
-    args += ["-C", "gnn=" + json.dumps(config["gnn"])]
+    args += ["-C", "gnn=" + json.dumps(config["gnn"]), "-C", f"gnn_features={features}"]
     code, out, err = cli(*CBR_PREVIEW[:-1], "2", "-m", model, *args, "--run-dir", str(tmp_path / "run"))
     assert code == 0, err
     session = json.loads((tmp_path / "run" / "sessions.jsonl").read_text().splitlines()[-1])
@@ -92,7 +99,10 @@ def test_the_plan_counts_the_calls_a_real_run_makes(cli, stub, tmp_path: Path, f
     assert usage["describer"]["calls"] == planned.calls("describer") - rewrites.calls + wrong["wrong"]
     assert out.strip().splitlines()[-1].startswith("next: drop --limit 2")
     again = {c.phase.name: c for c in forecast(request).phases}["training the GNN module (EmerGNN)"]
-    assert again.seconds == 0 and "already trained" in again.phase.note  # the run's GNN is found in the cache
+    if features == "morgan":
+        assert again.seconds == 0 and "already trained" in again.phase.note  # the run's GNN is found in the cache
+    else:  # its key holds the hash of features the plan cannot make (they need the describer): it says so
+        assert again.seconds and "they are made in the run" in again.phase.note
     assert "qwen2.5-coder" not in out.strip().splitlines()[-1]  # not the embedded small model: no reader advice
 
 

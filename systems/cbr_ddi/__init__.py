@@ -2,6 +2,14 @@
 
 1. **Drug descriptions** — the describer LLM writes a concise functional description of each drug from
    its name (``LLM_des``); cached per drug and model (the response cache) and kept with the cases.
+   **GNN module** — ddibench's EmerGNN. Its drug features (``gnn_features``) are by default the paper's
+   (Algorithm 1, ``h0 = f(D_u)``): every drug of the task's catalogue is described first, the text encoder
+   ``f`` (MiniLM, all-MiniLM-L6-v2, 384 dimensions, in place of the paper's encoder) embeds the descriptions,
+   and EmerGNN trains on that matrix, projected to its dimension, in place of Morgan fingerprints; its
+   checkpoint is keyed by the matrix's hash, so another describer model or encoder trains its own.
+   ``gnn_features="morgan"`` keeps EmerGNN's own features (Morgan fingerprints on S1/S2, learned embeddings
+   on S0), a declared variant and deviation; every run recorded before the key was made so, and a recorded
+   configuration without it reads as ``morgan``.
 2. **Knowledge repository** — a seeded random subset of *training* pairs; each case holds both
    descriptions, the top-P drug-association paths from the GNN module (EmerGNN attention, with the
    pair's own interaction edge hidden), a mechanistic insight the LLM writes given the correct label
@@ -28,7 +36,8 @@ switch: ``use_cases``, ``use_paths``, ``use_candidates``, ``lam=1`` (semantic on
 (structural only), ``sampling``, ``k_cases``, and ``answer="gnn"`` (the GNN module alone). A switch builds only
 what the run then uses: without cases no repository is built or loaded and no ``lam`` chosen; without paths none
 is extracted, for the cases or the queries; the GNN module alone answers its top candidate (its top k on
-label-set tasks) with no LLM, no descriptions and no repository, so the run starts no model.
+label-set tasks) with no generator and no repository: it still needs the describer for its description
+features, and with ``gnn_features="morgan"`` the run starts no model.
 """
 
 from __future__ import annotations
@@ -99,9 +108,15 @@ class CBRDDIConfig(SystemConfig):
     shuffle_options: OptionSeed = None
     gnn: dict[str, Any] = Field(default_factory=dict)  # EmerGNN options on top of the profile's EmerGNN budget
     # "llm": the LLM answers from the prompt; "gnn": the GNN module alone answers its top candidate (top k on label
-    # sets), in its own order: no LLM, no descriptions, no repository (the paper's GNN-only row)
+    # sets), in its own order: no generator, no repository (the paper's GNN-only row); the describer only for the
+    # GNN's description features
     answer: Literal["llm", "gnn"] = "llm"
+    # the GNN module's drug features: "descriptions", the paper's (Algorithm 1: h0 = f(D_u), the text encoder's
+    # embedding of the describer's description of every drug of the catalogue), or "morgan" (EmerGNN's own Morgan
+    # fingerprints, what every run recorded before this key did)
+    gnn_features: Literal["descriptions", "morgan"] = "descriptions"
     added_keys: ClassVar[tuple[str, ...]] = ("answer",)  # runs recorded before it keep their configuration
+    absent_means: ClassVar[dict[str, Any]] = {"gnn_features": "morgan"}  # (recorded in every run since)
 
 
 class CBRDDISystem(BaseSystem):
@@ -121,6 +136,7 @@ class CBRDDISystem(BaseSystem):
         "use_paths",
         "use_candidates",
         "answer",
+        "gnn_features",
         "lam",
         "sampling",
         "k_cases",
@@ -138,8 +154,16 @@ class CBRDDISystem(BaseSystem):
 
     @classmethod
     def used_roles(cls, config: SystemConfig) -> tuple[str, ...]:
-        """The GNN module alone calls no LLM; otherwise the describer (descriptions, insights) and the generator."""
-        return () if isinstance(config, CBRDDIConfig) and config.answer == "gnn" else cls.llm_roles
+        """The describer (descriptions, insights) and the generator; the GNN module alone calls the describer only
+        when its features are the drugs' descriptions, and no LLM with Morgan features."""
+        if isinstance(config, CBRDDIConfig) and config.answer == "gnn":
+            return ("describer",) if config.gnn_features == "descriptions" else ()
+        return cls.llm_roles
+
+    @property
+    def _describes_catalogue(self) -> bool:
+        """Whether the GNN module's features are the descriptions of every drug of the catalogue."""
+        return self.config.gnn_features == "descriptions"
 
     @property
     def _uses_llm(self) -> bool:
@@ -161,14 +185,25 @@ class CBRDDISystem(BaseSystem):
         out = []
         if not self._uses_llm:
             out.append(
-                "the answer is the GNN module's top candidate (its top k on label-set tasks) with no LLM, "
-                "descriptions or cases: the paper's GNN-only ablation, not its full method"
+                "the answer is the GNN module's top candidate (its top k on label-set tasks) with no LLM answer "
+                "and no cases: the paper's GNN-only ablation, not its full method"
             )
         if self._uses_cases and self.config.lam is None:
             out.append(
                 "lam is chosen on validation pairs by how often the top-K retrieved cases carry the pair's own label "
                 "(a retrieval proxy needing no LLM answers), not by the LLM's validation accuracy"
             )
+        if self.config.gnn_features == "morgan":
+            out.append(
+                "the GNN module's drug features are EmerGNN's own (Morgan fingerprints on S1/S2, learned embeddings "
+                "on S0), not the paper's embeddings of the LLM's drug descriptions (h0 = f(D_u))"
+            )
+        if self._uses_cases or self._describes_catalogue:
+            encoder = "MiniLM (all-MiniLM-L6-v2)" if self.config.encoder == "minilm" else self.config.encoder
+            uses = "the descriptions for case retrieval" if self._uses_cases else ""
+            if self._describes_catalogue:
+                uses += (" and " if uses else "") + "the descriptions the GNN module's drug features are made of"
+            out.append(f"the text encoder f is {encoder}, in place of the paper's encoder: it embeds {uses}")
         return out + [
             "the GNN module is ddibench's EmerGNN (see its deviations), trained under the run's profile budget"
         ]
@@ -215,11 +250,12 @@ class CBRDDISystem(BaseSystem):
         return tuple(case.labels) if case.labels is not None else case.label
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        if self._uses_llm:
+        if self._uses_llm or self._describes_catalogue:
             self._read_task(view)
-            ctx.remember_text(self.predict_system)
-        else:  # the GNN module alone: no text encoder, no prompt
+        else:  # the GNN module alone on Morgan features: no text encoder, no prompt
             self.read_labels(view)
+        if self._uses_llm:
+            ctx.remember_text(self.predict_system)
         await self._prepare_gnn(view, ctx)
         if self._uses_cases:  # without cases no repository is built, loaded or refined, and no lam chosen
             await self._load_repository(view, ctx, self._repository_key(view, ctx))
@@ -257,12 +293,20 @@ class CBRDDISystem(BaseSystem):
 
     def gnn_module(self, view: TrainingView, ctx: RunContext | PlanContext) -> EmerGNNSystem:
         """The GNN module: EmerGNN under the profile's budget for this task (the one the EmerGNN system gets on it:
-        S2 and TWOSIDES need more epochs than S1); its prediction graph holds training interactions only."""
+        S2 and TWOSIDES need more epochs than S1); its prediction graph holds training interactions only. With
+        description features its drug features are external: :meth:`prepare` gives them before it trains."""
+        from ddibench.errors import ConfigError
         from ddibench.systems.emergnn import EmerGNNSystem
 
+        if self._describes_catalogue and "feature" in self.config.gnn:
+            raise ConfigError(
+                "cbr-ddi gnn_features=descriptions sets the GNN module's features, and gnn names a feature too",
+                "drop 'feature' from -C gnn=..., or use -C gnn_features=morgan",
+            )
         gnn_options = {
             **ctx.profile.budget_for("emergnn", view.task.name),
             **self.config.gnn,
+            **({"feature": "external"} if self._describes_catalogue else {}),
             "predict_facts": "train",
             "explain_paths": 0,
         }
@@ -271,10 +315,28 @@ class CBRDDISystem(BaseSystem):
         return gnn
 
     async def _prepare_gnn(self, view: TrainingView, ctx: RunContext) -> None:
-        """Trains (or loads) the GNN module and records its training log."""
+        """Trains (or loads) the GNN module, on the drugs' embedded descriptions where those are its features, and
+        records its training log."""
         self.gnn = self.gnn_module(view, ctx)
+        if self._describes_catalogue:
+            features = await self.node_features(ctx)
+            self.gnn.use_node_features(features)
         await self.gnn.prepare(view, ctx)
         self.info["gnn"] = {k: v for k, v in self.gnn.training_log.items() if k != "epochs"}
+        if self._describes_catalogue:
+            self.info["gnn"]["node_features"] = {
+                "kind": "descriptions",
+                "drugs": int(features.shape[0]),
+                "dim": int(features.shape[1]),
+                "encoder": self._encoder.identity,
+                "sha256": self.gnn.node_features_sha256(),
+            }
+
+    async def node_features(self, ctx: RunContext) -> np.ndarray:
+        """The GNN module's drug features, the paper's h0 = f(D_u): the text encoder's unit-length embedding of the
+        describer's description of every drug of the task's catalogue, one row per node id."""
+        await self._describe_all(self._drugs, ctx, "describing every drug (the GNN module's features)")
+        return self._embed([self._description(d) for d in self._drugs])
 
     def _repository_key(self, view: TrainingView, ctx: RunContext) -> dict[str, Any]:
         """The artifact key of the knowledge repository: everything its cases depend on."""

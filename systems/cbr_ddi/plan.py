@@ -7,7 +7,9 @@ is answered by the response cache). Prompts are the real templates with the real
 what an LLM writes earlier in the run (descriptions, insights) is counted at its ``max_tokens``, and a
 knowledge-graph path at :data:`PATH_TOKENS`. The counts assume empty caches: a repository or GNN already
 built is reused by the run, which then skips those phases. Switches count as the run does them: without cases
-no repository phase and no choice of ``lam``; the GNN module alone (``answer="gnn"``) makes no LLM call.
+no repository phase and no choice of ``lam``; with description features (``gnn_features="descriptions"``, the
+default) every drug of the catalogue is described before the GNN module trains, so later phases describe none
+again; the GNN module alone (``answer="gnn"``) makes no other LLM call, and none at all on Morgan features.
 """
 
 from __future__ import annotations
@@ -46,15 +48,21 @@ class CBRDDISystem(Protocol):
 
 
 def plan_phases(system: CBRDDISystem, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
-    """The phases of a run, in the order they happen: the GNN module, the repository (descriptions, insights,
-    refinement) and the choice of ``lam`` when the run uses cases, then each query's descriptions and answer
-    (none for the GNN module alone)."""
+    """The phases of a run, in the order they happen: the catalogue's descriptions when they are the GNN module's
+    features, the GNN module, the repository (descriptions, insights, refinement) and the choice of ``lam`` when
+    the run uses cases, then each query's descriptions and answer (none for the GNN module alone)."""
     cfg = system.config
     system.read_labels(view)
-    phases = [replace(system.gnn_module(view, ctx).plan(view, [], ctx)[0], name="training the GNN module (EmerGNN)")]
-    if cfg.answer == "gnn":
-        return [p for p in phases if p.epochs or p.seconds]
     described: set[tuple[int, str]] = set()
+    phases = []
+    if cfg.gnn_features == "descriptions":
+        catalogue = view.resources["drugs"].drugs
+        phases.append(_describing(system, "describing every drug (the GNN module's features)", catalogue, described))
+    phases.append(
+        replace(system.gnn_module(view, ctx).plan(view, [], ctx)[0], name="training the GNN module (EmerGNN)")
+    )
+    if cfg.answer == "gnn":
+        return [p for p in phases if p.calls or p.epochs or p.seconds]
     if cfg.use_cases:
         chosen = system.repository_pairs(view, np.random.default_rng(ctx.seed))
         phases.append(_describing(system, "describing case drugs", _drugs(chosen), described))
