@@ -9,7 +9,8 @@ gives ``h_vu``. The pair representation ``h_p = [h_uv; h_vu]`` (with the drug em
 embedding-feature variant used for S0, and with Morgan features when ``drugs_in_classifier``) goes through a linear classifier over the interaction types.
 
 Drug features: Morgan fingerprints projected to ``dim`` (S1/S2, so new drugs have features), or
-learned embeddings (S0). The propagation layers have no bias (see walks.py for why that matters).
+learned embeddings (S0); any other fixed matrix passed as ``fingerprints`` is projected the same way (CBR-DDI's
+embedded drug descriptions). The propagation layers have no bias (see walks.py for why that matters).
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ class EmerGNNNet(nn.Module):
         n_labels: int,
         dim: int = 64,
         length: int = 3,
-        fingerprints: np.ndarray | None = None,  # (n_drugs, bits): Morgan features; None = learned embeddings
+        fingerprints: np.ndarray | None = None,  # (n_drugs, d): Morgan or external features; None = learned embeddings
         attention_hidden: int = 5,
         drugs_in_classifier: bool = False,  # Morgan features: also give the classifier [x_u; x_v] (not the paper's)
     ) -> None:
