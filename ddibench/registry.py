@@ -236,6 +236,21 @@ def _index_source(dist: Any) -> dict[str, Any]:
     }
 
 
+def system_files_sha256(name: str) -> str | None:
+    """The sha256 of a registered system's own files (:func:`_module_files_sha256` of its entry point's module),
+    read without importing it; None where its module has no files here. UnknownNameError for a name not registered."""
+    import importlib.util
+
+    eps = _system_entry_points()
+    if name not in eps:
+        raise UnknownNameError("system", name, eps)
+    try:
+        spec = importlib.util.find_spec(eps[name].module)
+    except (ImportError, ValueError):
+        return None
+    return _module_files_sha256(spec) if spec is not None else None
+
+
 def _module_files_sha256(spec: Any) -> str | None:
     """sha256 over the files of the package (or single module) of a module spec: each file's path
     relative to the package and its bytes, in sorted order; caches (``__pycache__``) left out."""

@@ -617,3 +617,21 @@ def test_the_shipped_results_export_as_a_static_site_a_browser_reads(repo_result
         assert all(task in text for task in tasks) and systems <= ranked | {system for _, system in previews}
     finally:
         driver.quit()
+
+
+def test_the_cached_shipped_store_is_rebuilt_when_a_named_systems_code_changes(monkeypatch) -> None:
+    """The board cache is keyed by the index and by the code that decides what the store holds, a system's own
+    code included (its variant keys name its board columns): an upgrade that makes CLADD's ablations variants is
+    never served from a store built before it. A system the index does not name leaves the key alone."""
+    from ddibench import registry
+    from ddibench.shipped import index_digest
+
+    before = index_digest(REPO_RESULTS)
+    assert index_digest(REPO_RESULTS) == before  # stable
+    real = registry.system_files_sha256
+    monkeypatch.setattr(registry, "system_files_sha256", lambda name: "changed" if name == "cladd" else real(name))
+    assert index_digest(REPO_RESULTS) != before
+    monkeypatch.setattr(
+        registry, "system_files_sha256", lambda name: "changed" if name == "not-on-the-board" else real(name)
+    )
+    assert index_digest(REPO_RESULTS) == before
