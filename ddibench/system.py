@@ -365,11 +365,16 @@ class SystemConfig(BaseModel):
         return data
 
     @classmethod
+    def as_run(cls, recorded: Mapping[str, Any]) -> dict[str, Any]:
+        """A recorded configuration with every key of :attr:`absent_means` it lacks as the run had it."""
+        return {**cls.absent_means, **recorded}
+
+    @classmethod
     def from_record(cls: type[_Config], recorded: Mapping[str, Any]) -> _Config:
         """The configuration a recorded run ran with, a key of :attr:`absent_means` its record lacks read as named
         there. ValueError (pydantic's ValidationError is one) when the record is not one this configuration
         writes: a value it refuses, a key it would have recorded otherwise."""
-        config = cls.model_validate({**cls.absent_means, **recorded})
+        config = cls.model_validate(cls.as_run(recorded))
         dumped = config.model_dump(mode="json")
         written = {k: v for k, v in dumped.items() if k in recorded or k not in cls.absent_means}
         if written != dict(recorded):
@@ -409,7 +414,7 @@ class BaseSystem(ABC):
         """The run's variant as ``key=value`` pairs of :attr:`variant_keys` that differ from the defaults ('' for none),
         each value as ``--config`` takes it (``use_mu=false``)."""
         defaults = cls.Config().model_dump(mode="json")
-        config = {**cls.Config.absent_means, **config}  # a run recorded before such a key ran with its old value
+        config = cls.Config.as_run(config)  # a run recorded before such a key ran with its old value
 
         def text(value: Any) -> str:
             return json.dumps(value) if isinstance(value, bool) or value is None else str(value)

@@ -98,7 +98,7 @@ def _rerun(run: RunIdentity, results: Results, workdir: Path, models: dict[str, 
     cls = get_system_class(run.system.name)
     config = dict(run.system.config)
     if isinstance(cls, type) and issubclass(cls, BaseSystem):  # keys added since the run read as what it did
-        config = {**cls.Config.absent_means, **config}
+        config = cls.Config.as_run(config)
     request = RunRequest(
         task=run.task.name,
         system=run.system.name,
