@@ -241,6 +241,76 @@ def test_the_gnn_module_alone_answers_its_top_candidates_with_no_model(
         assert verdict.is_preview(), verdict.reasons  # the system check accepts a run that names no model
 
 
+def test_retrieval_alone_votes_the_cases_labels_from_a_per_type_repository_and_reports_coverage_by_lam(
+    cli, tmp_path: Path, fresh_cache: Path
+) -> None:
+    """answer=cases with repository_per_type=1: one case of every training type, no insight and no answer call
+    (the describer only, as the plan counts); each answer is the label its top-K cases carry most often; every trace
+    records the cases' labels at each lam of the grid, and `report --ceilings` (from the run and from a compact
+    bundle) prints coverage by lam, equal to what the traces give."""
+    from ddibench.submission import submit
+    from ddibench.systems.cbr_ddi import prompts
+
+    run_dir = tmp_path / "r"
+    with running_stub(StubConfig()) as server:
+        model = f"vllm:stub-model@{server.base_url}"
+        args = _run_args("drugbank_s2", 6, "-C", "answer=cases", "-C", "repository_per_type=1", "-m", model)
+        code, _, err = cli(*args, "--run-dir", str(run_dir))
+        assert code == 0, err
+        systems = [body["messages"][0]["content"] for body in server.requests]
+        asked = [body["messages"][1]["content"] for body in server.requests]
+    assert set(systems) == {prompts.DESCRIBE_SYSTEM}  # no insight, no refinement, no answer
+    res = results(run_dir)
+    data = get_task("drugbank_s2").load()
+    types = {s.label for s in data.split("train")}
+    artifact = Path(res["system_info"]["repository"]["artifact"])
+    cases = Repository.load(artifact).cases
+    assert sorted(c.label for c in cases) == sorted(types)  # one case of each training type
+    assert all(c.insight == "" and c.paths == [] for c in cases)
+    key = json.loads((artifact / "key.json").read_text())
+    assert key["insights"] is False and key["repository_per_type"] == 1
+    assert "sampling" not in res["system_info"]["repository"] and "refinement" not in res["system_info"]["repository"]
+    assert any("retrieval alone" in d for d in res["manifest"]["system"]["deviations"])
+    gold = {s.id: s.label for s in data.split("test")}
+    by_lam: dict[str, list[float]] = {}
+    for pred in journal(run_dir):
+        trace = pred["trace"]
+        stated = trace["context_labels"]
+        assert len(stated) == 5 and stated == trace["context_labels_by_lambda"][str(float(trace["lambda"]))]
+        top = max(stated, key=lambda label: (stated.count(label), -stated.index(label)))
+        assert pred["valid"] and pred["label"] == top
+        assert set(trace["context_labels_by_lambda"]) == {"0.0", "0.25", "0.5", "0.75", "1.0"}
+        for lam, labels in trace["context_labels_by_lambda"].items():
+            by_lam.setdefault(lam, []).append(float(gold[pred["sample_id"]] in labels))
+    planned = _forecast("drugbank_s2", 6, model, answer="cases", repository_per_type=1)
+    # a query drug met among the cases is answered by the (fresh) response cache: one call per distinct drug
+    assert planned.calls("generator") == 0 and planned.calls("describer") == len(set(asked))
+
+    bundle = submit(run_dir, tmp_path / "b.tar.gz", compact=True)
+    for where in (run_dir, bundle):
+        code, out, _ = cli("report", "--ceilings", "--json", str(where))
+        assert code == 0
+        (found,) = json.loads(out)
+        assert found["coverage_by_lambda"] == pytest.approx({k: sum(v) / len(v) for k, v in by_lam.items()})
+        assert found["lambda"] == str(float(res["system_info"]["lambda"]["chosen"]))
+    code, out, _ = cli("report", "--ceilings", str(bundle))
+    assert code == 0 and "gold among the retrieved cases' labels by lambda: 0.0 " in out and "(the run's)" in out
+
+
+@pytest.mark.parametrize(
+    ("switches", "named"),
+    [
+        (["-C", "answer=cases", "-C", "sampling=true"], "nothing to sampling"),
+        (["-C", "answer=cases", "-C", "use_cases=false"], "retrieves none"),
+    ],
+)
+def test_retrieval_alone_refuses_switches_it_cannot_honour(
+    cli, stub, tmp_path: Path, switches: list[str], named: str
+) -> None:
+    code, _, err = cli(*_run_args("drugbank_s2", 2, *switches, "-m", f"vllm:stub-model@{stub.base_url}"))
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_description_features_describe_every_catalogue_drug_and_key_the_gnn_by_them(
     cli, tmp_path: Path, fresh_cache: Path
 ) -> None:

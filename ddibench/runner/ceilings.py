@@ -39,6 +39,7 @@ from ddibench.schema import Prediction, Question, Sample
 
 KEY = "context_labels"
 CANDIDATES = "candidates"
+BY_SETTING = "context_labels_by_lambda"  # the labels the context would state at each setting of a retrieval knob
 
 
 def context_labels(trace: dict[str, Any]) -> list[int] | None:
@@ -66,7 +67,48 @@ def evidence(trace: dict[str, Any]) -> dict[str, Any]:
     offered = candidates(trace)
     if offered is not None:
         out[CANDIDATES] = offered
+    settings = labels_by_setting(trace)
+    if settings is not None:
+        out[BY_SETTING] = settings
+        if isinstance(trace.get("lambda"), (int, float)):  # the run's own setting among them
+            out["lambda"] = trace["lambda"]
     return out
+
+
+def labels_by_setting(trace: dict[str, Any]) -> dict[str, list[int]] | None:
+    """The labels the context would have stated at each setting of the system's retrieval knob (CBR-DDI: each
+    lam of its grid), or None when its system records none."""
+    found = trace.get(BY_SETTING)
+    if not isinstance(found, dict):
+        return None
+    return {str(k): [int(x) for x in v] for k, v in found.items() if isinstance(v, list)}
+
+
+def coverage_by_setting(samples: Sequence[Sample], predictions: Mapping[str, Prediction]) -> dict[str, float] | None:
+    """At each recorded setting (CBR-DDI: lam), the share of samples whose gold the context would state (label sets:
+    of the gold labels, averaged); None unless every answered prediction records them. An invalid prediction's
+    trace counts when it records them, and as not covered when it does not."""
+    recorded = {s.id: labels_by_setting(predictions[s.id].trace) if s.id in predictions else None for s in samples}
+    if not any(v is not None for v in recorded.values()) or any(
+        recorded[s.id] is None for s in samples if s.id in predictions and predictions[s.id].valid
+    ):
+        return None
+    settings = sorted({k for v in recorded.values() if v for k in v}, key=_setting_order)
+    out = {}
+    for setting in settings:
+        covered = []
+        for s in samples:
+            labels, gold = (recorded[s.id] or {}).get(setting, []), _gold(s)
+            covered.append(len(gold & set(labels)) / len(gold) if gold else 0.0)
+        out[setting] = sum(covered) / max(1, len(covered))
+    return out
+
+
+def _setting_order(setting: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(setting), setting)
+    except ValueError:
+        return (1, 0.0, setting)
 
 
 def vote(labels: Sequence[int], k: int | None) -> list[int]:
@@ -144,6 +186,8 @@ class Ceilings:
     mean_labels: float  # labels stated per sample, on average
     spec: Any
     candidates: CandidateCoverage | None = None  # where the system records a first stage's candidates
+    by_setting: dict[str, float] | None = None  # coverage at each setting of the retrieval knob (CBR-DDI: lam)
+    setting: str | None = None  # the run's own setting (CBR-DDI: its lam), where it records one
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +202,8 @@ class Ceilings:
             "coverage": self.coverage,
             "mean_context_labels": self.mean_labels,
             "candidates": self.candidates.as_dict() if self.candidates is not None else None,
+            "coverage_by_lambda": self.by_setting,
+            "lambda": self.setting,
         }
 
 
@@ -238,4 +284,15 @@ def compute(
         mean_labels=sum(len(stated.get(s.id) or []) for s in samples) / max(1, len(samples)),
         spec=results.evaluation.spec(name),
         candidates=candidate_coverage(samples, predictions, one_label=k is None and not text),
+        by_setting=coverage_by_setting(samples, predictions),
+        setting=_own_setting(predictions),
     )
+
+
+def _own_setting(predictions: Mapping[str, Prediction]) -> str | None:
+    """The lam the run's traces record (the one its retrieval used), when they record one."""
+    for p in predictions.values():
+        lam = p.trace.get("lambda")
+        if isinstance(lam, (int, float)) and not isinstance(lam, bool):
+            return str(float(lam))
+    return None

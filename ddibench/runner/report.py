@@ -323,7 +323,17 @@ def render_ceilings(
     for c in found:
         if c.candidates is not None:
             console.print(candidates_line(c), markup=False, highlight=False)
+        if c.by_setting:
+            console.print(by_setting_line(c), markup=False, highlight=False)
     return 0
+
+
+def by_setting_line(c: Ceilings) -> str:
+    """How often the gold is among the labels the top-K cases carry, at each lam of the grid (the run's own
+    marked), on the same samples: the retrieval alone, without insights or answers."""
+    assert c.by_setting is not None
+    cells = [f"{lam} {100 * v:.1f}%" + (" (the run's)" if lam == c.setting else "") for lam, v in c.by_setting.items()]
+    return f"{c.task} {c.system}: gold among the retrieved cases' labels by lambda: " + ", ".join(cells)
 
 
 def candidates_line(c: Ceilings) -> str:

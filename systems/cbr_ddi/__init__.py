@@ -10,7 +10,8 @@
    ``gnn_features="morgan"`` keeps EmerGNN's own features (Morgan fingerprints on S1/S2, learned embeddings
    on S0), a declared variant and deviation; every run recorded before the key was made so, and a recorded
    configuration without it reads as ``morgan``.
-2. **Knowledge repository** — a seeded random subset of *training* pairs; each case holds both
+2. **Knowledge repository** — a seeded random subset of *training* pairs (``repository_size``; None: all of them,
+   the paper's pool), or a seeded draw within every interaction type (``repository_per_type``); each case holds both
    descriptions, the top-P drug-association paths from the GNN module (EmerGNN attention, with the
    pair's own interaction edge hidden), a mechanistic insight the LLM writes given the correct label
    and the paths (empty when it sees no grounds), and the label. Stored as an artifact keyed by its
@@ -31,9 +32,11 @@ sampling keeps K-medoids per side effect, and refinement rewrites a case's insig
 none of the case's side effects.
 
 ``lam`` is chosen on validation pairs when not given: the value whose top-K retrieved cases carry the
-query's own label most often (no LLM answer is needed for that). Every ablation of the paper is a
+query's own label most often (no LLM answer is needed for that); every query's trace records the labels its top-K
+cases would carry at each lam of the grid, which ``report --ceilings`` reads as coverage by lam. Every ablation of the paper is a
 switch: ``use_cases``, ``use_paths``, ``use_candidates``, ``lam=1`` (semantic only), ``lam=0``
-(structural only), ``sampling``, ``k_cases``, and ``answer="gnn"`` (the GNN module alone). A switch builds only
+(structural only), ``sampling``, ``k_cases``, ``answer="gnn"`` (the GNN module alone), and ``answer="cases"``
+(retrieval alone: the label the top-K cases carry most often, cases without insights). A switch builds only
 what the run then uses: without cases no repository is built or loaded and no ``lam`` chosen; without paths none
 is extracted, for the cases or the queries; the GNN module alone answers its top candidate (its top k on
 label-set tasks) with no generator and no repository: it still needs the describer for its description
@@ -44,9 +47,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -83,13 +87,19 @@ REPOSITORY_RECIPE = 1
 
 
 class CBRDDIConfig(SystemConfig):
-    repository_size: int = Field(2000, ge=0)  # 0: an empty repository (the no-cases ablation)
+    # the training pairs the repository is built from: a seeded random draw of this many (None: the whole training
+    # split, the paper's pool; 0: an empty repository)
+    repository_size: int | None = Field(2000, ge=0)
+    # in place of that random draw, a seeded draw per interaction type (one-label tasks): up to this many cases of
+    # every type (all of a type the split has fewer of), or "share": the counts the paper's sampling keeps of every
+    # type (max(min_per_class, sampling_ratio x the type's training cases)), drawn at random instead of by K-medoids
+    repository_per_type: Annotated[int, Field(gt=0)] | Literal["share"] | None = None
     k_cases: int = Field(5, ge=0)
     p_paths: int = Field(5, ge=0)
     n_candidates: int = Field(3, gt=0)  # paper: 3 for DrugBank; on label-set tasks (TWOSIDES) 10 unless given
     lam: float | None = None  # None: chosen on validation from lambda_grid
     lambda_grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-    lambda_valid_pairs: int = Field(200, gt=0)
+    lambda_valid_pairs: int | None = Field(200, gt=0)  # None: every validation pair
     use_cases: bool = True
     use_paths: bool = True
     use_candidates: bool = True
@@ -109,13 +119,15 @@ class CBRDDIConfig(SystemConfig):
     gnn: dict[str, Any] = Field(default_factory=dict)  # EmerGNN options on top of the profile's EmerGNN budget
     # "llm": the LLM answers from the prompt; "gnn": the GNN module alone answers its top candidate (top k on label
     # sets), in its own order: no generator, no repository (the paper's GNN-only row); the describer only for the
-    # GNN's description features
-    answer: Literal["llm", "gnn"] = "llm"
+    # GNN's description features; "cases": retrieval alone, the label the top-K retrieved cases carry most often
+    # (ties: the better-ranked case's), with no LLM answer and cases holding no insight (none written, none refined,
+    # no K-medoids over insights): it measures the repository and lam, and needs only the describer
+    answer: Literal["llm", "gnn", "cases"] = "llm"
     # the GNN module's drug features: "descriptions", the paper's (Algorithm 1: h0 = f(D_u), the text encoder's
     # embedding of the describer's description of every drug of the catalogue), or "morgan" (EmerGNN's own Morgan
     # fingerprints, what every run recorded before this key did)
     gnn_features: Literal["descriptions", "morgan"] = "descriptions"
-    added_keys: ClassVar[tuple[str, ...]] = ("answer",)  # runs recorded before it keep their configuration
+    added_keys: ClassVar[tuple[str, ...]] = ("answer", "repository_per_type")  # runs recorded before them keep theirs
     absent_means: ClassVar[dict[str, Any]] = {"gnn_features": "morgan"}  # (recorded in every run since)
 
 
@@ -158,6 +170,8 @@ class CBRDDISystem(BaseSystem):
         when its features are the drugs' descriptions, and no LLM with Morgan features."""
         if isinstance(config, CBRDDIConfig) and config.answer == "gnn":
             return ("describer",) if config.gnn_features == "descriptions" else ()
+        if isinstance(config, CBRDDIConfig) and config.answer == "cases":  # descriptions for retrieval, no answer
+            return ("describer",)
         return cls.llm_roles
 
     @property
@@ -172,7 +186,37 @@ class CBRDDISystem(BaseSystem):
     @property
     def _uses_cases(self) -> bool:
         """Whether the run builds (or loads) the repository and retrieves from it."""
-        return self._uses_llm and self.config.use_cases
+        return self.config.answer != "gnn" and self.config.use_cases
+
+    @property
+    def _writes_insights(self) -> bool:
+        """Whether the repository's cases get insights (and refinement and K-medoids sampling over them): not when
+        retrieval alone answers."""
+        return self._uses_llm
+
+    def _check_config(self) -> None:
+        """Switches that cannot go together, named before anything is built."""
+        from ddibench.errors import ConfigError
+
+        cfg = self.config
+        if cfg.answer == "cases":
+            if not cfg.use_cases:
+                raise ConfigError(
+                    "cbr-ddi answer=cases answers from the retrieved cases, and use_cases=false retrieves none",
+                    "drop one of -C answer=cases and -C use_cases=false",
+                )
+            named = [k for k in ("refine", "sampling") if k in cfg.model_fields_set and getattr(cfg, k)]
+            if named:
+                raise ConfigError(
+                    f"cbr-ddi answer=cases writes no insights, so there is nothing to {' or '.join(named)} "
+                    "(refinement rewrites insights; the sampling clusters them)",
+                    f"drop -C {named[0]}=true, or answer with the LLM",
+                )
+        if cfg.repository_per_type is not None and self.k is not None:
+            raise ConfigError(
+                "cbr-ddi repository_per_type draws cases per interaction type, and this task's pairs carry label sets",
+                "use -C repository_size=N on a label-set task",
+            )
 
     def count(self, name: str, n: int = 1) -> None:
         counters = self.info["counters"]
@@ -183,7 +227,20 @@ class CBRDDISystem(BaseSystem):
 
     def deviations(self) -> list[str]:
         out = []
-        if not self._uses_llm:
+        if self.config.answer == "cases":
+            out.append(
+                "the answer is the label the top-K retrieved cases carry most often, with no LLM answer; the cases "
+                "hold no insight (none written or refined) and the repository is its drawn pool (no K-medoids "
+                "sampling over insights): retrieval alone, not the paper's method"
+            )
+        if self.config.repository_per_type is not None:
+            per = self.config.repository_per_type
+            out.append(
+                "the repository's pool is a seeded random draw per interaction type ("
+                + (f"up to {per} cases of each" if per != "share" else "the counts the paper's sampling keeps")
+                + "), not the whole training split"
+            )
+        if self.config.answer == "gnn":
             out.append(
                 "the answer is the GNN module's top candidate (its top k on label-set tasks) with no LLM answer "
                 "and no cases: the paper's GNN-only ablation, not its full method"
@@ -250,10 +307,11 @@ class CBRDDISystem(BaseSystem):
         return tuple(case.labels) if case.labels is not None else case.label
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        if self._uses_llm or self._describes_catalogue:
+        if self._uses_cases or self._uses_llm or self._describes_catalogue:
             self._read_task(view)
         else:  # the GNN module alone on Morgan features: no text encoder, no prompt
             self.read_labels(view)
+        self._check_config()
         if self._uses_llm:
             ctx.remember_text(self.predict_system)
         await self._prepare_gnn(view, ctx)
@@ -366,7 +424,7 @@ class CBRDDISystem(BaseSystem):
                     "answer_tokens",
                 )
             },
-            "models": ctx.llm.identities(list(self.llm_roles)) if ctx.llm else {},
+            "models": ctx.llm.identities(list(self.used_roles(self.config))) if ctx.llm else {},
             "encoder": self._encoder.identity,
             "gnn": system_config_hash(self.gnn),
             "gnn_artifact": self.gnn.training_log.get("artifact", ""),
@@ -376,6 +434,10 @@ class CBRDDISystem(BaseSystem):
         }
         if self.k is not None:  # (DrugBank keys stay as they were)
             key["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
+        if self.config.repository_per_type is not None:  # (and so do the keys of random draws)
+            key["repository_per_type"] = self.config.repository_per_type
+        if not self._writes_insights:
+            key["insights"] = False
         return key
 
     async def _load_repository(self, view: TrainingView, ctx: RunContext, key: dict[str, Any]) -> None:
@@ -423,16 +485,33 @@ class CBRDDISystem(BaseSystem):
         return normalise(self._encoder.encode(texts))
 
     @staticmethod
-    def _seeded_subset(samples: Sequence[Sample], size: int, rng: np.random.Generator) -> list[Sample]:
-        """``size`` of the samples drawn by ``rng``, in their original order (all of them when there are no more)."""
+    def _seeded_subset(samples: Sequence[Sample], size: int | None, rng: np.random.Generator) -> list[Sample]:
+        """``size`` of the samples drawn by ``rng``, in their original order (all of them when there are no more,
+        or ``size`` is None)."""
         chosen = list(samples)
-        if size < len(chosen):
+        if size is not None and size < len(chosen):
             chosen = [chosen[i] for i in np.sort(rng.choice(len(chosen), size, replace=False))]
         return chosen
 
     def repository_pairs(self, view: TrainingView, rng: np.random.Generator) -> list[Sample]:
-        """The training pairs the repository is built from (``rng`` seeded with the run's seed)."""
-        return self._seeded_subset(view.train, self.config.repository_size, rng)
+        """The training pairs the repository is built from (``rng`` seeded with the run's seed): a random draw of
+        ``repository_size``, or with ``repository_per_type`` a draw within each interaction type, in the split's
+        order either way."""
+        per = self.config.repository_per_type
+        if per is None:
+            return self._seeded_subset(view.train, self.config.repository_size, rng)
+        by_type: dict[int, list[int]] = {}
+        for i, sample in enumerate(view.train):
+            by_type.setdefault(sample.label, []).append(i)
+        kept: list[int] = []
+        for label in sorted(by_type):  # a fixed order of types: the draw depends on the seed and the split only
+            members = by_type[label]
+            n = len(members)
+            want = (
+                per if per != "share" else max(self.config.min_per_class, int(np.ceil(self.config.sampling_ratio * n)))
+            )
+            kept += members if want >= n else [members[j] for j in rng.choice(n, want, replace=False)]
+        return [view.train[i] for i in sorted(kept)]
 
     def lambda_pairs(self, view: TrainingView, rng: np.random.Generator) -> list[Sample]:
         """The validation pairs that choose ``lam`` (``rng`` seeded with the run's seed + 1)."""
@@ -449,7 +528,7 @@ class CBRDDISystem(BaseSystem):
         _, reprs = (
             self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
         )
-        cases = await self._make_cases(chosen, ctx)
+        cases = await self._make_cases(chosen, ctx, insights=self._writes_insights)
         texts = [
             self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description)
             for c in cases
@@ -458,28 +537,38 @@ class CBRDDISystem(BaseSystem):
             cases, self._embed(texts), normalise(reprs), self._embed([c.insight or prompts.NO_INSIGHT for c in cases])
         )
         info: dict[str, Any] = {"built_from": len(chosen), "empty_insights": sum(not c.insight for c in cases)}
-        if cfg.refine and cases:
+        if cfg.repository_per_type is not None:
+            info["draw"] = {"per_type": cfg.repository_per_type}
+        if not self._writes_insights:
+            info["insights"] = "none: retrieval alone answers (answer=cases), so no refinement and no sampling"
+        if cfg.refine and cases and self._writes_insights:
             info["refinement"] = await self._refine(repo, ctx, rng)
-        if cfg.sampling and cases:
+        if cfg.sampling and cases and self._writes_insights:
             keep, per_class = representative_sample(repo, cfg.sampling_ratio, cfg.min_per_class, rng)
             info["sampling"] = {"kept": int(keep.size), "of": len(cases), "per_class": per_class}
             repo = repo.subset(keep)
+        if self.k is None:  # the interaction types the repository's cases cover
+            info["types"] = len({c.label for c in repo.cases})
         info["build_seconds"] = round(time.perf_counter() - started, 1)
         repo.info = info
         return repo
 
-    async def _make_cases(self, chosen: Sequence[Sample], ctx: RunContext) -> list[Case]:
-        """One case per training pair, in order: descriptions, paths (own edge hidden), insight and label."""
-        bar = ctx.progress.task("writing case insights", len(chosen))
+    async def _make_cases(self, chosen: Sequence[Sample], ctx: RunContext, insights: bool = True) -> list[Case]:
+        """One case per training pair, in order: descriptions, paths (own edge hidden), insight (empty when
+        ``insights`` is False: no LLM call) and label."""
+        bar = ctx.progress.task("writing case insights" if insights else "making cases (no insights)", len(chosen))
 
         async def make(sample: Sample) -> Case:
             pair = sample.pair
             labels = list(sample.label_ids) if isinstance(sample.target, tuple) else None
             label = labels[0] if labels else sample.label
-            paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True)
-            result = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
-            text = prompts.clean_insight(result.text)
-            bar.advance(cached=result.cached)
+            # (without insights no prompt shows a case's paths: none are extracted)
+            paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True) if insights else []
+            text = ""
+            if insights:
+                result = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
+                text = prompts.clean_insight(result.text)
+            bar.advance(cached=result.cached if insights else True)
             return Case(
                 pair.head.node_id,
                 pair.tail.node_id,
@@ -670,18 +759,27 @@ class CBRDDISystem(BaseSystem):
             json_schema=schema,
             seed=ctx.seed,
         )
-        case_labels = [
-            int(x) for c in retrieved for x in (c["label"] if isinstance(c["label"], (list, tuple)) else [c["label"]])
-        ]
         trace = {
             "cases": retrieved,
-            "context_labels": case_labels,  # what the cases say (the GNN's candidates are under "candidates")
+            "context_labels": _case_labels(retrieved),  # what the cases say (the GNN's candidates: "candidates")
             "lambda": self.lam if self._uses_cases else None,
             "paths": paths,
             "candidates": [[k, round(float(probs[k]), 4)] for k in labels[:20]],
             "llm": [llm_trace("generator", messages, result)],
         }
+        if query and self._uses_cases and repo is not None and len(repo):
+            trace["context_labels_by_lambda"] = self._labels_by_lambda(repo, text_vec, pair_vec)
         return result, labels, trace
+
+    def _labels_by_lambda(self, repo: Repository, text_vec: np.ndarray, pair_vec: np.ndarray) -> dict[str, list[int]]:
+        """The labels the top-K cases would carry at every lam of the grid (the run's own lam among them or not):
+        ``report --ceilings`` reads how often the gold is among them at each, for the same queries."""
+        out = {}
+        for lam in self.config.lambda_grid:
+            idx, _ = repo.retrieve(text_vec, pair_vec, self.config.k_cases, lam)
+            labels = [c.labels if c.labels is not None else c.label for c in (repo.cases[i] for i in idx.tolist())]
+            out[str(lam)] = _case_labels([{"label": x} for x in labels])
+        return out
 
     def _retrieve_cases(
         self, repo: Repository | None, text_vec: np.ndarray, pair_vec: np.ndarray, exclude: int | None
@@ -739,6 +837,43 @@ class CBRDDISystem(BaseSystem):
             schema = topk_schema(options, min(self.k, len(options)), mechanism=True)
         return user, schema
 
+    async def _cases_answer(self, sample: Sample, ctx: RunContext) -> Prediction:
+        """Retrieval alone: the label the top-K retrieved cases carry most often, ties to the better-ranked case
+        (the k labels carried most often on a label set); traced as the full system traces its retrieval."""
+        pair = sample.pair
+        llm: list[dict[str, Any]] = []
+        for drug in (pair.head, pair.tail):
+            await self.describe(drug, ctx, llm)
+        probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
+        text_vec = self._embed(
+            [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
+        )[0]
+        pair_vec = normalise(reprs)[0]
+        repo = self.repository
+        assert repo is not None
+        _, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, None)
+        stated = _case_labels(retrieved)
+        order = [int(k) for k in np.argsort(-probs[0], kind="stable")[: self.n_candidates]]
+        trace = {
+            "cases": retrieved,
+            "context_labels": stated,
+            "context_labels_by_lambda": self._labels_by_lambda(repo, text_vec, pair_vec),
+            "lambda": self.lam,
+            "candidates": [[k, round(float(probs[0][k]), 4)] for k in order],
+            "llm": llm,
+            "descriptions": [self._description(pair.head), self._description(pair.tail)],
+        }
+        if not stated:
+            self.count("queries_without_cases")
+            return Prediction.invalid(sample.id, "the repository returned no case", trace=trace)
+        counts = Counter(stated)
+        first = {label: i for i, label in reversed(list(enumerate(stated)))}
+        voted = sorted(counts, key=lambda label: (-counts[label], first[label]))
+        self.count("answered")
+        if self.k is None:
+            return Prediction(sample_id=sample.id, label=voted[0], trace=trace)
+        return Prediction(sample_id=sample.id, ranked=voted[: self.k], trace=trace)
+
     def _gnn_answer(self, sample: Sample) -> Prediction:
         """The GNN module alone: its top candidate (top k of a label set), recorded as the full system records
         its candidates."""
@@ -756,8 +891,10 @@ class CBRDDISystem(BaseSystem):
         return Prediction(sample_id=sample.id, ranked=order[: self.k], trace=trace)
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
-        if not self._uses_llm:
+        if self.config.answer == "gnn":
             return [self._gnn_answer(sample) for sample in samples]
+        if self.config.answer == "cases":
+            return [await self._cases_answer(sample, ctx) for sample in samples]
         out = []
         for sample in samples:
             pair = sample.pair
@@ -788,3 +925,8 @@ class CBRDDISystem(BaseSystem):
             self.count("answered" if prediction.valid else "invalid_answers")
             out.append(prediction)
         return out
+
+
+def _case_labels(retrieved: Sequence[dict[str, Any]]) -> list[int]:
+    """The labels retrieved cases carry, in the order shown (a label-set case's labels in its order)."""
+    return [int(x) for c in retrieved for x in (c["label"] if isinstance(c["label"], (list, tuple)) else [c["label"]])]

@@ -9,7 +9,8 @@ knowledge-graph path at :data:`PATH_TOKENS`. The counts assume empty caches: a r
 built is reused by the run, which then skips those phases. Switches count as the run does them: without cases
 no repository phase and no choice of ``lam``; with description features (``gnn_features="descriptions"``, the
 default) every drug of the catalogue is described before the GNN module trains, so later phases describe none
-again; the GNN module alone (``answer="gnn"``) makes no other LLM call, and none at all on Morgan features.
+again; the GNN module alone (``answer="gnn"``) makes no other LLM call, and none at all on Morgan features;
+retrieval alone (``answer="cases"``) describes the drugs it retrieves with and writes nothing else.
 """
 
 from __future__ import annotations
@@ -66,13 +67,16 @@ def plan_phases(system: CBRDDISystem, view: TrainingView, samples: Sequence[Samp
     if cfg.use_cases:
         chosen = system.repository_pairs(view, np.random.default_rng(ctx.seed))
         phases.append(_describing(system, "describing case drugs", _drugs(chosen), described))
-        phases.append(_insights(system, chosen))
-        if cfg.refine and chosen:
-            phases += _refinement(system, chosen)
+        if cfg.answer == "llm":  # retrieval alone (answer="cases") writes no insight and refines nothing
+            phases.append(_insights(system, chosen))
+            if cfg.refine and chosen:
+                phases += _refinement(system, chosen)
         if cfg.lam is None and chosen and view.valid:
             valid = system.lambda_pairs(view, np.random.default_rng(ctx.seed + 1))
             phases.append(_describing(system, "describing validation drugs (choosing lam)", _drugs(valid), described))
     phases.append(_describing(system, "describing query drugs", _drugs(samples), described))
+    if cfg.answer == "cases":
+        return [p for p in phases if p.calls or p.epochs or p.seconds]
     phases.append(
         Phase(
             "answering queries",
@@ -120,7 +124,13 @@ def _insights(system: CBRDDISystem, chosen: Sequence[Sample]) -> Phase:
         len(chosen),
         prompt,
         len(chosen) * cfg.insight_tokens,
-        note=f"one per repository case (repository_size={cfg.repository_size})",
+        note="one per repository case ("
+        + (
+            f"repository_per_type={cfg.repository_per_type}"
+            if cfg.repository_per_type is not None
+            else f"repository_size={cfg.repository_size if cfg.repository_size is not None else 'all'}"
+        )
+        + ")",
     )
 
 
