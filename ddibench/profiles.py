@@ -1,7 +1,9 @@
 """Declared hardware profiles, and detection of the hardware a run really had.
 
 A profile says what a run may assume (accelerators, memory, LLM concurrency) and the budgets that fit
-it: per-system configuration defaults, for example fewer MLP epochs on ``cpu``. The runner records the
+it: per-system configuration defaults, for example fewer MLP epochs on ``cpu``, and beside each figure its
+source (``Profile.sources``: the paper's table or section behind a GPU profile's budget, the measurement behind a
+CPU one), which ``ddibench list profiles`` prints. The runner records the
 declared profile and the detected hardware side by side in every manifest; the ``cpu`` profile is the
 one CI exercises.
 """
@@ -53,8 +55,7 @@ class Profile:
             "budgets": self.budgets,
             "task_budgets": self.task_budgets,
             "rankable": self.rankable,
-            "sources": self.sources,
-        }
+        }  # not the sources: they say where the figures come from, and a reworded one changes no run
 
     def source_of(self, system: str, key: str) -> str | None:
         """Where ``system``'s budget figure ``key`` (a config key, or a task name of its task budgets) comes from."""
