@@ -233,8 +233,10 @@ def duration(seconds: float) -> str:
 
 
 def dollars(usd: float) -> str:
-    """``$1,234.50``; under a dollar with its first significant figures (``$0.006``)."""
-    return f"${usd:,.2f}" if usd >= 1 or usd == 0 else f"${usd:.2g}"
+    """``$1,234.50``, ``$0.50``; under ten cents its first two significant figures (``$0.0057``)."""
+    if usd >= 0.1 or usd == 0:
+        return f"${usd:,.2f}"
+    return f"${usd:.2g}" if usd >= 1e-4 else "under $0.0001"
 
 
 def render(fc: Forecast) -> list[str]:
