@@ -1,7 +1,9 @@
 """Declared hardware profiles, and detection of the hardware a run really had.
 
 A profile says what a run may assume (accelerators, memory, LLM concurrency) and the budgets that fit
-it: per-system configuration defaults, for example fewer MLP epochs on ``cpu``. The runner records the
+it: per-system configuration defaults, for example fewer MLP epochs on ``cpu``, and beside each figure its
+source (``Profile.sources``: the paper's table or section behind a GPU profile's budget, the measurement behind a
+CPU one), which ``ddibench list profiles`` prints. The runner records the
 declared profile and the detected hardware side by side in every manifest; the ``cpu`` profile is the
 one CI exercises.
 """
@@ -31,6 +33,9 @@ class Profile:
     rankable: bool = True  # False: a smoke budget; its runs are never submittable or ranked
     # system name -> task name -> config defaults over the system's budget, where one budget does not fit every task
     task_budgets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # system name -> budget key (or a task name of task_budgets) -> where the figure comes from: a paper and its table
+    # or section, or the measurement behind a CPU budget ("paper, table/section" or "measured: ...")
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def budget_for(self, system: str, task: str | None = None) -> dict[str, Any]:
         """The configuration defaults ``system`` gets under this profile; with ``task``, that task's own budget over them."""
@@ -50,15 +55,55 @@ class Profile:
             "budgets": self.budgets,
             "task_budgets": self.task_budgets,
             "rankable": self.rankable,
-        }
+        }  # not the sources: they say where the figures come from, and a reworded one changes no run
+
+    def source_of(self, system: str, key: str) -> str | None:
+        """Where ``system``'s budget figure ``key`` (a config key, or a task name of its task budgets) comes from."""
+        return self.sources.get(system, {}).get(key)
 
 
-# GPU profiles train in full, with the papers' schedules
+CBR_DDI = "Liu et al. 2025, CBR-DDI (arXiv 2505.23034)"
+DRUGRAG = "DrugRAG paper, Table II"
+
+# GPU profiles train in full, with the papers' schedules, and build the papers' repositories and indexes
 _GPU_BUDGETS: dict[str, dict[str, Any]] = {
     "mlp": {"max_epochs": 100, "device": "cuda"},
     "emergnn": {"max_epochs": 100, "epoch_per_test": 5, "device": "cuda"},
     "gin": {"max_epochs": 300, "patience": 30, "device": "cuda"},
+    "cbr-ddi": {"repository_size": None, "refine_cases": None, "lam": None, "lambda_valid_pairs": None},
+    "text-rag": {"interaction_chunks": None, "monograph_chunks": None, "medquad_chunks": None},
+    "agentic-rag": {"interaction_chunks": None, "monograph_chunks": None, "medquad_chunks": None},
 }
+_ACCELERATOR = "the profile's accelerator"
+_WHOLE_CORPUS = f"{DRUGRAG}: retrieval over the whole corpus (text RAG: top-5 chunks; agentic GraphRAG: 2 iterations)"
+_GPU_SOURCES: dict[str, dict[str, str]] = {
+    "mlp": {
+        "max_epochs": "ddibench's full budget (no paper states one): early stopping on validation ends training",
+        "device": _ACCELERATOR,
+    },
+    "emergnn": {
+        "max_epochs": "Zhang et al. 2024, EmerGNN: trains for up to 100 epochs (docs/systems/emergnn.md)",
+        "epoch_per_test": "ddibench's full budget: validation every 5 epochs",
+        "device": _ACCELERATOR,
+    },
+    "gin": {
+        "max_epochs": "ddibench's full budget (no paper states one): at most 300 epochs",
+        "patience": "ddibench's full budget: early stopping after 30 epochs without a better validation loss",
+        "device": _ACCELERATOR,
+    },
+    "cbr-ddi": {
+        "repository_size": f"{CBR_DDI}, repository construction: every training pair is a case (DrugBank 35,255), "
+        "then representative sampling (sampling=True, at least 10 or 5% of each type; Table 4: 35,255 -> 2,139)",
+        "refine_cases": f"{CBR_DDI}, repository refinement: every case is checked",
+        "lam": f"{CBR_DDI}, hybrid retrieval: lambda chosen on the validation set",
+        "lambda_valid_pairs": f"{CBR_DDI}, hybrid retrieval: lambda chosen on the whole validation set",
+    },
+    "text-rag": dict.fromkeys(_GPU_BUDGETS["text-rag"], _WHOLE_CORPUS),
+    "agentic-rag": dict.fromkeys(_GPU_BUDGETS["agentic-rag"], _WHOLE_CORPUS),
+}
+
+_CPU_EMBED = "measured: embedding ~150-token chunks runs at tens per second on 2 cores: a declared share of the corpus"
+_QUICK = "smoke budget: every stage once, small, in about a minute (`ddibench run --plan -p quick` counts the calls)"
 
 PROFILES: dict[str, Profile] = {
     p.name: p
@@ -72,30 +117,56 @@ PROFILES: dict[str, Profile] = {
             llm_concurrency=4,
             budgets={
                 "mlp": {"max_epochs": 30, "device": "cpu"},
-                # a few minutes per molecular task on 2 cores (full test sets): at most 60 epochs, patience 10
                 "gin": {"max_epochs": 60, "patience": 10, "device": "cpu"},
-                # about 15 minutes of training on 2 cores (DrugBank S1, with validation): 10 epochs instead of 100, model selection
-                # on a seeded 3,000 validation pairs after every epoch; the full test set is scored. (Until the
-                # training step was made 2.7x faster, benchmarks/emergnn_step.py, the same time bought 4 epochs.)
                 "emergnn": {"max_epochs": 10, "epoch_per_test": 1, "valid_pairs": 3000, "device": "cpu"},
-                # the 135M embedded model writes about 2 insights a minute: a small repository
                 "cbr-ddi": {"repository_size": 60, "refine_cases": 20, "lambda_valid_pairs": 20},
-                # embedding ~150-token chunks runs at tens per second here: a declared share of the corpus
                 "text-rag": {"interaction_chunks": 5000, "monograph_chunks": 3000, "medquad_chunks": 3000},
                 "agentic-rag": {"interaction_chunks": 5000, "monograph_chunks": 3000, "medquad_chunks": 3000},
             },
             task_budgets={
-                # the look-up task's knowledge is 20,000 training pairs, every asked pair among them: all of it is indexed
                 "text-rag": {"ddi_qa_lookup": {"interaction_chunks": None}},
                 "agentic-rag": {"ddi_qa_lookup": {"interaction_chunks": None}},
-                # EmerGNN's 10 epochs are sized for S1, where a pseudo-emerging epoch trains about 30,000 pairs. An S2 epoch
-                # trains only the pairs whose two drugs are pseudo-new (2,688 on drugbank_s2), so the paper's 100 epochs fit
-                # the same time there (921 s of training on 2 cores); on TWOSIDES S1 an epoch has 2,112 pairs, and 120
-                # epochs at lr 1e-2 (2,037 s) are where validation recall@5 flattens (docs/systems/emergnn.md)
                 "emergnn": {
                     "drugbank_s2": {"max_epochs": 100, "epoch_per_test": 5},
                     "twosides_s1": {"max_epochs": 120, "epoch_per_test": 2, "lr": 1e-2},
                     "twosides_s2": {"max_epochs": 100, "epoch_per_test": 5},
+                },
+            },
+            sources={
+                "mlp": {"max_epochs": "measured: minutes on 2 cores", "device": "no accelerator"},
+                "gin": dict.fromkeys(
+                    ("max_epochs", "patience"),
+                    "measured: a few minutes per molecular task on 2 cores (full test sets)",
+                )
+                | {"device": "no accelerator"},
+                "emergnn": dict.fromkeys(
+                    ("max_epochs", "epoch_per_test", "valid_pairs"),
+                    "measured: about 15 minutes of training on 2 cores (DrugBank S1, with validation): 10 epochs "
+                    "instead of 100, model selection on a seeded 3,000 validation pairs after every epoch; the full "
+                    "test set is scored (benchmarks/emergnn_step.py)",
+                )
+                | {
+                    "device": "no accelerator",
+                    "drugbank_s2": "measured: an S2 epoch trains only the pairs whose two drugs are pseudo-new "
+                    "(2,688 on drugbank_s2, against about 30,000 in S1), so the paper's 100 epochs fit the same "
+                    "time (921 s on 2 cores)",
+                    "twosides_s1": "measured: an epoch has 2,112 pairs; 120 epochs at lr 1e-2 (2,037 s) are where "
+                    "validation recall@5 flattens (docs/systems/emergnn.md)",
+                    "twosides_s2": "measured: as drugbank_s2, an S2 epoch is small enough for the paper's 100 epochs",
+                },
+                "cbr-ddi": dict.fromkeys(
+                    ("repository_size", "refine_cases", "lambda_valid_pairs"),
+                    "measured: the 135M embedded model writes about 2 insights a minute: a small repository",
+                ),
+                "text-rag": dict.fromkeys(_GPU_BUDGETS["text-rag"], _CPU_EMBED)
+                | {
+                    "ddi_qa_lookup": "the look-up task's knowledge is 20,000 training pairs, every asked pair among "
+                    "them: all of it is indexed"
+                },
+                "agentic-rag": dict.fromkeys(_GPU_BUDGETS["agentic-rag"], _CPU_EMBED)
+                | {
+                    "ddi_qa_lookup": "the look-up task's knowledge is 20,000 training pairs, every asked pair among "
+                    "them: all of it is indexed"
                 },
             },
         ),
@@ -130,12 +201,49 @@ PROFILES: dict[str, Profile] = {
                 "agentic-rag": {"interaction_chunks": 300, "monograph_chunks": 300, "medquad_chunks": 300},
             },
             rankable=False,
+            sources={
+                "mlp": dict.fromkeys(("max_epochs", "max_train", "hidden", "patience", "device"), _QUICK),
+                "emergnn": dict.fromkeys(
+                    ("max_epochs", "epoch_per_test", "train_pairs_per_epoch", "valid_pairs", "device"), _QUICK
+                ),
+                "cbr-ddi": dict.fromkeys(
+                    (
+                        "repository_size",
+                        "refine_cases",
+                        "lambda_valid_pairs",
+                        "sampling",
+                        "k_cases",
+                        "description_tokens",
+                        "insight_tokens",
+                    ),
+                    "smoke budget: every stage once, small: 5 cases (10 drugs described), 1 refined, lam chosen on 2 "
+                    "validation pairs, 2 cases a prompt, short descriptions and insights "
+                    "(`ddibench run --plan -p quick` counts the calls)",
+                ),
+                "text-rag": dict.fromkeys(("interaction_chunks", "monograph_chunks", "medquad_chunks"), _QUICK),
+                "agentic-rag": dict.fromkeys(("interaction_chunks", "monograph_chunks", "medquad_chunks"), _QUICK),
+            },
         ),
-        Profile("rtx3090-24g", "one NVIDIA RTX 3090 (24 GB)", "NVIDIA GeForce RTX 3090", 1, 24, 16, _GPU_BUDGETS),
-        Profile("a100-80g", "one NVIDIA A100 (80 GB)", "NVIDIA A100 80GB", 1, 80, 32, _GPU_BUDGETS),
-        Profile("2xa100-80g", "two NVIDIA A100 (80 GB)", "NVIDIA A100 80GB", 2, 80, 64, _GPU_BUDGETS),
-        Profile("h100-80g", "one NVIDIA H100 (80 GB)", "NVIDIA H100 80GB", 1, 80, 64, _GPU_BUDGETS),
-        Profile("h200-141g", "one NVIDIA H200 (141 GB)", "NVIDIA H200", 1, 141, 64, _GPU_BUDGETS),
+        Profile(
+            "rtx3090-24g",
+            "one NVIDIA RTX 3090 (24 GB)",
+            "NVIDIA GeForce RTX 3090",
+            1,
+            24,
+            16,
+            _GPU_BUDGETS,
+            sources=_GPU_SOURCES,
+        ),
+        Profile(
+            "a100-80g", "one NVIDIA A100 (80 GB)", "NVIDIA A100 80GB", 1, 80, 32, _GPU_BUDGETS, sources=_GPU_SOURCES
+        ),
+        Profile(
+            "2xa100-80g", "two NVIDIA A100 (80 GB)", "NVIDIA A100 80GB", 2, 80, 64, _GPU_BUDGETS, sources=_GPU_SOURCES
+        ),
+        Profile(
+            "h100-80g", "one NVIDIA H100 (80 GB)", "NVIDIA H100 80GB", 1, 80, 64, _GPU_BUDGETS, sources=_GPU_SOURCES
+        ),
+        Profile("h200-141g", "one NVIDIA H200 (141 GB)", "NVIDIA H200", 1, 141, 64, _GPU_BUDGETS, sources=_GPU_SOURCES),
     )
 }
 

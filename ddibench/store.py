@@ -2,7 +2,7 @@
 
 * ``runs`` — one row per run: task, system, model, profile, trust tier, the primary metric with its
   interval, its unit and direction, every metric and its declaration (JSON), the scoring variant,
-  cost per item (calls, tokens, and US dollars where a price is configured), the tie verdict against
+  cost per item (calls, tokens, and US dollars where a price is known: ddibench.prices), the tie verdict against
   the best run of its task and variant, and the manifest (JSON).
 * ``samples`` — per-sample input, gold, prediction, score, trace and the evaluator's *unit* record
   (what the paired comparison resamples), read only for a drill-down or a tie computation.
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddibench.errors import ConfigError
 from ddibench.evaluation.floors import floor_note
+from ddibench.prices import Price, load_prices, price_for
 from ddibench.registry import answers_by_design, run_variant
 from ddibench.schema import LabelSpace
 
@@ -197,12 +198,6 @@ _LAYOUT = [
 ] + [("floors", "task")]
 
 
-def load_prices() -> dict[str, dict[str, float]]:
-    """Per-model prices (USD per 1,000 prompt / completion tokens) from $DDIBENCH_PRICES (a JSON file)."""
-    path = os.environ.get("DDIBENCH_PRICES")
-    return json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
-
-
 def scoring_variant(evaluator: Evaluator) -> str:
     """The board groups runs by how they were scored: '' for the task's default scorers at version 1;
     scorers of another version or with options that change scores form their own group and are never ranked
@@ -219,7 +214,7 @@ FloorRow = tuple[str, dict[str, float], str]  # (floor name, its metrics, the no
 def add_run(
     path: Path,
     verdict: Verdict,
-    prices: dict[str, dict[str, float]] | None = None,
+    prices: dict[str, Price] | None = None,
     ties: bool = True,
     floors: list[FloorRow] | None = None,
 ) -> str:
@@ -270,7 +265,7 @@ def add_run(
     return run.run_id
 
 
-def _run_row(verdict: Verdict, task: Task, variant: str, prices: dict[str, dict[str, float]]) -> list[Any]:
+def _run_row(verdict: Verdict, task: Task, variant: str, prices: dict[str, Price]) -> list[Any]:
     """The run's row of the ``runs`` table, in the column order of :func:`add_run`'s insert."""
     run, results = verdict.run, verdict.results
     assert run is not None and results is not None
@@ -281,12 +276,11 @@ def _run_row(verdict: Verdict, task: Task, variant: str, prices: dict[str, dict[
     cost = verdict.cost or results.cost  # recomputed from the traces when the bundle was verified
     usd = None
     models = manifest.models
-    if cost.per_item and all(role in models and models[role].spec in prices for role in cost.per_item):
-        usd = sum(
-            v.prompt_tokens / 1000 * prices[models[role].spec]["prompt"]
-            + v.completion_tokens / 1000 * prices[models[role].spec]["completion"]
-            for role, v in cost.per_item.items()
-        )
+    priced = [
+        (price_for(models[role].spec, prices) if role in models else None, v) for role, v in cost.per_item.items()
+    ]
+    if priced and all(price for price, _ in priced):
+        usd = sum(price.usd(v.prompt_tokens, v.completion_tokens) for price, v in priced if price)
     return [
         run.run_id,
         task.name,

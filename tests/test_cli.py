@@ -51,6 +51,51 @@ def test_list_profiles_shows_the_task_budgets_on_their_system_line(cli) -> None:
     assert "; drugbank_s2: max_epochs=100, epoch_per_test=5" in line and "; twosides_s1: " in line
 
 
+def test_gpu_profiles_give_the_papers_scale_and_every_budget_figure_names_its_source() -> None:
+    """CBR-DDI's whole training split as its repository pool, full refinement and lambda chosen on every validation
+    pair; the retrieval systems' whole corpora; and a source for each figure of every profile."""
+    from ddibench.profiles import PROFILES
+
+    gpu = [p for p in PROFILES.values() if p.accelerator_count]
+    assert gpu
+    for profile in gpu:
+        cbr = profile.budget_for("cbr-ddi", "drugbank_s2")
+        assert cbr["repository_size"] is None and cbr["refine_cases"] is None and cbr["lambda_valid_pairs"] is None
+        assert cbr["lam"] is None and "sampling" not in cbr  # the paper's representative sampling: its default, on
+        assert "2505.23034" in (profile.source_of("cbr-ddi", "repository_size") or "")
+        for rag in ("text-rag", "agentic-rag"):
+            budget = profile.budget_for(rag)
+            assert budget == {"interaction_chunks": None, "monograph_chunks": None, "medquad_chunks": None}
+            assert "DrugRAG" in (profile.source_of(rag, "interaction_chunks") or "")
+        assert profile.budget_for("emergnn")["max_epochs"] == 100 and profile.budget_for("gin")["max_epochs"] == 300
+    for profile in PROFILES.values():
+        for system, budget in profile.budgets.items():
+            for key in budget:
+                assert profile.source_of(system, key), (profile.name, system, key)
+        for system, tasks in profile.task_budgets.items():
+            for task in tasks:
+                assert profile.source_of(system, task), (profile.name, system, task)
+
+
+def test_list_profiles_prints_the_source_of_each_budget_figure(cli) -> None:
+    from ddibench.profiles import get_profile
+
+    code, out, _ = cli("list", "profiles")
+    assert code == 0
+    lines = out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.strip().startswith("h100-80g cbr-ddi:"))
+    assert "repository_size=None" in lines[at] and "lambda_valid_pairs=None" in lines[at]
+    sources = []
+    for line in lines[at + 1 :]:
+        if not line.startswith("    "):
+            break
+        sources.append(line.strip())
+    h100 = get_profile("h100-80g")
+    assert f"repository_size: {h100.source_of('cbr-ddi', 'repository_size')}" in sources
+    cpu = next(x for x in lines if x.strip().startswith("max_epochs, epoch_per_test, valid_pairs: measured:"))
+    assert "15 minutes" in cpu
+
+
 def test_data_commands(cli) -> None:
     code, out, _ = cli("data", "list")
     assert code == 0 and "emergnn-drugbank" in out and "CC-BY-NC-4.0" in out and "github.com/yzhangee/EmerGNN" in out

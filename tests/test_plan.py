@@ -237,3 +237,68 @@ def test_a_line_progress_task_that_ends_on_a_periodic_line_is_reported_once() ->
     bar.close()  # ... and the closing line would say the same
     lines = buffer.getvalue().splitlines()
     assert len(lines) == 2 and lines[-1].startswith("writing case insights: 2/2 (100%)")
+
+
+def test_the_shipped_price_table_is_dated_and_sourced_and_ddibench_prices_overrides_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    from ddibench.errors import ConfigError
+    from ddibench.prices import load_prices, price_for, shipped_prices
+
+    monkeypatch.delenv("DDIBENCH_PRICES", raising=False)
+    shipped = shipped_prices()
+    assert {"openai:gpt-4o-mini", "openai:gpt-4o", "openai:gpt-4.1-mini", "openai:gpt-4.1"} <= set(shipped)
+    for model, price in shipped.items():
+        assert price.source.startswith("https://") and re.fullmatch(r"\d{4}-\d\d-\d\d", price.read), model
+        assert 0 < price.prompt <= price.completion < 1, model  # USD per 1,000 tokens, output dearer than input
+    assert load_prices() == shipped
+    # the format $DDIBENCH_PRICES has always had: a row replaces the shipped one, another adds a model
+    path = tmp_path / "prices.json"
+    path.write_text(
+        json.dumps(
+            {"openai:gpt-4o-mini": {"prompt": 1.0, "completion": 2.0}, "my-model": {"prompt": 0.5, "completion": 0.5}}
+        )
+    )
+    monkeypatch.setenv("DDIBENCH_PRICES", str(path))
+    prices = load_prices()
+    assert (prices["openai:gpt-4o-mini"].prompt, prices["openai:gpt-4o-mini"].completion) == (1.0, 2.0)
+    assert str(path) in prices["openai:gpt-4o-mini"].source and prices["openai:gpt-4.1"] == shipped["openai:gpt-4.1"]
+    assert price_for("openai:gpt-4o-mini@https://api.openai.com/v1#json=schema", prices) == prices["openai:gpt-4o-mini"]
+    assert price_for("vllm:my-model@http://127.0.0.1:8000/v1", prices) == prices["my-model"]
+    assert price_for("vllm:gpt-4o-mini@http://127.0.0.1:8000/v1", shipped) is None  # a served model is not OpenAI's
+    path.write_text(json.dumps({"openai:gpt-4o": {"prompt": "cheap"}}))
+    with pytest.raises(ConfigError, match="openai:gpt-4o"):
+        load_prices()
+
+
+def test_the_plan_prices_an_api_model_from_the_shipped_table_and_times_it_at_a_declared_throughput(
+    cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ddibench.prices import shipped_prices
+    from ddibench.runner.forecast import dollars
+
+    monkeypatch.delenv("DDIBENCH_PRICES", raising=False)
+    args = ["run", "-s", "zero-shot", "-t", "drugbank_s2", "-m", "openai:gpt-4o-mini", "--limit", "7", "--plan"]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    calls, prompt, generated = (int(x.replace(",", "")) for x in _phase_line(out, "answering").split()[2:5])
+    assert calls == 7
+    price = shipped_prices()["openai:gpt-4o-mini"]
+    usd = (prompt * price.prompt + generated * price.completion) / 1000
+    total = _phase_line(out, "total:")
+    assert total.endswith(f", {dollars(usd)}") and dollars(usd) != "$0.00"
+    cited = _phase_line(out, "price: openai:gpt-4o-mini")
+    assert price.source in cited and f"read {price.read}" in cited
+    assert "not timed" in out and "GPU hours" not in out  # the cpu profile; no rate known for the API model
+    # a declared rate times its calls; on a GPU profile the plan gives GPU hours (hours x accelerators)
+    code, out, err = cli(*args, "--throughput", "1000,50", "-p", "2xa100-80g")
+    assert code == 0, err
+    seconds = prompt / 1000 + generated / 50
+    assert "declared with --throughput" in out and "not timed" not in out
+    assert f"GPU hours: about {seconds / 3600 * 2:,.2f} ({round(seconds)} s x 2 accelerators" in out
+    code, _, err = cli(*args[:-1], "--throughput", "1000")
+    assert code != 0 and "--plan" in err
+    code, _, err = cli(*args, "--throughput", "fast")
+    assert code != 0 and "PROMPT,GEN" in err

@@ -144,7 +144,8 @@ def _list_profiles(verbose: bool) -> None:
     console = _console()
     console.print(table)
     console.print(
-        "budgets (what each profile gives the trained and retrieval systems; after ';' a task's own budget over it):"
+        "budgets (what each profile gives the trained and retrieval systems; after ';' a task's own budget over it), "
+        "each figure's source indented below:"
     )
     for p in PROFILES.values():
         for line in budget_lines(p):
@@ -156,7 +157,8 @@ def _list_profiles(verbose: bool) -> None:
 
 def budget_lines(profile: Any) -> list[str]:
     """One line per system the profile budgets, with the per-task budgets that apply over it on the same line
-    (``cpu emergnn: max_epochs=10, ...; drugbank_s2: max_epochs=100, epoch_per_test=5``); lines of their own
+    (``cpu emergnn: max_epochs=10, ...; drugbank_s2: max_epochs=100, epoch_per_test=5``), then the source of each
+    figure, keys that share one on one line (``    max_epochs, valid_pairs: measured: ...``); lines of their own
     below the table, since a column of them wraps one word per line at 80 columns."""
 
     def pairs(budget: dict[str, Any]) -> str:
@@ -168,4 +170,8 @@ def budget_lines(profile: Any) -> list[str]:
         parts = [pairs(profile.budgets.get(system, {})) or "defaults"]
         parts += [f"{task}: {pairs(b)}" for task, b in tasks.items()]
         lines.append(f"  {profile.name} {system}: {'; '.join(parts)}")
+        by_source: dict[str, list[str]] = {}
+        for key in [*profile.budgets.get(system, {}), *tasks]:
+            by_source.setdefault(profile.source_of(system, key) or "no source given", []).append(key)
+        lines += [f"    {', '.join(keys)}: {source}" for source, keys in by_source.items()]
     return lines

@@ -197,6 +197,13 @@ def expand_tasks(text: str) -> list[str]:
     help="Print what the run would do (phases, epochs, LLM calls and tokens per role, projected time and "
     "dollars) and run nothing: no model is started, nothing trained or written.",
 )
+@click.option(
+    "--throughput",
+    default=None,
+    metavar="PROMPT,GEN",
+    help="With --plan: the prompt and generated tokens a second a served or API model gives this run, to time "
+    "its calls (they are otherwise untimed: only the embedded models have measured rates).",
+)
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -222,12 +229,15 @@ def run(
     workers: int | None,
     shard: str | None,
     plan_only: bool,
+    throughput: str | None,
     **scoring: Any,
 ) -> None:
     """Run a system on a task (resuming an interrupted run of the same configuration), score it and
     write results with confidence intervals and a full manifest. Several tasks (comma separated, or a
     family name) run one after the other, with one summary table at the end."""
     _check_run_options(concurrency, max_retries, workers, ray_address, executor)
+    if throughput is not None and not plan_only:
+        raise click.UsageError("--throughput declares a rate for the plan: give it with --plan")
     tasks, shard_spec = _tasks_and_shard(task_name, shard, run_dir)
     requests = _run_requests(
         tasks,
@@ -252,35 +262,32 @@ def run(
         shard=shard_spec,
     )
     if plan_only:
-        _print_plans(requests, make_console())
+        _print_plans(requests, make_console(), throughput)
         return
     _execute_all(requests, make_console(stderr=as_json), shard, as_json, verbose)
 
 
-def _prices() -> dict[str, dict[str, float]]:
-    """Per-model prices from $DDIBENCH_PRICES (read where the board reads them)."""
-    from ddibench.store import load_prices
+def _print_plans(requests: Iterable[RunRequest], console: Console, throughput: str | None = None) -> None:
+    """Nothing: prints each request's plan (the forecast starts, trains and writes nothing); ``throughput``
+    (``PROMPT,GEN``) times the calls of models without a measured rate."""
+    from ddibench.prices import load_prices
+    from ddibench.runner.forecast import forecast, parse_throughput, render
 
-    return load_prices()
-
-
-def _print_plans(requests: Iterable[RunRequest], console: Console) -> None:
-    """Nothing: prints each request's plan (the forecast starts, trains and writes nothing)."""
-    from ddibench.runner.forecast import forecast, render
-
-    prices = _prices()
+    declared = parse_throughput(throughput) if throughput is not None else None
+    prices = load_prices()  # the shipped table under $DDIBENCH_PRICES, as the board reads them
     for request in requests:
-        for line in render(forecast(request, prices)):
+        for line in render(forecast(request, prices, declared)):
             console.print(line, markup=False, highlight=False)
 
 
 def _announce(request: RunRequest, console: Console) -> None:
     """Nothing: prints the plan's summary when the run is projected to take longer than a few minutes."""
     from ddibench.errors import DdibenchError
+    from ddibench.prices import load_prices
     from ddibench.runner.forecast import LONG_RUN_S, forecast, summary
 
     try:
-        planned = forecast(request, _prices())
+        planned = forecast(request, load_prices())
     except DdibenchError:
         raise  # the run would stop on the same mistake: say it now
     except Exception as exc:  # noqa: BLE001 - a system's plan that fails must not stop its run

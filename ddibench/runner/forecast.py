@@ -6,9 +6,13 @@ task, system, configuration and samples) and asks the system for its :class:`~dd
 list; it starts no model, trains nothing, opens no response cache and writes no run directory. Each
 LLM phase is timed from its tokens at its role's model's throughput (:data:`THROUGHPUT`: rates measured
 on this project's 2-core machines, named with their source in the output), one call at a time as the
-embedded server answers them; a phase that is not LLM calls brings its own seconds when the system
-knows them. Dollars come from per-model prices (USD per 1,000 prompt / completion tokens) the caller
-passes in (the command reads ``$DDIBENCH_PRICES``); an embedded model costs nothing.
+embedded server answers them; a served or API model has no measured rate, so its calls are timed only at a
+throughput the caller declares (``ddibench run --plan --throughput PROMPT,GEN``), and are otherwise left untimed.
+A phase that is not LLM calls brings its own seconds when the system knows them. Dollars come from per-model
+prices (USD per 1,000 prompt / completion tokens: :func:`ddibench.prices.load_prices`, the dated table shipped
+with the project under ``$DDIBENCH_PRICES``), each named with its source and date; an embedded model costs
+nothing. On a profile with accelerators the plan also gives GPU hours: projected hours x the profile's
+``accelerator_count``.
 
 Tokens are estimates (:func:`~ddibench.system.estimate_tokens`: characters / 4), and generated tokens are
 every call's ``max_tokens``: the time and dollars are upper bounds on the generating side.
@@ -20,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ddibench.llm import ModelSpec
+from ddibench.prices import Price, load_prices, price_for
 from ddibench.runner.plan import RunRequest, build_system, select_samples, training_view_of
 from ddibench.system import CHARS_PER_TOKEN, BaseSystem, Phase, PlanContext, Planned, configured_roles
 
@@ -76,6 +81,13 @@ class Forecast:
     rates: dict[str, Throughput] = field(default_factory=dict)  # model -> the throughput its phases were timed at
     unpriced: list[str] = field(default_factory=list)  # models with no price known
     busy: str = ""  # the machine's load when it is busier than its CPUs (the rates are an idle machine's)
+    prices: dict[str, Price] = field(default_factory=dict)  # model -> the price its phases were costed at
+    accelerators: int = 0  # the profile's accelerator_count: GPU hours are hours x this
+
+    @property
+    def gpu_hours(self) -> float | None:
+        """Projected hours x the profile's accelerators (None on a profile without accelerators)."""
+        return self.seconds / 3600 * self.accelerators if self.accelerators else None
 
     @property
     def seconds(self) -> float:
@@ -106,13 +118,32 @@ def throughput_of(spec: ModelSpec, busy: bool = False) -> Throughput | None:
     return (THROUGHPUT_BUSY.get(name) if busy else None) or THROUGHPUT.get(name)
 
 
-def price_of(spec: ModelSpec, prices: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
-    """A model's price (``{"prompt": usd_per_1k, "completion": usd_per_1k}``) by its displayed spec or its name."""
-    return prices.get(spec.display()) or prices.get(f"{spec.provider}:{spec.model}") or prices.get(spec.model)
+def price_of(spec: ModelSpec, prices: Mapping[str, Price]) -> Price | None:
+    """A model's price by its displayed spec, its ``provider:model`` or its name."""
+    return price_for(spec.display(), prices) or price_for(f"{spec.provider}:{spec.model}", prices)
 
 
-def forecast(request: RunRequest, prices: Mapping[str, Mapping[str, float]] | None = None) -> Forecast:
-    """The plan of ``request``'s run: nothing is started, trained or written (see the module docstring)."""
+def parse_throughput(text: str) -> Throughput:
+    """``PROMPT,GEN`` (tokens a second) as a declared :class:`Throughput`."""
+    from ddibench.errors import ConfigError
+
+    try:
+        prompt, generated = (float(x) for x in text.split(","))
+    except ValueError:
+        prompt = generated = 0.0
+    if not (prompt > 0 and generated > 0):
+        raise ConfigError(
+            f"throughput '{text}' is not PROMPT,GEN", "give two positive rates in tokens a second, e.g. 2000,150"
+        )
+    return Throughput(prompt, generated, "declared with --throughput (the rate this run gets from the endpoint)")
+
+
+def forecast(
+    request: RunRequest, prices: Mapping[str, Price] | None = None, throughput: Throughput | None = None
+) -> Forecast:
+    """The plan of ``request``'s run: nothing is started, trained or written (see the module docstring).
+    ``prices``: per-model prices (default: :func:`~ddibench.prices.load_prices`); ``throughput``: the declared rate
+    of every model without a measured one."""
     from ddibench.errors import ConfigError
     from ddibench.profiles import get_profile
     from ddibench.registry import get_task
@@ -138,8 +169,10 @@ def forecast(request: RunRequest, prices: Mapping[str, Mapping[str, float]] | No
         phases = BaseSystem.plan(system, view, samples, context)  # type: ignore[arg-type]
     specs = request.role_models().for_roles(list(configured_roles(system)))
     load = busy()
-    out = _costed(request, system.name, split, len(samples), of, specs, phases, prices or {}, bool(load))
+    priced = load_prices() if prices is None else prices
+    out = _costed(request, system.name, split, len(samples), of, specs, phases, priced, bool(load), throughput)
     out.busy = load
+    out.accelerators = profile.accelerator_count
     return out
 
 
@@ -164,26 +197,29 @@ def _costed(
     of: int,
     specs: dict[str, ModelSpec],
     phases: list[Phase],
-    prices: Mapping[str, Mapping[str, float]],
+    prices: Mapping[str, Price],
     busy: bool = False,
+    declared: Throughput | None = None,
 ) -> Forecast:
     out = Forecast(system, request.task, split, request.profile, n, of, {r: s.display() for r, s in specs.items()}, [])
     for phase in phases:
         spec = specs.get(phase.role) if phase.role else None
         seconds, usd = phase.seconds, None
         if spec is not None and phase.calls:
-            rate = throughput_of(spec, busy)
+            rate = throughput_of(spec, busy) or (None if spec.is_embedded else declared)
             if rate is not None:
                 out.rates[spec.display()] = rate
                 seconds = (seconds or 0.0) + phase.prompt_tokens / rate.prompt + phase.generated_tokens / rate.generated
             elif seconds is None:
                 seconds = None
-            price = {"prompt": 0.0, "completion": 0.0} if spec.is_embedded else price_of(spec, prices)
+            price = Price(0.0, 0.0, "embedded: runs here") if spec.is_embedded else price_of(spec, prices)
             if price is None:
                 if spec.display() not in out.unpriced:
                     out.unpriced.append(spec.display())
             else:
-                usd = (phase.prompt_tokens * price["prompt"] + phase.generated_tokens * price["completion"]) / 1000
+                if not spec.is_embedded:
+                    out.prices[spec.display()] = price
+                usd = price.usd(phase.prompt_tokens, phase.generated_tokens)
         out.phases.append(PhaseCost(phase, spec.display() if spec else None, seconds, usd))
     return out
 
@@ -194,6 +230,13 @@ def duration(seconds: float) -> str:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def dollars(usd: float) -> str:
+    """``$1,234.50``, ``$0.50``; under ten cents its first two significant figures (``$0.0057``)."""
+    if usd >= 0.1 or usd == 0:
+        return f"${usd:,.2f}"
+    return f"${usd:.2g}" if usd >= 1e-4 else "under $0.0001"
 
 
 def render(fc: Forecast) -> list[str]:
@@ -224,12 +267,17 @@ def _totals(fc: Forecast) -> list[str]:
     by_role = ", ".join(f"{fc.calls(role):,} {role}" for role in fc.models if fc.calls(role))
     total = duration(fc.seconds) + ("" if fc.complete else " + phases of unknown time")
     usd = fc.usd
-    cost = f"${usd:,.2f}" if usd is not None else f"no price for {', '.join(fc.unpriced)} ($DDIBENCH_PRICES)"
+    cost = (
+        dollars(usd)
+        if usd is not None
+        else f"no price for {', '.join(fc.unpriced)} (the shipped table has none: add it in $DDIBENCH_PRICES)"
+    )
     if not fc.calls():
         if not fc.phases:
             return ["total: no training and no LLM calls"]
         known = f"about {total}" if fc.seconds else "its time is not declared"
-        return [f"total: no LLM calls, {known}", "from empty caches: a model already trained is reused"]
+        gpu = [_gpu_line(fc)] if fc.gpu_hours else []
+        return [f"total: no LLM calls, {known}", *gpu, "from empty caches: a model already trained is reused"]
     lines = [
         f"total: {fc.calls():,} LLM calls ({by_role or 'none'}), {tokens[0]:,} prompt + at most {tokens[1]:,} "
         f"generated tokens, about {total}, {cost}",
@@ -240,14 +288,31 @@ def _totals(fc: Forecast) -> list[str]:
         f"throughput: {m}: {r.prompt:g} prompt and {r.generated:g} generated tok/s, {r.source}"
         for m, r in fc.rates.items()
     ]
-    lines += [f"throughput: {m}: unknown here, so its calls are not timed" for m in _untimed(fc)]
-    if fc.busy and any(r not in THROUGHPUT_BUSY.values() for r in fc.rates.values()):
+    lines += [
+        f"throughput: {m}: unknown here, so its calls are not timed (declare one: --plan --throughput PROMPT,GEN)"
+        for m in _untimed(fc)
+    ]
+    lines += [
+        f"price: {m}: ${p.prompt:g} prompt and ${p.completion:g} completion per 1,000 tokens, {p.cited()}"
+        for m, p in fc.prices.items()
+    ]
+    if fc.gpu_hours is not None:
+        lines.append(_gpu_line(fc))
+    if fc.busy and any(r in THROUGHPUT.values() for r in fc.rates.values()):
         lines.append(f"this machine is busy ({fc.busy}): the model runs slower than the rate above, measured idle")
     lines.append(
         "LLM calls from an empty response cache (an answer already cached costs nothing again); not counted: "
         "start-up (the task's data and KG, the model server: seconds; a model's first use downloads it)"
     )
     return lines
+
+
+def _gpu_line(fc: Forecast) -> str:
+    untimed = "" if fc.complete else " (phases of unknown time not counted)"
+    return (
+        f"GPU hours: about {fc.gpu_hours or 0.0:,.2f} ({duration(fc.seconds)} x {fc.accelerators} accelerator"
+        f"{'s' if fc.accelerators != 1 else ''} of profile {fc.profile}){untimed}"
+    )
 
 
 def _untimed(fc: Forecast) -> list[str]:
@@ -262,7 +327,8 @@ def summary(fc: Forecast) -> list[str]:
     busy = f" (this machine is busy: {fc.busy})" if fc.busy and fc.rates else ""
     return [
         f"plan: about {duration(fc.seconds)}{busy}{'' if fc.complete else ' (some phases untimed)'}"
-        f"{f', ${usd:,.2f}' if usd else ''}, {fc.calls():,} LLM calls; longest: {parts}",
+        f"{f', {dollars(usd)}' if usd else ''}, {fc.calls():,} LLM calls; longest: {parts}",
+        *([f"  {_gpu_line(fc)}"] if fc.gpu_hours else []),
         "  the whole plan: the same command with --plan (nothing is run)"
         + ("" if fc.profile == "quick" else "; --profile quick for a one-minute look"),
     ]
