@@ -646,6 +646,16 @@ def cost_label(row: pd.Series) -> str:
     return text + (" (local model)" if local else "")
 
 
+def per_dollar(row: pd.Series) -> str:
+    """The primary metric bought per US dollar spent on each item (its value as the tables write it, over the
+    dollars per item), where the run's models have a price; '' otherwise (no price, or free)."""
+    usd, value = row.get("usd_per_item"), shown_value(str(row.get("primary_unit", "")), row.get("primary_value"))
+    if usd is None or usd != usd or usd <= 0 or value is None:
+        return ""
+    unit = "points" if row.get("primary_unit") == "fraction" else "units"
+    return f"{value / usd:,.0f} {row.get('primary_metric', '')} {unit} per $ an item"
+
+
 def cost_table(best: pd.DataFrame) -> pd.DataFrame:
     """The rows under the cost chart, every number in its unit."""
     return pd.DataFrame(
@@ -656,6 +666,7 @@ def cost_table(best: pd.DataFrame) -> pd.DataFrame:
             "tier": best["tier"],
             "primary metric": [fmt(u, v) for u, v in zip(best["primary_unit"], best["primary_value"])],
             "cost per item": best.apply(cost_label, axis=1),
+            "metric per dollar": best.apply(per_dollar, axis=1) if len(best) else [],
         }
     )
 

@@ -393,7 +393,7 @@ def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> s
             _e(row["tier"]),
             f"{row['n']:,}",
             _e(_verdict(row)),
-            _e(board.cost_label(row)),
+            _e(" · ".join(x for x in (board.cost_label(row), board.per_dollar(row)) if x)),
         ]
         rows.append(cells)
     model = header.index("model" + _unchecked())
@@ -528,7 +528,7 @@ def _run_facts(row: pd.Series, detail: board.RunDetail) -> list[tuple[str, str]]
         ("split", _e(f"{manifest.split}, {manifest.n_samples:,} samples, ids sha256 {manifest.sample_ids_sha256}")),
         ("hardware profile", _e(profile) + _unchecked()),
         ("seeds", _e(json.dumps(manifest.seeds.model_dump(), sort_keys=True))),
-        ("cost per item", _e(board.cost_label(row))),
+        ("cost per item", _e(" · ".join(x for x in (board.cost_label(row), board.per_dollar(row)) if x))),
     ]
     facts[3:3] = [("description", _e(system.description) + _unchecked())] if system.description else []
     return facts + _recorded_facts(detail, info)

@@ -933,6 +933,35 @@ def test_cost_chart_has_one_unit_per_axis(store: Path) -> None:
         cost_spec(mixed, pareto(mixed))
 
 
+def test_a_priced_model_gets_dollars_per_item_and_its_metric_per_dollar(
+    runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a price for the stub's model ($DDIBENCH_PRICES over the shipped table), the store prices the LLM run
+    from its recorded tokens, and the cost table writes its primary metric per dollar beside the cost; the trained
+    run is free and gets none."""
+    from ddibench.leaderboard.data import cells, cost_table, per_dollar
+    from ddibench.leaderboard.data import runs as read_runs
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"stub-model": {"prompt": 0.5, "completion": 2.0}}))
+    monkeypatch.setenv("DDIBENCH_PRICES", str(prices))
+    path = tmp_path / "board.duckdb"
+    for name in ("mlp", "zs"):
+        add_run(path, verify(runs[name][1]))
+    best = cells(read_runs(path)).set_index("system")
+    cost = json.loads((runs["zs"][0] / "results.json").read_text())["cost"]
+    (role,) = cost["per_item"]
+    item = cost["per_item"][role]
+    usd = (item["prompt_tokens"] * 0.5 + item["completion_tokens"] * 2.0) / 1000
+    assert best.loc["zero-shot", "usd_per_item"] == pytest.approx(usd)
+    shown = 100 * best.loc["zero-shot", "primary_value"]
+    assert per_dollar(best.loc["zero-shot"]) == f"{round(shown, 1) / usd:,.0f} macro_f1 points per $ an item"
+    assert per_dollar(best.loc["mlp"]) == ""
+    table = cost_table(best.reset_index()).set_index("system")
+    assert table.loc["zero-shot", "metric per dollar"].endswith("points per $ an item")
+    assert table.loc["mlp", "metric per dollar"] == ""
+
+
 def test_board_serve_listens_on_loopback_and_stops_whole(store: Path) -> None:
     """`board serve` binds 127.0.0.1 by default, and SIGTERM to it leaves no Streamlit child serving."""
     import signal
