@@ -138,7 +138,9 @@ def test_data_hash_names_sources_and_recipe() -> None:
 @pytest.mark.parametrize("name", ["drugbank_time", "drugbank_time_1", "drugbank_time_2"])
 def test_time_split_puts_every_test_drug_after_every_training_drug(name: str) -> None:
     data = get_task(name).load()
-    drugs = {s: {d for sample in data.split(s) for d in (sample.input.head, sample.input.tail)} for s in ("train", "test")}
+    drugs = {
+        s: {d for sample in data.split(s) for d in (sample.input.head, sample.input.tail)} for s in ("train", "test")
+    }
     train_dates = [approval_date(load_catalog().approval_dates[d.node_id]) for d in drugs["train"]]
     test_dates = [approval_date(load_catalog().approval_dates[d.node_id]) for d in drugs["test"]]
     assert None not in train_dates and None not in test_dates  # drugs without an exact date are left out
@@ -157,10 +159,16 @@ def test_time_split_windows_and_id_space() -> None:
     task: each file holds exactly the DrugBank triples (drugbank_s0's 192,284, in the same direction) whose two drugs
     both belong to the file's own drugs, so no pair joins a training drug and a test drug."""
     spec = TASKS["drugbank_time"].spec
-    assert (spec.train, spec.valid, spec.test) == ("Real Scene/train_3.txt", "Real Scene/valid_3.txt", "Real Scene/test.txt")
+    assert (spec.train, spec.valid, spec.test) == (
+        "Real Scene/train_3.txt",
+        "Real Scene/valid_3.txt",
+        "Real Scene/test.txt",
+    )
     assert [TASKS[f"drugbank_time_{w}"].spec.test for w in (1, 2)] == [spec.test] * 2
     assert spec.approval_dates["train"] == ("1995/02/02", "2010/11/15")
-    full = {row for split in ("train", "valid", "test") for row in read_triples(TASKS["drugbank_s0"].split_source(split))}
+    full = {
+        row for split in ("train", "valid", "test") for row in read_triples(TASKS["drugbank_s0"].split_source(split))
+    }
     assert len(full) == 192_284
     for split in ("train", "test"):
         rows = read_triples(TASKS["drugbank_time"].split_source(split))
@@ -186,7 +194,9 @@ def test_a_time_split_whose_test_drugs_are_older_does_not_load() -> None:
         DrugBankTask("drugbank_time_older_test", spec).build()
     message = str(err.value)
     assert "\n" not in message  # one line: the failed check and the fix
-    assert "test drugs approved after training drugs: 155 test drug(s) approved before the latest training drug" in message
+    assert (
+        "test drugs approved after training drugs: 155 test drug(s) approved before the latest training drug" in message
+    )
     assert "(2010/11/15): DB" in message and "1987/04/10" in message
     assert "split sizes" not in message and "S2 property" not in message  # only the date order failed
 

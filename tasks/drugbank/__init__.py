@@ -328,7 +328,9 @@ class DrugBankTask(Task):
         return checks
 
 
-def _dated_drugs(triples: dict[str, tuple[tuple[int, int, int], ...]], catalog: DrugCatalog) -> dict[str, dict[int, Any]]:
+def _dated_drugs(
+    triples: dict[str, tuple[tuple[int, int, int], ...]], catalog: DrugCatalog
+) -> dict[str, dict[int, Any]]:
     """Each split's drugs with their approval date (None where the sheet gives no exact date)."""
     return {
         split: {d: approval_date(catalog.approval_dates[d]) for d in sorted(_drugs_of(rows))}
