@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from datetime import date
 from functools import cache, partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -330,7 +331,7 @@ class DrugBankTask(Task):
 
 def _dated_drugs(
     triples: dict[str, tuple[tuple[int, int, int], ...]], catalog: DrugCatalog
-) -> dict[str, dict[int, Any]]:
+) -> dict[str, dict[int, date | None]]:
     """Each split's drugs with their approval date (None where the sheet gives no exact date)."""
     return {
         split: {d: approval_date(catalog.approval_dates[d]) for d in sorted(_drugs_of(rows))}
@@ -357,7 +358,7 @@ def approval_checks(
     dated = _dated_drugs(triples, catalog)
     n_drugs = {s: len(dated[s]) for s in SPLITS}
     ranges = _date_ranges(triples, catalog)
-    declared = {s: tuple(spec.approval_dates[s]) for s in SPLITS}
+    declared = {s: tuple(spec.approval_dates.get(s, ("", ""))) for s in SPLITS}
     undated_catalog = Counter(t.strip() or "empty" for t in catalog.approval_dates if approval_date(t) is None)
     undated_used = sorted({d for s in SPLITS for d, when in dated[s].items() if when is None})
     latest_train = max((d for d in dated["train"].values() if d is not None), default=None)
@@ -401,6 +402,7 @@ TASKS: dict[str, DrugBankTask] = {name: DrugBankTask(name, spec) for name, spec 
 __all__ = [
     "TASKS",
     "DrugBankTask",
+    "approval_checks",
     "DrugCatalog",
     "load_catalog",
     "load_labels",
