@@ -8,8 +8,10 @@ from collections import Counter
 import pytest
 from conftest import reference_dir
 
+from ddibench.data.drugbank import approval_date
+from ddibench.errors import DataError
 from ddibench.registry import get_task, task_names
-from ddibench.tasks.drugbank import TASKS, load_catalog, load_labels
+from ddibench.tasks.drugbank import TASKS, DrugBankTask, approval_checks, load_catalog, load_labels, read_triples
 
 REFERENCE = reference_dir() / "ddi_derived"
 
@@ -19,6 +21,10 @@ EXPECTED = {
     "drugbank_s1": (99_283, 28_823, 31_984),
     "drugbank_s2": (99_283, 1_606, 1_992),
     "drugbank_s1_emergnn": (139_141, 15_635, 33_254),
+    # DDI-Ben's approval-time split (Real Scene): train_3 / valid_3 / test.txt, and the two earlier windows
+    "drugbank_time": (12_855, 3_029, 2_520),
+    "drugbank_time_1": (12_786, 2_881, 2_520),
+    "drugbank_time_2": (16_049, 2_708, 2_520),
 }
 
 
@@ -31,6 +37,9 @@ def test_drugbank_tasks_are_registered() -> None:
         "drugbank_s1_emergnn",
         "drugbank_s1_cluster",
         "drugbank_s2_cluster",
+        "drugbank_time",
+        "drugbank_time_1",
+        "drugbank_time_2",
     } <= set(task_names())
 
 
@@ -124,3 +133,97 @@ def test_data_hash_names_sources_and_recipe() -> None:
     assert card["data_sha256"] == s1.data_sha256
     assert any("train.txt" in src["url"] for src in card["sources"])
     assert all(src["license"] for src in card["sources"])
+
+
+@pytest.mark.parametrize("name", ["drugbank_time", "drugbank_time_1", "drugbank_time_2"])
+def test_time_split_puts_every_test_drug_after_every_training_drug(name: str) -> None:
+    data = get_task(name).load()
+    drugs = {
+        s: {d for sample in data.split(s) for d in (sample.input.head, sample.input.tail)} for s in ("train", "test")
+    }
+    train_dates = [approval_date(load_catalog().approval_dates[d.node_id]) for d in drugs["train"]]
+    test_dates = [approval_date(load_catalog().approval_dates[d.node_id]) for d in drugs["test"]]
+    assert None not in train_dates and None not in test_dates  # drugs without an exact date are left out
+    assert min(test_dates) >= max(train_dates)  # type: ignore[type-var]
+    assert str(min(test_dates)) == "2011-01-21" and len(drugs["test"]) == 159
+    # every test pair has two drugs absent from training: the S2 setting, and nothing else
+    assert Counter(s.meta["n_unseen"] for s in data.split("test")) == Counter({2: 2_520})
+    assert get_task(name).setting == "S2"
+    checks = {c.name: c for c in data.checks}
+    assert checks["test drugs approved after training drugs"].ok
+    assert "824 catalog drugs have no exact date" in checks["no drug without an approval date"].detail
+
+
+def test_time_split_windows_and_id_space() -> None:
+    """The rows are EmerGNN node ids and relation ids (``head tail label``, head first), the id space of every DrugBank
+    task: each file holds exactly the DrugBank triples (drugbank_s0's 192,284, in the same direction) whose two drugs
+    both belong to the file's own drugs, so no pair joins a training drug and a test drug."""
+    spec = TASKS["drugbank_time"].spec
+    assert (spec.train, spec.valid, spec.test) == (
+        "Real Scene/train_3.txt",
+        "Real Scene/valid_3.txt",
+        "Real Scene/test.txt",
+    )
+    assert [TASKS[f"drugbank_time_{w}"].spec.test for w in (1, 2)] == [spec.test] * 2
+    assert spec.approval_dates["train"] == ("1995/02/02", "2010/11/15")
+    full = {
+        row for split in ("train", "valid", "test") for row in read_triples(TASKS["drugbank_s0"].split_source(split))
+    }
+    assert len(full) == 192_284
+    for split in ("train", "test"):
+        rows = read_triples(TASKS["drugbank_time"].split_source(split))
+        drugs = {d for h, t, _ in rows for d in (h, t)}
+        assert set(rows) <= full
+        assert len(rows) == sum(1 for h, t, _ in full if h in drugs and t in drugs)
+
+
+def test_a_time_split_whose_test_drugs_are_older_does_not_load() -> None:
+    """Window 3's validation file (drugs approved 1987-1994) as the test file: everything else declared to match it,
+    only the date order fails, and the load refuses with one line naming the first offending drugs."""
+    task = TASKS["drugbank_time"]
+    spec = task.spec.model_copy(
+        update={
+            "test": "Real Scene/valid_3.txt",
+            "sizes": {**task.spec.sizes, "test": 3_029},
+            "unseen": {**task.spec.unseen, "test": (0, 0, 3_029)},
+            "pair_drugs": {**task.spec.pair_drugs, "test": 155},
+            "approval_dates": {**task.spec.approval_dates, "test": ("1987/04/10", "1994/12/30")},
+        }
+    )
+    with pytest.raises(DataError) as err:
+        DrugBankTask("drugbank_time_older_test", spec).build()
+    message = str(err.value)
+    assert "\n" not in message  # one line: the failed check and the fix
+    assert (
+        "test drugs approved after training drugs: 155 test drug(s) approved before the latest training drug" in message
+    )
+    assert "(2010/11/15): DB" in message and "1987/04/10" in message
+    assert "split sizes" not in message and "S2 property" not in message  # only the date order failed
+
+
+def test_approval_check_catches_one_planted_older_test_drug() -> None:
+    """The real files with one test pair's head replaced by a drug approved in 1990 that no training pair holds."""
+    task = TASKS["drugbank_time"]
+    catalog = load_catalog()
+    triples = {s: read_triples(task.split_source(s)) for s in ("train", "valid", "test")}
+    assert all(c.ok for c in approval_checks(task.spec, triples, catalog))
+    train_drugs = {d for h, t, _ in triples["train"] for d in (h, t)}
+    old = next(
+        d
+        for d in range(len(catalog))
+        if d not in train_drugs and str(approval_date(catalog.approval_dates[d]) or "").startswith("1990")
+    )
+    h, t, r = triples["test"][0]
+    planted = {**triples, "test": ((old, t, r), *triples["test"][1:])}
+    failed = {c.name: c.detail for c in approval_checks(task.spec, planted, catalog) if not c.ok}
+    assert "test drugs approved after training drugs" in failed
+    assert failed["test drugs approved after training drugs"].startswith("1 test drug(s) approved before")
+    assert catalog[old].drugbank_id in failed["test drugs approved after training drugs"]
+
+
+def test_data_stats_prints_the_time_split_composition(cli) -> None:
+    code, out, _ = cli("data", "stats", "drugbank_time")
+    assert code == 0, out
+    assert "test pairs, two drugs unseen" in out and "2,520" in out
+    assert "1995-2010 / 1987-1994 / 2011-2022" in out
+    assert "ok test drugs approved after training drugs: earliest test drug 2011/01/21, latest training drug" in out

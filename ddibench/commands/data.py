@@ -186,12 +186,13 @@ def _split_table(loads: list[tuple[str, Task, TaskData]]) -> Table:
 
 
 def _source_table(source_stats: dict[str, dict[str, Any]]) -> Table:
-    """The table of what each task states about its source rows, one column per statistic any task gives."""
+    """The table of what each task states about its source rows (counts before and after deduplication) or its
+    splits (a time split's composition and approval dates), one column per statistic any task gives."""
     from rich.table import Table
 
     columns = list(dict.fromkeys(k for row in source_stats.values() for k in row))
     extra = Table(
-        title="source rows, before and after each task's deduplication (see the notes below)", title_justify="left"
+        title="what each task states about its source rows and splits (see the notes below)", title_justify="left"
     )
     extra.add_column("task")
     for col in columns:

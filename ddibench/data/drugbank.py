@@ -13,7 +13,9 @@ These are source data, read from pinned files; the task definitions built on the
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from datetime import date
 from functools import cache
 
 from ddibench.data.resolve import fetch
@@ -59,6 +61,17 @@ def load_labels() -> LabelSpace:
     return LabelSpace(
         tuple(Label(id=i, template=raw[str(i)].strip(), name=raw[str(i)].strip()) for i in range(N_LABELS))
     )
+
+
+_EXACT_DATE = re.compile(r"(\d{4})/(\d{2})/(\d{2})")
+
+
+def approval_date(text: str) -> date | None:
+    """A date of DDI-Ben's approval sheet ("2000/04/12") as a date; None where the sheet gives none
+    ("Not Found", "Approved Prior to Jan 1, 1982", "--", empty): DDI-Ben's approval-time split leaves those
+    drugs out."""
+    m = _EXACT_DATE.fullmatch(text.strip())
+    return date(int(m[1]), int(m[2]), int(m[3])) if m else None
 
 
 @dataclass(frozen=True)

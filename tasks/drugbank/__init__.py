@@ -6,20 +6,30 @@ the label space are source data (:mod:`ddibench.data.drugbank`); this family add
 The task definitions live in ``tasks.toml`` beside this module; this module turns them into
 :class:`DrugBankTask` objects and verifies, each time a task loads, what the definition promises:
 split sizes, the S0/S1/S2 property over both drug columns, DDI-Ben's drug sets, EmerGNN's test-drug
-list, and that no (head, tail, label) triple is in both training and evaluation splits.
+list, that no (head, tail, label) triple is in both training and evaluation splits, and for DDI-Ben's
+approval-time split the approval dates of each split's drugs: no test drug approved before a training drug.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from datetime import date
 from functools import cache, partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ddibench import families
 from ddibench.data import SourceFile, fetch, source
-from ddibench.data.drugbank import N_DRUGS, N_LABELS, DrugCatalog, catalog_sources, load_catalog, load_labels
+from ddibench.data.drugbank import (
+    N_DRUGS,
+    N_LABELS,
+    DrugCatalog,
+    approval_date,
+    catalog_sources,
+    load_catalog,
+    load_labels,
+)
 from ddibench.errors import DataError
 from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
 from ddibench.task import Check, FamilySpec, Lazy, Splits, Task, TaskData, TaskSpec, load_task_specs, require
@@ -47,6 +57,11 @@ class DrugBankSpec(TaskSpec):
     drug_set_sizes: dict[str, int] = {}
     drug_set_violations: dict[str, int] = {}  # pairs upstream that break its own drug-set definition, kept as published
     new_drug_list: dict[str, str] = {}  # EmerGNN's list of new drugs, per split
+    # DDI-Ben's approval-time split: the drugs of each split's pairs, and the first and last approval date among them
+    # ("YYYY/MM/DD" as DDI-Ben's sheet writes it); no test drug may be approved before a training drug
+    pair_drugs: dict[str, int] = {}
+    approval_dates: dict[str, tuple[str, str]] = {}
+    undated_drugs: int = 0  # catalog drugs without an exact approval date: none may occur in the split's pairs
 
     def split_file(self, split: str) -> str:
         return {"train": self.train, "valid": self.valid, "test": self.test}[split]
@@ -177,6 +192,8 @@ class DrugBankTask(Task):
         train_drugs = _drugs_of(triples["train"])
         checks = [Check(c.name, c.ok, c.detail) for c in catalog.checks]
         checks += self._check_splits(triples, train_drugs)
+        if self.spec.approval_dates:
+            checks += approval_checks(self.spec, triples, catalog)
         require(self.name, checks, "tasks/drugbank/tasks.toml")
         # each split's samples are built (and their ids hashed) when first read: a run on the test split
         # that trains nothing, or resumes, never builds the 134,641 training samples of drugbank_s0
@@ -197,7 +214,21 @@ class DrugBankTask(Task):
                 "interactions": Lazy(lambda: (splits["train"], labels)),
             },
             checks=checks,
+            stats=self._stats(triples, train_drugs, catalog) if self.spec.approval_dates else {},
         )
+
+    def _stats(
+        self, triples: dict[str, tuple[tuple[int, int, int], ...]], train_drugs: set[int], catalog: DrugCatalog
+    ) -> dict[str, Any]:
+        """What ``ddibench data stats`` prints for a time split: the test pairs by drugs unseen in training, and the
+        approval dates of each split's drugs."""
+        counts = _unseen_counts(triples["test"], train_drugs)
+        stats: dict[str, Any] = {f"test pairs, {_UNSEEN_WORDS[k]} unseen": counts[k] for k in (1, 2)}
+        ranges = _date_ranges(triples, catalog)
+        stats["drugs approved (train / valid / test)"] = " / ".join(
+            f"{ranges[s][0][:4]}-{ranges[s][1][:4]}" for s in SPLITS
+        )
+        return stats
 
     def _split_samples(
         self, split: str, rows: tuple[tuple[int, int, int], ...], catalog: DrugCatalog, train_drugs: set[int]
@@ -298,11 +329,80 @@ class DrugBankTask(Task):
         return checks
 
 
+def _dated_drugs(
+    triples: dict[str, tuple[tuple[int, int, int], ...]], catalog: DrugCatalog
+) -> dict[str, dict[int, date | None]]:
+    """Each split's drugs with their approval date (None where the sheet gives no exact date)."""
+    return {
+        split: {d: approval_date(catalog.approval_dates[d]) for d in sorted(_drugs_of(rows))}
+        for split, rows in triples.items()
+    }
+
+
+def _date_ranges(
+    triples: dict[str, tuple[tuple[int, int, int], ...]], catalog: DrugCatalog
+) -> dict[str, tuple[str, str]]:
+    """The first and last approval date among each split's drugs, as the sheet writes them."""
+    out = {}
+    for split, drugs in _dated_drugs(triples, catalog).items():
+        dates = sorted(d for d in drugs.values() if d is not None)
+        out[split] = (dates[0].strftime("%Y/%m/%d"), dates[-1].strftime("%Y/%m/%d")) if dates else ("", "")
+    return out
+
+
+def approval_checks(
+    spec: DrugBankSpec, triples: dict[str, tuple[tuple[int, int, int], ...]], catalog: DrugCatalog
+) -> list[Check]:
+    """DDI-Ben's approval-time split: each split's drugs and their approval dates as declared, no drug without an
+    exact date in any split (DDI-Ben leaves them out), and no test drug approved before a training drug."""
+    dated = _dated_drugs(triples, catalog)
+    n_drugs = {s: len(dated[s]) for s in SPLITS}
+    ranges = _date_ranges(triples, catalog)
+    declared = {s: tuple(spec.approval_dates.get(s, ("", ""))) for s in SPLITS}
+    undated_catalog = Counter(t.strip() or "empty" for t in catalog.approval_dates if approval_date(t) is None)
+    undated_used = sorted({d for s in SPLITS for d, when in dated[s].items() if when is None})
+    latest_train = max((d for d in dated["train"].values() if d is not None), default=None)
+    older = sorted(
+        (when, catalog[d].drugbank_id)
+        for d, when in dated["test"].items()
+        if when is not None and latest_train is not None and when < latest_train
+    )
+    if older:
+        shown = ", ".join(f"{db_id} {when:%Y/%m/%d}" for when, db_id in older[:3])
+        order_detail = (
+            f"{len(older)} test drug(s) approved before the latest training drug ({latest_train:%Y/%m/%d}): {shown}"
+        )
+    else:
+        order_detail = f"earliest test drug {ranges['test'][0]}, latest training drug {ranges['train'][1]}"
+    return [
+        Check(
+            "drugs per split",
+            n_drugs == spec.pair_drugs,
+            ", ".join(f"{s} {n_drugs[s]}" for s in SPLITS) + f" (expected {spec.pair_drugs})",
+        ),
+        Check(
+            "approval dates per split",
+            ranges == declared,
+            ", ".join(f"{s} {ranges[s][0]} to {ranges[s][1]}" for s in SPLITS)
+            + ("" if ranges == declared else f" (declared {declared})"),
+        ),
+        Check(
+            "no drug without an approval date",
+            not undated_used and sum(undated_catalog.values()) == spec.undated_drugs,
+            f"{sum(undated_catalog.values())} catalog drugs have no exact date (declared {spec.undated_drugs}: "
+            + ", ".join(f"{n} {text!r}" for text, n in undated_catalog.most_common())
+            + f"); {len(undated_used)} of them in the split pairs",
+        ),
+        Check("test drugs approved after training drugs", not older and latest_train is not None, order_detail),
+    ]
+
+
 TASKS: dict[str, DrugBankTask] = {name: DrugBankTask(name, spec) for name, spec in SPECS.items()}
 
 __all__ = [
     "TASKS",
     "DrugBankTask",
+    "approval_checks",
     "DrugCatalog",
     "load_catalog",
     "load_labels",
