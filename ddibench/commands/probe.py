@@ -61,7 +61,12 @@ def memorisation(model: str, base_url: str | None, n: int, seed: int, out: Path 
             console.print(f"  {done:,}/{calls:,} answers", highlight=False)
 
     result = mem.probe(
-        spec, n, seed, use_cache=not no_cache, progress=progress if sys.stderr.isatty() or calls > 40 else None
+        spec,
+        n,
+        seed,
+        use_cache=not no_cache,
+        progress=progress if sys.stderr.isatty() or calls > 40 else None,
+        note=lambda text: console.print(text, highlight=False),
     )
     try:
         path.write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")

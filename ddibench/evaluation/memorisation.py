@@ -387,11 +387,19 @@ def summarise(records: list[PairRecord], bootstrap_seed: int = 0) -> dict[str, A
 
 
 def probe(
-    spec: Any, n: int, seed: int, use_cache: bool = True, progress: Callable[[int], None] | None = None
+    spec: Any,
+    n: int,
+    seed: int,
+    use_cache: bool = True,
+    progress: Callable[[int], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> ProbeResult:
-    """Run the memorisation probe on the model of ``spec`` (a :class:`~ddibench.llm.ModelSpec`)."""
+    """Run the memorisation probe on the model of ``spec`` (a :class:`~ddibench.llm.ModelSpec`); ``progress`` is
+    told the number of answers so far, ``note`` what the probe does next."""
     pairs, tasks = draw_pairs(n, seed)
     answers, identity = asyncio.run(ask(spec, pairs, use_cache, progress))
+    if note is not None:
+        note("mapping the answers to interaction types (an answer matched by embedding takes seconds on a CPU)")
     records, how = score(pairs, answers)
     return ProbeResult(
         ddibench_version=__version__,
