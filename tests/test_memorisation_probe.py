@@ -129,7 +129,7 @@ def test_a_declared_training_cutoff_is_part_of_the_identity() -> None:
             ModelSpec.parse(f"openai:gpt-4o-mini#cutoff={bad}")
 
 
-def test_the_board_shows_a_models_probe_beside_its_runs(tmp_path: Path) -> None:
+def test_the_board_shows_a_models_probe_beside_its_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
     from ddibench.leaderboard.static import write_site
     from ddibench.store import add_run
@@ -155,3 +155,20 @@ def test_the_board_shows_a_models_probe_beside_its_runs(tmp_path: Path) -> None:
     assert "memorisation probe" in task_page.read_text() and "vs control" in task_page.read_text()
     write_site(store, tmp_path / "plain", {})
     assert "memorisation probe" not in next((tmp_path / "plain" / "runs").glob("*.html")).read_text()
+
+    # the Streamlit app's run view: the probe of the shipped results beside the run of its model
+    from streamlit.testing.v1 import AppTest
+
+    import ddibench.leaderboard
+
+    results = _results(tmp_path / "results")
+    (results / "probes" / f"{model_slug(probed.model.spec)}.json").write_text(probed.model_dump_json())
+    monkeypatch.setenv("DDIBENCH_BOARD", str(store))
+    monkeypatch.setenv("DDIBENCH_RESULTS", str(results))
+    app = AppTest.from_file(str(Path(ddibench.leaderboard.__file__).parent / "app.py"), default_timeout=120)
+    from ddibench.leaderboard.data import runs
+
+    app.query_params["run"] = str(runs(store)["run_id"].iloc[0])
+    app.run()
+    assert not app.exception
+    assert any(w.value.startswith("**Memorisation probe** of this model: `recalls") for w in app.warning)
