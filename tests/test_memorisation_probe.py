@@ -83,6 +83,8 @@ def test_the_result_file_is_validated_strictly(recalled: ProbeResult) -> None:
         lambda d: d.update(prompt=d["prompt"] + " "),
         lambda d: d.update(schema_version=2),
         lambda d: d["pairs"].pop(),
+        lambda d: d["pairs"][-1].update(head_id="DB00001"),  # a control whose head is not its training pair's
+        lambda d: d["pair_specific"].update(value=0.5),
     ):
         bad = json.loads(json.dumps(raw))
         change(bad)

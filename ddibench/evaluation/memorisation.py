@@ -157,10 +157,27 @@ class ProbeResult(_Strict):
                 raise ValueError(f"slice {s.name}: its counts differ from its {len(mine)} pair records")
             if s.n != self.n or s.matches != counts["matches"]:
                 raise ValueError(f"slice {s.name}: n or match counts differ from the pair records")
-            for interval in (s.rate, s.strict_rate):
+            for interval, count in ((s.rate, s.recovered), (s.strict_rate, s.strict_recovered)):
+                if abs(interval.value - count / s.n) > 1e-6:
+                    raise ValueError(f"slice {s.name}: a rate is not its count over n")
                 if not 0 <= interval.ci_low <= interval.value <= interval.ci_high <= 1:
                     raise ValueError(f"slice {s.name}: an interval does not hold its rate within [0, 1]")
-        for interval in (self.pair_specific, self.strict_pair_specific):
+        train = [p for p in self.pairs if p.slice == "s2_train"]
+        controls = [p for p in self.pairs if p.slice == "control"]
+        if [(c.head_id, c.gold, c.original_tail_id) for c in controls] != [
+            (t.head_id, t.gold, t.tail_id) for t in train
+        ]:
+            raise ValueError("the control pairs are not the s2_train pairs' heads, in order, with their types")
+        if any(p.original_tail_id is not None for p in self.pairs if p.slice != "control"):
+            raise ValueError("only a control pair has an original tail")
+        for interval, strict in ((self.pair_specific, False), (self.strict_pair_specific, True)):
+            hits = [
+                (p.recovered == p.gold and (not strict or p.match in STRICT))
+                - (c.recovered == c.gold and (not strict or c.match in STRICT))
+                for p, c in zip(train, controls)
+            ]
+            if abs(interval.value - sum(hits) / max(len(hits), 1)) > 1e-6:
+                raise ValueError("a pair-specific difference is not what the pair records give")
             if not -1 <= interval.ci_low <= interval.value <= interval.ci_high <= 1:
                 raise ValueError("a pair-specific interval does not hold its difference within [-1, 1]")
         return self
