@@ -26,10 +26,9 @@ def _main(*args: str) -> int:
     return 0
 
 
-def _probe(spec: str, out: Path, n: int) -> ProbeResult:
-    assert (
-        _main("probe", "memorisation", "-m", spec, "--n", str(n), "--seed", "0", "--out", str(out), "--no-cache") == 0
-    )
+def _probe(spec: str, out: Path, n: int, cache: bool = False) -> ProbeResult:
+    args = ("probe", "memorisation", "-m", spec, "--n", str(n), "--seed", "0", "--out", str(out))
+    assert _main(*args, *(() if cache else ("--no-cache",))) == 0
     return read_probe(out.read_text(encoding="utf-8"))
 
 
@@ -129,6 +128,17 @@ def test_a_declared_training_cutoff_is_part_of_the_identity() -> None:
     for bad in ("2023-13", "2023", "23-10", "2023-1"):
         with pytest.raises(ConfigError, match="YYYY-MM"):
             ModelSpec.parse(f"openai:gpt-4o-mini#cutoff={bad}")
+
+
+def test_a_declared_cutoff_reuses_the_cached_answers(fresh_cache: Path, tmp_path: Path) -> None:
+    with running_stub(StubConfig()) as stub:
+        spec = f"vllm:stub-model@{stub.base_url}"
+        first = _probe(spec, tmp_path / "a.json", 1, cache=True)
+        asked = len(stub.requests)
+        again = _probe(f"{spec}#cutoff=2024-06", tmp_path / "b.json", 1, cache=True)
+        assert len(stub.requests) == asked  # every answer from the cache: the cutoff cannot change one
+    assert [p.answer for p in again.pairs] == [p.answer for p in first.pairs]
+    assert again.model.identity == {**first.model.identity, "training_cutoff": "2024-06"}
 
 
 def test_the_board_shows_a_models_probe_beside_its_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
