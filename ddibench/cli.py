@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ddibench.commands import board, data, doctor, interop, kg, listing, run
+from ddibench.commands import board, data, doctor, interop, kg, listing, probe, run
 from ddibench.errors import DdibenchError, write_error
 
 
@@ -56,6 +56,7 @@ for command in (
     board.verify,
     board.board,
     kg.kg,
+    probe.probe,
     interop.export,
     interop.import_,
     doctor.doctor,

@@ -41,6 +41,12 @@ def load_references(path: str, mtime: float) -> tuple[pd.DataFrame, pd.DataFrame
 
 
 @st.cache_data(show_spinner=False)
+def load_probes() -> dict[str, object]:
+    """The shipped memorisation probes by model spec (none without a shipped results folder)."""
+    return board.read_probes()
+
+
+@st.cache_data(show_spinner=False)
 def load_system_info(name: str) -> board.SystemInfo:
     return board.system_info(name)
 
@@ -288,6 +294,9 @@ def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
     )
     for role, model in manifest.models.items():
         fact(f"Model ({role})", model.spec, unchecked=True)
+    probe = board.probe_of(load_probes(), summary["model"])
+    if probe is not None:
+        st.warning(f"**{board.PROBE_TITLE.capitalize()}** of this model: {board.md_code(board.probe_note(probe))}")
     for label, text in scoring_provenance(manifest.task.name, manifest.scoring.model_dump()):
         fact(label[0].upper() + label[1:], text)
     if manifest.scoring.options:

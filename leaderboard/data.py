@@ -136,6 +136,44 @@ def short_model(spec: object) -> str:
     return name if len(name) <= MODEL_CHARS else name[: MODEL_CHARS - 1] + "…"
 
 
+def read_probes(root: Path | None = None) -> dict[str, Any]:
+    """The memorisation probes that ship with the results (``results/probes``, validated), by model spec;
+    none where there is no shipped results folder. A malformed probe file is refused (one-line DataError)."""
+    from ddibench.errors import ConfigError
+    from ddibench.shipped import results_root, shipped_probes
+
+    try:
+        folder = results_root(root)
+    except ConfigError:
+        return {}
+    return shipped_probes(folder)
+
+
+def probe_of(probes: dict[str, Any], model: object) -> Any | None:
+    """The memorisation probe of the model a run names (its spec as the run records it), or None."""
+    return probes.get(str(model)) if probes else None
+
+
+PROBE_TITLE = "memorisation probe"
+
+
+def probe_cell(probe: Any | None) -> str:
+    """A runs table's probe column: the model's recall of DrugBank's type for training pairs against the
+    control's, and the pair-specific difference; '' without a probe."""
+    if probe is None:
+        return ""
+    train, control, d = probe.slice("s2_train"), probe.slice("control"), probe.pair_specific
+    return f"{train.rate.value:.2f} vs control {control.rate.value:.2f} ({d.value:+.2f} [{d.ci_low:+.2f}, {d.ci_high:+.2f}])"
+
+
+def probe_note(probe: Any) -> str:
+    """A run page's probe note: what the probe found, and why it is there."""
+    return (
+        f"{probe.summary()}. A score of this model on DrugBank pairs may be recall of DrugBank rather than inference "
+        f"where the pair-specific share is above zero (probe of {probe.created[:10]}, ddibench {probe.ddibench_version})"
+    )
+
+
 def entry(system: str, variant: object) -> str:
     """A board column: the system, and the variant its run was made in when not the default (``answer_mode=likelihood``)."""
     return f"{system} [{variant}]" if isinstance(variant, str) and variant else system

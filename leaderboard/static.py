@@ -26,7 +26,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +72,10 @@ class _Board:
     floors: pd.DataFrame
     published: pd.DataFrame
     details: dict[str, board.RunDetail]
+    probes: dict[str, Any] = field(default_factory=dict)  # model spec -> its memorisation probe
 
     @classmethod
-    def read(cls, store: Path) -> _Board:
+    def read(cls, store: Path, probes: dict[str, Any] | None = None) -> _Board:
         runs = board.runs(store).sort_values(["task", "system", "run_id"], kind="stable")
         details = {run_id: board.run_detail(store, run_id) for run_id in runs["run_id"]}
         return cls(
@@ -82,6 +83,7 @@ class _Board:
             board.floors(store),
             board.published(board.metric_specs(store)),
             {k: v for k, v in details.items() if v is not None},
+            dict(probes or {}),
         )
 
     @property
@@ -98,17 +100,19 @@ class _Board:
         return self.published[self.published["task"].isin(self.runs["task"])]
 
 
-def write_site(store: Path, out: Path) -> SiteSummary:
+def write_site(store: Path, out: Path, probes: dict[str, Any] | None = None) -> SiteSummary:
     """Write the static site of ``store`` into the directory ``out``, whole or not at all: the pages go to
     a temporary directory beside ``out`` that replaces it (only a directory an earlier export wrote, or an
-    empty one, is replaced)."""
-    data = _Board.read(store)
+    empty one, is replaced). ``probes`` (model spec -> memorisation probe, :func:`board.read_probes`) are shown
+    beside the runs of their model: a column of the runs tables and a note on each run page."""
+    data = _Board.read(store, probes)
     pages = {"index.html": _index(data), PUBLISHED_PAGE: _published_page(data)}
     for task, runs in data.runs.groupby("task"):
         pages[_page("tasks", task)] = _task_page(str(task), runs, data)
     for _, run in data.runs.iterrows():
         if run["run_id"] in data.details:
-            pages[_page("runs", run["run_id"])] = _run_page(run, data.details[run["run_id"]], store)
+            probe = board.probe_of(data.probes, run["model"])
+            pages[_page("runs", run["run_id"])] = _run_page(run, data.details[run["run_id"]], store, probe)
     for system, runs in data.runs.groupby("system"):
         pages[_page("systems", system)] = _system_page(str(system), runs, data)
     _write_whole(out, pages)
@@ -371,6 +375,7 @@ def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> s
         *([] if by_task else ["task", "primary metric"]),
         *map(_e, metrics.values()),
         "model" + _unchecked(),
+        *([board.PROBE_TITLE] if data.probes else []),
         "profile" + _unchecked(),
         "tier",
         "n",
@@ -389,6 +394,7 @@ def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> s
         cells += [_e(_metric_text(detail, name)) for name in metrics]
         cells += [
             _e(row["model"]),
+            *([_e(board.probe_cell(board.probe_of(data.probes, row["model"])))] if data.probes else []),
             _e(row["profile"]),
             _e(row["tier"]),
             f"{row['n']:,}",
@@ -475,11 +481,17 @@ def _published_page(data: _Board) -> str:
     return _html("published numbers · ddibench", "\n".join(body), root="")
 
 
-def _run_page(row: pd.Series, detail: board.RunDetail, store: Path) -> str:
+def _run_page(row: pd.Series, detail: board.RunDetail, store: Path, probe: Any = None) -> str:
     manifest = detail.manifest
+    note = (
+        f'<p class="legend"><strong>{board.PROBE_TITLE}</strong> of {_e(row["model"])}: {_e(board.probe_note(probe))}</p>'
+        if probe is not None
+        else ""
+    )
     body = [
         f"<h1>Run {_e(row['run_id'])}</h1>",
         f"<p>{_e(row['system'])}{_unregistered(row['system'])} on {_e(row['task'])} · {_e(board.value_ci(row))} {_e(row['primary_metric'])}</p>",
+        note,
         f'<p class="legend">Marked <span class="tag unchecked">{board.UNCHECKED}</span>: the submitter\'s own words, shown as '
         "written; verify recomputes the metrics, the cost and the identity of a run, not these.</p>",
         "<h2>Provenance</h2>",

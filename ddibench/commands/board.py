@@ -461,6 +461,8 @@ def board_serve(store: Path | None, root: Path | None, port: int, host: str) -> 
     path = board_store(store, root)
     app = Path(ddibench.leaderboard.__file__).parent / "app.py"
     env = {**os.environ, "DDIBENCH_BOARD": str(path.resolve())}
+    if root is not None:  # the app reads the memorisation probes of the same results folder
+        env["DDIBENCH_RESULTS"] = str(root.resolve())
     child = subprocess.Popen(
         streamlit_command(app, port, host), env=env, start_new_session=True
     )  # its own process group: stopped as a whole
@@ -522,9 +524,10 @@ def board_export(html_dir: Path | None, markdown_file: Path | None, store: Path 
     path = board_store(store, root)
     console = _console()
     if html_dir is not None:
+        from ddibench.leaderboard.data import read_probes
         from ddibench.leaderboard.static import write_site
 
-        summary = write_site(path, html_dir)
+        summary = write_site(path, html_dir, read_probes(root))
         console.print(f"static site in {html_dir}: {summary}; open {html_dir / 'index.html'}")
     if markdown_file is not None:
         from ddibench.leaderboard.static import markdown_table

@@ -45,7 +45,7 @@ from ddibench.llm._completion import (
     unusable_reason,
 )
 from ddibench.llm._policy import EndpointPolicy, StalledRequest
-from ddibench.llm._spec import ModelSpec, identity_digest
+from ddibench.llm._spec import NOT_ANSWERING, ModelSpec, identity_digest
 from ddibench.llm._wire import _WIRE, _encode_params, _wire_message, response_format
 from ddibench.net import Endpoint, HttpError, HttpRefused, HttpTimeout
 
@@ -164,7 +164,8 @@ class LLMClient:
         self._usage = ledger.role(role)
         self._policy = policy
         self.model_id = identity_digest(identity)
-        self._identity_json = stable_json(identity)  # the cache key's model part, serialised once
+        # the cache key's model part, serialised once (without the fields that cannot change an answer)
+        self._identity_json = stable_json({k: v for k, v in identity.items() if k not in NOT_ANSWERING})
         self._model_json = _WIRE.encode(spec.model)
         self.max_retries = max_retries
         self.backoff_base = backoff_base

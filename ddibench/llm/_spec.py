@@ -22,7 +22,10 @@ model's identity), ``json=schema|object|llamacpp|auto|none`` (how constrained JS
 ``key_env=NAME`` (the environment variable holding the API key), ``timeout=SECONDS`` (the longest a
 request may take: by default 120 s for a remote endpoint, whose client also cuts requests that take far
 longer than it usually does, and 30 minutes for the embedded server; see :mod:`ddibench.llm._policy`).
-The timeout is not part of the identity: it cannot change an answer.
+The timeout is not part of the identity: it cannot change an answer. ``cutoff=YYYY-MM`` declares the
+model's training cutoff where it is known (``openai:gpt-4o-mini#cutoff=2023-10``); the identity, and so
+every manifest, records it as ``training_cutoff``, but the response cache does not key on it (it cannot
+change an answer either), so declaring it later reuses the answers already cached.
 
 A spec's :meth:`ModelSpec.identity` is what the response cache keys on and what manifests record:
 provider, base URL, model name, and the weights' sha256 (embedded) or the declared revision.
@@ -62,7 +65,9 @@ OUTPUT = {  # how each json mode constrains answers, as reports and manifests sa
     "object": "constrained to JSON (response_format json_object); the schema is in the prompt only",
     "none": "not constrained: the prompt asks for JSON",
 }
-MODEL_OPTIONS = ("revision", "json", "key_env", "timeout")
+MODEL_OPTIONS = ("revision", "json", "key_env", "timeout", "cutoff")
+NOT_ANSWERING = ("training_cutoff",)  # identity fields that cannot change an answer: left out of the cache key
+_CUTOFF = re.compile(r"^(19|20)\d\d-(0[1-9]|1[0-2])$")
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,7 @@ class ModelSpec:
     revision: str | None = None
     model_path: str | None = None  # embedded: the GGUF file
     timeout: float | None = None  # seconds a request may take (None: the pool's default)
+    cutoff: str | None = None  # the model's declared training cutoff, YYYY-MM (None: not declared)
     options: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
@@ -126,6 +132,7 @@ class ModelSpec:
         body, _, opt_text = text.partition("#")
         options = _model_options(opt_text, text)
         timeout = _timeout_option(options.get("timeout"), text)
+        cutoff = _cutoff_option(options.get("cutoff"), text)
         provider, rest = _provider_of(body, base_url)
         info = PROVIDERS[provider]
         model, url = rest, base_url
@@ -143,6 +150,7 @@ class ModelSpec:
             key_env=options.get("key_env", info.key_env),
             revision=options.get("revision"),
             timeout=timeout,
+            cutoff=cutoff,
             options=options,
         )
         if provider == EMBEDDED:
@@ -206,6 +214,8 @@ class ModelSpec:
             ident["base_url"] = (self.base_url or "").rstrip("/")
         if self.revision:
             ident["revision"] = self.revision
+        if self.cutoff:
+            ident["training_cutoff"] = self.cutoff
         return ident
 
     def display(self) -> str:
@@ -285,6 +295,16 @@ def _timeout_option(value: str | None, text: str) -> float | None:
             f"model option timeout={value} in '{text}' is not a number of seconds", "write e.g. '#timeout=30'"
         )
     return seconds
+
+
+def _cutoff_option(value: str | None, text: str) -> str | None:
+    if value is None:
+        return None
+    if not _CUTOFF.match(value):
+        raise ConfigError(
+            f"model option cutoff={value} in '{text}' is not a month YYYY-MM", "write e.g. '#cutoff=2023-10'"
+        )
+    return value
 
 
 _ROLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
