@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared helpers
+from resumable import finish  # noqa: E402
 
 REPOSITORIES: dict[str, list[str]] = {
     "random60": ["-C", "repository_size=60"],
@@ -91,16 +92,7 @@ def main() -> None:
     found = {}
     for name in names:
         run_dir = args.out / f"{name}-limit{args.limit}"
-        if (run_dir / "results.json").is_file():
-            print(f"[{name}] finished before: reading {run_dir}", flush=True)
-        else:
-            cmd = command(args, name, run_dir)
-            print(f"[{name}] {'resuming' if run_dir.exists() else 'starting'}: {shlex.join(cmd)}", flush=True)
-            started = time.perf_counter()
-            code = subprocess.call(cmd)
-            if code != 0:
-                raise SystemExit(f"[{name}] ddibench run exited with {code}: run the same command again to resume")
-            print(f"[{name}] done in {time.perf_counter() - started:.0f} s", flush=True)
+        finish(name, run_dir, command(args, name, run_dir))
         found[name] = row(run_dir)
     lams = sorted({lam for r in found.values() for lam in r["by_lambda"]}, key=float)  # type: ignore[union-attr]
     print(f"\nCBR-DDI retrieval alone (answer=cases, K cases) on {args.task}, {args.limit} test pairs, {args.profile}")

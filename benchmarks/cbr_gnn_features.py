@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared helpers
+from resumable import finish  # noqa: E402
 
 FEATURES = ("descriptions", "morgan")
 
@@ -73,17 +73,7 @@ def main() -> None:
     found: dict[str, dict[str, float]] = {}
     for kind in kinds:
         run_dir = args.out / (kind if args.limit is None else f"{kind}-limit{args.limit}")
-        if (run_dir / "results.json").is_file():
-            print(f"[{kind}] finished before: reading {run_dir}/results.json", flush=True)
-        else:
-            cmd = command(args, kind, run_dir)
-            state = "resuming" if run_dir.exists() else "starting"
-            print(f"[{kind}] {state}: {shlex.join(cmd)}", flush=True)
-            started = time.perf_counter()
-            code = subprocess.call(cmd)
-            if code != 0:
-                raise SystemExit(f"[{kind}] ddibench run exited with {code}: run the same command again to resume")
-            print(f"[{kind}] done in {time.perf_counter() - started:.0f} s", flush=True)
+        finish(kind, run_dir, command(args, kind, run_dir))
         found[kind] = scores(run_dir)
     print(
         f"\nCBR-DDI's GNN module alone (answer=gnn) on {args.task}, {args.profile} profile"
