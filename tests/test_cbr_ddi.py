@@ -84,6 +84,24 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     assert gnn["max_epochs"] == 1 and gnn["predict_facts"] == "train"
     assert gnn["feature"] == "external" and info["gnn"]["node_features"]["drugs"] == CATALOGUE  # the descriptions
     assert set(res["cost"]["per_item"]) == {"generator", "describer"}
+    # every phase the run went through is timed, in order (benchmarks/paper_scale.py reads them)
+    phases = info["phases"]
+    assert [p["phase"] for p in phases] == [
+        "catalogue descriptions",
+        "catalogue embeddings",
+        "GNN training",
+        "case drug descriptions",
+        "case pair representations (GNN)",
+        "insights",
+        "case embeddings",
+        "refinement",
+        "K-medoids sampling",
+        "repository save",
+        "choice of lambda",
+        "queries",
+    ]
+    assert all(p["wall_s"] >= 0 and p["cpu_s"] >= 0 for p in phases)
+    assert all(a["started_at"] <= b["started_at"] for a, b in zip(phases, phases[1:]))
     for pred in journal(tmp_path / "a"):
         trace = pred["trace"]
         assert len(trace["cases"]) == 5 and len(trace["candidates"]) == 3
@@ -94,6 +112,7 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     assert code == 0, err
     again = results(tmp_path / "b")["system_info"]
     assert again["repository_built"] is False and again["gnn"]["loaded_from_cache"] is True
+    assert "insights" not in [p["phase"] for p in again["phases"]]  # a repository loaded: none of its phases ran
 
 
 @pytest.mark.parametrize(

@@ -145,7 +145,10 @@ class CBRDDISystem(BaseSystem):
     families = (families.DRUGBANK_DDI, families.TWOSIDES)
     llm_roles = ("generator", "describer")
     batch_size = 1
-    max_concurrency = 8
+    # queries in flight at once, up to the run's concurrency (the profile's: 64 on h100-80g); each query is one
+    # generator call after its own CPU work, so at 8 a served model was kept at most 8/64 busy
+    # (benchmarks/paper_scale.py --latency 0.5)
+    max_concurrency = 64
     # an option order, and the paper's ablations (Table 3): a run without a component is shown apart from the full system
     variant_keys = (
         "shuffle_options",
@@ -414,8 +417,7 @@ class CBRDDISystem(BaseSystem):
         records its training log."""
         self.gnn = self.gnn_module(view, ctx)
         if self._describes_catalogue:
-            with self._phase("catalogue descriptions"):
-                features = await self.node_features(ctx)
+            features = await self.node_features(ctx)
             self.gnn.use_node_features(features)
         with self._phase("GNN training"):
             await self.gnn.prepare(view, ctx)
@@ -432,8 +434,10 @@ class CBRDDISystem(BaseSystem):
     async def node_features(self, ctx: RunContext) -> np.ndarray:
         """The GNN module's drug features, the paper's h0 = f(D_u): the text encoder's unit-length embedding of the
         describer's description of every drug of the task's catalogue, one row per node id."""
-        await self._describe_all(self._drugs, ctx, "describing every drug (the GNN module's features)")
-        return self._embed([self._description(d) for d in self._drugs])
+        with self._phase("catalogue descriptions"):
+            await self._describe_all(self._drugs, ctx, "describing every drug (the GNN module's features)")
+        with self._phase("catalogue embeddings"):
+            return self._embed([self._description(d) for d in self._drugs])
 
     def _repository_key(self, view: TrainingView, ctx: RunContext) -> dict[str, Any]:
         """The artifact key of the knowledge repository: everything its cases depend on."""
