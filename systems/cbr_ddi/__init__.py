@@ -609,15 +609,19 @@ class CBRDDISystem(BaseSystem):
 
     async def _make_cases(self, chosen: Sequence[Sample], ctx: RunContext, insights: bool = True) -> list[Case]:
         """One case per training pair, in order: descriptions, paths (own edge hidden), insight (empty when
-        ``insights`` is False: no LLM call) and label."""
+        ``insights`` is False: no LLM call) and label.
+
+        Each case's paths (a GNN forward, CPU work) are found one case after another, the event loop reading the
+        answers in between; only the calls run together. Gathered with the paths inside them, every case's CPU
+        work ran in one turn of the loop before any answer was read, and the requests already sent were cut as
+        stalled and sent again (64 timeouts at 200 cases, the endpoint's limit falling to one). An insight's
+        prompt depends on its own case alone, so the cases are the same."""
         bar = ctx.progress.task("writing case insights" if insights else "making cases (no insights)", len(chosen))
 
-        async def make(sample: Sample) -> Case:
+        async def make(sample: Sample, paths: list[str]) -> Case:
             pair = sample.pair
             labels = list(sample.label_ids) if isinstance(sample.target, tuple) else None
             label = labels[0] if labels else sample.label
-            # (without insights no prompt shows a case's paths: none are extracted)
-            paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True) if insights else []
             text = ""
             if insights:
                 result = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
@@ -635,9 +639,18 @@ class CBRDDISystem(BaseSystem):
                 labels=labels,
             )
 
+        tasks: list[asyncio.Future[Case]] = []
         try:
-            return list(await asyncio.gather(*(make(s) for s in chosen)))
+            for sample in chosen:
+                pair = sample.pair
+                # (without insights no prompt shows a case's paths: none are extracted)
+                paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True) if insights else []
+                tasks.append(asyncio.ensure_future(make(sample, paths)))
+                await asyncio.sleep(0)  # the loop reads the answers that came in during this case's CPU work
+            return list(await asyncio.gather(*tasks))
         finally:
+            for task in tasks:  # (a failed case: the others stop too)
+                task.cancel()
             bar.close()
 
     async def _insight(self, head: Drug, tail: Drug, label: Any, paths: list[str], ctx: RunContext) -> ChatResult:
