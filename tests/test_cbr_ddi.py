@@ -84,6 +84,24 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     assert gnn["max_epochs"] == 1 and gnn["predict_facts"] == "train"
     assert gnn["feature"] == "external" and info["gnn"]["node_features"]["drugs"] == CATALOGUE  # the descriptions
     assert set(res["cost"]["per_item"]) == {"generator", "describer"}
+    # every phase the run went through is timed, in order (benchmarks/paper_scale.py reads them)
+    phases = info["phases"]
+    assert [p["phase"] for p in phases] == [
+        "catalogue descriptions",
+        "catalogue embeddings",
+        "GNN training",
+        "case drug descriptions",
+        "case pair representations (GNN)",
+        "insights",
+        "case embeddings",
+        "refinement",
+        "K-medoids sampling",
+        "repository save",
+        "choice of lambda",
+        "queries",
+    ]
+    assert all(p["wall_s"] >= 0 and p["cpu_s"] >= 0 for p in phases)
+    assert all(a["started_at"] <= b["started_at"] for a, b in zip(phases, phases[1:]))
     for pred in journal(tmp_path / "a"):
         trace = pred["trace"]
         assert len(trace["cases"]) == 5 and len(trace["candidates"]) == 3
@@ -94,6 +112,7 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     assert code == 0, err
     again = results(tmp_path / "b")["system_info"]
     assert again["repository_built"] is False and again["gnn"]["loaded_from_cache"] is True
+    assert "insights" not in [p["phase"] for p in again["phases"]]  # a repository loaded: none of its phases ran
 
 
 @pytest.mark.parametrize(
@@ -659,6 +678,73 @@ def test_retrieval_and_sampling() -> None:
         Repository([], np.zeros((0, 8)), np.zeros((0, 6)), np.zeros((0, 8))).retrieve(q_text, q_pair, 5, 0.5)[0].size
         == 0
     )
+
+
+def _k_medoids_before(vectors: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 30) -> np.ndarray:
+    """K-medoids as it was before the paper-scale rehearsal (whole matrix, seeding over every medoid's column)."""
+    n = len(vectors)
+    if k >= n:
+        return np.arange(n)
+    dist = 1.0 - np.clip(vectors @ vectors.T, -1.0, 1.0)
+    medoids = [int(rng.integers(n))]
+    for _ in range(1, k):
+        nearest = dist[:, medoids].min(axis=1)
+        weights = nearest**2
+        total = weights.sum()
+        medoids.append(
+            int(rng.choice(n, p=weights / total)) if total > 0 else int(rng.choice(np.setdiff1d(np.arange(n), medoids)))
+        )
+    medoids_arr = np.array(sorted(set(medoids)), dtype=np.int64)
+    for _ in range(iterations):
+        assign = dist[:, medoids_arr].argmin(axis=1)
+        updated = []
+        for c in range(len(medoids_arr)):
+            members = np.flatnonzero(assign == c)
+            if members.size == 0:
+                updated.append(int(medoids_arr[c]))
+                continue
+            updated.append(int(members[dist[np.ix_(members, members)].sum(axis=1).argmin()]))
+        new = np.array(sorted(set(updated)), dtype=np.int64)
+        if np.array_equal(new, medoids_arr):
+            break
+        medoids_arr = new
+    return medoids_arr
+
+
+@pytest.mark.parametrize(("n", "k", "seed"), [(50, 7, 0), (300, 15, 1), (1000, 50, 2), (400, 40, 3)])
+def test_k_medoids_picks_what_it_picked_before_from_a_whole_matrix_or_from_blocks(n: int, k: int, seed: int) -> None:
+    """Seeding by the newest medoid's column, and distances computed when asked for (a class too large for its
+    matrix: forced here with full_matrix=0), pick the same medoids as the whole-matrix implementation did; the
+    random draws after them match too (the same number taken from the generator)."""
+    data = np.random.default_rng(seed).normal(size=(n, 16))
+    data[: n // 10] = data[0]  # a block of identical insights: zero distances and ties, as empty insights make
+    vectors = normalise(data)
+    before_rng, whole_rng, blocks_rng = (np.random.default_rng(seed) for _ in range(3))
+    before = _k_medoids_before(vectors, k, before_rng)
+    assert k_medoids(vectors, k, whole_rng).tolist() == before.tolist()
+    assert k_medoids(vectors, k, blocks_rng, full_matrix=0).tolist() == before.tolist()
+    assert before_rng.random() == whole_rng.random() == blocks_rng.random()
+
+
+def test_representative_sample_groups_each_class_in_one_pass_as_before() -> None:
+    rng = np.random.default_rng(5)
+    n = 400
+    sets = [sorted({int(x) for x in rng.integers(0, 6, size=rng.integers(1, 3))}) for _ in range(n)]
+    cases = [Case(i, i + 1, s[0], "", "", [], "", labels=s) for i, s in enumerate(sets)]
+    repo = Repository(
+        cases,
+        normalise(rng.normal(size=(n, 8))),
+        normalise(rng.normal(size=(n, 4))),
+        normalise(rng.normal(size=(n, 8))),
+    )
+    keep, per_class = representative_sample(repo, 0.1, 5, np.random.default_rng(9))
+    before_rng, expected, counts = np.random.default_rng(9), [], {}
+    for label in sorted({lb for s in sets for lb in s}):
+        members = np.array([i for i, s in enumerate(sets) if label in s], dtype=np.int64)
+        chosen = members[_k_medoids_before(repo.insight[members], max(5, int(np.ceil(0.1 * members.size))), before_rng)]
+        expected.append(chosen)
+        counts[str(label)] = int(chosen.size)
+    assert keep.tolist() == np.unique(np.concatenate(expected)).tolist() and per_class == counts
 
 
 def test_a_compact_bundle_keeps_the_evidence_of_every_sample_and_whole_traces_of_a_seeded_few(

@@ -294,6 +294,47 @@ def test_empty_answers_are_returned_not_retried() -> None:
     assert text == "" and pool.ledger.roles["generator"].calls == 1
 
 
+def test_the_stub_fills_answers_to_a_share_of_max_tokens_and_counts_requests_in_flight() -> None:
+    """``fill`` makes free text (and a constrained answer's mechanism) a share of max_tokens long at four characters
+    a token; the server counts requests in flight, request-seconds and seconds busy, and each answer's tokens."""
+    import concurrent.futures
+    import time
+    import urllib.request
+
+    def post(url: str, body: dict) -> dict:
+        request = urllib.request.Request(
+            url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    free = {"model": "stub-model", "messages": [{"role": "user", "content": "describe"}], "max_tokens": 100}
+    schema = {"type": "object", "properties": {"mechanism": {"type": "string"}, "type": {"enum": [1, 2, 3]}}}
+    constrained = {
+        **free,
+        "max_tokens": 160,
+        "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
+    }
+    with running_stub(StubConfig(fill=0.5, delay=0.3)) as stub:
+        assert stub.counters()["in_flight"] == 0
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(lambda body: post(stub.base_url, body), [free, free, constrained]))
+        wall = time.monotonic() - t0
+        counters = stub.counters()
+    text = answers[0]["choices"][0]["message"]["content"]
+    assert len(text) == 200 and answers[0]["usage"]["completion_tokens"] == 50  # half of 100 tokens, 4 chars each
+    answer = json.loads(answers[2]["choices"][0]["message"]["content"])
+    assert answer["type"] in (1, 2, 3) and len(answer["mechanism"]) == 4 * (80 - 16)  # room left for the JSON
+    assert stub.peak_in_flight == 3 and counters["in_flight"] == 0 and counters["requests"] == 3
+    assert 0.85 <= counters["in_flight_area"] <= 3 * wall  # three requests of 0.3 s each, overlapping
+    assert 0.3 <= counters["busy_s"] <= wall
+    assert len(stub.answered) == 3 and sum(c for *_, c in stub.answered) == counters["completion_tokens"]
+    assert counters["completion_tokens"] == sum(a["usage"]["completion_tokens"] for a in answers)
+    with running_stub(StubConfig()) as stub:  # without fill: one short sentence, as before
+        assert post(stub.base_url, free)["choices"][0]["message"]["content"].startswith("A plausible mechanism")
+
+
 def test_a_generic_base_url_is_probed_and_constrained_like_vllm(cli, tmp_path: Path) -> None:
     """--base-url URL -m NAME asks the server how it constrains JSON (a probe whose schema allows one answer),
     then constrains every answer the same way as -m vllm:NAME@URL: no invalid answer on drugbank_s2 either way.

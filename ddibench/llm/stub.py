@@ -14,6 +14,9 @@ against a real socket:
   ``Retry-After`` of ``retry_after`` goes with 429s) or one of the :data:`FAULTS` (a body that is not
   JSON, a 200 with an error object or no choices, a request that is never answered, ...);
 * ``delay``: seconds to wait before each answer;
+* ``fill``: the share of a request's ``max_tokens`` an answer's free text fills (0: one short sentence): an
+  unconstrained answer, and a constrained answer's string properties (a ``"mechanism"``), are that long at four
+  characters a token, so a rehearsal's prompts carry descriptions and insights of a served model's length;
 * ``next_tokens``: for requests that ask for ``logprobs``, the top next tokens ``[token, logprob]`` to
   return, by the answer prefix the request ends with (its final assistant message; ``""`` for none): the
   likelihood answer mode's tree walk, scripted. A prefix not in the table gets no alternatives.
@@ -21,6 +24,13 @@ against a real socket:
 :class:`FaultProxy` sits in front of any OpenAI-compatible server (this stub, the embedded llama.cpp
 server) and injects faults into a given share of the chat requests, drawn reproducibly from a seed
 and the request (a retry of the same request draws again); every other request is forwarded.
+
+The server counts what it serves: ``in_flight`` (chat requests being answered now, hung ones included),
+``peak_in_flight``, ``in_flight_area`` (request-seconds: the integral of ``in_flight`` over time, so its growth
+over a window divided by the window is the mean number in flight), ``busy_s`` (seconds with any request in
+flight) and the prompt and completion tokens of its
+answers (``answered``: each answer's request arrival on ``time.monotonic()``, its prompt and completion tokens);
+:meth:`StubServer.counters` reads them at one instant.
 
 Run it standalone with ``python -m ddibench.llm.stub --port 8099`` (``--upstream URL --fault hang=0.05``
 for the proxy).
@@ -34,6 +44,7 @@ import collections
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -70,6 +81,7 @@ class StubConfig:
     retry_after: float | None = 1.0
     delay: float = 0.0
     next_tokens: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    fill: float = 0.0
 
 
 class StubServer:
@@ -83,6 +95,38 @@ class StubServer:
         self._script = list(self.config.script)
         self._connections: set[asyncio.Task[Any]] = set()
         self.hang_s = HANG_S
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.in_flight_area = 0.0  # request-seconds up to ``_since``
+        self.busy_s = 0.0  # seconds with at least one request in flight, up to ``_since``
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.answered: list[
+            tuple[float, int, int]
+        ] = []  # each answer: (its request's arrival, prompt, completion tokens)
+        self._since = time.monotonic()
+
+    def _count_in_flight(self, change: int) -> None:
+        now = time.monotonic()
+        self.in_flight_area += self.in_flight * (now - self._since)
+        self.busy_s += (self.in_flight > 0) * (now - self._since)
+        self._since = now
+        self.in_flight += change
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def counters(self) -> dict[str, float]:
+        """What the server has served up to now (``time.monotonic()``, the same clock in every process): chat
+        requests, those in flight, request-seconds in flight, seconds busy, prompt and completion tokens."""
+        now = time.monotonic()
+        return {
+            "t": now,
+            "requests": len(self.requests),
+            "in_flight": self.in_flight,
+            "in_flight_area": self.in_flight_area + self.in_flight * (now - self._since),
+            "busy_s": self.busy_s + (self.in_flight > 0) * (now - self._since),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
 
     @property
     def base_url(self) -> str:
@@ -112,7 +156,14 @@ class StubServer:
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
-                status, payload, extra = await self._respond(method, path, body)
+                chat = method == "POST" and path.rstrip("/").endswith("/chat/completions")
+                if chat:
+                    self._count_in_flight(+1)
+                try:
+                    status, payload, extra = await self._respond(method, path, body)
+                finally:
+                    if chat:
+                        self._count_in_flight(-1)
                 reason = _REASONS.get(status, "Status")
                 length = extra.pop("_length", str(len(payload)))
                 head_out = (
@@ -169,6 +220,9 @@ class StubServer:
             "choices": [choice],
             "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": max(1, len(text) // 4), "total_tokens": 0},
         }
+        self.prompt_tokens += len(body) // 4
+        self.completion_tokens += max(1, len(text) // 4)
+        self.answered.append((self.request_times[-1], len(body) // 4, max(1, len(text) // 4)))
         return 200, json.dumps(completion).encode(), {}
 
     async def _fault(self, step: int | str) -> tuple[int, bytes, dict[str, str]]:
@@ -218,8 +272,9 @@ class StubServer:
         if mode == "label":
             digest = int.from_bytes(hashlib.sha256(body).digest()[:4], "big")
             schema = _schema_of(request)
+            prose = self._prose(request, f"A plausible mechanism for this pair (note {digest % 997}).")
             if schema is None:  # no constrained output asked for: a free-text answer
-                return f"A plausible mechanism for this pair (note {digest % 997})."
+                return prose
             properties = schema.get("properties") or {"type": {"enum": list(range(1, 87))}}
             answer: dict[str, Any] = {}
             for name, prop in properties.items():
@@ -233,12 +288,21 @@ class StubServer:
                 elif prop.get("type") == "integer":
                     answer[name] = digest % 5 + 1
                 else:
-                    answer[name] = "Both drugs act on the same enzyme."
+                    answer[name] = self._prose(request, "Both drugs act on the same enzyme.", reserve=16)
             return json.dumps(answer)
         if mode == "echo":
             users = [m.get("content", "") for m in request.get("messages", []) if m.get("role") == "user"]
             return users[-1] if users else ""
         return mode
+
+    def _prose(self, request: dict[str, Any], sentence: str, reserve: int = 0) -> str:
+        """``sentence``, repeated to fill ``fill`` of the request's ``max_tokens`` (less ``reserve`` tokens for the
+        rest of a JSON answer) at four characters a token; the sentence alone without ``fill``."""
+        limit = request.get("max_tokens") or request.get("max_completion_tokens") or 0
+        chars = 4 * max(0, int(self.config.fill * int(limit)) - reserve)
+        if len(sentence) >= chars:
+            return sentence
+        return (" ".join([sentence] * (chars // (len(sentence) + 1) + 1)))[:chars]
 
 
 def _schema_of(request: dict[str, Any]) -> dict[str, Any] | None:
@@ -379,6 +443,8 @@ def main() -> None:
         "--fault", action="append", default=[], help="FAULT=SHARE for the proxy, e.g. hang=0.05 or 500=0.02."
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0, help="Seconds to wait before each answer.")
+    parser.add_argument("--fill", type=float, default=0.0, help="Share of max_tokens a free-text answer fills.")
     args = parser.parse_args()
 
     async def serve() -> None:
@@ -386,7 +452,8 @@ def main() -> None:
             faults = {k: float(v) for k, _, v in (f.partition("=") for f in args.fault)}
             server: StubServer = FaultProxy(args.upstream, faults, args.seed, port=args.port)
         else:
-            server = StubServer(StubConfig(model=args.model, reply=args.reply), port=args.port)
+            config = StubConfig(model=args.model, reply=args.reply, delay=args.delay, fill=args.fill)
+            server = StubServer(config, port=args.port)
         await server.start()
         print(f"{'fault proxy' if args.upstream else 'stub OpenAI-compatible server'} on {server.base_url}", flush=True)
         await asyncio.Event().wait()

@@ -41,6 +41,10 @@ what the run then uses: without cases no repository is built or loaded and no ``
 is extracted, for the cases or the queries; the GNN module alone answers its top candidate (its top k on
 label-set tasks) with no generator and no repository: it still needs the describer for its description
 features, and with ``gnn_features="morgan"`` the run starts no model.
+
+``run_info()["phases"]`` times every phase the run went through, in order: its start (Unix time), wall and
+process CPU seconds (``benchmarks/paper_scale.py`` reads them); the queries' phase runs from the first ``predict``
+call to the last one's return.
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -140,7 +145,10 @@ class CBRDDISystem(BaseSystem):
     families = (families.DRUGBANK_DDI, families.TWOSIDES)
     llm_roles = ("generator", "describer")
     batch_size = 1
-    max_concurrency = 8
+    # queries in flight at once, up to the run's concurrency (the profile's: 64 on h100-80g); each query is one
+    # generator call after its own CPU work, so at 8 a served model was kept at most 8/64 busy
+    # (benchmarks/paper_scale.py --latency 0.5)
+    max_concurrency = 64
     # an option order, and the paper's ablations (Table 3): a run without a component is shown apart from the full system
     variant_keys = (
         "shuffle_options",
@@ -163,6 +171,8 @@ class CBRDDISystem(BaseSystem):
         self.k: int | None = None  # labels to answer: None for one interaction type, k for a label set
         self.n_candidates = self.config.n_candidates
         self.info: dict[str, Any] = {"counters": {}}
+        self._queries: dict[str, Any] | None = None  # the queries' phase, grown by every predict() call
+        self._query_clock = (0.0, 0.0)
 
     @classmethod
     def used_roles(cls, config: SystemConfig) -> tuple[str, ...]:
@@ -224,6 +234,32 @@ class CBRDDISystem(BaseSystem):
 
     def run_info(self) -> dict[str, Any]:
         return self.info
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Times one phase of the run into ``info["phases"]``: its start, wall and process CPU seconds."""
+        at, wall, cpu = time.time(), time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.info.setdefault("phases", []).append(
+                {
+                    "phase": name,
+                    "started_at": round(at, 3),
+                    "wall_s": round(time.perf_counter() - wall, 3),
+                    "cpu_s": round(time.process_time() - cpu, 3),
+                }
+            )
+
+    def _query_phase(self, started: tuple[float, float, float]) -> None:
+        """Grows the queries' phase to the end of a predict() call that started at ``(time, perf, cpu)``: the phase
+        runs from the first call's start (its clocks kept in ``_query_clock``) to the last call's return."""
+        if self._queries is None:
+            self._queries, self._query_clock = {"phase": "queries", "started_at": round(started[0], 3)}, started[1:]
+            self.info.setdefault("phases", []).append(self._queries)
+        wall, cpu = self._query_clock
+        self._queries["wall_s"] = round(time.perf_counter() - wall, 3)
+        self._queries["cpu_s"] = round(time.process_time() - cpu, 3)
 
     def deviations(self) -> list[str]:
         out = []
@@ -317,7 +353,11 @@ class CBRDDISystem(BaseSystem):
         await self._prepare_gnn(view, ctx)
         if self._uses_cases:  # without cases no repository is built, loaded or refined, and no lam chosen
             await self._load_repository(view, ctx, self._repository_key(view, ctx))
-            self.lam = self.config.lam if self.config.lam is not None else await self._choose_lambda(view, ctx)
+            if self.config.lam is not None:
+                self.lam = self.config.lam
+            else:
+                with self._phase("choice of lambda"):
+                    self.lam = await self._choose_lambda(view, ctx)
         if self.k is not None:
             self.info["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
 
@@ -379,7 +419,8 @@ class CBRDDISystem(BaseSystem):
         if self._describes_catalogue:
             features = await self.node_features(ctx)
             self.gnn.use_node_features(features)
-        await self.gnn.prepare(view, ctx)
+        with self._phase("GNN training"):
+            await self.gnn.prepare(view, ctx)
         self.info["gnn"] = {k: v for k, v in self.gnn.training_log.items() if k != "epochs"}
         if self._describes_catalogue:
             self.info["gnn"]["node_features"] = {
@@ -393,8 +434,10 @@ class CBRDDISystem(BaseSystem):
     async def node_features(self, ctx: RunContext) -> np.ndarray:
         """The GNN module's drug features, the paper's h0 = f(D_u): the text encoder's unit-length embedding of the
         describer's description of every drug of the task's catalogue, one row per node id."""
-        await self._describe_all(self._drugs, ctx, "describing every drug (the GNN module's features)")
-        return self._embed([self._description(d) for d in self._drugs])
+        with self._phase("catalogue descriptions"):
+            await self._describe_all(self._drugs, ctx, "describing every drug (the GNN module's features)")
+        with self._phase("catalogue embeddings"):
+            return self._embed([self._description(d) for d in self._drugs])
 
     def _repository_key(self, view: TrainingView, ctx: RunContext) -> dict[str, Any]:
         """The artifact key of the knowledge repository: everything its cases depend on."""
@@ -446,8 +489,9 @@ class CBRDDISystem(BaseSystem):
         if found is None:
             scratch = ctx.artifacts.scratch("cbr-ddi-repository", key)
             repo = await self._build_repository(view, ctx)
-            repo.save(scratch)
-            found = ctx.artifacts.put("cbr-ddi-repository", key, scratch)
+            with self._phase("repository save"):
+                repo.save(scratch)
+                found = ctx.artifacts.put("cbr-ddi-repository", key, scratch)
             self.info["repository_built"] = True
         else:
             self.info["repository_built"] = False
@@ -522,29 +566,39 @@ class CBRDDISystem(BaseSystem):
         started = time.perf_counter()
         rng = np.random.default_rng(ctx.seed)
         chosen = self.repository_pairs(view, rng)
-        await self._describe_all([d for s in chosen for d in (s.pair.head, s.pair.tail)], ctx, "describing case drugs")
-        heads = [s.pair.head.node_id for s in chosen]
-        tails = [s.pair.tail.node_id for s in chosen]
-        _, reprs = (
-            self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
-        )
-        cases = await self._make_cases(chosen, ctx, insights=self._writes_insights)
-        texts = [
-            self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description)
-            for c in cases
-        ]
-        repo = Repository(
-            cases, self._embed(texts), normalise(reprs), self._embed([c.insight or prompts.NO_INSIGHT for c in cases])
-        )
+        with self._phase("case drug descriptions"):
+            drugs = [d for s in chosen for d in (s.pair.head, s.pair.tail)]
+            await self._describe_all(drugs, ctx, "describing case drugs")
+        with self._phase("case pair representations (GNN)"):
+            heads = [s.pair.head.node_id for s in chosen]
+            tails = [s.pair.tail.node_id for s in chosen]
+            _, reprs = (
+                self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
+            )
+        with self._phase("insights" if self._writes_insights else "cases (no insights)"):
+            cases = await self._make_cases(chosen, ctx, insights=self._writes_insights)
+        with self._phase("case embeddings"):
+            texts = [
+                self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description)
+                for c in cases
+            ]
+            repo = Repository(
+                cases,
+                self._embed(texts),
+                normalise(reprs),
+                self._embed([c.insight or prompts.NO_INSIGHT for c in cases]),
+            )
         info: dict[str, Any] = {"built_from": len(chosen), "empty_insights": sum(not c.insight for c in cases)}
         if cfg.repository_per_type is not None:
             info["draw"] = {"per_type": cfg.repository_per_type}
         if not self._writes_insights:
             info["insights"] = "none: retrieval alone answers (answer=cases), so no refinement and no sampling"
         if cfg.refine and cases and self._writes_insights:
-            info["refinement"] = await self._refine(repo, ctx, rng)
+            with self._phase("refinement"):
+                info["refinement"] = await self._refine(repo, ctx, rng)
         if cfg.sampling and cases and self._writes_insights:
-            keep, per_class = representative_sample(repo, cfg.sampling_ratio, cfg.min_per_class, rng)
+            with self._phase("K-medoids sampling"):
+                keep, per_class = representative_sample(repo, cfg.sampling_ratio, cfg.min_per_class, rng)
             info["sampling"] = {"kept": int(keep.size), "of": len(cases), "per_class": per_class}
             repo = repo.subset(keep)
         if self.k is None:  # the interaction types the repository's cases cover
@@ -555,15 +609,19 @@ class CBRDDISystem(BaseSystem):
 
     async def _make_cases(self, chosen: Sequence[Sample], ctx: RunContext, insights: bool = True) -> list[Case]:
         """One case per training pair, in order: descriptions, paths (own edge hidden), insight (empty when
-        ``insights`` is False: no LLM call) and label."""
+        ``insights`` is False: no LLM call) and label.
+
+        Each case's paths (a GNN forward, CPU work) are found one case after another, the event loop reading the
+        answers in between; only the calls run together. Gathered with the paths inside them, every case's CPU
+        work ran in one turn of the loop before any answer was read, and the requests already sent were cut as
+        stalled and sent again (64 timeouts at 200 cases, the endpoint's limit falling to one). An insight's
+        prompt depends on its own case alone, so the cases are the same."""
         bar = ctx.progress.task("writing case insights" if insights else "making cases (no insights)", len(chosen))
 
-        async def make(sample: Sample) -> Case:
+        async def make(sample: Sample, paths: list[str]) -> Case:
             pair = sample.pair
             labels = list(sample.label_ids) if isinstance(sample.target, tuple) else None
             label = labels[0] if labels else sample.label
-            # (without insights no prompt shows a case's paths: none are extracted)
-            paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True) if insights else []
             text = ""
             if insights:
                 result = await self._insight(pair.head, pair.tail, sample.target, paths, ctx)
@@ -581,9 +639,18 @@ class CBRDDISystem(BaseSystem):
                 labels=labels,
             )
 
+        tasks: list[asyncio.Future[Case]] = []
         try:
-            return list(await asyncio.gather(*(make(s) for s in chosen)))
+            for sample in chosen:
+                pair = sample.pair
+                # (without insights no prompt shows a case's paths: none are extracted)
+                paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True) if insights else []
+                tasks.append(asyncio.ensure_future(make(sample, paths)))
+                await asyncio.sleep(0)  # the loop reads the answers that came in during this case's CPU work
+            return list(await asyncio.gather(*tasks))
         finally:
+            for task in tasks:  # (a failed case: the others stop too)
+                task.cancel()
             bar.close()
 
     async def _insight(self, head: Drug, tail: Drug, label: Any, paths: list[str], ctx: RunContext) -> ChatResult:
@@ -891,6 +958,13 @@ class CBRDDISystem(BaseSystem):
         return Prediction(sample_id=sample.id, ranked=order[: self.k], trace=trace)
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
+        started = (time.time(), time.perf_counter(), time.process_time())
+        try:
+            return await self._predict(samples, ctx)
+        finally:
+            self._query_phase(started)
+
+    async def _predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         if self.config.answer == "gnn":
             return [self._gnn_answer(sample) for sample in samples]
         if self.config.answer == "cases":

@@ -124,30 +124,75 @@ def normalise(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms > 0, norms, 1)
 
 
-def k_medoids(vectors: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 30) -> np.ndarray:
-    """Indices of ``k`` medoids under cosine distance (k-medoids++ seeding, then alternating updates)."""
+FULL_MATRIX_CASES = 8192  # a class of up to this many cases gets its whole distance matrix (256 MB of float32)
+
+
+class _Distances:
+    """Cosine distances between unit vectors: the whole matrix for a small class (as K-medoids always held it), or
+    columns and blocks computed when asked for a large one, the columns of medoids kept while they stay medoids (a
+    class of 35,000 cases would need 4.9 GB for its matrix). Same algorithm either way: a distance is
+    ``1 - clip(u . v)`` of the same float32 vectors, computed in another order only in the BLAS's blocking."""
+
+    def __init__(self, vectors: np.ndarray, full: bool) -> None:
+        self.vectors = vectors
+        self.matrix = 1.0 - np.clip(vectors @ vectors.T, -1.0, 1.0) if full else None
+        self._columns: dict[int, np.ndarray] = {}
+
+    def column(self, j: int) -> np.ndarray:
+        if self.matrix is not None:
+            return self.matrix[:, j]
+        return self.columns(np.array([j]))[:, 0]
+
+    def columns(self, idx: np.ndarray) -> np.ndarray:
+        if self.matrix is not None:
+            return self.matrix[:, idx]
+        missing = [int(j) for j in idx if int(j) not in self._columns]
+        if missing:
+            block = 1.0 - np.clip(self.vectors @ self.vectors[missing].T, -1.0, 1.0)
+            self._columns.update(zip(missing, block.T))
+        keep = {int(j) for j in idx}
+        for j in [j for j in self._columns if j not in keep]:  # a medoid no longer: its column is dropped
+            del self._columns[j]
+        return np.stack([self._columns[int(j)] for j in idx], axis=1)
+
+    def within(self, members: np.ndarray) -> np.ndarray:
+        if self.matrix is not None:
+            return self.matrix[np.ix_(members, members)]
+        part = self.vectors[members]
+        return 1.0 - np.clip(part @ part.T, -1.0, 1.0)
+
+
+def k_medoids(
+    vectors: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 30, full_matrix: int = FULL_MATRIX_CASES
+) -> np.ndarray:
+    """Indices of ``k`` medoids under cosine distance (k-medoids++ seeding, then alternating updates).
+
+    A class of up to ``full_matrix`` cases holds its whole distance matrix; a larger one computes distances as it
+    needs them (:class:`_Distances`). Seeding keeps each case's distance to its nearest medoid so far, updated by
+    the newest medoid's column (the same minimum as over all the medoids' columns, in time linear in ``k``)."""
     n = len(vectors)
     if k >= n:
         return np.arange(n)
-    dist = 1.0 - np.clip(vectors @ vectors.T, -1.0, 1.0)
+    dist = _Distances(vectors, full=n <= full_matrix)
     medoids = [int(rng.integers(n))]
+    nearest = dist.column(medoids[0]).copy()
     for _ in range(1, k):
-        nearest = dist[:, medoids].min(axis=1)
         weights = nearest**2
         total = weights.sum()
         medoids.append(
             int(rng.choice(n, p=weights / total)) if total > 0 else int(rng.choice(np.setdiff1d(np.arange(n), medoids)))
         )
+        np.minimum(nearest, dist.column(medoids[-1]), out=nearest)
     medoids_arr = np.array(sorted(set(medoids)), dtype=np.int64)
     for _ in range(iterations):
-        assign = dist[:, medoids_arr].argmin(axis=1)
+        assign = dist.columns(medoids_arr).argmin(axis=1)
         updated = []
         for c in range(len(medoids_arr)):
             members = np.flatnonzero(assign == c)
             if members.size == 0:
                 updated.append(int(medoids_arr[c]))
                 continue
-            within = dist[np.ix_(members, members)].sum(axis=1)
+            within = dist.within(members).sum(axis=1)
             updated.append(int(members[within.argmin()]))
         new = np.array(sorted(set(updated)), dtype=np.int64)
         if np.array_equal(new, medoids_arr):
@@ -162,11 +207,14 @@ def representative_sample(
     """K-medoids within each class on insight embeddings: keep max(minimum, ratio * size) cases per class.
 
     With label sets a case belongs to the class of each of its labels; the kept cases are the union."""
-    sets = [c.labels if c.labels is not None else [c.label] for c in repo.cases]
+    by_label: dict[int, list[int]] = {}  # each class's cases, in the repository's order (one pass over the cases)
+    for i, case in enumerate(repo.cases):
+        for lb in dict.fromkeys(case.labels if case.labels is not None else [case.label]):
+            by_label.setdefault(lb, []).append(i)
     keep: list[np.ndarray] = []
     per_class: dict[str, int] = {}
-    for label in sorted({lb for labels in sets for lb in labels}):
-        members = np.array([i for i, labels in enumerate(sets) if label in labels], dtype=np.int64)
+    for label in sorted(by_label):
+        members = np.array(by_label[label], dtype=np.int64)
         k = max(minimum, int(np.ceil(ratio * members.size)))
         chosen = members[k_medoids(repo.insight[members], k, rng)]
         keep.append(chosen)
