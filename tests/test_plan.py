@@ -298,6 +298,9 @@ def test_the_plan_prices_an_api_model_from_the_shipped_table_and_times_it_at_a_d
     seconds = prompt / 1000 + generated / 50
     assert "declared with --throughput" in out and "not timed" not in out
     assert f"GPU hours: about {seconds / 3600 * 2:,.2f} ({round(seconds)} s x 2 accelerators" in out
+    code, out, err = cli(*args, "-p", "2xa100-80g")  # no rate declared: no figure, never 'about 0.00'
+    assert code == 0, err
+    assert "GPU hours: unknown" in out and "GPU hours: about" not in out
     code, _, err = cli(*args[:-1], "--throughput", "1000")
     assert code != 0 and "--plan" in err
     code, _, err = cli(*args, "--throughput", "fast")

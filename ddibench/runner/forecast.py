@@ -308,6 +308,11 @@ def _totals(fc: Forecast) -> list[str]:
 
 
 def _gpu_line(fc: Forecast) -> str:
+    if not fc.seconds:  # nothing timed (a served model with no declared throughput, an untimed GNN): no figure
+        return (
+            f"GPU hours: unknown: no phase has a projected time on profile {fc.profile} "
+            "(declare the served model's rate with --plan --throughput PROMPT,GEN)"
+        )
     untimed = "" if fc.complete else " (phases of unknown time not counted)"
     return (
         f"GPU hours: about {fc.gpu_hours or 0.0:,.2f} ({duration(fc.seconds)} x {fc.accelerators} accelerator"
