@@ -904,29 +904,41 @@ class CBRDDISystem(BaseSystem):
             schema = topk_schema(options, min(self.k, len(options)), mechanism=True)
         return user, schema
 
+    async def _query_vectors(
+        self, sample: Sample, ctx: RunContext, llm: list[dict[str, Any]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A query pair's drugs described (their calls traced into ``llm``), then its GNN label scores, its text
+        vector (retrieval only: empty without cases) and its unit-length GNN pair vector."""
+        pair = sample.pair
+        for drug in (pair.head, pair.tail):
+            await self.describe(drug, ctx, llm)
+        probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
+        text_vec = (
+            self._embed(
+                [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
+            )[0]
+            if self._uses_cases
+            else np.zeros(0, dtype=np.float32)
+        )
+        return probs[0], text_vec, normalise(reprs)[0]
+
     async def _cases_answer(self, sample: Sample, ctx: RunContext) -> Prediction:
         """Retrieval alone: the label the top-K retrieved cases carry most often, ties to the better-ranked case
         (the k labels carried most often on a label set); traced as the full system traces its retrieval."""
         pair = sample.pair
         llm: list[dict[str, Any]] = []
-        for drug in (pair.head, pair.tail):
-            await self.describe(drug, ctx, llm)
-        probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
-        text_vec = self._embed(
-            [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
-        )[0]
-        pair_vec = normalise(reprs)[0]
+        probs, text_vec, pair_vec = await self._query_vectors(sample, ctx, llm)
         repo = self.repository
         assert repo is not None
         _, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, None)
         stated = _case_labels(retrieved)
-        order = [int(k) for k in np.argsort(-probs[0], kind="stable")[: self.n_candidates]]
+        order = [int(k) for k in np.argsort(-probs, kind="stable")[: self.n_candidates]]
         trace = {
             "cases": retrieved,
             "context_labels": stated,
             "context_labels_by_lambda": self._labels_by_lambda(repo, text_vec, pair_vec),
             "lambda": self.lam,
-            "candidates": [[k, round(float(probs[0][k]), 4)] for k in order],
+            "candidates": [[k, round(float(probs[k]), 4)] for k in order],
             "llm": llm,
             "descriptions": [self._description(pair.head), self._description(pair.tail)],
         }
@@ -973,20 +985,10 @@ class CBRDDISystem(BaseSystem):
         for sample in samples:
             pair = sample.pair
             llm: list[dict[str, Any]] = []
-            for drug in (pair.head, pair.tail):
-                await self.describe(drug, ctx, llm)
-            probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
-            # the query's text vector serves retrieval only: without cases it is not computed
-            text_vec = (
-                self._embed(
-                    [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
-                )[0]
-                if self._uses_cases
-                else np.zeros(0, dtype=np.float32)
-            )
+            probs, text_vec, pair_vec = await self._query_vectors(sample, ctx, llm)
             paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=False)
             result, labels, trace = await self._answer(
-                ctx, pair.head, pair.tail, probs[0], text_vec, normalise(reprs)[0], paths, self.repository
+                ctx, pair.head, pair.tail, probs, text_vec, pair_vec, paths, self.repository
             )
             trace["llm"] = llm + trace["llm"]
             trace["descriptions"] = [self._description(pair.head), self._description(pair.tail)]
