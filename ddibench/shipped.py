@@ -370,10 +370,10 @@ def refuse_irregular(root: Path) -> None:
 
 def probe_problems(root: Path) -> list[str]:
     """What is wrong with the probe files under ``root/probes``: anything but ``<model slug>.json`` files, a file over
-    :data:`~ddibench.evaluation.memorisation.MAX_PROBE_BYTES`, one that departs from the probe schema
-    (:class:`~ddibench.evaluation.memorisation.ProbeResult`: no unknown or missing field, counts that agree with the
+    :data:`~ddibench.runner.memorisation.MAX_PROBE_BYTES`, one that departs from the probe schema
+    (:class:`~ddibench.runner.memorisation.ProbeResult`: no unknown or missing field, counts that agree with the
     pair records), or one named for another model. The files are read as data only."""
-    from ddibench.evaluation.memorisation import MAX_PROBE_BYTES, model_slug, read_probe
+    from ddibench.runner.memorisation import MAX_PROBE_BYTES, model_slug, read_probe
 
     folder = root / PROBES
     if not folder.exists() and not folder.is_symlink():
@@ -403,7 +403,7 @@ def probe_problems(root: Path) -> list[str]:
 def shipped_probes(root: Path) -> dict[str, Any]:
     """The memorisation probes under ``root/probes`` by model spec (:class:`ProbeResult`); a one-line
     :class:`DataError` naming the first problem of :func:`probe_problems`, if any."""
-    from ddibench.evaluation.memorisation import read_probe
+    from ddibench.runner.memorisation import read_probe
 
     problems = probe_problems(root)
     if problems:

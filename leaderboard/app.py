@@ -41,9 +41,10 @@ def load_references(path: str, mtime: float) -> tuple[pd.DataFrame, pd.DataFrame
 
 
 @st.cache_data(show_spinner=False)
-def load_probes() -> dict[str, object]:
-    """The shipped memorisation probes by model spec (none without a shipped results folder)."""
-    return board.read_probes()
+def load_probes(folder: str, mtime: float) -> dict[str, object]:
+    """The shipped memorisation probes by model spec (none without a shipped results folder), read once for
+    each folder and state of it (:func:`~leaderboard.data.probes_stamp`)."""
+    return board.read_probes(Path(folder)) if folder else {}
 
 
 @st.cache_data(show_spinner=False)
@@ -294,7 +295,7 @@ def provenance(summary: pd.Series, detail: board.RunDetail) -> None:
     )
     for role, model in manifest.models.items():
         fact(f"Model ({role})", model.spec, unchecked=True)
-    probe = board.probe_of(load_probes(), summary["model"])
+    probe = board.probe_of(load_probes(*board.probes_stamp()), summary["model"])
     if probe is not None:
         st.warning(f"**{board.PROBE_TITLE.capitalize()}** of this model: {board.md_code(board.probe_note(probe))}")
     for label, text in scoring_provenance(manifest.task.name, manifest.scoring.model_dump()):

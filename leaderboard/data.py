@@ -149,6 +149,21 @@ def read_probes(root: Path | None = None) -> dict[str, Any]:
     return shipped_probes(folder)
 
 
+def probes_stamp() -> tuple[str, float]:
+    """Which probes :func:`read_probes` would read now: the results folder and its ``probes/`` folder's mtime
+    (``("", 0.0)`` where there is none). A cache of the probes is keyed by it, so another folder or a newly
+    published probe is read afresh."""
+    from ddibench.errors import ConfigError
+    from ddibench.shipped import results_root
+
+    try:
+        folder = results_root()
+    except ConfigError:
+        return "", 0.0
+    probes = folder / "probes"
+    return str(folder.resolve()), probes.stat().st_mtime if probes.is_dir() else 0.0
+
+
 def probe_of(probes: dict[str, Any], model: object) -> Any | None:
     """The memorisation probe of the model a run names (its spec as the run records it), or None."""
     return probes.get(str(model)) if probes else None

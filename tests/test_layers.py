@@ -45,7 +45,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ddibench.net",
         ),
     ),
-    ("sources", ("ddibench.data", "ddibench.profiles", "ddibench.chem", "ddibench.parsing", "ddibench.artifacts")),
+    (
+        "sources",
+        (
+            "ddibench.data",
+            "ddibench.profiles",
+            "ddibench.chem",
+            "ddibench.parsing",
+            "ddibench.artifacts",
+            "ddibench.prices",
+        ),
+    ),
     ("tools", ("ddibench.llm", "ddibench.embeddings", "ddibench.kg", "ddibench.metrics", "ddibench.corpus")),
     ("tasks", ("ddibench.task", "ddibench.evaluation")),
     (

@@ -10,10 +10,10 @@ import pytest
 
 from ddibench.data.drugbank import load_labels
 from ddibench.errors import ConfigError, DataError
-from ddibench.evaluation.memorisation import ProbeResult, draw_pairs, model_slug, read_probe
 from ddibench.llm import ModelSpec
 from ddibench.llm.stub import StubConfig, running_stub
 from ddibench.registry import get_task
+from ddibench.runner.memorisation import ProbeResult, draw_pairs, model_slug, read_probe
 
 
 def _main(*args: str) -> int:
@@ -172,15 +172,22 @@ def test_the_board_shows_a_models_probe_beside_its_runs(tmp_path: Path, monkeypa
     from streamlit.testing.v1 import AppTest
 
     import ddibench.leaderboard
-
-    results = _results(tmp_path / "results")
-    (results / "probes" / f"{model_slug(probed.model.spec)}.json").write_text(probed.model_dump_json())
-    monkeypatch.setenv("DDIBENCH_BOARD", str(store))
-    monkeypatch.setenv("DDIBENCH_RESULTS", str(results))
-    app = AppTest.from_file(str(Path(ddibench.leaderboard.__file__).parent / "app.py"), default_timeout=120)
     from ddibench.leaderboard.data import runs
 
-    app.query_params["run"] = str(runs(store)["run_id"].iloc[0])
-    app.run()
-    assert not app.exception
-    assert any(w.value.startswith("**Memorisation probe** of this model: `recalls") for w in app.warning)
+    app_file = str(Path(ddibench.leaderboard.__file__).parent / "app.py")
+    monkeypatch.setenv("DDIBENCH_BOARD", str(store))
+
+    def probe_warnings(results: Path) -> list[str]:
+        monkeypatch.setenv("DDIBENCH_RESULTS", str(results))
+        app = AppTest.from_file(app_file, default_timeout=120)
+        app.query_params["run"] = str(runs(store)["run_id"].iloc[0])
+        app.run()
+        assert not app.exception
+        return [w.value for w in app.warning if w.value.startswith("**Memorisation probe**")]
+
+    # first a results folder without the probe, in the same process: the app's cache of the probes (kept
+    # across runs of the app) must not hide a probe of another folder, or one published since
+    assert probe_warnings(_results(tmp_path / "bare")) == []
+    results = _results(tmp_path / "results")
+    (results / "probes" / f"{model_slug(probed.model.spec)}.json").write_text(probed.model_dump_json())
+    assert any(w.startswith("**Memorisation probe** of this model: `recalls") for w in probe_warnings(results))

@@ -1,6 +1,6 @@
 """``ddibench probe memorisation``: does a model recall DrugBank's sentence for a named pair?
 
-The probe itself is :mod:`ddibench.evaluation.memorisation`; this module parses the options, says what the
+The probe itself is :mod:`ddibench.runner.memorisation`; this module parses the options, says what the
 probe will cost before it spends anything, writes the result file and prints its table.
 """
 
@@ -40,8 +40,8 @@ def memorisation(model: str, base_url: str | None, n: int, seed: int, out: Path 
     """Ask MODEL, with no context, for the sentence DrugBank records about each of n seeded pairs of four
     slices (drugbank_s2 train, drugbank_s2 test, drugbank_time test, and unrecorded pairs with the training
     pairs' heads as the control), and count how often the recorded interaction type comes back."""
-    from ddibench.evaluation import memorisation as mem
     from ddibench.llm import ModelSpec
+    from ddibench.runner import memorisation as mem
 
     if not 1 <= n <= MAX_N:
         raise ConfigError(f"--n {n} is not between 1 and {MAX_N}", "give e.g. --n 100")
@@ -80,7 +80,7 @@ def show(result: object) -> None:
     """The probe's table: per slice, the recovered share with its interval (all matches; template and string only)."""
     from rich.table import Table
 
-    from ddibench.evaluation.memorisation import ProbeResult
+    from ddibench.runner.memorisation import ProbeResult
 
     assert isinstance(result, ProbeResult)
     table = Table(title=f"memorisation probe: {result.model.spec} (seed {result.seed}, n={result.n} per slice)")
