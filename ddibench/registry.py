@@ -109,7 +109,7 @@ def get_system_class(name: str) -> type[System]:
         if not hasattr(cls, attr):
             raise ConfigError(
                 f"system '{name}' ({eps[name].value}) lacks '{attr}'",
-                "implement the ddibench.System protocol, or subclass ddibench.BaseSystem, which has them all (see README, 'Adding a system')",
+                "implement the ddibench.System protocol, or subclass ddibench.BaseSystem, which has them all (see docs/adapters.md, 'A system')",
             )
     if cls.name != name:
         raise ConfigError(f"system class {eps[name].value} says its name is '{cls.name}', registered as '{name}'")

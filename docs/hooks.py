@@ -47,10 +47,12 @@ def _systems() -> str:
 
 
 def _system(name: str) -> str:
-    """A system's own documentation: its module docstring and its --config options with their defaults."""
+    """A system's own documentation: its module docstring and its --config options with their defaults and the
+    values each takes."""
     import inspect
     import sys
 
+    from ddibench.commands.listing import allowed_values
     from ddibench.registry import get_system_class
 
     cls = get_system_class(name)
@@ -60,12 +62,13 @@ def _system(name: str) -> str:
         "",
         doc,
         "",
-        "| `--config` option | default |",
-        "|---|---|",
+        "| `--config` option | default | takes |",
+        "|---|---|---|",
     ]
     config = getattr(cls, "Config", None)
     for key, field in config.model_fields.items() if config is not None else []:
-        lines.append(f"| `{key}` | `{field.get_default(call_default_factory=True)!r}` |")
+        default = field.get_default(call_default_factory=True)
+        lines.append(f"| `{key}` | `{default!r}` | {allowed_values(field)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -7,8 +7,9 @@ task (previews made with ``--limit`` sit in a table of their own, never ranked n
 ``published.html`` holds the papers' published numbers (paper, method, model, value), never ranked;
 ``tasks/``, ``runs/`` and ``systems/`` hold a page per task (its runs sorted by score with their models,
 every metric, the tie verdicts, its published numbers), per run (provenance, metrics, cost, the first
-samples with their traces) and per system (paper, code, card, runs). :func:`markdown_table` is the
-README's table: byte-stable for the same store.
+samples with their traces) and per system (paper, code, card, runs). :func:`markdown_table` is the full
+results table (``docs/results.md``, ``results/README.md``) and :func:`ranked_table` the README's compact one: each
+byte-stable for the same store.
 
 Everything read from the store is escaped: a bundle is hostile input until verified, and its text (a
 system name, a trace) is shown as text, never run, never a link. What verify does not check (a system
@@ -179,6 +180,59 @@ def markdown_table(store: Path) -> str:
                 "(`ddibench report` says which and how often).",
             ]
     return "\n".join(lines) + "\n"
+
+
+def ranked_table(store: Path) -> str:
+    """The README's compact table: one line per task that has ranked (full) runs, with its primary metric, its best
+    run (★), the best run of a system whose answers an LLM writes (marked (LLM); ★ or ≈ where it is the best or tied
+    with it) and the task's floors; the models of those LLM runs below. Every other run, and the previews, are in
+    :func:`markdown_table` and on the static site. The same store content gives the same bytes."""
+    runs = board.runs(store).sort_values(["task", "system", "run_id"], kind="stable")
+    full = runs[runs["submittable"]]
+    if full.empty:
+        return "No ranked run yet: `--limit` previews are listed on the full table.\n"
+    ordered = board.best_first(full)
+    heads = board.task_heads(full)
+    floors = board.floor_labels(full, board.floors(store))
+    with_llm = ordered[[bool(board.short_model(m)) for m in ordered["model"]]]
+    lines = [_md_row(["task", "metric", "best", "best LLM system", "floors"]), _md_row(["---"] * 5)]
+    shown_llm: dict[str, set[str]] = {}
+    for task in sorted(heads.index):
+        best = ordered[ordered["task"] == task].iloc[0]
+        llm = with_llm[with_llm["task"] == task]
+        cells = [_ranked_cell(best)]
+        cells.append(_ranked_cell(llm.iloc[0]) if len(llm) else "—")
+        for run in [best, *([llm.iloc[0]] if len(llm) else [])]:
+            if board.short_model(run["model"]):
+                shown_llm.setdefault(str(run["system"]), set()).add(str(run["model"]))
+        lines.append(
+            _md_line([_md(task), _md(heads.loc[task, "primary_metric"]), *cells, _md(floors.get(task) or "—")])
+        )
+    lines += [
+        "",
+        "★ best in the task; ≈ not significantly different from the best (paired bootstrap on shared samples); "
+        "95% intervals clustered by drug or source document; floors on the task's evaluation split."
+        + (" ⚠ answers collapsed onto one label." if "⚠" in "".join(lines) else ""),
+    ]
+    if shown_llm:
+        lines += [
+            "",
+            "(LLM): a system whose answers an LLM writes; the others are trained models or floors. Their models: "
+            + "; ".join(
+                f"{_md_system(system)}: {', '.join(board.md_code(m).replace('|', chr(92) + '|') for m in sorted(models))}"
+                for system, models in sorted(shown_llm.items())
+            )
+            + ".",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _ranked_cell(run: pd.Series) -> str:
+    """A run in the compact table: its system (and variant), (LLM) when an LLM wrote its answers, its value [95% CI]
+    with its marks."""
+    variant = " " + _md(f"[{run['variant']}]") if isinstance(run["variant"], str) and run["variant"] else ""
+    llm = " (LLM)" if board.short_model(run["model"]) else ""
+    return f"{_md_system(str(run['system']))}{variant}{llm} {_md(board.cell(run))}"
 
 
 def _ranked_models(full: pd.DataFrame) -> dict[str, list[str]]:

@@ -145,7 +145,7 @@ users() {
   local changed
   changed="$(git -C "$clone" status --porcelain | tr '\n' ' ')"
   summary+=("author: git status after publish: $changed")
-  for path in " README.md" "results/README.md" "results/index.json" "results/drugbank_s2/"; do
+  for path in "results/README.md" "docs/results.md" "results/index.json" "results/drugbank_s2/"; do
     case "$changed" in *"$path"*) ;; *) summary+=("FAIL author: publish did not write $path"); status=1 ;; esac
   done
   timed "board check (the whole folder recomputed, as CI)" ddibench board check

@@ -140,7 +140,7 @@ def test_static_site_shows_the_bundles_words_as_text_marked_and_unregistered(
 def test_markdown_table_escapes_the_bundles_words_and_labels_the_system(store: tuple[Path, str]) -> None:
     from markdown_it import MarkdownIt
 
-    from ddibench.leaderboard.static import markdown_table
+    from ddibench.leaderboard.static import markdown_table, ranked_table
 
     path, _ = store
     table = markdown_table(path)
@@ -154,6 +154,10 @@ def test_markdown_table_escapes_the_bundles_words_and_labels_the_system(store: t
         f"<code>{html.escape(SYSTEM, quote=False)}</code> ({UNREGISTERED})" in rendered
     )  # the name, as written, then the label
     assert "majority (unregistered)" not in rendered and "| majority |" in table
+    # the README's compact table: the forged run ties the real one, and whichever is shown best is text too
+    ranked = ranked_table(path)
+    assert "evil.example" not in re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", ranked)
+    _no_markup_from_the_bundle(MarkdownIt("commonmark").enable("table").render(ranked), "README compact table")
 
 
 def _app() -> str:

@@ -54,6 +54,14 @@ def test_the_fresh_clone_check_runs_the_readme_commands() -> None:
         assert name in script
 
 
+def test_getting_started_gives_the_readme_commands_word_for_word() -> None:
+    """docs/getting-started.md repeats the two set-up commands: the same lines as the README's, never an older pair."""
+    page = (REPO / "docs" / "getting-started.md").read_text()
+    block = re.search(r"## Install and run.*?```bash\n(.*?)```", page, re.DOTALL)
+    assert block, "docs/getting-started.md needs an 'Install and run' section with a bash block"
+    assert [line for line in block.group(1).splitlines() if line and not line.startswith("#")] == _readme_commands()
+
+
 def test_command_1_runs_an_llm_system_and_the_readme_says_what_it_printed() -> None:
     """Command 1 shows an LLM system at work (not a floor), and the paragraph right after the set-up block reports
     that run: it names command 1's system and task and the floors beside its number, so a changed command 1 cannot

@@ -41,6 +41,73 @@ def test_list_commands(cli) -> None:
     assert code == 2 and "did you mean 'systems'" in err
 
 
+def test_list_systems_verbose_needs_no_data_and_shows_the_values_each_option_takes(tmp_path: Path) -> None:
+    """With no mirror, an empty cache and downloads sent to a closed port, 'list systems -v' lists every system and
+    its options with the values each takes, read from the systems' declared configs; it downloads nothing."""
+    import os
+
+    from ddibench.registry import system_names
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDIBENCH_")}
+    cache = tmp_path / "cache"
+    env.update(
+        DDIBENCH_CACHE=str(cache),
+        DDIBENCH_DOWNLOAD_BASE="http://127.0.0.1:9",
+        XDG_CACHE_HOME=str(tmp_path / "xdg"),
+        COLUMNS="200",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddibench", "list", "systems", "-v"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert all(name in out for name in system_names())
+    for line in (
+        "answer_mode = 'generate'  (generate, likelihood or likelihood-text)",  # a Literal's choices
+        "use_cases = True  (true or false)",  # a bool
+        "max_hops = 3  (integer from 1 to 10)",  # declared bounds
+        "sampling_ratio = 0.05  (number in (0, 1])",
+        "repository_per_type = None  (integer > 0, share or null)",  # a union with None
+    ):
+        assert line in out, line
+    assert "majority: no options" in out
+    assert not cache.exists() or not any(cache.rglob("*.*")), sorted(cache.rglob("*"))  # nothing downloaded
+
+
+def test_allowed_values_are_read_from_the_declared_type() -> None:
+    from typing import Annotated, Literal
+
+    from pydantic import BaseModel, Field
+
+    from ddibench.commands.listing import allowed_values
+
+    class Config(BaseModel):
+        mode: Literal["a", "b"] = "a"
+        flag: bool = False
+        k: int = Field(default=1, ge=1)
+        share: float = Field(default=0.5, gt=0, lt=1)
+        per_type: Annotated[int, Field(gt=0)] | Literal["share"] | None = None
+        grid: tuple[float, ...] = ()
+        extra: dict[str, int] = {}
+        name: str | None = None
+
+    shown = {key: allowed_values(field) for key, field in Config.model_fields.items()}
+    assert shown == {
+        "mode": "a or b",
+        "flag": "true or false",
+        "k": "integer ≥ 1",
+        "share": "number in (0, 1)",
+        "per_type": "integer > 0, share or null",
+        "grid": "a list of numbers",
+        "extra": "a JSON object",
+        "name": "text or null",
+    }
+
+
 def test_list_profiles_shows_the_task_budgets_on_their_system_line(cli) -> None:
     """A per-task budget (EmerGNN's 100 epochs on drugbank_s2) is shown beside the profile's budget it overrides."""
     from ddibench.profiles import get_profile

@@ -163,6 +163,23 @@ def test_download_verifies_and_caches(no_mirror: Path, monkeypatch: pytest.Monke
         assert verify(src).origin == "cache"
 
 
+def test_local_only_finds_local_copies_and_downloads_nothing(no_mirror: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside local_only() (what 'list systems' looks through), a cached file is found and a missing one is a
+    DataError naming the purpose, with no request made; outside it the same fetch downloads."""
+    from ddibench.data.resolve import local_only
+
+    src = source("emergnn-drugbank", "DrugBank/data/node2id.json")
+    with http_server(monkeypatch) as handler:
+        handler.routes[_route(src)] = (200, "application/json", _real_bytes(src), "full")
+        with local_only("listing systems"), pytest.raises(DataError, match="listing systems downloads nothing"):
+            fetch(src)
+        assert handler.hits == [] and _leftovers(no_mirror) == []
+        path = fetch(src)
+        with local_only("listing systems"):
+            assert fetch(src) == path
+        assert len(handler.hits) == 1
+
+
 def _real_bytes(src: SourceFile) -> bytes:
     return (MIRROR / src.relpath).read_bytes()  # type: ignore[operator]
 

@@ -153,3 +153,53 @@ def test_the_committed_types_reference_is_up_to_date() -> None:
         f"docs/reference/types.md is stale: run python scripts/gen_types_reference.py\n{diff[:3000]}"
     )
     assert "| `node_id` | `int` |" in committed
+
+
+MD_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _anchors(page: Path) -> set[str]:
+    """The heading anchors of a markdown page as GitHub and mkdocs' toc write them (lower case, punctuation
+    dropped, spaces as hyphens)."""
+    anchors = set()
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            title = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower())
+            anchors.add(title.replace(" ", "-"))
+    return anchors
+
+
+def test_the_readme_links_resolve_and_every_docs_page_is_in_the_site() -> None:
+    """The README is short and links to the docs for the rest: every relative link names a file of the repository
+    (and a heading of it, after '#'). Every page under docs/ is in mkdocs.yml's nav, so the strict build above checks
+    its links and a reader of the site finds it."""
+    yaml = pytest.importorskip("yaml")
+    broken = []
+    for target in MD_LINK.findall((REPO / "README.md").read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        page = REPO / path
+        if not page.is_file() or (anchor and anchor not in _anchors(page)):
+            broken.append(target)
+    assert not broken, f"README links that resolve to nothing: {broken}"
+
+    def pages(nav: object) -> list[str]:
+        if isinstance(nav, str):
+            return [nav]
+        if isinstance(nav, dict):
+            return [p for v in nav.values() for p in pages(v)]
+        return [p for item in nav for p in pages(item)] if isinstance(nav, list) else []
+
+    config = yaml.load((REPO / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+    in_nav = set(pages(config["nav"]))
+    on_disk = {str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")}
+    assert on_disk <= in_nav, f"pages missing from mkdocs.yml's nav: {sorted(on_disk - in_nav)}"
+    assert "results.md" in in_nav and "getting-started.md" in in_nav
+
+
+def test_the_link_check_catches_a_missing_page_and_heading(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Data and licences\n\n## `--limit` and trained systems\n", encoding="utf-8")
+    assert _anchors(page) == {"data-and-licences", "--limit-and-trained-systems"}
+    assert MD_LINK.findall("see [a](docs/x.md#y), not ![img](z.png)") == ["docs/x.md#y"]

@@ -29,8 +29,8 @@ NEW = "tox_carcinogens/majority/f6ddbf0012ea9e3e.tar.gz"  # the bundle each publ
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A checkout-like folder: results/ with two shipped bundles and their index, and a README with the results
-    section publish regenerates."""
+    """A checkout-like folder: results/ with two shipped bundles and their index, and a README and docs/results.md
+    with the results sections publish regenerates."""
     repo = tmp_path_factory.mktemp("repo")
     results = repo / "results"
     index = read_index(REPO_RESULTS)
@@ -44,6 +44,8 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (results / "README.md").write_text("# Shipped results\n\nthe table\n", encoding="utf-8")
     start, end = RESULTS_MARKERS
     (repo / "README.md").write_text(f"# ddibench\n\n{start}\nthe table\n{end}\nmore\n", encoding="utf-8")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "results.md").write_text(f"# Results\n\n{start}\nthe table\n{end}\n", encoding="utf-8")
     return repo
 
 
@@ -202,7 +204,12 @@ def test_publish_of_the_clean_folder_writes_the_bundle_the_index_and_the_tables(
     assert code == 0, out + err
     assert (results / NEW).read_bytes() == new_bundle.read_bytes()
     assert {e["path"] for e in read_index(results)["runs"]} == {*SHIPPED, NEW}
-    assert "the table" not in (repo / "README.md").read_text(encoding="utf-8")
+    readme, page = ((repo / p).read_text(encoding="utf-8") for p in ("README.md", "docs/results.md"))
+    assert "the table" not in readme and "the table" not in page and readme.endswith("more\n")
+    # the README gets the compact ranked table, the docs page and results/README.md the full one
+    assert "| task | metric | best | best LLM system | floors |" in readme and "| task | metric | best |" not in page
+    full = page.split(RESULTS_MARKERS[0], 1)[1].split(RESULTS_MARKERS[1], 1)[0].strip()
+    assert full.startswith("| task | metric |") and full in (results / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(

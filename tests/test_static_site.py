@@ -1,5 +1,5 @@
 """The static leaderboard: pages written from a results store of real runs, opened from the file system
-in a real headless Chromium (no server, no network), and the README's markdown table."""
+in a real headless Chromium (no server, no network), and the markdown tables (the full one and the README's)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ pytest.importorskip("torch", reason="the runs here use the mlp system ('ml' extr
 from conftest import reseal_bundle  # noqa: E402
 
 from ddibench.data.published import load_published  # noqa: E402
-from ddibench.leaderboard.static import markdown_table, safe_name, write_site  # noqa: E402
+from ddibench.leaderboard.static import markdown_table, ranked_table, safe_name, write_site  # noqa: E402
 from ddibench.store import add_run  # noqa: E402
 from ddibench.submission import read_bundle, submit, verify  # noqa: E402
 
@@ -262,11 +262,21 @@ def test_export_replaces_a_site_whole_or_leaves_it_alone(store: Path, site: Path
     assert (mine / "notes.txt").read_text() == "a user's file"
 
 
-def test_markdown_table_is_byte_stable_and_complete(store: Path, verdicts, tmp_path: Path) -> None:
+def test_markdown_tables_are_byte_stable_and_complete(store: Path, verdicts, tmp_path: Path) -> None:
     text = markdown_table(store)
     assert markdown_table(store) == text
     # the same runs added in the other order: the same store content, the same bytes
-    assert markdown_table(_store(tmp_path / "reversed.duckdb", list(reversed(verdicts)))) == text
+    reversed_store = _store(tmp_path / "reversed.duckdb", list(reversed(verdicts)))
+    assert markdown_table(reversed_store) == text
+    # the README's compact table: one line for the task, its best full run; the only LLM run is a preview, never in it
+    compact = ranked_table(store)
+    assert ranked_table(store) == compact == ranked_table(reversed_store)
+    lines = compact.splitlines()
+    assert lines[:2] == ["| task | metric | best | best LLM system | floors |", "| --- | --- | --- | --- | --- |"]
+    rows = [line.split(" | ") for line in lines[2:] if line.startswith("| ")]
+    assert len(rows) == 1 and rows[0][:2] == ["| drugbank_s2", "macro_f1"] and "★" in rows[0][2]
+    assert rows[0][3] == "—" and rows[0][4].startswith("majority ") and " · random " in rows[0][4]
+    assert "zero-shot" not in compact and "stub-model" not in compact and "(LLM)" not in compact
     lines = text.splitlines()
     assert (
         lines[0]

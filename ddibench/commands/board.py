@@ -243,8 +243,8 @@ def _report(outcome: Any) -> None:
 )
 def board_publish(bundles: tuple[Path, ...], root: Path | None, previews: bool, reproduce: bool | None) -> None:
     """Verify bundles and add the accepted ones to the shipped results (results/<task>/<system>/<run>.tar.gz),
-    with results/index.json and the results tables (results/README.md and README.md) regenerated: all written
-    together once every check passed, or nothing. The new bundles are verified in full; the shipped ones are
+    with results/index.json and the results tables (results/README.md, README.md, docs/results.md) regenerated:
+    all written together once every check passed, or nothing. The new bundles are verified in full; the shipped ones are
     checked by hash against the index (CI recomputes them all: 'ddibench board check')."""
     import time
 
@@ -286,16 +286,20 @@ RESULTS_MARKERS = (
 )
 
 
+RESULTS_PAGE = Path("docs") / "results.md"  # in a checkout, beside results/: the full table on the docs site
+
+
 def tables(folder: Path, store: Path) -> dict[Path, str]:
-    """The results tables of a results store: results/README.md, and the README's results section when the
-    folder is a checkout's results/ (path: text, for :func:`ddibench.shipped.publish` to write with the rest)."""
-    from ddibench.leaderboard.static import markdown_table
+    """The results tables of a results store (path: text, for :func:`ddibench.shipped.publish` to write with the
+    rest): results/README.md with the full table and, when the folder is a checkout's results/, the results sections
+    of the README (the compact ranked table) and of docs/results.md (the full table)."""
+    from ddibench.leaderboard.static import markdown_table, ranked_table
 
     table = markdown_table(store)
     texts = {folder / "README.md": results_readme(table)}
-    readme = folder.parent / "README.md"
-    if readme.is_file() and RESULTS_MARKERS[0] in (text := readme.read_text(encoding="utf-8")):
-        texts[readme] = replace_section(text, table)
+    for page, shown in ((folder.parent / "README.md", ranked_table), (folder.parent / RESULTS_PAGE, None)):
+        if page.is_file() and RESULTS_MARKERS[0] in (text := page.read_text(encoding="utf-8")):
+            texts[page] = replace_section(text, shown(store) if shown is not None else table)
     return texts
 
 

@@ -1,8 +1,14 @@
-"""``ddibench list tasks|systems|profiles|models``."""
+"""``ddibench list tasks|systems|profiles|models``.
+
+Listing reads declarations only: a system's options and the values each takes come from its ``Config`` class
+(:func:`allowed_values`), and the families a system serves from its ``families`` or, when it declares none, from
+its ``supports()`` on the data already here (nothing is downloaded to list).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import click
 
@@ -99,35 +105,109 @@ def _list_systems(verbose: bool) -> None:
         table.add_row(
             cls.name,
             cls.version,
-            ", ".join(_families(cls)) or "—",
+            _families(cls) or "—",
             ", ".join(cls.llm_roles) or "—",
             getattr(cls, "description", ""),
         )
     console = _console()
     console.print(table)
     if verbose:
+        console.print("\noptions: --config KEY=VALUE, a JSON value (true, false, null, numbers) or plain text")
         for cls in classes:
-            config = getattr(cls, "Config", None)
-            if config is None:
+            fields = getattr(getattr(cls, "Config", None), "model_fields", {})
+            if not fields:
+                console.print(f"\n[bold]{cls.name}[/bold]: no options")
                 continue
             console.print(f"\n[bold]{cls.name}[/bold] options (--config KEY=VALUE):")
-            for key, field in config.model_fields.items():
+            for key, field in fields.items():
                 default = field.get_default(call_default_factory=True)
-                console.print(f"  {key} = {default!r}")
+                console.print(f"  {key} = {default!r}  ({allowed_values(field)})", markup=False, highlight=False)
 
 
-def _families(cls: Any) -> list[str]:
-    """The task families a system serves: its declared ones, else those of the tasks its supports() accepts."""
+def _families(cls: Any) -> str:
+    """The task families a system serves: its declared ones, else those of the tasks its supports() accepts,
+    told from the data already here (never downloaded); families whose data would be needed to tell are named
+    apart."""
     declared = list(getattr(cls, "families", ()) or ())
     if declared:
-        return declared
+        return ", ".join(declared)
+    from ddibench.data.resolve import local_only
+    from ddibench.errors import DdibenchError
     from ddibench.registry import get_task, task_names
 
     try:
         system = cls()
     except Exception:  # noqa: BLE001 - a system that cannot be built with defaults says so when run
-        return []
-    return sorted({get_task(n).family for n in task_names() if system.supports(get_task(n))})
+        return ""
+    served, untold = set(), set()
+    with local_only("listing systems"):
+        for name in task_names():
+            task = get_task(name)
+            try:
+                if system.supports(task):
+                    served.add(task.family)
+            except DdibenchError:  # its data is not here
+                untold.add(task.family)
+    untold -= served
+    shown = ", ".join(sorted(served))
+    if untold:
+        shown += (" " if shown else "") + f"(to tell for {', '.join(sorted(untold))}: their data, not here)"
+    return shown
+
+
+def allowed_values(field: Any) -> str:
+    """What a ``--config`` option takes, read from its declared type (a pydantic field): its choices
+    ("generate, likelihood or likelihood-text"), "true or false", a number with its declared bounds
+    ("integer from 1 to 10", "number > 0"), a list, a JSON object, text; "null" when it may be None."""
+    parts = _values(field.annotation, list(field.metadata))
+    return ", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else (parts[0] if parts else "any")
+
+
+def _values(tp: Any, metadata: list[Any]) -> list[str]:
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *extra = get_args(tp)
+        return _values(base, [*metadata, *(m for e in extra for m in getattr(e, "metadata", [e]))])
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        parts = [p for a in args if a is not type(None) for p in _values(a, metadata)]
+        return parts + (["null"] if type(None) in args else [])
+    if origin is Literal:
+        return [str(v) for v in get_args(tp)]
+    if tp is bool:
+        return ["true", "false"]
+    if tp in (int, float):
+        return [("integer" if tp is int else "number") + _bounds(metadata)]
+    if origin in (tuple, list, set, frozenset):
+        inner = [a for a in get_args(tp) if a is not Ellipsis]
+        item = _values(inner[0], []) if len(inner) == 1 else []
+        return ["a list" + (f" of {_plural(item[0])}" if len(item) == 1 else "")]
+    if tp is dict or origin is dict:
+        return ["a JSON object"]
+    if tp is str:
+        return ["text"]
+    return [getattr(tp, "__name__", str(tp))]
+
+
+def _bounds(metadata: list[Any]) -> str:
+    """' from 1 to 10', ' > 0', ' in (0, 1]': the bounds a field declares (annotated_types' Ge, Gt, Le, Lt)."""
+    low = next(((">", m.gt) for m in metadata if getattr(m, "gt", None) is not None), None)
+    low = low or next(((">=", m.ge) for m in metadata if getattr(m, "ge", None) is not None), None)
+    high = next(((">", m.lt) for m in metadata if getattr(m, "lt", None) is not None), None)
+    high = high or next(((">=", m.le) for m in metadata if getattr(m, "le", None) is not None), None)
+    if low and high:
+        if low[0] == ">=" and high[0] == ">=":
+            return f" from {low[1]} to {high[1]}"
+        return f" in {'[' if low[0] == '>=' else '('}{low[1]}, {high[1]}{']' if high[0] == '>=' else ')'}"
+    if low:
+        return f" {'≥' if low[0] == '>=' else '>'} {low[1]}"
+    if high:
+        return f" {'≤' if high[0] == '>=' else '<'} {high[1]}"
+    return ""
+
+
+def _plural(word: str) -> str:
+    return {"integer": "integers", "number": "numbers", "text": "texts"}.get(word, word)
 
 
 def _list_profiles(verbose: bool) -> None:

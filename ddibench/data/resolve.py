@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,20 @@ ProgressFn = Callable[[int, int], None]  # (bytes so far, total bytes)
 
 # (path, size, mtime_ns) -> sha256 already verified in this process
 _verified: dict[tuple[str, int, int], str] = {}
+# set inside local_only(): what is running, which must find its files here and download nothing
+_LOCAL_ONLY: ContextVar[str | None] = ContextVar("ddibench_local_only", default=None)
+
+
+@contextmanager
+def local_only(purpose: str) -> Iterator[None]:
+    """Within it, :func:`fetch` returns a verified local copy (mirror, cache) and never downloads: a file that is
+    not here raises :class:`DataError` naming ``purpose`` (e.g. "listing systems"), so a command that only looks
+    at what is here stays offline and fast."""
+    token = _LOCAL_ONLY.set(purpose)
+    try:
+        yield
+    finally:
+        _LOCAL_ONLY.reset(token)
 
 
 def mirror_root() -> Path | None:
@@ -149,6 +165,9 @@ def fetch(src: SourceFile, *, progress: ProgressFn | None = None, refresh: bool 
         found = locate(src)
         if found is not None:
             return found
+    purpose = _LOCAL_ONLY.get()
+    if purpose is not None:
+        raise DataError(f"{src.relpath} is not here, and {purpose} downloads nothing", "'ddibench data fetch' gets it")
     return _download(src, cached_path(src), progress)
 
 
