@@ -259,7 +259,7 @@ def export(
     tasks: Sequence[Task], out: Path, limit: int | None = None, seed: int = 0, json_mode: str = "none"
 ) -> dict[str, Any]:
     """Write lm-eval task configs for ``tasks`` into ``out``; returns what was written."""
-    from ddibench.runner.plan import stratified_subset
+    from ddibench.runner.selection import stratified_subset
 
     if json_mode not in JSON_MODES:
         raise ConfigError(f"unknown --json-mode '{json_mode}'", f"use one of: {', '.join(JSON_MODES)}")
@@ -728,7 +728,7 @@ def _exported_task(samples_path: Path, records: list[dict[str, Any]]) -> Task:
 
 def _exported_samples(samples_path: Path, task: Task, limit: Any, seed: Any) -> list[Sample]:
     """The samples the export chose: the evaluation split, or its stratified subset of ``limit`` samples."""
-    from ddibench.runner.plan import stratified_subset
+    from ddibench.runner.selection import stratified_subset
 
     samples = list(task.load().split(task.eval_split))
     if limit is not None:

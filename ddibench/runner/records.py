@@ -32,6 +32,7 @@ from ddibench.evaluation.classification import CLASSIFICATION_METRICS
 from ddibench.evaluation.text import TEXT_METRICS
 from ddibench.hashing import config_hash
 from ddibench.metrics.bootstrap import BootstrapSpec
+from ddibench.runner.selection import Selection
 
 RUN_SCHEMA_VERSION = 1
 RESULTS_SCHEMA_VERSION = 2
@@ -79,6 +80,11 @@ class RunIdentity(_Record):
 
     def payload(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude={"run_id"})
+
+    @property
+    def selection(self) -> Selection:
+        """What picks the run's samples (:func:`ddibench.runner.selection.run_samples` gives them)."""
+        return Selection(self.split, self.limit, self.seed)
 
     def with_id(self) -> RunIdentity:
         return self.model_copy(update={"run_id": config_hash(self.payload(), 16)})
