@@ -163,8 +163,6 @@ def _metric_rows(
     return rows
 
 
-def _who(results: Any, run_dir: Path) -> str:
-    from ddibench.registry import run_variant
-
-    variant = run_variant(results.system, results.manifest.system.config)
+def _who(results: Results, run_dir: Path) -> str:
+    variant = results.manifest.system.variant
     return f"{results.system}{f' [{variant}]' if variant else ''} ({run_dir})"
