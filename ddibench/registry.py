@@ -236,21 +236,6 @@ def _index_source(dist: Any) -> dict[str, Any]:
     }
 
 
-def system_files_sha256(name: str) -> str | None:
-    """The sha256 of a registered system's own files (:func:`_module_files_sha256` of its entry point's module),
-    read without importing it; None where its module has no files here. UnknownNameError for a name not registered."""
-    import importlib.util
-
-    eps = _system_entry_points()
-    if name not in eps:
-        raise UnknownNameError("system", name, eps)
-    try:
-        spec = importlib.util.find_spec(eps[name].module)
-    except (ImportError, ValueError):
-        return None
-    return _module_files_sha256(spec) if spec is not None else None
-
-
 def _module_files_sha256(spec: Any) -> str | None:
     """sha256 over the files of the package (or single module) of a module spec: each file's path
     relative to the package and its bytes, in sorted order; caches (``__pycache__``) left out."""
@@ -275,15 +260,6 @@ def _module_files_sha256(spec: Any) -> str | None:
     return digest.hexdigest()
 
 
-def answers_by_design(system: str) -> bool:
-    """Whether a registered system answers the same for every sample on purpose (a floor such as majority):
-    its collapsed answer spread is what it is for, and reports and the board do not flag it."""
-    try:
-        return bool(getattr(get_system_class(system), "constant_answer", False))
-    except UnknownNameError:
-        return False
-
-
 def scoring_provenance(task: str, scoring: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, text) lines on how a run of ``task`` was scored, as the task's evaluator reads its manifest's
     scoring section (its judge, its SelfCheckGPT samples); none for a task not registered here."""
@@ -292,17 +268,3 @@ def scoring_provenance(task: str, scoring: Mapping[str, Any]) -> list[tuple[str,
     except UnknownNameError:
         return []
     return evaluator.provenance(scoring)
-
-
-def run_variant(system: str, config: dict[str, Any]) -> str:
-    """How a run's answers were made, where its system declares it (``BaseSystem.variant_keys``, e.g.
-    ``answer_mode=likelihood``); '' for the defaults and for systems not registered here."""
-    try:
-        cls = get_system_class(system)
-    except UnknownNameError:
-        return ""
-    variant = getattr(cls, "variant", None)
-    try:
-        return str(variant(config)) if callable(variant) else ""
-    except Exception:  # noqa: BLE001 - a configuration the class does not accept is shown without a variant
-        return ""

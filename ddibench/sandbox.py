@@ -168,11 +168,11 @@ def _restore_samples(verdict: Any) -> None:
     if verdict.run is None:
         return
     from ddibench.registry import get_task
-    from ddibench.runner.plan import select_samples
+    from ddibench.runner.selection import run_samples
 
     run = verdict.run
     task = get_task(run.task.name)
-    verdict.samples = select_samples(task, task.load(), task.eval_split, run.limit, int(run.seed))
+    verdict.samples = run_samples(task, run.selection)
 
 
 # -- the child ------------------------------------------------------------------------------------

@@ -857,12 +857,27 @@ def recompute_tolerance(task: str) -> float:
         return VALUE_TOLERANCE
 
 
+# The code that decides what a store built from the shipped results holds, under ddibench/: the store, the
+# evaluators, the reading of recorded bundles, the records (a card's variant and constant-answer flag are read
+# there) and the rule for a run's samples (their positions on a run's page). No system's own code: every row is
+# read from the bundles, never from the systems installed where the board is built.
+STORE_CODE = (
+    "store.py",
+    "registry.py",
+    "shipped.py",
+    "submission/recorded.py",
+    "system.py",
+    "runner/records.py",
+    "runner/selection.py",
+    "evaluation/*.py",
+)
+
+
 def index_digest(root: Path, entries: Iterable[dict[str, Any]] | None = None) -> str:
     """What a store built from the shipped results depends on: the index's entries (``entries``, else the
     file's; they name every bundle's sha256; the tie verdicts and floors the index records are the store's own),
-    this ddibench's version, and the code that computes what the store holds (the store, the evaluators, the
-    reading of recorded bundles: a flag or a column they add must not be served from a store built before them;
-    the code of each system the index names, whose variant keys name its board columns)."""
+    this ddibench's version, and the code that computes what the store holds (:data:`STORE_CODE`: a flag or a
+    column it adds must not be served from a store built before it)."""
     runs = read_index(root)["runs"] if entries is None else entries
     basis = sorted(
         ({k: v for k, v in e.items() if k != TIE} if isinstance(e, dict) else e for e in runs),
@@ -870,27 +885,8 @@ def index_digest(root: Path, entries: Iterable[dict[str, Any]] | None = None) ->
     )
     data = json.dumps(basis, sort_keys=True).encode("utf-8")
     package = Path(__file__).resolve().parent
-    sources = [
-        package / "store.py",
-        package / "registry.py",
-        package / "shipped.py",
-        package / "submission" / "recorded.py",
-        package / "system.py",
-    ]
-    code = b"".join(p.read_bytes() for p in sorted([*sources, *(package / "evaluation").glob("*.py")]))
-    systems = sorted({str(e.get("system")) for e in runs if isinstance(e, dict)})
-    code += "".join(f"{name}={_system_files(name)};" for name in systems).encode()
+    code = b"".join(p.read_bytes() for p in sorted(f for pattern in STORE_CODE for f in package.glob(pattern)))
     return hashlib.sha256(data + b"\0" + __version__.encode() + b"\0" + hashlib.sha256(code).digest()).hexdigest()
-
-
-def _system_files(name: str) -> str:
-    """The sha256 of a registered system's own files ('' for a system not registered here): read, not imported."""
-    from ddibench.registry import system_files_sha256
-
-    try:
-        return system_files_sha256(name) or ""
-    except DdibenchError:
-        return ""
 
 
 def _store_path(root: Path, entries: Iterable[dict[str, Any]] | None = None) -> Path:

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from ddibench.errors import ConfigError
 from ddibench.evaluation.floors import floor_note
 from ddibench.prices import Price, load_prices, price_for
-from ddibench.registry import answers_by_design, run_variant
 from ddibench.schema import LabelSpace
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ SCHEMA = [
     # a compact bundle keeps (NULL in older rows: those pages fall back to sample id order)
     "ALTER TABLE samples ADD COLUMN IF NOT EXISTS position INTEGER",
     # how a run's answers spread over the labels (the evaluator's AnswerDistribution, JSON) and whether they
-    # collapsed; the run's variant (its system's variant keys that differ from the defaults, e.g. answer_mode)
+    # collapsed; the run's variant as its manifest records it (its system's variant keys set off their defaults)
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS answers VARCHAR",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS collapsed BOOLEAN DEFAULT FALSE",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS variant VARCHAR DEFAULT ''",
@@ -310,10 +309,9 @@ def _run_row(verdict: Verdict, task: Task, variant: str, prices: dict[str, Price
         variant,
         json.dumps(verdict.reproduction) if verdict.reproduction else None,
         evaluation.answers.model_dump_json() if evaluation.answers else None,
-        bool(
-            evaluation.answers and evaluation.answers.collapsed and not answers_by_design(run.system.name)
-        ),  # a floor is not flagged
-        run_variant(run.system.name, run.system.config),
+        # as the run recorded them, never as the code installed here says: a bundle gives the same row everywhere
+        bool(evaluation.answers and evaluation.answers.collapsed and not manifest.system.constant_answer),
+        manifest.system.variant,
     ]
 
 

@@ -325,6 +325,28 @@ class System(Protocol):
     def deviations(self) -> list[str]: ...  # known differences from the published method (stated in every manifest)
 
 
+@runtime_checkable
+class NamesVariant(Protocol):
+    """A system whose configuration can change how it answers (optional: :class:`BaseSystem` has it). The run
+    records the name :meth:`BaseSystem.variant` gives, so the board shows the run apart wherever it is built."""
+
+    def variant(self, config: dict[str, Any]) -> str: ...
+
+
+@runtime_checkable
+class AnswersByDesign(Protocol):
+    """A system that may answer the same for every sample on purpose (optional: :class:`BaseSystem` has it)."""
+
+    constant_answer: ClassVar[bool]
+
+
+@runtime_checkable
+class ChoosesRoles(Protocol):
+    """A system whose configuration can leave an LLM role idle (optional: :class:`BaseSystem` has it)."""
+
+    def used_roles(self, config: Any) -> tuple[str, ...]: ...
+
+
 # every member of System: the registry refuses a class that lacks one, so the runner can use them without a default
 SYSTEM_MEMBERS = (
     "name",
@@ -414,14 +436,8 @@ class BaseSystem(ABC):
         """The run's variant as ``key=value`` pairs of :attr:`variant_keys` that differ from the defaults ('' for none),
         each value as ``--config`` takes it (``use_mu=false``)."""
         defaults = cls.Config().model_dump(mode="json")
-        config = cls.Config.as_run(config)  # a run recorded before such a key ran with its old value
-
-        def text(value: Any) -> str:
-            return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
-
-        return ", ".join(
-            f"{k}={text(config[k])}" for k in cls.variant_keys if k in config and config[k] != defaults.get(k)
-        )
+        # a run recorded before such a key ran with its old value
+        return variant_name(cls.variant_keys, cls.Config.as_run(config), defaults)
 
     @classmethod
     def build(cls, *layers: dict[str, Any]) -> BaseSystem:
@@ -502,12 +518,34 @@ def _input_text(sample: Sample) -> str:
     return str(payload)
 
 
+def variant_name(keys: Sequence[str], config: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+    """A variant's name: ``key=value`` for each of ``keys`` that ``config`` sets off ``defaults`` (a key the defaults
+    leave out is off them whenever set), each value as ``--config`` takes it (``use_mu=false``); '' for none."""
+
+    def text(value: Any) -> str:
+        return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
+
+    return ", ".join(f"{k}={text(config[k])}" for k in keys if k in config and config[k] != defaults.get(k))
+
+
+def answer_variant(system: System) -> str:
+    """The variant ``system`` answers in as configured (:meth:`BaseSystem.variant`; '' for a system that declares
+    none): what the run records, so the board names it without the system installed."""
+    if isinstance(system, NamesVariant):
+        return system.variant(system.config.model_dump(mode="json"))
+    return ""
+
+
+def answers_constant_by_design(system: System) -> bool:
+    """Whether ``system`` answers the same for every sample on purpose (:attr:`BaseSystem.constant_answer`)."""
+    return isinstance(system, AnswersByDesign) and system.constant_answer
+
+
 def configured_roles(system: System) -> tuple[str, ...]:
     """The LLM roles ``system`` calls as configured (:meth:`BaseSystem.used_roles`; a system that does not
     subclass :class:`BaseSystem` and defines no ``used_roles`` calls every role of its ``llm_roles``). ConfigError
     when it names a role its ``llm_roles`` do not declare."""
-    used_roles = getattr(type(system), "used_roles", None)
-    roles = tuple(used_roles(system.config)) if callable(used_roles) else tuple(system.llm_roles)
+    roles = tuple(system.used_roles(system.config) if isinstance(system, ChoosesRoles) else system.llm_roles)
     undeclared = [r for r in roles if r not in system.llm_roles]
     if undeclared:
         raise ConfigError(

@@ -100,7 +100,7 @@ def main() -> None:
 def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: str | None = None) -> list[Row]:
     """Every finished run under ``runs_dir`` (with ``model``: those whose manifest names it in one of its roles),
     sorted by task, variant and system, with its paired differences."""
-    from ddibench.registry import get_task, run_variant
+    from ddibench.registry import get_task
     from ddibench.runner.records import read_results
     from ddibench.runner.report import find_runs
     from ddibench.submission import load_finished_or_bundle
@@ -111,7 +111,7 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: s
     for run_dir in find_runs(runs_dir):
         if (run_dir / "results.json").exists():
             results = read_results(run_dir / "results.json")
-            variant = run_variant(results.system, results.manifest.system.config)
+            variant = results.manifest.system.variant  # as the run recorded it
             finished.append((results.task, results.system, variant, run_dir, results))
     # published bundles too (e.g. results/drugbank_s1), each read once it verifies: the tables of the docs can be
     # rebuilt from what the repository ships, without the runs that made them
@@ -120,7 +120,7 @@ def collect(runs_dir: Path, baseline: str, reference_paths: list[Path], model: s
         if bundle.resolve() in references_here:
             continue
         _, results, _ = load(bundle)
-        variant = run_variant(results.system, results.manifest.system.config)
+        variant = results.manifest.system.variant  # as the run recorded it
         finished.append((results.task, results.system, variant, bundle, results))
     # a QA task's floor is a run of its own (top-passage, no model), read beside each run of the same size
     qa_floors = {(f[0], f[4].evaluation.n): f[4] for f in finished if f[1] == QA_FLOOR}

@@ -754,7 +754,7 @@ def test_a_compact_bundle_keeps_the_evidence_of_every_sample_and_whole_traces_of
     order; the whole traces are a draw seeded by the run's seed, listed in the bundle; the ceilings read from the
     bundle are the run's, and the board shows the samples whose whole trace it holds."""
     from ddibench.leaderboard.data import first_samples
-    from ddibench.runner.plan import select_samples
+    from ddibench.runner.selection import Selection, run_samples
     from ddibench.store import add_run
     from ddibench.submission import read_bundle, verify
     from ddibench.submission.pack import whole_trace_ids
@@ -776,7 +776,7 @@ def test_a_compact_bundle_keeps_the_evidence_of_every_sample_and_whole_traces_of
         ]
         assert kept["context_labels"] == [c["label"] for c in pred["trace"]["cases"]]  # the cases', in order
     task = get_task("drugbank_s2")
-    ids = [s.id for s in select_samples(task, task.load(), "test", 12, 0)]
+    ids = [s.id for s in run_samples(task, Selection("test", 12, 0))]
     compact = json.loads(members["bundle.json"])["compact"]
     assert compact["whole_trace_seed"] == 0 and compact["whole_trace_ids"] == whole_trace_ids(ids, 5, 0)
     assert compact["whole_trace_ids"] != ids[:5]  # not the first five (the lowest labels of a --limit draw)

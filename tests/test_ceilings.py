@@ -58,10 +58,10 @@ def test_naive_cbr_records_the_labels_its_prompt_shows_and_the_ceilings_follow_t
     assert real is not None and real.n == 12 and real.with_context == 12 and 0 <= real.coverage <= 1
 
     from ddibench.registry import get_task
-    from ddibench.runner.plan import select_samples
+    from ddibench.runner.selection import Selection, run_samples
 
     task = get_task("drugbank_s2")
-    samples = select_samples(task, task.load(), "test", 12, 0)
+    samples = run_samples(task, Selection("test", 12, 0))
     gold = {s.id: s.label for s in samples}
     _rewrite(run_dir, lambda sid: [(gold[sid] + 1) % 86, gold[sid], gold[sid]])  # the gold stated most often
     perfect = compute(run_dir)
@@ -108,7 +108,7 @@ def test_qa_systems_record_the_types_their_prompt_states_and_the_vote_reader_wri
     from collections import Counter
 
     from ddibench.registry import get_task
-    from ddibench.runner.plan import select_samples
+    from ddibench.runner.selection import Selection, run_samples
 
     base = [
         "-t",
@@ -138,7 +138,7 @@ def test_qa_systems_record_the_types_their_prompt_states_and_the_vote_reader_wri
 
     real = compute(tmp_path / "rag")
     assert real is not None and real.n == 6 and real.metric == "embedding_similarity"
-    samples = select_samples(task, data, "test", 6, 0)
+    samples = run_samples(task, Selection("test", 6, 0), data)
     gold = {s.id: int(s.target["label"]) for s in samples}
     records = _journal(tmp_path / "rag")
     for record in records:

@@ -263,7 +263,8 @@ def test_an_ablation_is_shown_apart_from_the_full_system_and_the_shipped_runs_ar
     import json
     from pathlib import Path
 
-    from ddibench.registry import get_system_class, run_variant
+    from ddibench.registry import get_system_class
+    from ddibench.runner.records import SystemCard
 
     cls = get_system_class("cladd")
     assert cls.variant(cls.build({}).config.model_dump(mode="json")) == ""
@@ -277,8 +278,8 @@ def test_an_ablation_is_shown_apart_from_the_full_system_and_the_shipped_runs_ar
     index = json.loads((Path(__file__).parents[1] / "results" / "index.json").read_text())
     for run in (r for r in index["runs"] if r["system"] in ("cladd", "cbr-ddi")):
         with __import__("tarfile").open(Path(__file__).parents[1] / "results" / run["path"]) as bundle:
-            config = json.load(bundle.extractfile("run.json"))["system"]["config"]
-        variant = run_variant(run["system"], config)
+            card = SystemCard.model_validate(json.load(bundle.extractfile("results.json"))["manifest"]["system"])
+        variant = card.variant  # as the board reads it: recorded, or derived for a card written before it was
         if run["system"] == "cbr-ddi":  # made before gnn_features, with Morgan features: that variant, no ablation
             assert variant in ("gnn_features=morgan", "shuffle_options=1, gnn_features=morgan"), run["path"]
         else:

@@ -8,7 +8,7 @@ import pytest
 
 from ddibench.chem import morgan_matrix, scaffold_split, standardize, tanimoto_matrix
 from ddibench.registry import get_task
-from ddibench.runner.plan import select_samples, split_quotas
+from ddibench.runner.selection import Selection, run_samples, split_quotas
 from ddibench.tasks.molecular.molecules import Row, deduplicate
 from ddibench.tasks.molecular.targets import polarity
 
@@ -176,17 +176,17 @@ def test_captioning_runs_every_split_and_limit_shares_it_among_them() -> None:
     task = get_task("caption_bace")
     data = task.load()
     assert task.predict_splits == ("train", "valid", "test") and not task.training_labels_visible
-    assert len(select_samples(task, data, "test", None, 0)) == 1513
-    chosen = select_samples(task, data, "test", 40, 0)
+    assert len(run_samples(task, Selection("test", None, 0), data)) == 1513
+    chosen = run_samples(task, Selection("test", 40, 0), data)
     by_split = [sum(1 for s in chosen if s.meta["split"] == name) for name in ("train", "valid", "test")]
     assert by_split == split_quotas(40, [1210, 151, 152]) == [32, 4, 4]
-    assert chosen == select_samples(task, data, "test", 40, 0)  # seeded: verify draws the same molecules
-    assert [s.meta["split"] for s in select_samples(task, data, "valid", None, 0)].count("test") == 0
+    assert chosen == run_samples(task, Selection("test", 40, 0), data)  # seeded: verify draws the same molecules
+    assert [s.meta["split"] for s in run_samples(task, Selection("valid", None, 0), data)].count("test") == 0
     assert split_quotas(3, [1000, 1, 1]) == [1, 1, 1]
     from ddibench.errors import ConfigError
 
     with pytest.raises(ConfigError, match="too small"):
-        select_samples(task, data, "test", 2, 0)
+        run_samples(task, Selection("test", 2, 0), data)
 
 
 def test_clintox_notation_shortcut_stated_in_the_card() -> None:

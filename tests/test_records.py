@@ -4,7 +4,9 @@
 * a ``results.json`` of schema 1 (before metric declarations) reads, reports and verifies;
 * a results store written before the metric declarations is upgraded in place (the board's reader refuses it
   with the command that does);
-* a malformed ``run.json`` / ``results.json`` is a :class:`RunDirError` naming the file, not a KeyError.
+* a malformed ``run.json`` / ``results.json`` is a :class:`RunDirError` naming the file, not a KeyError;
+* a system card written before cards recorded the run's variant and constant-answer flag reads with both as its
+  system declared them then, the same wherever it is read.
 """
 
 from __future__ import annotations
@@ -178,3 +180,29 @@ def test_a_bundle_with_a_schema_1_results_member_verifies(mlp_run: Path, tmp_pat
             tar.addfile(info, io.BytesIO(data))
     verdict = verify(old)
     assert verdict.accepted, verdict.reasons
+
+
+def test_a_card_written_before_it_recorded_its_variant_reads_as_its_system_declared_then() -> None:
+    """Every shipped bundle predates the card's variant and constant-answer flag (and is never rewritten): read, each
+    card has both as its system, installed here, says for its configuration, from the table of what the systems
+    declared then, never from the installed code; a card that records them keeps what it recorded."""
+    from ddibench.registry import get_system_class
+    from ddibench.runner.records import SystemCard
+
+    results = Path(__file__).resolve().parents[1] / "results"
+    seen = set()
+    for entry in json.loads((results / "index.json").read_text())["runs"]:
+        with tarfile.open(results / entry["path"]) as bundle:
+            raw = json.load(bundle.extractfile("results.json"))["manifest"]["system"]  # type: ignore[arg-type]
+        assert "variant" not in raw and "constant_answer" not in raw, entry["path"]
+        card = SystemCard.model_validate(raw)
+        cls = get_system_class(card.name)
+        assert (card.variant, card.constant_answer) == (cls.variant(card.config), cls.constant_answer), entry["path"]
+        seen.add((card.name, bool(card.variant), card.constant_answer))
+    assert {("cbr-ddi", True, False), ("gin", True, False), ("majority", False, True)} <= seen  # the table bites
+    old = {"name": "majority", "version": "1.0.0", "config_hash": "x"}
+    assert SystemCard.model_validate(old).constant_answer
+    recorded = SystemCard.model_validate({**old, "variant": "", "constant_answer": False})
+    assert not recorded.constant_answer and recorded.dump()["constant_answer"] is False
+    cbr = {"name": "cbr-ddi", "version": "1.0.0", "config_hash": "x", "config": {"k_cases": 3}}
+    assert SystemCard.model_validate(cbr).variant == "gnn_features=morgan, k_cases=3"  # made before gnn_features

@@ -114,6 +114,55 @@ class Bare:
         registry.get_system_class("my-bare")
 
 
+FLOOR = """
+
+class Floor(Majority):
+    name = "my-floor"
+    variant_keys = ("fallback",)  # a run with another fallback is shown apart
+    constant_answer = True  # one answer for every sample, on purpose
+"""
+
+
+def test_an_outside_systems_bundle_gives_the_same_board_row_where_the_system_is_not_installed(
+    plugin: Path, cli, tmp_path: Path
+) -> None:
+    """A run records its variant and whether its system answers the same for every sample by design, and the board
+    reads both from the bundle: built where the system is not installed, it shows the run as it does where the
+    system is (under its variant, its collapsed answers not flagged), not as a plain run of a collapsed system."""
+    duckdb = pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
+    from ddibench.store import add_run
+    from ddibench.submission import submit, verify
+
+    module = plugin.parent / "ddibench_majority" / "__init__.py"
+    module.write_text(module.read_text() + FLOOR)
+    (plugin / "entry_points.txt").write_text("[ddibench.systems]\nmy-floor = ddibench_majority:Floor\n")
+    registry.clear_caches()
+    sys.modules.pop("ddibench_majority", None)
+    run_dir = tmp_path / "run"
+    args = ("run", "-s", "my-floor", "-t", "drugbank_s2", "--limit", "60", "-C", "fallback=3")
+    code, _, err = cli(*args, "--run-dir", str(run_dir))
+    assert code == 0, err
+    card = json.loads((run_dir / "results.json").read_text())["manifest"]["system"]
+    assert (card["variant"], card["constant_answer"]) == ("fallback=3", True)
+    bundle = submit(run_dir, tmp_path / "run.tar.gz")
+
+    def board_row(store: Path) -> tuple:
+        verdict = verify(bundle)
+        assert verdict.evaluation.answers is not None and verdict.evaluation.answers.collapsed
+        add_run(store, verdict)
+        with duckdb.connect(str(store), read_only=True) as conn:
+            return conn.execute("SELECT * EXCLUDE (added) FROM runs").fetchone()
+
+    installed = board_row(tmp_path / "installed.duckdb")
+    (plugin / "entry_points.txt").write_text("[ddibench.systems]\n")  # uninstalled
+    registry.clear_caches()
+    with pytest.raises(UnknownNameError):
+        registry.get_system_class("my-floor")
+    assert board_row(tmp_path / "elsewhere.duckdb") == installed
+    with duckdb.connect(str(tmp_path / "elsewhere.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT variant, collapsed FROM runs").fetchone() == ("fallback=3", False)
+
+
 def test_built_in_tasks_and_systems_name_families_from_one_place() -> None:
     """Every shipped task's family and every family a shipped system serves is one of ddibench.families,
     and no module compares with a family's name as a literal string."""

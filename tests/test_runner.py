@@ -15,7 +15,7 @@ from conftest import kill_run_after
 from ddibench.llm.stub import StubConfig, running_stub
 from ddibench.registry import get_task
 from ddibench.runner.journal import Journal
-from ddibench.runner.plan import stratified_subset
+from ddibench.runner.selection import stratified_subset
 
 
 def journal_ids(run_dir: Path) -> list[str]:

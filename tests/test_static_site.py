@@ -36,8 +36,8 @@ def _hostile(bundle: Path, out: Path) -> Path:
     run["system"]["config_hash"] = config_hash(
         {"system": EVIL, "version": run["system"]["version"], "config": run["system"]["config"]}
     )
-    results["manifest"]["system"].update(
-        name=EVIL, config_hash=run["system"]["config_hash"], deviations=[f"card note {SCRIPT}"]
+    results["manifest"]["system"].update(  # an outside system that declares no constant answer (majority's card does)
+        name=EVIL, config_hash=run["system"]["config_hash"], deviations=[f"card note {SCRIPT}"], constant_answer=False
     )
     return reseal_bundle(members, run, results, out, trace_note=f"trace {SCRIPT}")
 
@@ -130,8 +130,8 @@ def test_site_opens_from_the_file_system_and_links_its_pages(site: Path, browser
     assert sum("★" in cell for cell in row) == 1 and all(
         re.fullmatch(r"[\d.]+ \[[\d.]+, [\d.]+\]( ★| ≈)?( ⚠)?", c) for c in row[2:5]
     )
-    # the outside system answers one label for every pair (a copy of the majority run): flagged; the registered
-    # majority floor answers so by design and is not
+    # the outside system answers one label for every pair (a copy of the majority run) and its card does not say it
+    # does so by design: flagged; the majority floor's card says so, and it is not
     assert row[2].endswith(" ⚠") and not row[3].endswith(" ⚠") and not row[4].endswith(" ⚠")
     assert (
         len(row) == 6 and row[5].startswith("majority ") and " · random " in row[5]

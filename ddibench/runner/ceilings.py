@@ -240,8 +240,8 @@ def compute(
     from ddibench.evaluation.ranking import RankingEvaluator
     from ddibench.evaluation.text import TextEvaluator
     from ddibench.registry import get_task
-    from ddibench.runner.plan import select_samples
     from ddibench.runner.rundir import load_finished
+    from ddibench.runner.selection import run_samples
 
     ident, results, predictions = (load or load_finished)(run_dir)
     stated = {sid: context_labels(p.trace) for sid, p in predictions.items()}
@@ -258,7 +258,7 @@ def compute(
         )
     task = get_task(ident.task.name)
     evaluator = task.evaluator().configure(results.manifest.scoring.options)
-    samples = select_samples(task, task.load(), ident.split, ident.limit, int(ident.seed))
+    samples = run_samples(task, ident.selection)
     k = evaluator.k if isinstance(evaluator, RankingEvaluator) else None
     text = isinstance(evaluator, TextEvaluator)
     voted: dict[str, Prediction] = {}

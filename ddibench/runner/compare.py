@@ -116,11 +116,11 @@ def _check_comparable(
 
 def _selected_by_both(task: Task, ident_a: RunIdentity, ident_b: RunIdentity) -> list[Sample]:
     """The samples run A selected that run B selected too, in A's order."""
-    from ddibench.runner.plan import select_samples
+    from ddibench.runner.selection import run_samples
 
     data = task.load()
-    samples_a = select_samples(task, data, ident_a.split, ident_a.limit, int(ident_a.seed))
-    in_b = {s.id for s in select_samples(task, data, ident_b.split, ident_b.limit, int(ident_b.seed))}
+    samples_a = run_samples(task, ident_a.selection, data)
+    in_b = {s.id for s in run_samples(task, ident_b.selection, data)}
     return [s for s in samples_a if s.id in in_b]
 
 
@@ -163,8 +163,6 @@ def _metric_rows(
     return rows
 
 
-def _who(results: Any, run_dir: Path) -> str:
-    from ddibench.registry import run_variant
-
-    variant = run_variant(results.system, results.manifest.system.config)
+def _who(results: Results, run_dir: Path) -> str:
+    variant = results.manifest.system.variant
     return f"{results.system}{f' [{variant}]' if variant else ''} ({run_dir})"

@@ -29,6 +29,7 @@ from typing import Any
 from ddibench.errors import ConfigError, ModelEndpointError, RunDirError
 from ddibench.runner.journal import Journal
 from ddibench.runner.plan import RunPlan, RunRequest, plan_run, run_context, training_view
+from ddibench.runner.selection import run_samples
 from ddibench.schema import Prediction, Sample
 from ddibench.system import Progress
 
@@ -357,11 +358,6 @@ def shard_dir(run_dir: Path, shard: tuple[int, int]) -> Path:
     return run_dir / "shards" / f"{shard[0]}-of-{shard[1]}"
 
 
-def shard_samples(selected: list[Sample], shard: tuple[int, int]) -> list[Sample]:
-    i, n = shard
-    return [s for k, s in enumerate(selected) if k % n == i - 1]
-
-
 def merge_shards(run_dir: Path) -> dict[str, Any]:
     """Append every shard's predictions and sessions to the run; returns counts (nothing is scored here)."""
     from ddibench.runner.records import read_identity
@@ -417,7 +413,7 @@ def run_shard(plan: RunPlan, shard: tuple[int, int], predict: Any) -> tuple[Path
         claim(folder, plan.identity)
         journal = Journal(folder / "journal.jsonl")
         done = journal.load()
-        mine = shard_samples(plan.selected, shard)
+        mine = run_samples(plan.task, plan.identity.selection.sharded(shard), plan.data)
         pending = [s for s in mine if s.id not in done and s.id not in merged]
         predicted = predict(folder, pending, journal, len(mine) - len(pending)) if pending else 0
     return folder, predicted, len(mine) - len(pending)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from ddibench.llm import ModelSpec
 from ddibench.prices import Price, load_prices, price_for
-from ddibench.runner.plan import RunRequest, build_system, select_samples, training_view_of
+from ddibench.runner.plan import RunRequest, build_system, training_view_of
+from ddibench.runner.selection import run_samples
 from ddibench.system import CHARS_PER_TOKEN, BaseSystem, Phase, PlanContext, Planned, configured_roles
 
 LONG_RUN_S = 180.0  # a run projected to take longer prints its plan summary before it starts
@@ -155,10 +156,11 @@ def forecast(
         raise ConfigError(
             f"system '{system.name}' does not support task '{task.name}' ({task.family})", "run 'ddibench list systems'"
         )
-    split = request.split or task.eval_split
+    selection = request.selection(task)
+    split = selection.split
     data = task.load()
     of = sum(len(data.split(s)) for s in task.predicted_splits(split))
-    samples = [s.blind() for s in select_samples(task, data, split, request.limit, request.seed)]
+    samples = [s.blind() for s in run_samples(task, selection, data)]
     view = training_view_of(task, data, split)
     from ddibench.artifacts import ArtifactStore
 

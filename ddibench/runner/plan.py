@@ -1,6 +1,6 @@
 """Plan a run before anything is written: the task, the system and its configuration, the evaluator
-and its scoring options, the samples (:func:`select_samples`: the evaluated split, plus the other
-splits a task asks systems to answer; ``--limit`` draws a stratified, seeded subset), the models by
+and its scoring options, the samples (:func:`ddibench.runner.selection.run_samples`: the evaluated split, plus
+the other splits a task asks systems to answer; ``--limit`` draws a stratified, seeded subset), the models by
 role, and the run's identity and directory.
 
 Every mistake a user can make in a command (an unknown name, a bad option, a system that does not
@@ -10,12 +10,9 @@ serve the task, a missing model) is found here, as a one-line :class:`~ddibench.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ddibench.errors import ConfigError
 from ddibench.evaluation import Evaluator
@@ -25,6 +22,7 @@ from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.profiles import Profile, get_profile
 from ddibench.registry import get_system_class, get_task
 from ddibench.runner.records import RunIdentity, SystemRef, TaskRef
+from ddibench.runner.selection import Selection, run_samples
 from ddibench.schema import Sample
 from ddibench.system import (
     BaseSystem,
@@ -75,6 +73,10 @@ class RunRequest:
     def role_models(self) -> RoleModels:
         return self.models if self.models is not None else parse_model_options([])
 
+    def selection(self, task: Task) -> Selection:
+        """What picks the run's samples from ``task``: its split (default: the task's evaluation split), --limit, seed."""
+        return Selection(self.split or task.eval_split, self.limit, self.seed)
+
 
 @dataclass
 class RunPlan:
@@ -92,83 +94,6 @@ class RunPlan:
     pool: LLMPool | None
     identity: RunIdentity
     run_dir: Path
-
-
-def stratified_subset(samples: Sequence[Sample], n: int, seed: int) -> list[Sample]:
-    """``n`` samples with label proportions kept (largest-remainder allocation), seeded, in split order."""
-    if n >= len(samples):
-        return list(samples)
-    rng = np.random.default_rng(seed)
-    groups: dict[Any, list[int]] = {}
-    for i, s in enumerate(samples):
-        groups.setdefault(_stratum(s.target), []).append(i)
-    keys = sorted(groups, key=str)
-    exact = np.array([n * len(groups[k]) / len(samples) for k in keys])
-    quota = np.floor(exact).astype(int)
-    remainder = n - int(quota.sum())
-    if remainder:
-        order = sorted(range(len(keys)), key=lambda j: (-(exact[j] - quota[j]), rng.random()))
-        for j in order[:remainder]:
-            quota[j] += 1
-    chosen: list[int] = []
-    for k, q in zip(keys, quota):
-        if q:
-            chosen.extend(rng.choice(groups[k], size=int(q), replace=False).tolist())
-    return [samples[i] for i in sorted(chosen)]
-
-
-def _stratum(target: Any) -> Any:
-    """What --limit stratifies by: the label (a question's interaction type or answer slice; a molecule's
-    label columns together)."""
-    if isinstance(target, Mapping):
-        return target["label"] if "label" in target else tuple(sorted((str(k), str(v)) for k, v in target.items()))
-    return tuple(target) if isinstance(target, list) else target
-
-
-def split_quotas(limit: int, sizes: Sequence[int]) -> list[int]:
-    """``limit`` samples shared among splits in proportion to their sizes (largest remainder, ties to the
-    earlier split), at least one from each split."""
-    total = sum(sizes)
-    if limit >= total:
-        return list(sizes)
-    exact = [limit * n / total for n in sizes]
-    quota = [max(1, int(e)) for e in exact]
-    order = sorted(range(len(sizes)), key=lambda j: (-(exact[j] - int(exact[j])), j))
-    i = 0
-    while sum(quota) < limit:
-        j = order[i % len(order)]
-        if quota[j] < sizes[j]:
-            quota[j] += 1
-        i += 1
-    while sum(quota) > limit:  # the at-least-one floor overshot: take back from the largest quota
-        j = max(range(len(quota)), key=lambda k: (quota[k], -k))
-        quota[j] -= 1
-    return quota
-
-
-def select_samples(task: Task, data: TaskData, split: str, limit: int | None, seed: int) -> list[Sample]:
-    """The samples a run asks the system about, in order: the evaluated ``split`` or, for a task that
-    predicts several splits (:meth:`Task.predicted_splits`: captioning writes a caption for every
-    molecule, training ones included), each of them in turn.
-
-    ``--limit N`` draws a stratified, seeded subset (:func:`stratified_subset`); over several splits it
-    is shared among them in proportion to their sizes (:func:`split_quotas`), at least one sample each,
-    so a preview of a captioning task still gives its probe training molecules. ``run`` and ``verify``
-    both select through this function, so a verified preview is recomputed on the same samples.
-    """
-    splits = task.predicted_splits(split)
-    pools = [data.split(s) for s in splits]
-    if limit is None:
-        return [s for pool in pools for s in pool]
-    if len(pools) == 1:
-        return stratified_subset(pools[0], limit, seed)
-    if limit < len(pools):
-        raise ConfigError(
-            f"--limit {limit} is too small for {task.name}: it predicts the {', '.join(splits)} splits",
-            f"use --limit {len(pools)} or more",
-        )
-    quotas = split_quotas(limit, [len(p) for p in pools])
-    return [s for pool, q in zip(pools, quotas) for s in stratified_subset(pool, q, seed)]
 
 
 def training_view(plan: RunPlan) -> TrainingView:
@@ -325,7 +250,8 @@ def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
     models.check_roles(
         f"system '{system.name}'", roles, evaluator.model_roles()
     )  # a misspelt role, before any model starts
-    split = request.split or task.eval_split
+    selection = request.selection(task)
+    split = selection.split
     if split == "train":
         raise ConfigError("cannot evaluate on the training split", "use --split valid or --split test")
     data = task.load()
@@ -335,7 +261,7 @@ def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
             f"--limit {request.limit:,} is more than the {total:,} samples of {task.name}'s {split} split",
             f"give at most {total:,}, or omit --limit to run every sample",
         )
-    selected = select_samples(task, data, split, request.limit, request.seed)
+    selected = run_samples(task, selection, data)
     pool = None
     if roles:
         cache = open_cache() if request.use_cache else None
@@ -351,7 +277,7 @@ def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
             max_retries=request.max_retries,
         )
     model_ids = pool.identities(roles) if pool else {}
-    identity = run_identity(task, system, model_ids, split, request.seed, request.limit, [s.id for s in selected])
+    identity = run_identity(task, system, model_ids, split, selection.seed, selection.limit, [s.id for s in selected])
     run_dir = request.run_dir or request.runs_root / task.name / system.name / identity.run_id
     check_writable_dir(request.run_dir or request.runs_root, "--run-dir" if request.run_dir else "--runs-dir")
     return RunPlan(request, profile, task, system, evaluator, data, split, selected, roles, pool, identity, run_dir)

@@ -13,14 +13,17 @@ Versions:
   metric declarations of their evaluators and their scoring options are filled in on load.
   ``evaluation.bootstrap.interval`` names the interval method (``"bca"`` since BCa intervals; results
   that do not name one used ``"percentile"``): :attr:`Results.bootstrap_spec` reads it, and ``verify``
-  recomputes with the method a bundle records.
+  recomputes with the method a bundle records. The manifest's system card records the run's variant and whether
+  its system answers the same for every sample by design (:class:`SystemCard`); a card written before it did gets
+  both from what its system declared then (:data:`DECLARED_BEFORE_RECORDING`), never from the installed code.
 * ``bundle.json`` — format 1.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,8 @@ from ddibench.evaluation.classification import CLASSIFICATION_METRICS
 from ddibench.evaluation.text import TEXT_METRICS
 from ddibench.hashing import config_hash
 from ddibench.metrics.bootstrap import BootstrapSpec
+from ddibench.runner.selection import Selection
+from ddibench.system import variant_name
 
 RUN_SCHEMA_VERSION = 1
 RESULTS_SCHEMA_VERSION = 2
@@ -79,6 +84,11 @@ class RunIdentity(_Record):
 
     def payload(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude={"run_id"})
+
+    @property
+    def selection(self) -> Selection:
+        """What picks the run's samples (:func:`ddibench.runner.selection.run_samples` gives them)."""
+        return Selection(self.split, self.limit, self.seed)
 
     def with_id(self) -> RunIdentity:
         return self.model_copy(update={"run_id": config_hash(self.payload(), 16)})
@@ -206,6 +216,86 @@ class TaskCard(_Record):
     cluster_unit: str = "drugs"  # what the bootstrap resampled (drugs, scaffolds, documents)
 
 
+@dataclass(frozen=True)
+class _Declared:
+    """What a system declared about how it answers (:class:`ddibench.system.BaseSystem`'s ``variant_keys``, the
+    defaults of those keys, ``Config.absent_means`` and ``constant_answer``)."""
+
+    variant_keys: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    absent_means: Mapping[str, Any] = field(default_factory=dict)
+    constant_answer: bool = False
+
+
+_ANSWER_MODES = _Declared(("answer_mode", "shuffle_options"), {"answer_mode": "generate", "shuffle_options": None})
+_TRAIN_FRACTION = _Declared(("train_fraction",))  # recorded only when set, so any recorded value is a variant
+# What ddibench's reference systems declared when results began to record their variant and constant-answer flag
+# (ddibench 0.1.0, every system at version 1.0.0), by (name, version). Results written before then record neither;
+# their card gets both from here, never from the code installed where they are read, so a bundle gives the same
+# board row on every machine. A card of a system not named here (an outside author's) reads with no variant and no
+# constant answer, as a board built without that system installed has always shown it. Frozen: a later change of a
+# system's declaration reaches the board through the runs that record it.
+DECLARED_BEFORE_RECORDING: Mapping[tuple[str, str], _Declared] = {
+    ("cbr-ddi", "1.0.0"): _Declared(
+        (
+            "shuffle_options",
+            "use_cases",
+            "use_paths",
+            "use_candidates",
+            "answer",
+            "gnn_features",
+            "lam",
+            "sampling",
+            "k_cases",
+        ),
+        {
+            "shuffle_options": None,
+            "use_cases": True,
+            "use_paths": True,
+            "use_candidates": True,
+            "gnn_features": "descriptions",
+            "lam": None,
+            "sampling": True,
+            "k_cases": 5,
+        },
+        {"gnn_features": "morgan"},
+    ),
+    ("cladd", "1.0.0"): _Declared(
+        ("use_kg_team", "use_drugrel", "use_biorel", "use_mu", "use_captioning_tool", "annotations", "k_related"),
+        {
+            "use_kg_team": True,
+            "use_drugrel": True,
+            "use_biorel": True,
+            "use_mu": True,
+            "use_captioning_tool": True,
+            "annotations": "both",
+            "k_related": 5,
+        },
+    ),
+    ("gin", "1.0.0"): _TRAIN_FRACTION,
+    ("morgan-sklearn", "1.0.0"): _TRAIN_FRACTION,
+    ("k-paths", "1.0.0"): _ANSWER_MODES,
+    ("kaping", "1.0.0"): _ANSWER_MODES,
+    ("naive-cbr", "1.0.0"): _ANSWER_MODES,
+    ("zero-shot", "1.0.0"): _ANSWER_MODES,
+    ("majority", "1.0.0"): _Declared(constant_answer=True),
+    ("popularity", "1.0.0"): _Declared(constant_answer=True),
+}
+MAX_VARIANT_CHARS = 500  # a variant names a few configuration values; a bundle's card is read as hostile input
+
+
+def declared_before_recording(card: Mapping[str, Any]) -> dict[str, Any]:
+    """The variant and constant-answer flag of a system card written before cards recorded them, from its system's
+    name, version and configuration and what that system declared then (:data:`DECLARED_BEFORE_RECORDING`)."""
+    declared = DECLARED_BEFORE_RECORDING.get((str(card.get("name")), str(card.get("version"))), _Declared())
+    config = card.get("config")
+    config = {**declared.absent_means, **config} if isinstance(config, dict) else {}
+    return {
+        "variant": variant_name(declared.variant_keys, config, declared.defaults),
+        "constant_answer": declared.constant_answer,
+    }
+
+
 class SystemCard(_Record):
     name: str
     version: str
@@ -216,6 +306,23 @@ class SystemCard(_Record):
     # where the adapter's code comes from: entry point, distribution and version, source URL or checkout,
     # commit, and the sha256 of its files (ddibench.registry.system_provenance); empty in older results
     provenance: dict[str, Any] = {}
+    variant: str = Field("", max_length=MAX_VARIANT_CHARS)
+    """How the run's answers were made, as its system named it when it ran (:meth:`ddibench.system.BaseSystem.variant`:
+    the variant keys its configuration sets off their defaults, ``use_mu=false``); '' for the system itself. The
+    board shows a run with a variant apart, under this name, whether or not the system is installed where it is
+    built. Results written before it was recorded get it from :data:`DECLARED_BEFORE_RECORDING`."""
+    constant_answer: bool = False
+    """Whether the system answers the same for every sample on purpose (a floor such as majority:
+    :attr:`ddibench.system.BaseSystem.constant_answer`), so reports and the board do not flag its collapsed answers.
+    Results written before it was recorded get it from :data:`DECLARED_BEFORE_RECORDING`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Read a card written before it recorded its variant and constant-answer flag."""
+        if isinstance(data, dict) and not {"variant", "constant_answer"} <= data.keys():
+            return {**declared_before_recording(data), **data}
+        return data
 
 
 class Seeds(_Record):

@@ -19,7 +19,7 @@ from ddibench.errors import RunDirError
 from ddibench.evaluation.answers import AnswerDistribution
 from ddibench.evaluation.floors import floor_note, floor_title
 from ddibench.llm import identity_summary
-from ddibench.registry import answers_by_design, scoring_provenance
+from ddibench.registry import scoring_provenance
 from ddibench.runner.records import Results, read_identity, read_results
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def _answer_lines(results: Results, console: Console) -> None:
     )
     if ev.answers is not None and ev.answers.n_answers:
         console.print(escape(answers_line(ev.answers)))
-        if ev.answers.collapsed and not answers_by_design(results.system):
+        if ev.answers.collapsed and not results.manifest.system.constant_answer:  # a floor is not flagged
             console.print(f"[yellow]warning: collapsed answers: {escape(ev.answers.message)}[/yellow]")
 
 

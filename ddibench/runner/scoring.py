@@ -42,7 +42,7 @@ from ddibench.runner.records import (
 from ddibench.runner.rundir import RunLock, read_sessions, write_json_atomic
 from ddibench.runner.signals import run_async
 from ddibench.schema import Prediction
-from ddibench.system import NullProgress, Progress
+from ddibench.system import NullProgress, Progress, answer_variant, answers_constant_by_design
 from ddibench.task import Task
 
 
@@ -138,6 +138,8 @@ def _system_card(plan: RunPlan, provenance: bool = True) -> SystemCard:
         config_hash=plan.identity.system.config_hash,
         deviations=system.deviations(),
         provenance=_provenance(system.name) if provenance else {},
+        variant=answer_variant(system),
+        constant_answer=answers_constant_by_design(system),
     )
 
 

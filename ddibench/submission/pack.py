@@ -125,11 +125,11 @@ def _compact_predictions(
 ) -> tuple[bytes, Compaction]:
     """The predictions member of a compact bundle, after checking that its predictions score as the run's did."""
     from ddibench.registry import get_task
-    from ddibench.runner.plan import select_samples
+    from ddibench.runner.selection import run_samples
 
     task = get_task(ident.task.name)
     evaluator = task.evaluator().configure(results.manifest.scoring.options)
-    samples = select_samples(task, task.load(), ident.split, ident.limit, int(ident.seed))
+    samples = run_samples(task, ident.selection)
     whole_ids = whole_trace_ids([s.id for s in samples], whole_traces, int(ident.seed))
     whole = set(whole_ids)
     reduced: dict[str, Prediction] = {}

@@ -25,7 +25,7 @@ def recorded_verdict(path: Path, tier: str, reproduction: dict[str, Any] | None,
     recorded metrics, every prediction and whole trace, its samples. Raises :class:`DataError` when its
     records cannot be read or disagree (then it is not the bundle that was verified)."""
     from ddibench.registry import get_task
-    from ddibench.runner.plan import select_samples
+    from ddibench.runner.selection import run_samples
 
     streamed = _stream(path, keep_traces=True)
     verdict = Verdict(False, tier)
@@ -36,7 +36,7 @@ def recorded_verdict(path: Path, tier: str, reproduction: dict[str, Any] | None,
     _, run, results = records
     task = get_task(run.task.name)
     evaluator = task.evaluator().configure(results.manifest.scoring.options)
-    samples = select_samples(task, task.load(), task.eval_split, run.limit, int(run.seed))
+    samples = run_samples(task, run.selection)
     missing = [s.id for s in samples if s.id not in streamed.predictions]
     if missing:
         raise DataError(

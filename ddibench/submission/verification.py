@@ -251,9 +251,9 @@ def _check_task(verdict: Verdict, task: Task, run: RunIdentity, results: Results
 def _check_samples(verdict: Verdict, task: Task, run: RunIdentity, streamed: _Streamed) -> list[Sample]:
     """The samples the run was asked about (a task may predict several splits; a preview's metrics are still
     recomputed, on the subset --limit draws), each answered once."""
-    from ddibench.runner.plan import select_samples
+    from ddibench.runner.selection import run_samples
 
-    samples = select_samples(task, task.load(), task.eval_split, run.limit, int(run.seed))
+    samples = run_samples(task, run.selection)
     verdict.samples = samples
     wanted = {s.id for s in samples}
     absent = len(wanted - set(streamed.predictions))
