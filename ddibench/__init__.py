@@ -37,6 +37,7 @@ _EXPORTS = {
     "Question": "ddibench.schema",
     "Prediction": "ddibench.schema",
     "Sample": "ddibench.schema",
+    "AnswerSpec": "ddibench.task",
     "Task": "ddibench.task",
     "TaskData": "ddibench.task",
     "DdibenchError": "ddibench.errors",
@@ -44,6 +45,7 @@ _EXPORTS = {
 
 __all__ = [
     "__version__",
+    "AnswerSpec",
     "BaseSystem",
     "BestEpoch",
     "DdibenchError",
@@ -78,7 +80,7 @@ if TYPE_CHECKING:
         TrainingView,
         llm_trace,
     )
-    from ddibench.task import Task, TaskData
+    from ddibench.task import AnswerSpec, Task, TaskData
 
 
 def __getattr__(name: str) -> Any:

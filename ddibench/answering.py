@@ -77,7 +77,7 @@ class AnswerSystem(BaseSystem):
 
         stated = StatedTypes(view.task.label_space)  # falsy where the labels are no interaction types (MedQuAD)
         self._stated = stated if self.retrieves and stated else None
-        if view.task.family == families.DRUGBANK_DDI:
+        if view.task.answer.kind == "label":  # the answer text is mapped back to one of the task's labels
             from ddibench.embeddings import shared_encoder
             from ddibench.evaluation.text_scorers import LabelRecovery
 

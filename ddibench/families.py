@@ -1,8 +1,10 @@
-"""The task families' names, in one place.
+"""The names of the shipped task families, in one place.
 
-A task's :attr:`~ddibench.task.Task.family`, a system's ``families`` (what it can answer) and the family
-names ``ddibench list tasks`` prints and ``-t`` accepts are these strings; code compares with the constants,
-never with a literal, so a renamed or misspelt family is an import error rather than a silent mismatch.
+A task's :attr:`~ddibench.task.Task.family` is a name of its own (``-t FAMILY`` selects all tasks of a family by
+it, and ``ddibench list tasks`` prints it); a new family needs no entry here. The shipped families name theirs
+with these constants, and so do the systems that serve a family because they need its data (DrugBank's drug
+catalog, the knowledge graph's id space) in their ``families``. What a system answers never hangs on a family's
+name: a task declares how it is answered (:attr:`~ddibench.task.Task.answer`), and systems read that.
 """
 
 from __future__ import annotations
@@ -14,7 +16,3 @@ DRUG_TARGETS = "drug_targets"  # molecule -> five target proteins (HGNC symbols)
 CAPTIONING = "captioning"  # molecule -> a caption, scored by a probe
 DDI_QA = "ddi_qa"  # question about a drug pair's interaction -> free text
 MEDICAL_QA = "medical_qa"  # consumer medical question -> free text
-
-ALL: tuple[str, ...] = (DRUGBANK_DDI, TWOSIDES, TOXICITY, DRUG_TARGETS, CAPTIONING, DDI_QA, MEDICAL_QA)
-# the one-molecule families (the ``molecular`` group of ``-t`` and of the docs)
-MOLECULAR: tuple[str, ...] = (TOXICITY, DRUG_TARGETS, CAPTIONING)

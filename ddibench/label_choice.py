@@ -11,7 +11,7 @@ the same pieces, so their differences are only the context they retrieve. One la
 * :func:`answer_to_prediction` turns the raw answer into a :class:`~ddibench.schema.Prediction`: an answer
   naming no option, naming several, or cut off before it named one is invalid, with the reason recorded.
 
-k labels (a task scored by ranking, e.g. TWOSIDES; see "Choosing k labels" below):
+k labels (a task whose declared answer is the top k of its labels, e.g. TWOSIDES; see "Choosing k labels" below):
 
 * the options are the label names (side effects), listed once in the system prompt;
 * the answer is JSON ``{"side_effects": [k names]}``, constrained to exactly k names of the list where the
@@ -23,7 +23,7 @@ k labels (a task scored by ranking, e.g. TWOSIDES; see "Choosing k labels" below
   known name at all, or with no list, is invalid, with the reason recorded.
 
 :class:`LabelChoiceSystem` is a complete system for both kinds of task (it reads the kind from the task's
-evaluator): subclasses override :meth:`LabelChoiceSystem.context` to add retrieved knowledge to the question.
+declared answer, ``task.answer``): subclasses override :meth:`LabelChoiceSystem.context` to add retrieved knowledge to the question.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from ddibench.llm import ChatResult
 from ddibench.parsing import parse_choice
 from ddibench.schema import Drug, DrugPair, LabelSpace, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
+from ddibench.task import Task
 
 _CLASSIFY = """You are an expert clinical pharmacologist.
 Classify the drug-drug interaction between Drug A and Drug B as exactly one of the interaction types below. In every type, "Drug A" and "Drug B" are the two drugs in the order given.
@@ -337,10 +338,9 @@ ANSWER_KEY = "side_effects"
 _LIST_KEYS = (ANSWER_KEY, "side_effect", "effects", "labels", "answer", "answers")
 
 
-def choice_count(task: Any) -> int | None:
-    """How many labels a system answers for ``task``: the k of a ranking evaluator, or None (one label)."""
-    evaluator = task.evaluator()
-    return int(getattr(evaluator, "k", 5)) if evaluator.kind == "ranking" else None
+def choice_count(task: Task) -> int | None:
+    """How many labels a system answers for ``task``: the k of its declared top-k answer, or None (one label)."""
+    return task.answer.k if task.answer.kind == "top_k" else None
 
 
 def topk_system_prompt(names: Sequence[str], k: int) -> str:

@@ -38,6 +38,8 @@ def _tasks() -> dict[str, Task]:
 def _task_registry() -> tuple[dict[str, Task], dict[str, list[str]]]:
     """Every registered task, and the task names of each ``ddibench.tasks`` entry point (``molecular``: the
     toxicity, target and captioning tasks it registers)."""
+    from ddibench.task import AnswerSpec
+
     out: dict[str, Task] = {}
     origin: dict[str, str] = {}
     packages: dict[str, list[str]] = {}
@@ -48,6 +50,12 @@ def _task_registry() -> tuple[dict[str, Task], dict[str, list[str]]]:
         for name, task in provided.items():
             if name in out:
                 raise ConfigError(f"task '{name}' is registered twice ({origin[name]} and {ep.value})", "rename one")
+            # systems decide what to answer from this declaration: a task without one is refused here, not mid-run
+            if not isinstance(getattr(task, "answer", None), AnswerSpec):
+                raise ConfigError(
+                    f"task '{name}' ({ep.value}) does not declare how it is answered",
+                    "give its class an 'answer = ddibench.task.AnswerSpec(kind=...)' (see 'A task family' in docs/adapters.md)",
+                )
             out[name] = task
             origin[name] = ep.value
             packages.setdefault(ep.name, []).append(name)

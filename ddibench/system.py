@@ -471,7 +471,8 @@ class BaseSystem(ABC):
         return cls.llm_roles
 
     def supports(self, task: Task) -> bool:
-        """Whether it serves ``task`` (by default: the task's family is one of :attr:`families`)."""
+        """Whether it serves ``task`` (by default: the task's family is one of :attr:`families`; a system that can
+        answer any family of a kind overrides it and reads ``task.input_kind`` and ``task.answer``)."""
         return not self.families or task.family in self.families
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:

@@ -9,6 +9,11 @@ names exactly the data it was computed on.
 What a family hands to systems besides the splits travels in :attr:`TaskData.resources` (a drug
 catalog, the interactions a knowledge base may hold), never as an import of the family's module.
 
+How a task is answered (one label, yes or no, the top k of its labels, free text; for a language model the
+answer's token budget and system prompt where the family fixes them) is declared once, as its
+:attr:`Task.answer` (an :class:`AnswerSpec`): systems read it instead of comparing family names, so a new
+family is answered by every system that can give its kind of answer, with no edit of the core.
+
 Most tasks ask a system about the evaluation split only. A task whose scorer learns from the systems'
 own outputs (captioning: a probe learns the property from the captions of the training molecules)
 names the splits a system must answer in :attr:`Task.predict_splits`, and may keep training labels
@@ -25,7 +30,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import tomllib
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from ddibench.data.sources import SourceFile
 from ddibench.errors import ConfigError, DataError, UnknownNameError
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
     from ddibench.evaluation.base import Evaluator
 
 InputKind = Literal["drug_pair", "molecule", "question"]
+AnswerKind = Literal["label", "yes_no", "top_k", "text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +149,39 @@ def require(task: str, checks: list[Check], definitions: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# How a task is answered
+
+
+class AnswerSpec(BaseModel):
+    """How a task is answered (:attr:`Task.answer`): what a prediction holds and, for a language model, the
+    answer's token budget and system prompt where the family fixes them. Systems read it to decide what to answer
+    (a ranking or a yes/no, the prompt, the budget), never the family's name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: AnswerKind
+    """``label``: one label of the task's label space (``Prediction.label``); ``yes_no``: 1 (yes) or 0 (no) in
+    ``Prediction.label``, with the probability of yes in ``scores`` where a system has one; ``top_k``: ``k`` labels,
+    most likely first (``Prediction.ranked``); ``text``: free text (``Prediction.text``)."""
+    k: int = Field(1, ge=1)
+    """How many labels a ``top_k`` answer names (the k its ranking evaluator scores); 1 for every other kind."""
+    max_tokens: int | None = Field(None, gt=0)
+    """The token budget of a language model's answer; None: the system's own (its ``max_tokens`` option)."""
+    system_prompt: str = ""
+    """The system message a language model answers under where the family fixes one (the molecular families: the
+    expert and the JSON form of the answer); empty: the system's own."""
+    closing: str = ""
+    """A last paragraph of the question that bounds the answer (captioning: one paragraph of at most 120 words);
+    empty: none."""
+
+    @model_validator(mode="after")
+    def _k_only_for_top_k(self) -> AnswerSpec:
+        if self.kind != "top_k" and self.k != 1:
+            raise ValueError(f"k={self.k} is for a top_k answer; a {self.kind} answer names one")
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
 # Task definitions: a family's tasks.toml, validated
 
 
@@ -194,8 +233,8 @@ def load_task_specs(package: str, family_spec: type[FamilySpecT], task_spec: Any
 
 
 class Task(ABC):
-    """A benchmark task. Subclasses set the class attributes and implement ``sources``,
-    ``label_space``, ``build`` and ``evaluator``."""
+    """A benchmark task. Subclasses set the class attributes (``answer`` among them: how it is answered) and
+    implement ``sources``, ``label_space``, ``build`` and ``evaluator``."""
 
     name: str
     version: str
@@ -215,6 +254,8 @@ class Task(ABC):
     training_labels_visible: ClassVar[bool] = True
     # the keys of ``TaskData.resources`` this task hands to systems (each documented in :data:`RESOURCES`)
     resource_keys: ClassVar[tuple[str, ...]] = ()
+    # how it is answered (every task declares it; the registry refuses a task without one)
+    answer: ClassVar[AnswerSpec]
 
     @property
     @abstractmethod

@@ -107,6 +107,7 @@ TYPES = (
     ("ddibench.schema", "Label", "one label of a task"),
     ("ddibench.schema", "LabelSpace", "a task's labels, ids 0..n-1 in order"),
     ("ddibench.schema", "Prediction", "what a system returns for one sample"),
+    ("ddibench.task", "AnswerSpec", "a task's `answer`"),
     ("ddibench.system", "BaseSystem", "the class an adapter subclasses (class attributes)"),
     ("ddibench.system", "TrainingView", "what prepare() sees"),
     ("ddibench.system", "RunContext", "what prepare() and predict() may use"),
@@ -222,15 +223,24 @@ def _types() -> str:
     return "\n".join(out) + "\n"
 
 
+def _answer(answer) -> str:  # noqa: ANN001 - an AnswerSpec
+    """A task's declared answer in a table cell: its kind, k, and the budget of a model's answer where declared."""
+    kind = f"`{answer.kind}`" + (f" (k={answer.k})" if answer.kind == "top_k" else "")
+    return kind + (f", {answer.max_tokens} tokens" if answer.max_tokens is not None else "")
+
+
 def _families() -> str:
-    """Per task family: its tasks, input, answer kind, what a prediction must hold, and its resources."""
+    """Per task family: its tasks, input, declared answer, scorer kind, what a prediction must hold, and its resources."""
     from ddibench.registry import get_task, task_names
 
     by_family: dict[str, list] = {}
     for name in task_names():
         task = get_task(name)
         by_family.setdefault(task.family, []).append(task)
-    rows = ["| family | tasks | input | answer | a prediction holds | resources |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| family | tasks | input | answer | scored as | a prediction holds | resources |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for family, tasks in sorted(by_family.items()):
         first = tasks[0]
         try:
@@ -240,7 +250,9 @@ def _families() -> str:
             kind, expected = "—", f"(needs the task's data: {type(exc).__name__})"
         names = ", ".join(f"`{t.name}`" for t in tasks)
         keys = ", ".join(f"`{k}`" for k in first.resource_keys) or "—"
-        rows.append(f"| `{family}` | {names} | `{first.input_kind}` | {kind} | {_cell(expected)} | {keys} |")
+        rows.append(
+            f"| `{family}` | {names} | `{first.input_kind}` | {_answer(first.answer)} | {kind} | {_cell(expected)} | {keys} |"
+        )
     return "\n".join(rows) + "\n"
 
 

@@ -31,7 +31,7 @@ def audit(run_dir: Path) -> dict:
         if line.strip():
             pred = json.loads(line)["prediction"]
             traces[pred["sample_id"]] = pred.get("trace") or {}
-    result = leak_audit(task.family, task.label_space, samples, traces)
+    result = leak_audit(task, samples, traces)
     return {"run": str(run_dir), "task": task.name, **result}
 
 

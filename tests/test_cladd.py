@@ -243,16 +243,19 @@ def test_leak_audit_counts_a_context_that_states_the_gold(cli, stubs, tmp_path: 
     ceilings = compute(tmp_path / "leak")
     assert ceilings is not None and ceilings.with_context == 2 and ceilings.coverage == 1.0
     positive = next(s for s in test if s.target == 1)
-    assert leaked("toxicity", labels, positive, ["It is not carcinogenic."]) == []
-    assert leaked("toxicity", labels, positive, ["It Is Carcinogenic in rats."]) == ["is carcinogenic"]
+    assert leaked(task.answer.kind, labels, positive, ["It is not carcinogenic."]) == []
+    assert leaked(task.answer.kind, labels, positive, ["It Is Carcinogenic in rats."]) == ["is carcinogenic"]
     targets = get_task("targets_activate")
     sample = next(s for s in targets.load().splits["test"] if s.target)
     symbol = targets.label_space[sample.label_ids[0]].name
-    assert leaked("drug_targets", targets.label_space, sample, [f"binds {symbol}."]) == [symbol]
-    assert leaked("drug_targets", targets.label_space, sample, [f"binds {symbol}X and x{symbol}"]) == []
-    assert leaked("captioning", labels, positive, ["anything"]) is None
-    assert stated_labels("toxicity", labels, ["It is not carcinogenic; at high doses it is carcinogenic."]) == [0, 1]
-    assert stated_labels("drug_targets", targets.label_space, [f"binds {symbol}-like and {symbol}."]) == [
+    assert leaked(targets.answer.kind, targets.label_space, sample, [f"binds {symbol}."]) == [symbol]
+    assert leaked(targets.answer.kind, targets.label_space, sample, [f"binds {symbol}X and x{symbol}"]) == []
+    assert leaked(get_task("caption_bace").answer.kind, labels, positive, ["anything"]) is None
+    assert stated_labels(task.answer.kind, labels, ["It is not carcinogenic; at high doses it is carcinogenic."]) == [
+        0,
+        1,
+    ]
+    assert stated_labels(targets.answer.kind, targets.label_space, [f"binds {symbol}-like and {symbol}."]) == [
         sample.target[0]
     ]
 

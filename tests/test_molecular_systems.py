@@ -178,3 +178,41 @@ def test_molecular_answers_are_parsed_strictly() -> None:
     assert parse_yes_no('{"answer": "no"}') == (0, "json")
     assert parse_yes_no("Yes, it blocks the channel.") == (1, "text")
     assert parse_yes_no("yes or no, hard to say")[0] is None
+
+
+def test_the_declared_answers_ask_what_the_shipped_runs_asked() -> None:
+    """A task's declared answer (``task.answer``) is what zero-shot and CLADD's predictor ask with: rebuilt from it,
+    the system prompt, the question and the budget of every shipped molecular run's recorded calls are the same, byte
+    for byte, so their cached answers still serve and their bundles still reproduce."""
+    import tarfile
+
+    from ddibench.hashing import sha256_text
+    from ddibench.molecule_answers import instruction_of, question
+    from ddibench.systems.cladd.prompts import PREDICTOR_PREFIX
+
+    root = Path(__file__).resolve().parent.parent / "results"
+    checked: dict[str, int] = {}
+    for bundle in sorted([*root.glob("*/zero-shot/*.tar.gz"), *root.glob("*/cladd/*.tar.gz")]):
+        task = get_task(bundle.parent.parent.name)
+        if task.input_kind != "molecule":
+            continue
+        answer, system = task.answer, bundle.parent.name
+        role, prefix = ("predictor", PREDICTOR_PREFIX) if system == "cladd" else ("generator", "")
+        data = task.load()
+        samples = {s.id: s for split in data.splits.values() for s in split}
+        instruction = instruction_of(data.resources, task.name)
+        with tarfile.open(bundle) as tar:
+            member = tar.extractfile("predictions.jsonl")
+            assert member is not None
+            lines = member.read().decode().splitlines()
+        for line in lines:
+            pred = json.loads(line)
+            calls = [c for c in pred["trace"].get("llm", []) if c.get("role") == role and "messages" in c]
+            for call in calls:
+                sent_system, sent_user = call["messages"][0], call["messages"][-1]["content"]
+                asked = question(answer, samples[pred["sample_id"]].molecule, instruction)
+                assert sent_system["sha256"] == sha256_text(prefix + answer.system_prompt), bundle
+                assert sent_user == asked if system == "zero-shot" else sent_user.endswith("\n\n" + asked), bundle
+                assert pred["trace"]["max_tokens"] == answer.max_tokens, bundle
+                checked[task.family] = checked.get(task.family, 0) + 1
+    assert set(checked) == {"toxicity", "drug_targets"} and min(checked.values()) >= 10, checked

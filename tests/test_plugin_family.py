@@ -3,7 +3,9 @@
 The package is written into a temporary directory with its own ``.dist-info`` (the way ``pip install``
 leaves one), so discovery goes through ``importlib.metadata`` exactly as for a real install. Its task
 has molecule inputs and a ranking evaluator; it runs, scores, is submitted and lands on the board —
-and no file of the core is touched to get there.
+and no file of the core is touched to get there. A second family (yes/no about a molecule) is answered by
+the reference systems through what its task declares (``task.answer``): its system prompt, budget and
+closing line reach the model, and a trained model learns its labels.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ TOY_PACKAGE = '''
 from collections.abc import Sequence
 from types import MappingProxyType
 
-from ddibench import BaseSystem, Label, LabelSpace, Molecule, Prediction, Sample, SystemConfig, Task, TaskData
+from ddibench import AnswerSpec, BaseSystem, Label, LabelSpace, Molecule, Prediction, Sample, SystemConfig, Task, TaskData
 from ddibench.evaluation import RankingEvaluator
 from ddibench.schema import sample_id
 
@@ -56,6 +58,7 @@ class ToyTask(Task):
     setting = "molecule"
     title = "toy: which of six labels describe a small molecule (top 3)"
     input_kind = "molecule"
+    answer = AnswerSpec(kind="top_k", k=3)
 
     @property
     def sources(self):
@@ -66,7 +69,7 @@ class ToyTask(Task):
         return LABELS
 
     def evaluator(self):
-        return RankingEvaluator(LABELS, k=3, primary="recall")
+        return RankingEvaluator(LABELS, k=self.answer.k, primary="recall")
 
     def build(self):
         samples = [
@@ -124,17 +127,78 @@ TOY_SOURCE = "https://example.org/toyfam.git"
 TOY_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
+RING_PACKAGE = '''
+"""ringfam: a throwaway yes/no family about molecules (does it have a ring?), with no system of its own."""
+
+from types import MappingProxyType
+
+from ddibench import AnswerSpec, Label, LabelSpace, Molecule, Sample, Task, TaskData
+from ddibench.evaluation import ClassificationEvaluator
+from ddibench.schema import sample_id
+
+# train 12, valid 6, test 12; each split holds molecules with and without a ring
+SMILES = ["CCO", "CCCO", "CCN", "CCCN", "c1ccccc1", "c1ccccc1O", "C1CCCCC1", "CC", "CCC", "CCCC", "OCCO", "NCCN",
+          "c1ccncc1", "CC(=O)O", "CCOC", "C1CCNCC1", "CCCCC", "c1ccc(N)cc1", "OC1CCCCC1", "CCCCO", "CN", "CO",
+          "c1ccoc1", "CCCCN", "C1CC1", "OCC(O)CO", "CCCCCC", "NC1CCCCC1", "c1ccc2ccccc2c1", "CCOCC"]
+LABELS = LabelSpace((Label(0, "has no ring", "no"), Label(1, "has a ring", "yes")))
+SYSTEM_PROMPT = 'You count rings. Answer with JSON only: {"answer": "yes"} or {"answer": "no"}.'
+
+
+class RingTask(Task):
+    name = "ring_molecules"
+    version = "0.1.0"
+    family = "rings"
+    setting = "molecule"
+    title = "rings: does the molecule have a ring? (yes/no)"
+    input_kind = "molecule"
+    cluster_unit = "molecules"
+    resource_keys = ("instruction",)
+    answer = AnswerSpec(kind="yes_no", max_tokens=17, system_prompt=SYSTEM_PROMPT, closing="Say yes or no.")
+
+    @property
+    def sources(self):
+        return ()
+
+    @property
+    def label_space(self):
+        return LABELS
+
+    def evaluator(self):
+        return ClassificationEvaluator(LABELS, breakdown_key=None, positive_label=1)
+
+    def build(self):
+        samples = [
+            Sample(id=sample_id("ring", s), input=Molecule(smiles=s, name=s), target=int("1" in s), clusters=(s,),
+                   meta=MappingProxyType({}))
+            for s in SMILES
+        ]
+        return TaskData(
+            splits={"train": tuple(samples[:12]), "valid": tuple(samples[12:18]), "test": tuple(samples[18:])},
+            resources={"instruction": "Does the molecule contain a ring?"},
+        )
+
+
+TASKS = {"ring_molecules": RingTask()}
+'''
+
+
+def install(site: Path, package: str, source: str, entry_points: str) -> Path:
+    """Write ``package`` with its ``.dist-info`` under ``site``, as ``pip install`` leaves one; its dist-info folder."""
+    (site / package).mkdir(parents=True)
+    (site / package / "__init__.py").write_text(textwrap.dedent(source))
+    info = site / f"{package}-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    return info
+
+
 @pytest.fixture
 def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from ddibench import registry
 
     site = tmp_path / "site"
-    (site / "toyfam").mkdir(parents=True)
-    (site / "toyfam" / "__init__.py").write_text(textwrap.dedent(TOY_PACKAGE))
-    info = site / "toyfam-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyfam\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    info = install(site, "toyfam", TOY_PACKAGE, ENTRY_POINTS)
     # as 'pip install git+https://...@commit' records it (PEP 610): the adapter's provenance comes from here
     (info / "direct_url.json").write_text(
         json.dumps({"url": TOY_SOURCE, "vcs_info": {"vcs": "git", "commit_id": TOY_COMMIT}})
@@ -145,6 +209,20 @@ def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     yield site
     registry.clear_caches()
     sys.modules.pop("toyfam", None)
+
+
+@pytest.fixture
+def ring_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from ddibench import registry
+
+    site = tmp_path / "ring-site"
+    install(site, "ringfam", RING_PACKAGE, "[ddibench.tasks]\nrings = ringfam:TASKS\n")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    registry.clear_caches()
+    yield site
+    registry.clear_caches()
+    sys.modules.pop("ringfam", None)
 
 
 def test_an_outside_family_runs_scores_and_reaches_the_board(cli, toy_package: Path, tmp_path: Path) -> None:
@@ -284,3 +362,51 @@ def test_an_outside_adapter_is_traced_to_its_source_and_reproduced(cli, toy_pack
     assert code == 1 and "not reproduced: system 'toy-ranker' is not installed here" in out, out + err
     code, out, err = cli("board", "check", "--results", str(results))  # its reproduced tier cannot be checked here
     assert code == 1 and f"pip install 'git+{TOY_SOURCE}@{TOY_COMMIT}'" in out, out + err
+
+
+def test_an_outside_family_is_answered_through_what_its_task_declares(
+    cli, stub, ring_package: Path, tmp_path: Path
+) -> None:
+    """No reference system names the outside family; zero-shot asks the model under the task's own system prompt,
+    budget and closing line and reads the yes/no it declares, and morgan-sklearn trains a yes/no classifier on it."""
+    from ddibench.registry import get_system_class, get_task
+
+    task = get_task("ring_molecules")
+    served = {
+        name
+        for name in ("zero-shot", "cladd", "morgan-sklearn", "gin", "majority", "popularity", "only-smiles")
+        if get_system_class(name)().supports(task)
+    }
+    assert served == {"zero-shot", "cladd", "morgan-sklearn", "gin", "majority"}
+
+    run_dir = tmp_path / "zero-shot"
+    model = f"vllm:stub-model@{stub.base_url}"
+    code, out, err = cli(
+        "run", "-s", "zero-shot", "-t", "ring_molecules", "-m", model, "--run-dir", str(run_dir), "--no-cache"
+    )
+    assert code == 0, out + err
+    preds = {
+        json.loads(line)["prediction"]["sample_id"]: json.loads(line)["prediction"]
+        for line in (run_dir / "journal.jsonl").read_text().splitlines()
+    }
+    assert len(preds) == 12 and all(p["valid"] and p["label"] in (0, 1) for p in preds.values()), preds
+    asked = [r for r in stub.requests if r.get("messages")]
+    assert len(asked) == 12
+    for request in asked:
+        system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
+        assert system == task.answer.system_prompt and request["max_tokens"] == 17
+        assert user.endswith("Does the molecule contain a ring?\n\nSay yes or no.") and "SMILES: " in user
+        fmt = request.get("response_format") or {}
+        schema = fmt.get("schema") or (fmt.get("json_schema") or {}).get("schema")
+        assert schema["properties"]["answer"]["enum"] == ["yes", "no"]
+    trace = next(iter(preds.values()))["trace"]
+    assert trace["max_tokens"] == 17 and trace["constrained"] is True
+
+    run_dir = tmp_path / "morgan"
+    code, out, err = cli(
+        "run", "-s", "morgan-sklearn", "-t", "ring_molecules", "--config", "n_estimators=20", "--run-dir", str(run_dir)
+    )
+    assert code == 0, out + err
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["system_info"]["estimator"] == "rf"  # a yes/no answer: one classifier, not one model per label
+    assert "auroc" in results["evaluation"]["metrics"] and results["evaluation"]["n"] == 12

@@ -163,28 +163,88 @@ def test_an_outside_systems_bundle_gives_the_same_board_row_where_the_system_is_
         assert conn.execute("SELECT variant, collapsed FROM runs").fetchone() == ("fallback=3", False)
 
 
-def test_built_in_tasks_and_systems_name_families_from_one_place() -> None:
-    """Every shipped task's family and every family a shipped system serves is one of ddibench.families,
-    and no module compares with a family's name as a literal string."""
+def test_every_task_declares_the_answer_its_evaluator_scores() -> None:
+    """What a task declares about its answer (systems read it) agrees with what its evaluator scores: one label or
+    yes/no for a classification, k labels for a ranking (the same k), text for a text or probe scorer."""
+    scored_by = {"label": "classification", "yes_no": "classification", "top_k": "ranking", "text": "text"}
+    for name in registry.task_names():
+        task = registry.get_task(name)
+        answer, evaluator = task.answer, task.evaluator()
+        if answer.kind == "text":
+            assert evaluator.kind in ("text", "probe"), name
+        else:
+            assert evaluator.kind == scored_by[answer.kind], name
+        if answer.kind == "top_k":
+            assert answer.k == evaluator.k, name  # type: ignore[attr-defined]
+        if answer.kind == "yes_no":  # 0 is no, 1 is yes, whatever each answer's text says
+            assert [label.name for label in task.label_space] == ["no", "yes"], name
+        if answer.kind == "label":
+            assert len(task.label_space) > 2 and task.input_kind == "drug_pair", name
+
+
+def test_no_code_outside_a_familys_own_folder_decides_by_the_familys_name() -> None:
+    """Systems and the core read a task's declared answer, never its family's name: outside tasks/, a family's name
+    (a constant of ddibench.families, or the name itself in quotes beside the word family) appears only where a
+    system declares the families whose data it is written for (``families = (...)``)."""
     import re
 
     from ddibench import families
 
-    assert {registry.get_task(t).family for t in registry.task_names()} == set(families.ALL)
-    for name in registry.system_names():
-        assert set(registry.get_system_class(name).families) <= set(families.ALL), name
+    names = [value for key, value in vars(families).items() if key.isupper()]
+    constant = re.compile(r"\bfamilies\.[A-Z_]+\b")
+    literal = re.compile(r"""\bfamil(y|ies)\b[^#\n]*?(==|!=|\bin\b|=)\s*\(?\s*["'](""" + "|".join(names) + r""")["']""")
+    declaration = re.compile(r"^\s*families(: ClassVar\[.*\])? = \(families\.[A-Z_]+(, families\.[A-Z_]+)*,?\)$")
+
+    def decides_by_name(line: str) -> bool:
+        return bool(literal.search(line) or (constant.search(line) and not declaration.match(line)))
+
+    # the rule bites on the comparisons it replaced, and lets a declaration through
+    assert decides_by_name("        self.multilabel = view.task.family == families.DRUG_TARGETS")
+    assert decides_by_name('    if family == "toxicity":')
+    assert decides_by_name("FAMILIES = (families.TOXICITY, families.DRUG_TARGETS)")
+    assert not decides_by_name("    families = (families.DRUGBANK_DDI, families.TWOSIDES)")
     root = Path(__file__).resolve().parent.parent
-    names = "|".join(families.ALL)
-    literal = re.compile(r"""\bfamil(y|ies)\b[^#\n]*?(==|!=|\bin\b|=)\s*\(?\s*["'](""" + names + r""")["']""")
     found = [
-        f"{p.relative_to(root)}:{i}"
-        for folder in ("ddibench", "systems", "tasks", "leaderboard")
+        f"{p.relative_to(root)}:{i}: {line.strip()}"
+        for folder in ("ddibench", "systems", "leaderboard", "scripts")
         for p in (root / folder).rglob("*.py")
-        if p.name != "families.py"
+        if p != root / "ddibench" / "families.py"
         for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-        if literal.search(line)
+        if decides_by_name(line)
     ]
     assert found == [], found
+
+
+def test_a_task_that_does_not_declare_its_answer_is_refused(plugin: Path) -> None:
+    """Systems decide what to answer from ``task.answer``: a plug-in task without one is refused when the tasks are
+    discovered, naming the task and the fix, not mid-run."""
+    module = plugin.parent / "ddibench_majority" / "__init__.py"
+    module.write_text(
+        module.read_text()
+        + """
+
+from ddibench import Task
+
+
+class Unanswered(Task):
+    name, version, family, setting, title = "my_unanswered", "0.1", "mine", "S0", "no answer declared"
+    sources, label_space = (), None
+
+    def build(self):
+        raise NotImplementedError
+
+    def evaluator(self):
+        raise NotImplementedError
+
+
+TASKS = {"my_unanswered": Unanswered()}
+"""
+    )
+    (plugin / "entry_points.txt").write_text("[ddibench.tasks]\nmine = ddibench_majority:TASKS\n")
+    registry.clear_caches()
+    sys.modules.pop("ddibench_majority", None)
+    with pytest.raises(ConfigError, match="task 'my_unanswered' .* does not declare how it is answered"):
+        registry.task_names()
 
 
 def test_a_tasks_toml_table_with_an_unknown_or_missing_key_fails_the_load(

@@ -91,6 +91,7 @@ class RankingEvaluator(BaseEvaluator):
         self.breakdown_key = breakdown_key
         self.slice_key = slice_key
         self.slices = tuple(slices)
+        self.primary_slice = primary_slice  # the slice whose metric is the headline (None: all samples)
         headline = self.metric_name(primary, primary_slice)
         order = (*((primary_slice,) if primary_slice else ()), None, *(s for s in self.slices if s != primary_slice))
         self.metrics = tuple(

@@ -40,7 +40,6 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ddibench import families
 from ddibench.errors import ConfigError, DataError
 from ddibench.schema import DrugPair, Molecule, Prediction, Question, Sample
 from ddibench.task import Task
@@ -80,17 +79,19 @@ def dataset(**kwargs):
 
 
 def kind_of(task: Task) -> str:
-    """How a task is exported: "classification" (pairs -> one of the types, the label-choice prompt),
-    "ranking" (pairs -> k labels of a label set: TWOSIDES), "yes_no" (molecules -> yes or no: toxicity) or
-    "text" (questions -> free text). Not exported: drug targets, whose primary metric is the mean over one
-    slice of the samples (those the knowledge graph does not hold), which lm-eval's per-task aggregation
-    cannot select; and captioning, scored by a probe trained on the captions of every split, not per answer."""
-    kind = task.evaluator().kind
-    if kind == "classification" and task.input_kind == "drug_pair":
+    """How a task is exported, by the answer it declares: "classification" (pairs -> one label, the label-choice
+    prompt), "ranking" (pairs -> k labels of a label set: TWOSIDES), "yes_no" (molecules -> yes or no: toxicity) or
+    "text" (questions -> free text). Not exported: a task whose primary metric is the mean over one slice of the
+    samples (drug targets: those the knowledge graph does not hold), which lm-eval's per-task aggregation cannot
+    select; and one scored by a probe trained on the answers of every split (captioning), not answer by answer."""
+    evaluator = task.evaluator()
+    kind, answer = evaluator.kind, task.answer.kind
+    sliced = getattr(evaluator, "primary_slice", None) is not None
+    if answer == "label" and kind == "classification" and task.input_kind == "drug_pair":
         return "classification"
-    if kind == "ranking" and task.input_kind == "drug_pair":
+    if answer == "top_k" and kind == "ranking" and task.input_kind == "drug_pair" and not sliced:
         return "ranking"
-    if kind == "classification" and task.input_kind == "molecule" and task.family == families.TOXICITY:
+    if answer == "yes_no" and kind == "classification" and task.input_kind == "molecule":
         return "yes_no"
     if kind == "text":
         return "text"
@@ -98,9 +99,9 @@ def kind_of(task: Task) -> str:
         f"task {task.name} ({task.family}, {kind} answers) has no lm-eval export: "
         + (
             "its primary metric is the mean over one slice of the samples, which lm-eval cannot aggregate"
-            if task.family == families.DRUG_TARGETS
+            if sliced
             else "it is scored by a probe over every split's captions, not answer by answer"
-            if task.family == families.CAPTIONING
+            if kind == "probe"
             else "no export is written for this kind of task"
         ),
         "export a DrugBank, TWOSIDES, toxicity or question-answering task",
@@ -170,11 +171,11 @@ def _yaml(task: Task, data_file: str, kind: str, json_mode: str) -> str:
         metrics = [("accuracy", "agg_accuracy"), ("macro_f1", "agg_macro_f1"), ("kappa", "agg_kappa")]
     elif kind == "yes_no":
         from ddibench.llm import response_format
-        from ddibench.molecule_answers import MAX_TOKENS, answer_schema
+        from ddibench.molecule_answers import answer_budget, answer_schema
 
-        generation["max_gen_toks"] = MAX_TOKENS[task.family]
+        generation["max_gen_toks"] = answer_budget(task.answer)
         if json_mode != "none":
-            generation["response_format"] = response_format(json_mode, answer_schema(task.family))
+            generation["response_format"] = response_format(json_mode, answer_schema(task.answer))
         metrics = [("accuracy", "agg_accuracy"), ("macro_f1", "agg_macro_f1"), ("kappa", "agg_kappa")]
     elif kind == "ranking":
         from ddibench.label_choice import topk_schema, topk_tokens
@@ -336,7 +337,6 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
     task = _task(doc["ddibench_task"])
     kind = _doc_kind(doc)
     if kind == "yes_no":  # the zero-shot system's molecule prompt, its system text first
-        from ddibench.molecule_answers import SYSTEM_PROMPTS
         from ddibench.molecule_answers import question as molecule_question
 
         molecule = Molecule(
@@ -345,7 +345,8 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
             name=str(doc.get("name", "")),
             id=str(doc.get("molecule_id", "")),
         )
-        return SYSTEM_PROMPTS[task.family] + "\n\n" + molecule_question(task.family, molecule, str(doc["instruction"]))
+        answer = task.answer
+        return answer.system_prompt + "\n\n" + molecule_question(answer, molecule, str(doc["instruction"]))
     if kind == "ranking":
         from ddibench.label_choice import TOPK_QUESTION, topk_system_prompt
 

@@ -6,8 +6,9 @@
 * ``popularity`` — every sample gets the ``k`` labels that occur in the most training targets, most
   frequent first (ties: the smaller label id). Serves every task whose targets are label sets
   (top-k ranking: TWOSIDES side effects, drug targets).
-* ``only-smiles`` — an empty caption for every molecule of a captioning task: the probe then learns
-  from the structure alone (the CLADD paper's "Only SMILES" row), the floor of captioning systems.
+* ``only-smiles`` — an empty caption for every molecule of a task answered in text about a molecule
+  (captioning): the probe then learns from the structure alone (the CLADD paper's "Only SMILES" row), the floor
+  of captioning systems.
 * ``top-passage`` — for a question, the passage of the shared QA corpus (drug monographs, MedQuAD
   corpus documents, the training pairs' interaction sentences; :func:`ddibench.corpus.qa_corpus`) that
   a BM25 keyword search ranks first, verbatim: what retrieval gives with no model reading it, the floor
@@ -129,9 +130,12 @@ class OnlySmilesSystem(BaseSystem):
     version = "1.0.0"
     description = "an empty caption for every molecule: the captioning probe learns from the structure alone (the paper's 'Only SMILES')"
     Config = OnlySmilesConfig
-    families = (families.CAPTIONING,)
     batch_size = 4096
     max_concurrency = 1
+
+    def supports(self, task: Task) -> bool:
+        """Every task that asks for text about a molecule (captioning): an empty text is its floor."""
+        return task.input_kind == "molecule" and task.answer.kind == "text"
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         return [Prediction(sample_id=s.id, text="") for s in samples]

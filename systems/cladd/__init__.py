@@ -14,8 +14,9 @@ Every agent is its own LLM role (``--model ROLE=SPEC`` gives each a model), with
    similarity to the query and a line about each; ``biorel`` summarises the 2-hop paths between the
    anchor and them.
 3. ``molecule_understanding`` writes a report from the retrieved annotations (and the tool's caption).
-4. ``predictor`` combines the reports into the task's answer (yes/no, five targets or a caption), with the
-   prompts, constrained JSON and strict parsing of :mod:`ddibench.molecule_answers`.
+4. ``predictor`` combines the reports into the answer the task declares (``task.answer``: yes/no, five targets
+   or a caption), under the task's system prompt and budget, with the constrained JSON and strict parsing of
+   :mod:`ddibench.molecule_answers`; it serves every molecule task that module can answer.
 
 Ablations (``--config``): ``use_kg_team`` (drops the KG planner and both KG agents), ``use_drugrel``,
 ``use_biorel``, ``use_mu`` (the predictor then reads the raw annotations instead of the MU report),
@@ -24,8 +25,8 @@ Ablations (``--config``): ``use_kg_team`` (drops the KG planner and both KG agen
 ``kg=PATH`` reads a user's PrimeKG ``kg.csv`` (sha256 recorded) and ``pubchem=PATH`` adds a user's
 annotation dump.
 
-Leakage rules: on the drug-target tasks the query's own Repurposing Hub line (its gold target list) is
-never retrieved, and a molecule the KG lacks (the "no-overlap" slice) has no target edges there by
+Leakage rules: on a task built from the Drug Repurposing Hub (the drug-target tasks) the query's own Hub line
+(its gold target list) is never retrieved, and a molecule the KG lacks (the "no-overlap" slice) has no target edges there by
 construction; the query is never its own anchor or related drug (``self_anchor=false``). Every retrieved
 text is in the trace (``retrieved``), so ``scripts/cladd_leak_audit.py`` can count the answers whose
 context states the gold label verbatim. Planner decisions are in each trace and tallied in
@@ -41,14 +42,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ddibench import families
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
 from ddibench.molecule_answers import (
-    FAMILIES,
-    MAX_TOKENS,
-    SYSTEM_PROMPTS,
+    answer_budget,
     answer_schema,
+    can_answer,
     describe_molecule,
     instruction_of,
     to_prediction,
@@ -59,6 +58,7 @@ from ddibench.systems.cladd import prompts
 from ddibench.systems.cladd.annotations import Annotation, lookup, neighbour_caption
 from ddibench.systems.cladd.audit import stated_labels
 from ddibench.systems.cladd.graph import Anchor, DrugGraph, Related
+from ddibench.task import AnswerSpec, Task
 
 ROLES = ("annotation_planner", "kg_planner", "drugrel", "biorel", "molecule_understanding", "predictor")
 
@@ -102,7 +102,6 @@ class CLADDSystem(BaseSystem):
     description = "CLADD multi-agent RAG for molecules: planners, KG team (anchor, related drugs, 2-hop paths), molecule understanding, predictor"
     paper = "Lee et al. 2025, CLADD: RAG-enhanced collaborative LLM agents for drug discovery"
     Config = CLADDConfig
-    families = FAMILIES
     llm_roles = ROLES
     # the paper's ablations (Table 6): a run without a component is shown apart from the full system
     variant_keys = (
@@ -126,7 +125,8 @@ class CLADDSystem(BaseSystem):
                 "annotations=generated needs the captioning tool",
                 "drop use_captioning_tool=false or choose annotations=expert|both",
             )
-        self.family = ""
+        self.answer: AnswerSpec | None = None  # how the task is answered, from prepare()
+        self.hub_is_gold = False  # the task's labels come from the Repurposing Hub (its MoA line names them)
         self.instruction = ""
         self.labels: LabelSpace | None = None  # the answer's label space where the answer names labels (targets)
         self.label_space: LabelSpace | None = None
@@ -170,13 +170,26 @@ class CLADDSystem(BaseSystem):
 
     # -- preparation -------------------------------------------------------------------------
 
+    @property
+    def task_answer(self) -> AnswerSpec:
+        """The task's answer (set by prepare())."""
+        if self.answer is None:
+            raise RuntimeError("CLADD answers only after prepare()")
+        return self.answer
+
+    def supports(self, task: Task) -> bool:
+        """Every molecule task whose declared answer the predictor can give (:func:`ddibench.molecule_answers.can_answer`)."""
+        return can_answer(task)
+
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        from ddibench.data.repurposing import hub_sources
         from ddibench.systems.cladd.annotations import build_index, index_key, use_index
         from ddibench.systems.cladd.graph import hetionet_graph, primekg_graph
 
-        self.family = view.task.family
+        self.answer = view.task.answer
+        self.hub_is_gold = bool(set(view.task.sources) & set(hub_sources()))
         self.instruction = instruction_of(view.resources, view.task.name)
-        self.labels = view.task.label_space if self.family == families.DRUG_TARGETS else None
+        self.labels = view.task.label_space if view.task.answer.kind == "top_k" else None
         self.label_space = view.task.label_space
         # the user's own files first (read whole and checked), so a damaged one fails before the index is built
         if self.config.pubchem and self.config.annotations != "generated":
@@ -203,7 +216,7 @@ class CLADDSystem(BaseSystem):
             ctx.remember_text(text)
 
     def _predictor_system(self) -> str:
-        return prompts.PREDICTOR_PREFIX + SYSTEM_PROMPTS[self.family]
+        return prompts.PREDICTOR_PREFIX + self.task_answer.system_prompt
 
     # -- agents ------------------------------------------------------------------------------
 
@@ -243,9 +256,8 @@ class CLADDSystem(BaseSystem):
     async def _annotate(self, ctx: RunContext, molecule: Molecule, trace: dict[str, Any]) -> list[str]:
         """The annotation lines the molecule-understanding agent (or the predictor) reads."""
         cfg = self.config
-        exclude = (
-            ("repurposing-hub",) if self.family == families.DRUG_TARGETS else ()
-        )  # the query's own Hub line is its gold
+        # on a task built from the Hub, the query's own Hub line (its MoA terms and targets) is its gold
+        exclude = ("repurposing-hub",) if self.hub_is_gold else ()
         found: list[Annotation] = (
             lookup(molecule.inchikey, exclude, cfg.pubchem) if cfg.annotations != "generated" else []
         )
@@ -385,12 +397,12 @@ class CLADDSystem(BaseSystem):
                 context = lines + context
             system = self._predictor_system()
             user = self._question(molecule, context)
-            schema = answer_schema(self.family, self.labels) if cfg.constrained else None
+            schema = answer_schema(self.task_answer, self.labels) if cfg.constrained else None
             messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
             result = await ctx.model("predictor").chat(
                 messages,
                 temperature=cfg.temperature,
-                max_tokens=MAX_TOKENS[self.family],
+                max_tokens=answer_budget(self.task_answer),
                 json_schema=schema,
                 seed=ctx.seed,
             )
@@ -398,15 +410,15 @@ class CLADDSystem(BaseSystem):
             trace["calls"].append("predictor")
             self.count("calls.predictor")
             trace["predictor_system_sha256"] = sha256_text(system)
-            trace["max_tokens"] = MAX_TOKENS[self.family]
+            trace["max_tokens"] = answer_budget(self.task_answer)
             stated = (
-                stated_labels(self.family, self.label_space, trace["retrieved"])
+                stated_labels(self.task_answer.kind, self.label_space, trace["retrieved"])
                 if self.label_space is not None
                 else None
             )
             if stated is not None:  # what the retrieved texts state (report --ceilings), gold unseen
                 trace["context_labels"] = stated
-            pred = to_prediction(self.family, sample, result, self.labels, trace)
+            pred = to_prediction(self.task_answer, sample, result, self.labels, trace)
             self.count("answered" if pred.valid else "invalid")
             out.append(pred)
         return out
@@ -414,4 +426,4 @@ class CLADDSystem(BaseSystem):
     def _question(self, molecule: Molecule, context: list[str]) -> str:
         from ddibench.molecule_answers import question
 
-        return question(self.family, molecule, self.instruction, context)
+        return question(self.task_answer, molecule, self.instruction, context)

@@ -1,12 +1,13 @@
 """``morgan-sklearn``: Morgan fingerprints of the molecule into a scikit-learn classifier (no LLM, no graph).
 
 The classic baseline of molecular property prediction. Each molecule is an ECFP-style Morgan bit vector
-(RDKit; radius 2, 2,048 bits by default).
+(RDKit; radius 2, 2,048 bits by default). It serves every molecule task whose declared answer is yes/no or
+top-k and whose training labels it may see (:func:`learns`):
 
-* Toxicity (yes/no): a random forest (500 trees, balanced class weights) on the training molecules;
+* yes/no (toxicity): a random forest (500 trees, balanced class weights) on the training molecules;
   the label is the more probable class and ``scores`` carry the probability of "yes" (so AUROC is
   reported).
-* Drug targets (label sets): one-vs-rest L2 logistic regression, one binary model per target symbol
+* top-k (drug targets, label sets): one-vs-rest L2 logistic regression, one binary model per label
   that occurs among the training molecules' targets; the ranking is by predicted probability (a symbol
   never seen in training cannot be ranked).
 
@@ -31,20 +32,26 @@ from typing import Any, Literal
 
 from pydantic import Field, model_serializer
 
-from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView, families
+from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.label_sets import omit_at_default
 from ddibench.system import system_config_hash
 
 TRAINING_CODE_VERSION = 1
-FAMILIES = (families.TOXICITY, families.DRUG_TARGETS)
 # ``train_fraction``, the share of the training labels a run trains on (the CLADD paper's baselines: 0.1), is
 # left out of a configuration's dump at its default, so runs made before the option existed keep their config
 # hash, run id and cached model, and their bundles still verify (``verify`` checks that the recorded
 # configuration is the dump of itself)
 TRAIN_FRACTION_DEFAULT = {"train_fraction": 1.0}
 SPLIT_SALT = {"train": 0, "valid": 1}  # one random stream per split, so the two subsets are drawn independently
+
+
+def learns(task: Task) -> bool:
+    """Whether a model trained on the training molecules' labels answers ``task`` (what ``morgan-sklearn`` and
+    ``gin`` serve): a molecule in, a yes/no (one classifier) or top-k answer (one binary model per label) out, and
+    training labels to learn from."""
+    return task.input_kind == "molecule" and task.answer.kind in ("yes_no", "top_k") and task.training_labels_visible
 
 
 def fraction_size(n: int, fraction: float) -> int:
@@ -106,7 +113,6 @@ class MorganSklearnSystem(BaseSystem):
     version = "1.0.0"
     description = "Morgan fingerprints -> scikit-learn (random forest for yes/no, one-vs-rest logistic regression for target sets)"
     Config = MorganSklearnConfig
-    families = FAMILIES
     variant_keys = ("train_fraction",)  # a run on fewer labels is shown apart from the full-label run
     batch_size = 4096
     max_concurrency = 1
@@ -119,7 +125,7 @@ class MorganSklearnSystem(BaseSystem):
         self.log: dict[str, Any] = {}
 
     def supports(self, task: Task) -> bool:
-        return task.family in FAMILIES and task.input_kind == "molecule"
+        return learns(task)
 
     def estimator_kind(self) -> str:
         if self.config.estimator != "auto":
@@ -131,7 +137,7 @@ class MorganSklearnSystem(BaseSystem):
         return bits
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        self.multilabel = view.task.family == families.DRUG_TARGETS
+        self.multilabel = view.task.answer.kind == "top_k"  # a label set per molecule: one binary model per label
         if not view.train:
             raise ConfigError(
                 f"task {view.task.name} has no training molecules", "morgan-sklearn needs a training split"

@@ -3,11 +3,12 @@
 The graph baseline of molecular property prediction (Xu et al. 2019; with bond features as in Hu et al.
 2020). A molecule becomes a graph with torch-geometric's ``from_smiles`` (9 categorical atom features,
 3 bond features, each embedded and summed); ``layers`` GINE convolutions (each an MLP with batch norm
-and ReLU, residual, dropout), mean pooling over atoms, and a linear head:
+and ReLU, residual, dropout), mean pooling over atoms, and a linear head, by the answer the task declares
+(it serves every molecule task with a yes/no or top-k answer and training labels):
 
-* toxicity (yes/no): one logit, binary cross-entropy; the label is "yes" when its probability reaches
+* yes/no (toxicity): one logit, binary cross-entropy; the label is "yes" when its probability reaches
   0.5, and ``scores`` carry that probability (AUROC is reported);
-* drug targets: one logit per target symbol, binary cross-entropy over the label set; the ranking is
+* top-k (drug targets): one logit per label (target symbol), binary cross-entropy over the label set; the ranking is
   by predicted probability.
 
 Adam with early stopping on the validation loss (``patience`` epochs), keeping the best epoch. The
@@ -42,15 +43,13 @@ from ddibench import (
     Task,
     TrainingProgress,
     TrainingView,
-    families,
 )
 from ddibench.errors import ConfigError
 from ddibench.label_sets import omit_at_default
 from ddibench.system import Phase, PlanContext, system_config_hash
-from ddibench.systems.fingerprint import TRAIN_FRACTION_DEFAULT, label_fraction
+from ddibench.systems.fingerprint import TRAIN_FRACTION_DEFAULT, label_fraction, learns
 
 TRAINING_CODE_VERSION = 1
-FAMILIES = (families.TOXICITY, families.DRUG_TARGETS)
 
 
 class GINConfig(SystemConfig):
@@ -147,7 +146,6 @@ class GINSystem(BaseSystem):
         "graph isomorphism network (GINE, torch-geometric) over the molecular graph, trained on the training split"
     )
     Config = GINConfig
-    families = FAMILIES
     variant_keys = ("train_fraction",)  # a run on fewer labels is shown apart from the full-label run
     batch_size = 4096
     max_concurrency = 1
@@ -161,7 +159,7 @@ class GINSystem(BaseSystem):
         self.log: dict[str, Any] = {}
 
     def supports(self, task: Task) -> bool:
-        return task.family in FAMILIES and task.input_kind == "molecule"
+        return learns(task)
 
     def _device(self) -> Any:
         import torch
@@ -186,7 +184,7 @@ class GINSystem(BaseSystem):
         import torch
 
         torch.set_num_threads(self.config.threads or os.cpu_count() or 1)
-        self.multilabel = view.task.family == families.DRUG_TARGETS
+        self.multilabel = view.task.answer.kind == "top_k"  # a label set per molecule: one output per label
         self.n_out = len(view.task.label_space) if self.multilabel else 1
         if not view.train or not view.valid:
             raise ConfigError(
@@ -217,7 +215,7 @@ class GINSystem(BaseSystem):
     def plan(self, view: TrainingView, samples: Sequence[Sample], ctx: PlanContext) -> list[Phase]:
         """Training: at most ``max_epochs`` epochs (early stopping may end it sooner) over the training molecules."""
         cfg = self.config
-        stratify = view.task.family != families.DRUG_TARGETS
+        stratify = view.task.answer.kind == "yes_no"  # one label per molecule to stratify by (not a label set)
         n_train = len(label_fraction(view.train, cfg.train_fraction, 0, stratify=stratify))  # the count is seed-free
         note = f"{n_train:,} training molecules, batch {cfg.batch_size}, patience {cfg.patience} (epochs: at most)"
         return [Phase("training gin", epochs=cfg.max_epochs, note=note)]

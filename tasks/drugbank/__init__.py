@@ -32,7 +32,18 @@ from ddibench.data.drugbank import (
 )
 from ddibench.errors import DataError
 from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
-from ddibench.task import Check, FamilySpec, Lazy, Splits, Task, TaskData, TaskSpec, load_task_specs, require
+from ddibench.task import (
+    AnswerSpec,
+    Check,
+    FamilySpec,
+    Lazy,
+    Splits,
+    Task,
+    TaskData,
+    TaskSpec,
+    load_task_specs,
+    require,
+)
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
@@ -122,6 +133,7 @@ def _unseen_counts(triples: Iterable[tuple[int, int, int]], train_drugs: set[int
 class DrugBankTask(Task):
     family = FAMILY
     resource_keys = ("drugs", "labels", "train_drugs", "interactions")
+    answer = AnswerSpec(kind="label")  # one of the 86 interaction types
 
     def __init__(self, name: str, spec: DrugBankSpec) -> None:
         self.name = name

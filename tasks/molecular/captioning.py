@@ -18,12 +18,20 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from ddibench import families
 from ddibench.schema import Label, LabelSpace, Sample, Target
-from ddibench.task import Check
+from ddibench.task import AnswerSpec, Check
 from ddibench.tasks.molecular.base import MolecularSpec, MolecularTask
 from ddibench.tasks.molecular.molecules import SPLITS, DedupeStats, Entry, deduplicate, read_table, rows_of
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
+
+# a caption in free text, of bounded length (the probe reads the captions of every split)
+ANSWER = AnswerSpec(
+    kind="text",
+    max_tokens=256,
+    system_prompt="You are an expert medicinal chemist. Write a short, factual paragraph about the molecule, as the request asks.",
+    closing="Write the description as one paragraph of at most 120 words.",
+)
 
 
 class CaptioningSpec(MolecularSpec):
@@ -40,6 +48,7 @@ class CaptioningTask(MolecularTask):
     family = families.CAPTIONING
     spec: CaptioningSpec
     resource_keys = ("instruction",)
+    answer = ANSWER
     predict_splits: ClassVar[tuple[str, ...]] = SPLITS
     training_labels_visible: ClassVar[bool] = False
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ddibench import families
 from ddibench.data import SourceFile
 from ddibench.schema import Label, LabelSpace, Sample, Target
-from ddibench.task import Check
+from ddibench.task import AnswerSpec, Check
 from ddibench.tasks.molecular.base import MolecularSpec, MolecularTask
 from ddibench.tasks.molecular.molecules import SPLITS, DedupeStats, Entry, Row, deduplicate
 
@@ -38,6 +38,16 @@ if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
 
 SLICES = ("no-overlap", "overlap")
+# five HGNC symbols, most likely first, as JSON {"targets": [...]} (the form ddibench.molecule_answers reads)
+ANSWER = AnswerSpec(
+    kind="top_k",
+    k=5,
+    max_tokens=96,
+    system_prompt=(
+        'You are an expert pharmacologist. Answer with JSON only, in the form {"targets": ["SYMBOL1", "SYMBOL2", "SYMBOL3", "SYMBOL4", "SYMBOL5"]}, '
+        "using official HGNC gene symbols of human proteins, most likely first."
+    ),
+)
 
 
 def polarity(term: str, rules: Mapping[str, Sequence[str]]) -> str | None:
@@ -62,6 +72,7 @@ class TargetSpec(MolecularSpec):
 class TargetTask(MolecularTask):
     family = families.DRUG_TARGETS
     resource_keys = ("instruction", "kg_overlap")
+    answer = ANSWER
     merge = "union"
     spec: TargetSpec
 
@@ -118,7 +129,7 @@ class TargetTask(MolecularTask):
 
         return RankingEvaluator(
             self.label_space,
-            k=5,
+            k=self.answer.k,
             metrics=("precision", "recall"),
             primary="precision",
             slice_key="kg",

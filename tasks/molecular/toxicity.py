@@ -16,13 +16,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ddibench import families
 from ddibench.schema import Label, LabelSpace, Sample, Target
-from ddibench.task import Check
+from ddibench.task import AnswerSpec, Check
 from ddibench.tasks.molecular.base import MolecularSpec, MolecularTask
 from ddibench.tasks.molecular.molecules import SPLITS, DedupeStats, Entry, deduplicate, read_table, rows_of
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
 
+# yes or no, in JSON where the server constrains output; the budget fits the JSON with room to spare
+ANSWER = AnswerSpec(
+    kind="yes_no",
+    max_tokens=24,
+    system_prompt='You are an expert medicinal chemist and toxicologist. Answer with JSON only, in the form {"answer": "yes"} or {"answer": "no"}.',
+)
 _PLACEHOLDER = re.compile(r"^(drug[ _]?\d+|[\d.]+)$", re.IGNORECASE)  # "Drug_12", "Drug 3", "187.0": ids, not names
 
 
@@ -38,6 +44,7 @@ class ToxicitySpec(MolecularSpec):
 class ToxicityTask(MolecularTask):
     family = families.TOXICITY
     resource_keys = ("instruction", "question")
+    answer = ANSWER
     spec: ToxicitySpec
 
     @property

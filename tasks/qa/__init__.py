@@ -31,7 +31,7 @@ from ddibench import families
 from ddibench.data import SourceFile, all_datasets, source
 from ddibench.data.medquad import MEDICATIONQA, medicationqa_rows, medquad_pairs
 from ddibench.schema import DrugPair, Label, LabelSpace, Question, Sample, interaction_question, sample_id
-from ddibench.task import Check, Lazy, Task, TaskData, require
+from ddibench.task import AnswerSpec, Check, Lazy, Task, TaskData, require
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
@@ -41,6 +41,7 @@ class DDIQATask(Task):
     family = families.DDI_QA
     resource_keys = ("drugs", "labels", "train_drugs", "interactions")
     input_kind = "question"
+    answer = AnswerSpec(kind="text")  # an answer in words, scored by similarity, a judge and label recovery
 
     def __init__(self, name: str, base: str, setting: str) -> None:
         self.name = name
@@ -258,6 +259,7 @@ def _lookup_checks(
 class MedQuADTask(Task):
     family = families.MEDICAL_QA
     resource_keys = ("interactions",)
+    answer = AnswerSpec(kind="text")
     setting = "QA"
     version = "1.0.0"
     name = "medquad"

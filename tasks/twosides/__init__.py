@@ -31,7 +31,7 @@ from ddibench.data import SourceFile, fetch, source
 from ddibench.data.twosides import N_DRUGS, N_LABELS, TwosidesCatalog, catalog_sources, load_catalog, load_labels
 from ddibench.errors import DataError
 from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
-from ddibench.task import Check, FamilySpec, Lazy, Task, TaskData, TaskSpec, load_task_specs, require
+from ddibench.task import AnswerSpec, Check, FamilySpec, Lazy, Task, TaskData, TaskSpec, load_task_specs, require
 
 if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
@@ -313,6 +313,7 @@ def setting_checks(setting: str, splits: dict[str, tuple[Pair, ...]], roles: dic
 class TwosidesTask(Task):
     family = FAMILY
     resource_keys = ("drugs", "labels", "train_drugs", "kg_space", "interactions")
+    answer = AnswerSpec(kind="top_k", k=K)  # the K most likely of the side effects
 
     def __init__(self, name: str, spec: TwosidesSpec) -> None:
         self.name = name
@@ -373,7 +374,7 @@ class TwosidesTask(Task):
         # Recall@5 is primary: the paper's first TWOSIDES metric, and it does not depend on the order within
         # the five, which an LLM's list of names does not reliably express; NDCG@5 is reported beside it.
         return RankingEvaluator(
-            self.label_space, k=K, metrics=("recall", "ndcg"), primary="recall", breakdown_key="n_unseen"
+            self.label_space, k=self.answer.k, metrics=("recall", "ndcg"), primary="recall", breakdown_key="n_unseen"
         )
 
     def card(self) -> dict[str, Any]:
