@@ -382,8 +382,33 @@ class SystemConfig(BaseModel):
         return config
 
 
+class Counters:
+    """What a system counts as it answers, by name (answers given, invalid answers, fallbacks taken, calls of a
+    role). A system reports them as ``run_info()["counters"]``, and the runner adds each name up over every session
+    of a run (:mod:`ddibench.runner.scoring`), so every count is an int that only grows."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def add(self, name: str, n: int = 1) -> None:
+        """Count ``n`` more of ``name``."""
+        self._counts[name] = self._counts.get(name, 0) + n
+
+    def set(self, name: str, value: int) -> None:
+        """Record ``name`` as ``value`` (a flag counted once per session, such as an index built in it)."""
+        self._counts[name] = value
+
+    def __getitem__(self, name: str) -> int:
+        """The count of ``name``; 0 for a name never counted."""
+        return self._counts.get(name, 0)
+
+    def as_dict(self) -> dict[str, int]:
+        """A copy, in the order the names were first counted."""
+        return dict(self._counts)
+
+
 class BaseSystem(ABC):
-    """Convenience base: configuration handling and sensible class defaults."""
+    """Convenience base: configuration handling, counters and sensible class defaults."""
 
     name: ClassVar[str] = ""  # the name runs and the board know it by (``ddibench run -s NAME``)
     version: ClassVar[str] = "0"  # bump when answers change for the same configuration: run ids and artifacts follow it
@@ -408,6 +433,11 @@ class BaseSystem(ABC):
 
     def __init__(self, config: SystemConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()
+        self.counters = Counters()  # what :meth:`count` counts; a system reports it in its run_info
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Count ``n`` more of ``name`` in :attr:`counters`."""
+        self.counters.add(name, n)
 
     @classmethod
     def variant(cls, config: dict[str, Any]) -> str:

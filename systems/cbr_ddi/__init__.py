@@ -170,7 +170,7 @@ class CBRDDISystem(BaseSystem):
         self.lam = 0.5
         self.k: int | None = None  # labels to answer: None for one interaction type, k for a label set
         self.n_candidates = self.config.n_candidates
-        self.info: dict[str, Any] = {"counters": {}}
+        self.info: dict[str, Any] = {}  # what run_info reports besides the counters
         self._queries: dict[str, Any] | None = None  # the queries' phase, grown by every predict() call
         self._query_clock = (0.0, 0.0)
 
@@ -228,12 +228,8 @@ class CBRDDISystem(BaseSystem):
                 "use -C repository_size=N on a label-set task",
             )
 
-    def count(self, name: str, n: int = 1) -> None:
-        counters = self.info["counters"]
-        counters[name] = counters.get(name, 0) + n
-
     def run_info(self) -> dict[str, Any]:
-        return self.info
+        return {"counters": self.counters.as_dict(), **self.info}
 
     @contextmanager
     def _phase(self, name: str) -> Iterator[None]:
