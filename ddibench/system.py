@@ -484,6 +484,26 @@ class BaseSystem(ABC):
         so such a run starts no model for the others (and needs no ``-m``)."""
         return cls.llm_roles
 
+    def artifact_key(
+        self, task: Task, seed: int | None = None, *, whole_config: bool = True, **built_from: Any
+    ) -> dict[str, Any]:
+        """The key of an artifact this system builds from ``task`` (a trained model, a case repository), for
+        ``ctx.artifacts``: this system's name and version, the hash of its whole configuration, the task and the hash
+        of its data, the seed where the artifact depends on it, and ``built_from``, whatever else went into it (the
+        configuration as trained, a training-code version, a graph's card).
+
+        ``whole_config=False`` leaves the configuration's hash out, for an artifact that depends on a few options
+        only (named in ``built_from``): runs that differ in the other options then share it. The key's hash names
+        the artifact's folder, so a key must stay what it was, byte for byte, or every artifact built under it is
+        built again: a system adds what is new in ``built_from`` (and only where it applies), never here."""
+        key: dict[str, Any] = {"system": self.name, "version": self.version}
+        if whole_config:
+            key["config_hash"] = system_config_hash(self)
+        key |= {"task": task.name, "data_sha256": task.data_sha256}
+        if seed is not None:
+            key["seed"] = seed
+        return key | built_from
+
     def supports(self, task: Task) -> bool:
         """Whether it serves ``task`` (by default: the task's family is one of :attr:`families`)."""
         return not self.families or task.family in self.families
