@@ -62,15 +62,11 @@ class AnswerSystem(BaseSystem):
 
     def __init__(self, config: AnswerConfig | None = None) -> None:
         super().__init__(config)
-        self.counters: dict[str, int] = {}
         self._recovery: Any = None
         self._stated: Any = None
 
-    def count(self, name: str, n: int = 1) -> None:
-        self.counters[name] = self.counters.get(name, 0) + n
-
     def run_info(self) -> dict[str, Any]:
-        return {"counters": dict(self.counters)}
+        return {"counters": self.counters.as_dict()}
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         from ddibench.evaluation.text_scorers import StatedTypes

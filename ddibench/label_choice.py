@@ -186,7 +186,6 @@ class LabelChoiceSystem(BaseSystem):
         self.order: list[int] = []
         self.positions: dict[int, int] = {}  # label -> its position in self.order
         self.system_prompt = ""
-        self.counters: dict[str, int] = {}
         self.k: int | None = None  # the number of labels to choose; None: one label (a classification task)
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
@@ -223,11 +222,8 @@ class LabelChoiceSystem(BaseSystem):
         that names a type by number (Naive-CBR's cases) agrees with the list when the options are shuffled."""
         return self.positions[label] + 1
 
-    def count(self, name: str, n: int = 1) -> None:
-        self.counters[name] = self.counters.get(name, 0) + n
-
     def run_info(self) -> dict[str, Any]:
-        return {"counters": dict(self.counters)}
+        return {"counters": self.counters.as_dict()}
 
     def question(self, pair: DrugPair, lines: list[str]) -> str:
         template = QUESTION if self.k is None else TOPK_QUESTION

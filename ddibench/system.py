@@ -404,8 +404,33 @@ class SystemConfig(BaseModel):
         return config
 
 
+class Counters:
+    """What a system counts as it answers, by name (answers given, invalid answers, fallbacks taken, calls of a
+    role). A system reports them as ``run_info()["counters"]``, and the runner adds each name up over every session
+    of a run (:mod:`ddibench.runner.scoring`), so every count is an int that only grows."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def add(self, name: str, n: int = 1) -> None:
+        """Count ``n`` more of ``name``."""
+        self._counts[name] = self._counts.get(name, 0) + n
+
+    def set(self, name: str, value: int) -> None:
+        """Record ``name`` as ``value`` (a flag counted once per session, such as an index built in it)."""
+        self._counts[name] = value
+
+    def __getitem__(self, name: str) -> int:
+        """The count of ``name``; 0 for a name never counted."""
+        return self._counts.get(name, 0)
+
+    def as_dict(self) -> dict[str, int]:
+        """A copy, in the order the names were first counted."""
+        return dict(self._counts)
+
+
 class BaseSystem(ABC):
-    """Convenience base: configuration handling and sensible class defaults."""
+    """Convenience base: configuration handling, counters and sensible class defaults."""
 
     name: ClassVar[str] = ""  # the name runs and the board know it by (``ddibench run -s NAME``)
     version: ClassVar[str] = "0"  # bump when answers change for the same configuration: run ids and artifacts follow it
@@ -430,6 +455,11 @@ class BaseSystem(ABC):
 
     def __init__(self, config: SystemConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()
+        self.counters = Counters()  # what :meth:`count` counts; a system reports it in its run_info
+
+    def count(self, name: str, n: int = 1) -> None:
+        """Count ``n`` more of ``name`` in :attr:`counters`."""
+        self.counters.add(name, n)
 
     @classmethod
     def variant(cls, config: dict[str, Any]) -> str:
@@ -469,6 +499,26 @@ class BaseSystem(ABC):
         configuration can leave a role idle (an ablation that answers without the LLM) names the ones it uses,
         so such a run starts no model for the others (and needs no ``-m``)."""
         return cls.llm_roles
+
+    def artifact_key(
+        self, task: Task, seed: int | None = None, *, whole_config: bool = True, **built_from: Any
+    ) -> dict[str, Any]:
+        """The key of an artifact this system builds from ``task`` (a trained model, a case repository), for
+        ``ctx.artifacts``: this system's name and version, the hash of its whole configuration, the task and the hash
+        of its data, the seed where the artifact depends on it, and ``built_from``, whatever else went into it (the
+        configuration as trained, a training-code version, a graph's card).
+
+        ``whole_config=False`` leaves the configuration's hash out, for an artifact that depends on a few options
+        only (named in ``built_from``): runs that differ in the other options then share it. The key's hash names
+        the artifact's folder, so a key must stay what it was, byte for byte, or every artifact built under it is
+        built again: a system adds what is new in ``built_from`` (and only where it applies), never here."""
+        key: dict[str, Any] = {"system": self.name, "version": self.version}
+        if whole_config:
+            key["config_hash"] = system_config_hash(self)
+        key |= {"task": task.name, "data_sha256": task.data_sha256}
+        if seed is not None:
+            key["seed"] = seed
+        return key | built_from
 
     def supports(self, task: Task) -> bool:
         """Whether it serves ``task`` (by default: the task's family is one of :attr:`families`; a system that can

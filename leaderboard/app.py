@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from ddibench.leaderboard import columns
 from ddibench.leaderboard import data as board
 from ddibench.registry import scoring_provenance
 
@@ -91,20 +93,36 @@ def ranked_view(full: pd.DataFrame) -> None:
         "random answers), recomputed by the board. The papers' published numbers are in the 'Published' tab."
     )
     st.subheader("Ranked runs")
-    ranking = board.ranked(full)
+    ranking = columns.ranked(full)
     ranking = ranking.assign(system=ranking["system"].map(board.system_label))
-    st.dataframe(
-        ranking,
-        width="stretch",
-        hide_index=True,
-        column_config={
-            "value": st.column_config.NumberColumn("value", help="in the metric's unit: a fraction in %"),
-            "model": st.column_config.TextColumn("model", help=f"the model an LLM system ran on ({board.UNCHECKED})"),
-        },
-    )
+    st.dataframe(ranking, width="stretch", hide_index=True, column_config=column_help(columns.RANKED, ranking))
     st.caption("Click a column's name to sort. Rank: within the task, best first.")
     best = labelled(board.cells(full, ("task", "system")))
     st.vega_lite_chart(spec=board.heatmap_spec(best), width="stretch", height=board.heatmap_height(best))
+
+
+def column_help(shown: tuple[columns.Column, ...], frame: pd.DataFrame) -> dict[str, Any]:
+    """st.dataframe's settings of the columns that say what they hold: a tooltip on their header."""
+    config: dict[str, Any] = {}
+    for column in shown:
+        if column.help:
+            numeric = pd.api.types.is_numeric_dtype(frame[column.header])
+            kind = st.column_config.NumberColumn if numeric else st.column_config.TextColumn
+            config[column.header] = kind(column.header, help=column.help)
+    return config
+
+
+def markdown_cell(column: columns.Column, value: object) -> str:
+    """A cell for st.table, which renders markdown: the board's own text escaped, a submitter's words and a run id
+    in a code span (shown as written), a system's name marked when this installation does not register it."""
+    text = columns.text(value)
+    if column.shows == "system":
+        shown = board.system_md(text)
+    elif column.shows in ("words", "run"):
+        shown = board.md_code(text)
+    else:
+        shown = board.md_text(text)
+    return shown or column.empty
 
 
 def _one_line(text: object) -> object:
@@ -122,19 +140,10 @@ def _model_in_code(text: object) -> object:
 
 def preview_table(previews: pd.DataFrame) -> pd.DataFrame:
     """The previews as st.table renders them (markdown): every stored word escaped or in a code span."""
-    rows = board.preview_rows(previews)
+    rows = columns.preview_rows(previews)
     table = pd.DataFrame(
-        {
-            "task": rows["task"].map(board.md_text),
-            "system": rows["system"].map(board.system_md),
-            "variant": rows["variant"].map(board.md_text),
-            "model": rows["model"].map(lambda m: board.md_code(m) if m != board.NO_MODEL else m),
-            "n": rows["n"].map(lambda n: f"{n:,}"),
-            "metric": rows["metric"].map(board.md_text),
-            "value [95% CI]": rows["value [95% CI]"].map(board.md_text),
-            "run": rows["run_id"].map(board.md_code),
-        }
-    ).set_index("task")
+        {c.header: [markdown_cell(c, v) for v in rows[c.header]] for c in columns.APP_PREVIEWS}
+    ).set_index(columns.TASK.header)
     return table.map(_one_line)
 
 
@@ -145,22 +154,11 @@ def published_view(runs: pd.DataFrame) -> None:
     if shown.empty:
         st.info("No published number for the tasks that match the filters.")
         return
-    columns = {
-        "task": "task",
-        "method": "method",
-        "model": "model",
-        "shown": "published",
-        "metric_label": "metric",
-        "paper": "paper",
-        "link": "link",
-        "source": "source",
-        "note": "note",
-    }
     st.dataframe(
-        shown[list(columns)].rename(columns=columns),
+        pd.DataFrame({c.header: c.cells(shown) for c in columns.APP_PUBLISHED}),
         width="stretch",
         hide_index=True,
-        column_config={"link": st.column_config.LinkColumn("link", display_text="paper")},
+        column_config={columns.LINK.header: st.column_config.LinkColumn(columns.LINK.header, display_text="paper")},
     )
     st.caption(
         "The papers' own numbers on their own splits and code, converted from percent to each metric's unit; "

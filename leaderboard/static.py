@@ -26,7 +26,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ import pandas as pd
 
 from ddibench.errors import ConfigError
 from ddibench.evaluation.floors import floor_title
+from ddibench.leaderboard import columns
 from ddibench.leaderboard import data as board
 
 TRACES_SHOWN = 5  # samples with their traces on a run page
@@ -134,7 +135,7 @@ def markdown_table(store: Path) -> str:
             (_md(c) if c not in systems else _md_system(c)) + (" (LLM)" if _column_system(c) in llm else "")
             for c in table.columns
         ]
-        lines += [_md_line(["task", *header]), _md_row(["---"] * (len(header) + 1))]
+        lines += [_md_line([columns.TASK.header, *header]), _md_row(["---"] * (len(header) + 1))]
         lines += [_md_row([task, *(value or "—" for value in row)]) for task, row in table.iterrows()]
         lines += [
             "",
@@ -155,24 +156,10 @@ def markdown_table(store: Path) -> str:
     previews = runs[~runs["submittable"]]
     if not previews.empty:
         lines += ["", "Previews (`--limit`: metrics on the samples it drew; never ranked):", ""]
-        lines += [
-            _md_row(["task", "system", "variant", "model", "n", "metric", "value [95% CI]"]),
-            _md_row(["---"] * 7),
-        ]
-        lines += [
-            _md_line(
-                [
-                    _md(r["task"]),
-                    _md_system(r["system"]),
-                    _md(r["variant"] or "—"),
-                    board.md_code(r["model"]).replace("|", "\\|") or "—",
-                    _md(f"{r['n']:,}"),
-                    _md(r["primary_metric"]),
-                    _md(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else "")),
-                ]
-            )
-            for _, r in previews.iterrows()
-        ]
+        shown = columns.MARKDOWN_PREVIEWS
+        lines += [_md_row(c.header for c in shown), _md_row(["---"] * len(shown))]
+        cells = [c.cells(previews) for c in shown]
+        lines += [_md_line(_md_cell(c, column[i]) for c, column in zip(shown, cells)) for i in range(len(previews))]
         if previews["collapsed"].any():
             lines += [
                 "",
@@ -195,7 +182,7 @@ def ranked_table(store: Path) -> str:
     heads = board.task_heads(full)
     floors = board.floor_labels(full, board.floors(store))
     with_llm = ordered[[bool(board.short_model(m)) for m in ordered["model"]]]
-    lines = [_md_row(["task", "metric", "best", "best LLM system", "floors"]), _md_row(["---"] * 5)]
+    lines = [_md_row(c.header for c in columns.COMPACT), _md_row(["---"] * len(columns.COMPACT))]
     shown_llm: dict[str, set[str]] = {}
     for task in sorted(heads.index):
         best = ordered[ordered["task"] == task].iloc[0]
@@ -248,6 +235,19 @@ def _ranked_models(full: pd.DataFrame) -> dict[str, list[str]]:
 def _column_system(column: str) -> str:
     """The system of a matrix column ('gin [train_fraction=0.1]' is a variant of gin)."""
     return column.split(" [", 1)[0]
+
+
+def _md_cell(column: columns.Column, value: object) -> str:
+    """A cell of a markdown table as its column shows it: a system's name labelled when unregistered, a submitter's
+    words in a code span, the board's own text escaped."""
+    text = columns.text(value)
+    if column.shows == "system":
+        shown = _md_system(text)
+    elif column.shows == "words":
+        shown = board.md_code(text).replace("|", "\\|")
+    else:
+        shown = _md(text)
+    return shown or column.empty
 
 
 def _md_row(cells: Iterable[object]) -> str:
@@ -315,22 +315,7 @@ def _index(data: _Board) -> str:
 def _leaders(full: pd.DataFrame) -> str:
     """One row per task: its best full run's system, score (linked to the run) and model; narrow enough for a phone."""
     best = board.best_first(full).drop_duplicates("task").sort_values("task")
-    rows = [
-        [
-            _link(_page("tasks", r["task"]), r["task"]),
-            _e(r["primary_metric"]),
-            _system_link("", r["system"]) + (f" [{_e(r['variant'])}]" if r["variant"] else ""),
-            _score(r),
-            _model(r["model"]) or "—",
-        ]
-        for _, r in best.iterrows()
-    ]
-    return _table(
-        ["task", "metric", "best system", 'score <span class="ci">[95% CI]</span>', "model" + _unchecked()],
-        rows,
-        "leaders",
-        wrap=True,
-    )
+    return _table(_headers(columns.LEADERS), _rows(columns.LEADERS, best, root=""), "leaders", wrap=True)
 
 
 def _score(run: pd.Series) -> str:
@@ -354,7 +339,11 @@ def _matrix(full: pd.DataFrame, data: _Board) -> str:
     heads = board.task_heads(full)
     floors = board.floor_labels(full, data.floors)
     systems = sorted(set(zip(full["system"], full["variant"])))
-    header = ["task", "metric", *(_system_link("", s) + (f" [{_e(v)}]" if v else "") for s, v in systems), "floors"]
+    header = [
+        *_headers(columns.MATRIX_HEAD),
+        *(_system_link("", s) + (f" [{_e(v)}]" if v else "") for s, v in systems),
+        *_headers(columns.MATRIX_TAIL),
+    ]
     rows = []
     for task in sorted(heads.index):
         cells = [_link(_page("tasks", task), task), _e(heads.loc[task, "primary_metric"])]
@@ -396,22 +385,8 @@ def _task_page(task: str, runs: pd.DataFrame, data: _Board) -> str:
 
 
 def _previews_table(previews: pd.DataFrame) -> str:
-    rows = [
-        [
-            _link(_page("runs", r["run_id"]), r["run_id"]),
-            _link(_page("tasks", r["task"]), r["task"]),
-            _system_link("", r["system"]),
-            _e(r["variant"] or "—"),
-            _e(r["model"]),
-            f"{r['n']:,}",
-            _e(r["primary_metric"]),
-            _e(board.value_ci(r) + (board.COLLAPSED + " collapsed" if r["collapsed"] else "")),  # never ★ or ≈
-        ]
-        for _, r in board.best_first(previews).sort_values("task", kind="stable").iterrows()
-    ]
-    return _table(
-        ["run", "task", "system", "variant", "model" + _unchecked(), "n", "metric", "value [95% CI]"], rows, "previews"
-    )
+    ordered = board.best_first(previews).sort_values("task", kind="stable")
+    return _table(_headers(columns.SITE_PREVIEWS), _rows(columns.SITE_PREVIEWS, ordered, root=""), "previews")
 
 
 def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> str:
@@ -423,41 +398,30 @@ def _runs_table(runs: pd.DataFrame, data: _Board, root: str, by_task: bool) -> s
         for name in detail.metrics if detail else ():
             spec = detail.specs.get(name) if detail else None
             metrics.setdefault(name, spec.title() if spec else name)
-    header = [
-        "run",
-        "system",
-        *([] if by_task else ["task", "primary metric"]),
-        *map(_e, metrics.values()),
-        "model" + _unchecked(),
-        *([board.PROBE_TITLE] if data.probes else []),
-        "profile" + _unchecked(),
-        "tier",
-        "n",
-        "against the best",
-        "cost per item",
+    shown = [
+        c
+        for c in columns.SITE_RUNS
+        if not (by_task and c.key in columns.SITE_RUNS_ACROSS_TASKS) and (c is not columns.PROBE or data.probes)
     ]
+    header: list[str] = []
+    prose: list[int] = []
+    for c in shown:  # the metrics: a column each
+        prose += [len(header)] if c.key in columns.SITE_RUNS_PROSE else []
+        header += [_e(title) for title in metrics.values()] if c is columns.METRICS else [_header(c)]
+    ordered = board.best_first(runs)
+    fixed = _rows([c for c in shown if c not in (columns.METRICS, columns.PROBE)], ordered, root)
     rows = []
-    for _, row in board.best_first(runs).iterrows():
-        detail = data.details.get(row["run_id"])
-        cells = [_link(root + _page("runs", row["run_id"]), row["run_id"]), _system_link(root, row["system"])]
-        if not by_task:
-            cells += [
-                _link(root + _page("tasks", row["task"]), row["task"]),
-                _e(f"{row['primary_metric']} {board.value_ci(row)}"),
-            ]
-        cells += [_e(_metric_text(detail, name)) for name in metrics]
-        cells += [
-            _e(row["model"]),
-            *([_e(board.probe_cell(board.probe_of(data.probes, row["model"])))] if data.probes else []),
-            _e(row["profile"]),
-            _e(row["tier"]),
-            f"{row['n']:,}",
-            _e(_verdict(row)),
-            _e(" · ".join(x for x in (board.cost_label(row), board.per_dollar(row)) if x)),
-        ]
-        rows.append(cells)
-    model = header.index("model" + _unchecked())
-    return _table(header, rows, "runs", prose=(model, len(header) - 2, len(header) - 1))
+    for (_, row), cells in zip(ordered.iterrows(), fixed):
+        detail, rest, line = data.details.get(row["run_id"]), iter(cells), []
+        for c in shown:
+            if c is columns.METRICS:
+                line += [_e(_metric_text(detail, name)) for name in metrics]
+            elif c is columns.PROBE:
+                line.append(_e(board.probe_cell(board.probe_of(data.probes, row["model"]))))
+            else:
+                line.append(next(rest))
+        rows.append(line)
+    return _table(header, rows, "runs", prose=tuple(prose))
 
 
 def _metric_text(detail: board.RunDetail | None, name: str) -> str:
@@ -466,19 +430,6 @@ def _metric_text(detail: board.RunDetail | None, name: str) -> str:
     spec = detail.specs.get(name) or board.MetricSpec(name=name, label=name, unit="score")
     value = detail.metrics[name]
     return f"{spec.format(value.value)} [{spec.format(value.ci_low)}, {spec.format(value.ci_high)}]"
-
-
-def _verdict(row: pd.Series) -> str:
-    """A run against the best run of its task: best, or the paired difference (best minus it) and what it says."""
-    preview = board.is_preview(row)
-    if row["best"] and not preview:
-        return "★ best"
-    if preview and (row["best"] or row["diff"] is None or row["diff"] != row["diff"]):
-        return "a preview, never ranked"
-    if row["diff"] is None or row["diff"] != row["diff"]:
-        return "not compared (no shared samples)"
-    what = "a preview, never ranked" if preview else ("≈ tied" if row["tied"] else "worse")
-    return f"{what}: best − this {row['diff']:+.3f} [{row['diff_low']:+.3f}, {row['diff_high']:+.3f}]"
 
 
 def _floors_table(task: str, variant: str, runs: pd.DataFrame, data: _Board) -> str:
@@ -505,22 +456,8 @@ def _published_table(numbers: pd.DataFrame, with_task: bool = True) -> str:
     (linked where its citation has an arXiv id); the source and how the comparison differs folded under 'source'."""
     if numbers.empty:
         return "<p>No published number for this task.</p>"
-    rows = []
-    for n in numbers.itertuples():
-        paper = _link(n.link, n.paper) if n.link else _e(n.paper)
-        rows.append(
-            [
-                *([_link(_page("tasks", n.task), n.task)] if with_task else []),
-                _e(n.method),
-                _e(n.model or "—"),
-                f'<span class="published">{_e(n.shown)}</span>',
-                _e(n.metric_label),
-                paper,
-                f"<details><summary>source</summary>{_linked(n.source)}. {_e(n.note)}</details>",
-            ]
-        )
-    header = [*(["task"] if with_task else []), "method", "model", "published", "metric", "paper", "source and note"]
-    return _table(header, rows, "published-table", prose=(len(header) - 1,))
+    shown = [c for c in columns.SITE_PUBLISHED if with_task or c is not columns.PUBLISHED_TASK]
+    return _table(_headers(shown), _rows(shown, numbers, root=""), "published-table", prose=(len(shown) - 1,))
 
 
 def _published_page(data: _Board) -> str:
@@ -590,7 +527,7 @@ def _run_facts(row: pd.Series, detail: board.RunDetail) -> list[tuple[str, str]]
         ("code", _e(code) + _unchecked()),
         ("created", _e(manifest.created) + _unchecked()),
         ("trust tier", _e(detail.tier)),
-        ("against the best", _e(_verdict(row))),
+        ("against the best", _e(columns.verdict(row))),
         ("split", _e(f"{manifest.split}, {manifest.n_samples:,} samples, ids sha256 {manifest.sample_ids_sha256}")),
         ("hardware profile", _e(profile) + _unchecked()),
         ("seeds", _e(json.dumps(manifest.seeds.model_dump(), sort_keys=True))),
@@ -756,6 +693,53 @@ def _table(
         for row in rows
     )
     return f'<div class="scroll"><table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+# the site's own markup of a column: a header more than its title, a cell more than its value
+_HEADERS = {columns.SCORE.key: 'score <span class="ci">[95% CI]</span>'}  # the interval leaves a phone's width
+_CELLS: dict[str, Callable[[pd.Series], str]] = {
+    columns.BEST_SYSTEM.key: lambda r: (
+        _system_link("", r["system"]) + (f" [{_e(r['variant'])}]" if r["variant"] else "")
+    ),
+    columns.SCORE.key: _score,
+    columns.SHORT_MODEL.key: lambda r: _model(r["model"]),
+    columns.PUBLISHED.key: lambda r: f'<span class="published">{_e(r["shown"])}</span>',
+    columns.PAPER.key: lambda r: _link(r["link"], r["paper"]) if r["link"] else _e(r["paper"]),
+    columns.SOURCE_AND_NOTE.key: lambda r: (
+        f"<details><summary>source</summary>{_linked(r['source'])}. {_e(r['note'])}</details>"
+    ),
+}
+
+
+def _header(column: columns.Column) -> str:
+    """A column's header; the submitter's words marked as unchecked."""
+    mark = _unchecked() if column.shows == "words" else ""
+    return _HEADERS.get(column.key) or _e(column.header) + mark
+
+
+def _headers(shown: Iterable[columns.Column]) -> list[str]:
+    return [_header(c) for c in shown]
+
+
+def _cell(column: columns.Column, value: object, root: str) -> str:
+    """A cell as its column shows it: a task's, run's or system's name linked to its page, any other text escaped."""
+    text = columns.text(value)
+    if column.shows == "task":
+        return _link(root + _page("tasks", text), text)
+    if column.shows == "run":
+        return _link(root + _page("runs", text), text)
+    if column.shows == "system":
+        return _system_link(root, text)
+    return _e(text)
+
+
+def _rows(shown: list[columns.Column] | tuple[columns.Column, ...], frame: pd.DataFrame, root: str) -> list[list[str]]:
+    """The cells of ``frame`` (a run or a published number a row) under the ``shown`` columns, as HTML."""
+    values = {c.key: c.cells(frame) for c in shown if c.key not in _CELLS}
+    return [
+        [(_CELLS[c.key](row) if c.key in _CELLS else _cell(c, values[c.key][i], root)) or c.empty for c in shown]
+        for i, (_, row) in enumerate(frame.iterrows())
+    ]
 
 
 def _page(folder: str, name: object) -> str:

@@ -872,7 +872,8 @@ def test_a_preview_is_never_marked() -> None:
     """The store may mark a preview best (of a task without full runs) or tied with the best: no view shows it."""
     import pandas as pd
 
-    from ddibench.leaderboard.data import cell, matrix, preview_rows, ranked
+    from ddibench.leaderboard.columns import preview_rows, ranked
+    from ddibench.leaderboard.data import cell, matrix
 
     row = {
         "run_id": "r",

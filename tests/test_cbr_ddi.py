@@ -822,3 +822,21 @@ def test_a_shipped_cbr_ddi_bundle_packed_under_the_first_five_rule_still_verifie
     lines = [json.loads(line) for line in read_bundle(bundle)["predictions.jsonl"].splitlines()]
     whole = [line["sample_id"] for line in lines if "messages" in line["trace"]["llm"][-1]]
     assert compact.whole_ids(order) == order[:5] == whole
+
+
+def test_the_repository_is_stored_under_the_key_it_always_had(s2) -> None:
+    """The case repository's key (drugbank_s2, the default configuration, seed 0, no LLM, a GNN trained under a given
+    artifact) hashes as it did before BaseSystem.artifact_key made it: the repositories users built are found."""
+    from ddibench.hashing import config_hash
+    from ddibench.systems.cbr_ddi import CBRDDISystem
+
+    task, data = s2
+    view = TrainingView(task, data.split("train"), data.split("valid"), data.resources)
+    ctx = RunContext(task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(Path(tempfile.mkdtemp())))
+    system = CBRDDISystem.build({})
+    system._read_task(view)
+    system.gnn = system.gnn_module(view, ctx)
+    system.gnn.training_log = {"artifact": "/cache/artifacts/emergnn/abc"}
+    key = system._repository_key(view, ctx)
+    assert "config_hash" not in key  # answer-side options share the repository
+    assert config_hash(key, 24) == "0be076a625082fabfacbc3bd"

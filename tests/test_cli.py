@@ -228,3 +228,27 @@ def test_a_family_or_a_group_of_families_stands_for_its_tasks() -> None:
     )
     with pytest.raises(UnknownNameError, match="did you mean 'molecular'"):
         expand_tasks("moleculer")
+
+
+def test_board_commands_read_the_store_and_results_options_from_one_place() -> None:
+    """Every board command that takes --store or --results takes it from store_options: the same parameter, type
+    and help for the same use, so the commands that show a board, write a store or write the shipped results
+    describe their defaults alike."""
+    import click
+
+    from ddibench.commands import board
+
+    seen = {"--store": set(), "--results": set()}
+    for name, command in board.board.commands.items():
+        for param in command.params:
+            flag = next((f for f in param.opts if f in seen), None)
+            if flag is None:
+                continue
+            assert isinstance(param, click.Option) and param.default is None, name
+            assert param.name == {"--store": "store", "--results": "root"}[flag], name
+            assert param.help in {"--store": board._STORE_HELP, "--results": board._RESULTS_HELP}[flag].values(), name
+            seen[flag].add(name)
+    assert seen == {
+        "--store": {"add", "upgrade", "serve", "export"},
+        "--results": {"publish", "check", "serve", "export"},
+    }

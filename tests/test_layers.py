@@ -57,7 +57,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("tools", ("ddibench.llm", "ddibench.embeddings", "ddibench.kg", "ddibench.metrics", "ddibench.corpus")),
-    ("tasks", ("ddibench.task", "ddibench.evaluation")),
+    ("tasks", ("ddibench.task", "ddibench.drug_settings", "ddibench.evaluation")),
     (
         "systems",
         (

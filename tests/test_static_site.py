@@ -294,3 +294,47 @@ def test_markdown_tables_are_byte_stable_and_complete(store: Path, verdicts, tmp
     )
     assert "★" not in preview and "≈" not in preview  # the model as submitted sits in a code span: never a link
     assert not re.search(r"\d{4}-\d\d-\d\d", text)  # no date: regenerating it changes nothing
+
+
+def _headers(page: str, css: str) -> list[str]:
+    """The header texts of a page's table of class ``css`` (tags dropped, entities read)."""
+    import html
+
+    head = re.search(rf'<table class="{css}[^"]*"><thead><tr>(.*?)</tr></thead>', page)
+    assert head, css
+    return [html.unescape(re.sub(r"<[^>]+>", "", th)) for th in re.findall(r"<th>(.*?)</th>", head.group(1))]
+
+
+def test_every_view_takes_its_columns_from_one_declaration(store: Path, site: Path) -> None:
+    """The static site, the markdown tables and the app's frames show the columns leaderboard/columns.py declares,
+    in its order and under its headers (the submitter's words marked as unchecked on the site)."""
+    from ddibench.leaderboard import columns
+    from ddibench.leaderboard import data as board
+
+    def titled(shown) -> list[str]:  # noqa: ANN001
+        return [c.header + (f" {board.UNCHECKED}" if c.shows == "words" else "") for c in shown]
+
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert _headers(index, "previews") == titled(columns.SITE_PREVIEWS)
+    assert _headers(index, "leaders") == titled(columns.LEADERS)
+    task_page = (site / "tasks" / "drugbank_s2.html").read_text(encoding="utf-8")
+    runs = _headers(task_page, "runs")
+    shown = [c for c in columns.SITE_RUNS if c.key not in columns.SITE_RUNS_ACROSS_TASKS and c is not columns.PROBE]
+    at = shown.index(columns.METRICS)  # then a column per metric of the task, titled by the metric
+    metrics = len(runs) - len(shown) + 1
+    assert runs[:at] + runs[at + metrics :] == titled([c for c in shown if c is not columns.METRICS])
+    assert metrics >= 1
+    system_page = (site / "systems" / "majority.html").read_text(encoding="utf-8")
+    across = [c for c in columns.SITE_RUNS if c not in (columns.METRICS, columns.PROBE)]
+    assert _headers(system_page, "runs") == titled(across)
+    published = (site / "published.html").read_text(encoding="utf-8")
+    assert _headers(published, "published-table") == titled(columns.SITE_PUBLISHED)
+
+    table = markdown_table(store).splitlines()
+    previews = "| " + " | ".join(c.header for c in columns.MARKDOWN_PREVIEWS) + " |"
+    assert previews in table and table[0].startswith(f"| {columns.TASK.header} | {columns.METRIC.header} |")
+    assert ranked_table(store).splitlines()[0] == "| " + " | ".join(c.header for c in columns.COMPACT) + " |"
+
+    frame = board.runs(store)
+    assert list(columns.ranked(frame).columns) == [c.header for c in columns.RANKED]
+    assert list(columns.preview_rows(frame).columns) == [c.header for c in columns.APP_PREVIEWS]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
@@ -120,6 +121,38 @@ def verify(bundle: Path, reproduce: bool, tolerance: float, store: Path | None) 
     sys.exit(0 if verdict.accepted else 1)
 
 
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+StoreUse = Literal["write", "shipped", "show"]
+_STORE_HELP = {
+    "write": "Results store (default: $DDIBENCH_BOARD or board.duckdb).",
+    "show": "Results store (default: $DDIBENCH_BOARD, else the shipped results).",
+}
+_RESULTS_HELP = {
+    "shipped": "Results folder (default: results/ of this checkout).",
+    "show": "Shipped results folder (default: results/ of this checkout).",
+}
+
+
+def store_options(use: StoreUse) -> Callable[[_Command], _Command]:
+    """The --store (parameter ``store``) and --results (parameter ``root``) options of a board command, by what it
+    does with results: ``write`` adds to or upgrades a DuckDB store (--store), ``shipped`` writes or checks the
+    shipped results folder (--results), ``show`` shows a store, or else the one built from the shipped results
+    (both)."""
+
+    def decorate(command: _Command) -> _Command:
+        if use in _RESULTS_HELP:
+            command = click.option(
+                "--results", "root", type=click.Path(path_type=Path), default=None, help=_RESULTS_HELP[use]
+            )(command)
+        if use in _STORE_HELP:
+            command = click.option("--store", type=click.Path(path_type=Path), default=None, help=_STORE_HELP[use])(
+                command
+            )
+        return command
+
+    return decorate
+
+
 @click.group()
 def board() -> None:
     """The leaderboard: add bundles to a results store, serve the Streamlit app."""
@@ -127,12 +160,7 @@ def board() -> None:
 
 @board.command("add")
 @click.argument("bundles", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--store",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Results store (default: $DDIBENCH_BOARD or board.duckdb).",
-)
+@store_options("write")
 @click.option(
     "--previews",
     is_flag=True,
@@ -189,12 +217,7 @@ def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool, rep
 
 
 @board.command("upgrade")
-@click.option(
-    "--store",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Results store (default: $DDIBENCH_BOARD or board.duckdb).",
-)
+@store_options("write")
 def board_upgrade(store: Path | None) -> None:
     """Bring a results store written by an earlier ddibench to this one's layout, in place (the board reads
     only the current layout; adding a bundle upgrades a store too)."""
@@ -228,13 +251,7 @@ def _report(outcome: Any) -> None:
 
 @board.command("publish")
 @click.argument("bundles", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--results",
-    "root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Results folder (default: results/ of this checkout).",
-)
+@store_options("shipped")
 @click.option("--previews", is_flag=True, help="Also publish --limit previews (shown apart, never ranked).")
 @click.option(
     "--reproduce/--no-reproduce",
@@ -321,13 +338,7 @@ def replace_section(text: str, table: str) -> str:
 
 
 @board.command("check")
-@click.option(
-    "--results",
-    "root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Results folder (default: results/ of this checkout).",
-)
+@store_options("shipped")
 @click.option("--no-reproduce", is_flag=True, help="Recompute only; do not re-run the runs the index calls reproduced.")
 def board_check(root: Path | None, no_reproduce: bool) -> None:
     """Verify every shipped bundle against results/index.json (recomputed numbers, hashes, reproductions, size budget)."""
@@ -436,19 +447,7 @@ class _BuildProgress:
 
 
 @board.command("serve")
-@click.option(
-    "--store",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Results store (default: $DDIBENCH_BOARD, else the shipped results).",
-)
-@click.option(
-    "--results",
-    "root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Shipped results folder to serve (default: results/ of this checkout).",
-)
+@store_options("show")
 @click.option("--port", type=int, default=8501, show_default=True)
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 to serve other machines)."
@@ -506,19 +505,7 @@ def board_serve(store: Path | None, root: Path | None, port: int, host: str) -> 
     default=None,
     help="Write the results table as GitHub markdown to this file ('-': standard output).",
 )
-@click.option(
-    "--store",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Results store (default: $DDIBENCH_BOARD, else the shipped results).",
-)
-@click.option(
-    "--results",
-    "root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Shipped results folder (default: results/ of this checkout).",
-)
+@store_options("show")
 def board_export(html_dir: Path | None, markdown_file: Path | None, store: Path | None, root: Path | None) -> None:
     """Export the leaderboard: a self-contained static site (--html DIR) and/or a markdown table (--markdown FILE)."""
     from ddibench.errors import ConfigError

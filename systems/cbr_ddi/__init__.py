@@ -170,7 +170,7 @@ class CBRDDISystem(BaseSystem):
         self.lam = 0.5
         self.k: int | None = None  # labels to answer: None for one interaction type, k for a label set
         self.n_candidates = self.config.n_candidates
-        self.info: dict[str, Any] = {"counters": {}}
+        self.info: dict[str, Any] = {}  # what run_info reports besides the counters
         self._queries: dict[str, Any] | None = None  # the queries' phase, grown by every predict() call
         self._query_clock = (0.0, 0.0)
 
@@ -228,12 +228,8 @@ class CBRDDISystem(BaseSystem):
                 "use -C repository_size=N on a label-set task",
             )
 
-    def count(self, name: str, n: int = 1) -> None:
-        counters = self.info["counters"]
-        counters[name] = counters.get(name, 0) + n
-
     def run_info(self) -> dict[str, Any]:
-        return self.info
+        return {"counters": self.counters.as_dict(), **self.info}
 
     @contextmanager
     def _phase(self, name: str) -> Iterator[None]:
@@ -441,11 +437,13 @@ class CBRDDISystem(BaseSystem):
 
     def _repository_key(self, view: TrainingView, ctx: RunContext) -> dict[str, Any]:
         """The artifact key of the knowledge repository: everything its cases depend on."""
-        key = {
-            "recipe": REPOSITORY_RECIPE,
-            "system": self.name,
-            "version": self.version,
-            "config": {
+        # the options its cases depend on, not the whole configuration: answer-side options share the repository
+        key = self.artifact_key(
+            view.task,
+            ctx.seed,
+            whole_config=False,
+            recipe=REPOSITORY_RECIPE,
+            config={
                 k: getattr(self.config, k)
                 for k in (
                     "repository_size",
@@ -467,14 +465,11 @@ class CBRDDISystem(BaseSystem):
                     "answer_tokens",
                 )
             },
-            "models": ctx.llm.identities(list(self.used_roles(self.config))) if ctx.llm else {},
-            "encoder": self._encoder.identity,
-            "gnn": system_config_hash(self.gnn),
-            "gnn_artifact": self.gnn.training_log.get("artifact", ""),
-            "task": view.task.name,
-            "data_sha256": view.task.data_sha256,
-            "seed": ctx.seed,
-        }
+            models=ctx.llm.identities(list(self.used_roles(self.config))) if ctx.llm else {},
+            encoder=self._encoder.identity,
+            gnn=system_config_hash(self.gnn),
+            gnn_artifact=self.gnn.training_log.get("artifact", ""),
+        )
         if self.k is not None:  # (DrugBank keys stay as they were)
             key["label_sets"] = {"k": self.k, "n_candidates": self.n_candidates}
         if self.config.repository_per_type is not None:  # (and so do the keys of random draws)

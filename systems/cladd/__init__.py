@@ -131,16 +131,12 @@ class CLADDSystem(BaseSystem):
         self.labels: LabelSpace | None = None  # the answer's label space where the answer names labels (targets)
         self.label_space: LabelSpace | None = None
         self.graph: DrugGraph | None = None
-        self.tally: dict[str, int] = {}
-
-    def count(self, name: str, n: int = 1) -> None:
-        self.tally[name] = self.tally.get(name, 0) + n
 
     def run_info(self) -> dict[str, Any]:
         from ddibench.systems.cladd.annotations import annotation_sources
 
         return {
-            "counters": dict(sorted(self.tally.items())),
+            "counters": dict(sorted(self.counters.as_dict().items())),
             "kg": self.graph.card() if self.graph else None,
             "annotation_sources": [s.describe() for s in annotation_sources()],
         }
@@ -204,7 +200,7 @@ class CLADDSystem(BaseSystem):
         ctx.progress.note("CLADD: the annotation index (built once, then a cached artifact)")
         path, built = ctx.artifacts.get_or_build("cladd-annotations", index_key(), build_index)
         use_index(path)
-        self.tally["annotation_index_built"] = int(built)
+        self.counters.set("annotation_index_built", int(built))
         for text in (
             prompts.ANNOTATION_PLANNER_SYSTEM,
             prompts.KG_PLANNER_SYSTEM,

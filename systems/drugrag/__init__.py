@@ -84,7 +84,7 @@ class DrugRAGSystem(AnswerSystem):
     def run_info(self) -> dict[str, Any]:
         graph = getattr(self, "graph", None)
         return {
-            "counters": dict(self.counters),
+            "counters": self.counters.as_dict(),
             "ingestion": getattr(self, "ingestion", {}),
             "backend": getattr(graph, "backend", None),
         }

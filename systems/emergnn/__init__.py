@@ -54,7 +54,6 @@ from ddibench.system import (
     SystemConfig,
     TrainingProgress,
     TrainingView,
-    system_config_hash,
 )
 
 TRAINING_CODE_VERSION = 2  # 2: sums of messages in CSR order (scipy-built matrices), batches prepared ahead
@@ -297,17 +296,9 @@ class EmerGNNSystem(BaseSystem):
     def _artifact_key(self, view: TrainingView, cfg: dict[str, Any], kg: Any, seed: int) -> dict[str, Any]:
         """What the trained model is stored under: everything its weights depend on (the external features' hash
         only with them, so the keys of Morgan and embedding models stay what they were)."""
-        key = {
-            "system": self.name,
-            "version": self.version,
-            "config_hash": system_config_hash(self),
-            "resolved": cfg,
-            "task": view.task.name,
-            "data_sha256": view.task.data_sha256,
-            "kg": config_hash(kg.card),
-            "seed": seed,
-            "training_code": TRAINING_CODE_VERSION,
-        }
+        key = self.artifact_key(
+            view.task, seed, resolved=cfg, kg=config_hash(kg.card), training_code=TRAINING_CODE_VERSION
+        )
         if cfg["feature"] == "external":
             key["node_features_sha256"] = self.node_features_sha256()
         return key

@@ -36,7 +36,6 @@ from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, T
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.label_sets import omit_at_default
-from ddibench.system import system_config_hash
 
 TRAINING_CODE_VERSION = 1
 # ``train_fraction``, the share of the training labels a run trains on (the CLADD paper's baselines: 0.1), is
@@ -142,16 +141,9 @@ class MorganSklearnSystem(BaseSystem):
             raise ConfigError(
                 f"task {view.task.name} has no training molecules", "morgan-sklearn needs a training split"
             )
-        key = {
-            "system": self.name,
-            "version": self.version,
-            "config_hash": system_config_hash(self),
-            "config": self.config.model_dump(mode="json"),
-            "task": view.task.name,
-            "data_sha256": view.task.data_sha256,
-            "seed": ctx.seed,
-            "training_code": TRAINING_CODE_VERSION,
-        }
+        key = self.artifact_key(
+            view.task, ctx.seed, config=self.config.model_dump(mode="json"), training_code=TRAINING_CODE_VERSION
+        )
         path, built = ctx.artifacts.get_or_build("morgan-sklearn", key, lambda tmp: self._fit(view, ctx, tmp))
         with open(path / "model.pkl", "rb") as fh:
             self._model = pickle.load(fh)  # noqa: S301 - our own artifact, written by _fit under a content-addressed key

@@ -46,7 +46,7 @@ from ddibench import (
 )
 from ddibench.errors import ConfigError
 from ddibench.label_sets import omit_at_default
-from ddibench.system import Phase, PlanContext, system_config_hash
+from ddibench.system import Phase, PlanContext
 from ddibench.systems.fingerprint import TRAIN_FRACTION_DEFAULT, label_fraction, learns
 
 TRAINING_CODE_VERSION = 1
@@ -191,16 +191,9 @@ class GINSystem(BaseSystem):
                 f"task {view.task.name} lacks a training or validation split",
                 "gin trains on train and stops early on valid",
             )
-        key = {
-            "system": self.name,
-            "version": self.version,
-            "config_hash": system_config_hash(self),
-            "config": self.config.model_dump(mode="json"),
-            "task": view.task.name,
-            "data_sha256": view.task.data_sha256,
-            "seed": ctx.seed,
-            "training_code": TRAINING_CODE_VERSION,
-        }
+        key = self.artifact_key(
+            view.task, ctx.seed, config=self.config.model_dump(mode="json"), training_code=TRAINING_CODE_VERSION
+        )
         path, built = ctx.artifacts.get_or_build("gin", key, lambda tmp: self._train(view, ctx, tmp))
         self.log = json.loads((path / "training.json").read_text(encoding="utf-8"))
         self.log["loaded_from_cache"] = not built

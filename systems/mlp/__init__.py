@@ -50,7 +50,6 @@ from ddibench.system import (
     SystemConfig,
     TrainingProgress,
     TrainingView,
-    system_config_hash,
 )
 
 TRAINING_CODE_VERSION = 1  # bump when training changes in a way the config does not show
@@ -162,16 +161,9 @@ class MLPSystem(BaseSystem):
         self._features = torch.from_numpy(feats).float()
         self._label_sets = label_sets.is_label_set_task(view.task)
         self._k = label_sets.top_k(view.task)
-        key = {
-            "system": self.name,
-            "version": self.version,
-            "config_hash": system_config_hash(self),
-            "config": self.config.model_dump(mode="json"),
-            "task": view.task.name,
-            "data_sha256": view.task.data_sha256,
-            "seed": ctx.seed,
-            "training_code": TRAINING_CODE_VERSION,
-        }
+        key = self.artifact_key(
+            view.task, ctx.seed, config=self.config.model_dump(mode="json"), training_code=TRAINING_CODE_VERSION
+        )
         if self._label_sets:  # (DrugBank keys stay as they were)
             key["objective"] = {"multilabel_loss": self.config.multilabel_loss, "select_by": f"recall@{self._k}"}
         path, built = ctx.artifacts.get_or_build("mlp", key, lambda tmp: self._train(view, ctx, tmp, failed))

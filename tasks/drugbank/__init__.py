@@ -30,6 +30,7 @@ from ddibench.data.drugbank import (
     load_catalog,
     load_labels,
 )
+from ddibench.drug_settings import UNSEEN, UNSEEN_WORDS, drugs_of, n_unseen, setting_check, unseen_counts
 from ddibench.errors import DataError
 from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
 from ddibench.task import (
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
 
 FAMILY = families.DRUGBANK_DDI
 SPLITS = ("train", "valid", "test")
-EXPECTED_UNSEEN = {"S0": 0, "S1": 1, "S2": 2}
-_UNSEEN_WORDS = {0: "no drug", 1: "one drug", 2: "two drugs"}
 
 
 class DrugBankSpec(TaskSpec):
@@ -113,17 +112,13 @@ def read_id_list(src: SourceFile) -> frozenset[int]:
     return frozenset(int(x) for x in path.read_text(encoding="utf-8").split())
 
 
+def _pairs(triples: Iterable[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The (head, tail) pairs of ``head tail label`` triples."""
+    return [(h, t) for h, t, _ in triples]
+
+
 def _drugs_of(triples: Iterable[tuple[int, int, int]]) -> set[int]:
-    seen: set[int] = set()
-    for h, t, _ in triples:
-        seen.add(h)
-        seen.add(t)
-    return seen
-
-
-def _unseen_counts(triples: Iterable[tuple[int, int, int]], train_drugs: set[int]) -> list[int]:
-    counts = Counter((h not in train_drugs) + (t not in train_drugs) for h, t, _ in triples)
-    return [counts.get(k, 0) for k in range(3)]
+    return drugs_of(_pairs(triples))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,7 +157,7 @@ class DrugBankTask(Task):
 
     @property
     def deviations(self) -> tuple[str, ...]:
-        expected = EXPECTED_UNSEEN[self.setting]
+        expected = UNSEEN[self.setting]
         out = []
         for split in ("valid", "test"):
             counts = self.spec.unseen[split]
@@ -170,8 +165,8 @@ class DrugBankTask(Task):
             for k, n in enumerate(counts):
                 if k != expected and n:
                     out.append(
-                        f"{n:,} of {total:,} {split} pairs contain {_UNSEEN_WORDS[k]} absent from training pairs "
-                        f"(setting {self.setting} expects {_UNSEEN_WORDS[expected]}); kept as published upstream, "
+                        f"{n:,} of {total:,} {split} pairs contain {UNSEEN_WORDS[k]} absent from training pairs "
+                        f"(setting {self.setting} expects {UNSEEN_WORDS[expected]}); kept as published upstream, "
                         f"scored in the breakdown n_unseen={k}"
                     )
         if self.spec.drug_sets and self.setting == "S1" and any(self.spec.unseen[s][2] for s in ("valid", "test")):
@@ -234,8 +229,8 @@ class DrugBankTask(Task):
     ) -> dict[str, Any]:
         """What ``ddibench data stats`` prints for a time split: the test pairs by drugs unseen in training, and the
         approval dates of each split's drugs."""
-        counts = _unseen_counts(triples["test"], train_drugs)
-        stats: dict[str, Any] = {f"test pairs, {_UNSEEN_WORDS[k]} unseen": counts[k] for k in (1, 2)}
+        counts = unseen_counts(_pairs(triples["test"]), train_drugs)
+        stats: dict[str, Any] = {f"test pairs, {UNSEEN_WORDS[k]} unseen": counts[k] for k in (1, 2)}
         ranges = _date_ranges(triples, catalog)
         stats["drugs approved (train / valid / test)"] = " / ".join(
             f"{ranges[s][0][:4]}-{ranges[s][1][:4]}" for s in SPLITS
@@ -253,13 +248,12 @@ class DrugBankTask(Task):
         drugs = catalog.drugs
         for h, t, r in rows:
             head, tail = drugs[h], drugs[t]
-            n_unseen = (h not in train_drugs) + (t not in train_drugs)
             yield Sample(
                 id=sample_id("ddi", f"{head.drugbank_id}>{tail.drugbank_id}:{r}"),
                 input=DrugPair(head, tail),
                 target=r,
                 clusters=(head.drugbank_id, tail.drugbank_id),
-                meta=MappingProxyType({"split": split, "n_unseen": n_unseen}),
+                meta=MappingProxyType({"split": split, "n_unseen": n_unseen(h, t, train_drugs)}),
             )
 
     def _check_splits(self, triples: dict[str, tuple[tuple[int, int, int], ...]], train_drugs: set[int]) -> list[Check]:
@@ -275,15 +269,7 @@ class DrugBankTask(Task):
         )
         train_set = set(triples["train"])
         for split in ("valid", "test"):
-            counts = _unseen_counts(triples[split], train_drugs)
-            declared = list(spec.unseen[split])
-            checks.append(
-                Check(
-                    f"{self.setting} property ({split})",
-                    counts == declared,
-                    f"pairs with 0/1/2 drugs unseen in training pairs: {counts} (declared {declared})",
-                )
-            )
+            checks.append(setting_check(self.setting, split, _pairs(triples[split]), train_drugs, spec.unseen[split]))
             overlap = sum(1 for row in triples[split] if row in train_set)
             checks.append(
                 Check(f"no train triple in {split}", overlap == 0, f"{overlap} shared (head, tail, label) triples")
@@ -320,7 +306,7 @@ class DrugBankTask(Task):
                 f"{len(_drugs_of(triples['train']))} of {len(sets['train'])} training-set drugs occur in training pairs",
             ),
         ]
-        expected_new = EXPECTED_UNSEEN[self.setting]
+        expected_new = UNSEEN[self.setting]
         for split in ("valid", "test"):
             own = sets[split]
             bad = 0

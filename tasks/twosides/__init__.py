@@ -29,6 +29,14 @@ import numpy as np
 from ddibench import families
 from ddibench.data import SourceFile, fetch, source
 from ddibench.data.twosides import N_DRUGS, N_LABELS, TwosidesCatalog, catalog_sources, load_catalog, load_labels
+from ddibench.drug_settings import (
+    UNSEEN,
+    UNSEEN_WORDS,
+    drugs_of,
+    n_unseen,
+    setting_check,
+    setting_holds,
+)
 from ddibench.errors import DataError
 from ddibench.schema import DrugPair, LabelSpace, Sample, sample_id
 from ddibench.task import AnswerSpec, Check, FamilySpec, Lazy, Task, TaskData, TaskSpec, load_task_specs, require
@@ -38,8 +46,6 @@ if TYPE_CHECKING:
 
 FAMILY = families.TWOSIDES
 SPLITS = ("train", "valid", "test")
-EXPECTED_UNSEEN = {"S1": 1, "S2": 2}
-_UNSEEN_WORDS = {0: "no drug", 1: "one drug", 2: "two drugs"}
 K = 5  # the task asks for the five most likely side effects
 
 
@@ -234,14 +240,9 @@ def recover_training(seed: int) -> tuple[Pair, ...]:
 # Checks (also used on their own, e.g. on a planted leak)
 
 
-def _drugs_of(pairs: Iterable[Pair]) -> set[int]:
-    return {d for p in pairs for d in (p.head, p.tail)}
-
-
-def unseen_counts(pairs: Iterable[Pair], train_drugs: set[int]) -> list[int]:
-    """Pairs with 0, 1 or 2 drugs absent from ``train_drugs`` (both columns together)."""
-    counts = Counter((p.head not in train_drugs) + (p.tail not in train_drugs) for p in pairs)
-    return [counts.get(k, 0) for k in range(3)]
+def _ids(pairs: Iterable[Pair]) -> list[tuple[int, int]]:
+    """The (head, tail) ids of ``pairs``."""
+    return [(p.head, p.tail) for p in pairs]
 
 
 def setting_checks(setting: str, splits: dict[str, tuple[Pair, ...]], roles: dict[int, str]) -> list[Check]:
@@ -264,8 +265,8 @@ def setting_checks(setting: str, splits: dict[str, tuple[Pair, ...]], roles: dic
             + (f" (e.g. {bad_train[0].head}-{bad_train[0].tail})" if bad_train else ""),
         )
     )
-    expected = EXPECTED_UNSEEN[setting]
-    train_drugs = _drugs_of(train)
+    expected = UNSEEN[setting]
+    train_drugs = drugs_of(_ids(train))
     train_keys = {(p.head, p.tail) for p in train}
     for split in ("valid", "test"):
         pairs = splits[split]
@@ -280,21 +281,12 @@ def setting_checks(setting: str, splits: dict[str, tuple[Pair, ...]], roles: dic
         )
         checks.append(
             Check(
-                f"{split} pairs hold {_UNSEEN_WORDS[expected]} of the {split} drugs",
+                f"{split} pairs hold {UNSEEN_WORDS[expected]} of the {split} drugs",
                 misfit == 0,
                 f"{misfit} of {len(pairs):,} pairs do not have exactly {expected} {split} drug(s) and the rest training drugs",
             )
         )
-        counts = unseen_counts(pairs, train_drugs)
-        forbidden = sum(counts[:expected])
-        checks.append(
-            Check(
-                f"{setting} holds over both drug columns ({split})",
-                forbidden == 0,
-                f"pairs with 0/1/2 drugs absent from training pairs: {counts}; "
-                f"{forbidden} with fewer than {expected} (the setting forbids them)",
-            )
-        )
+        checks.append(setting_holds(setting, split, _ids(pairs), train_drugs))
         shared = sum(1 for p in pairs if (p.head, p.tail) in train_keys or (p.tail, p.head) in train_keys)
         checks.append(
             Check(
@@ -356,14 +348,14 @@ class TwosidesTask(Task):
                 "S1 uses EmerGNN's seed 1234 (TextDDI's copy of its S1 test split), not seed 1 as CBR-DDI does: the seed-1 "
                 "S1 test file is not available"
             )
-        expected = EXPECTED_UNSEEN[self.setting]
+        expected = UNSEEN[self.setting]
         for split in ("valid", "test"):
             counts = spec.unseen[split]
             for k, n in enumerate(counts):
                 if k > expected and n:
                     out.append(
-                        f"{n:,} of {sum(counts):,} {split} pairs contain {_UNSEEN_WORDS[k]} absent from the recovered training "
-                        f"pairs (setting {self.setting} expects {_UNSEEN_WORDS[expected]}): their training drug has no recovered "
+                        f"{n:,} of {sum(counts):,} {split} pairs contain {UNSEEN_WORDS[k]} absent from the recovered training "
+                        f"pairs (setting {self.setting} expects {UNSEEN_WORDS[expected]}): their training drug has no recovered "
                         f"pair; scored in the breakdown n_unseen={k}"
                     )
         return tuple(out)
@@ -403,7 +395,7 @@ class TwosidesTask(Task):
         checks = [Check(c.name, c.ok, c.detail) for c in catalog.checks]
         checks += self.check(pairs, roles)
         require(self.name, checks, "tasks/twosides/tasks.toml")
-        train_drugs = _drugs_of(pairs["train"])
+        train_drugs = drugs_of(_ids(pairs["train"]))
         splits = {split: tuple(self._samples(split, rows, catalog, train_drugs)) for split, rows in pairs.items()}
         labels = self.label_space
         return TaskData(
@@ -424,13 +416,12 @@ class TwosidesTask(Task):
     ) -> Iterable[Sample]:
         drugs, cids = catalog.drugs, catalog.cids
         for p in rows:
-            n_unseen = (p.head not in train_drugs) + (p.tail not in train_drugs)
             yield Sample(
                 id=sample_id("twosides", f"{cids[p.head]}>{cids[p.tail]}:{','.join(map(str, p.labels))}"),
                 input=DrugPair(drugs[p.head], drugs[p.tail]),
                 target=p.labels,
                 clusters=(cids[p.head], cids[p.tail]),
-                meta=MappingProxyType({"split": split, "n_unseen": n_unseen}),
+                meta=MappingProxyType({"split": split, "n_unseen": n_unseen(p.head, p.tail, train_drugs)}),
             )
 
     def check(self, pairs: dict[str, tuple[Pair, ...]], roles: dict[int, str]) -> list[Check]:
@@ -481,17 +472,9 @@ class TwosidesTask(Task):
                 )
             )
         checks += setting_checks(self.setting, pairs, roles)
-        train_drugs = _drugs_of(pairs["train"])
+        train_drugs = drugs_of(_ids(pairs["train"]))
         for split in ("valid", "test"):
-            counts = unseen_counts(pairs[split], train_drugs)
-            declared = list(spec.unseen[split])
-            checks.append(
-                Check(
-                    f"{self.setting} property ({split})",
-                    counts == declared,
-                    f"pairs with 0/1/2 drugs unseen in training pairs: {counts} (declared {declared})",
-                )
-            )
+            checks.append(setting_check(self.setting, split, _ids(pairs[split]), train_drugs, spec.unseen[split]))
         return checks
 
 
@@ -506,5 +489,4 @@ __all__ = [
     "read_pairs",
     "recover_training",
     "setting_checks",
-    "unseen_counts",
 ]
