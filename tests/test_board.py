@@ -145,6 +145,12 @@ def test_verify_recomputes_intervals_with_the_method_the_bundle_records(runs, tm
             "task version",
         ),
         (
+            "declares a constant answer it did not give",  # would hide the collapsed-answers flag on the board
+            _edit_json("results.json", lambda r: r["manifest"]["system"].update(constant_answer=True)),
+            True,
+            "results.json declares a constant answer",
+        ),
+        (
             "missing sample",
             lambda m: m.update({"predictions.jsonl": b"\n".join(m["predictions.jsonl"].splitlines()[1:]) + b"\n"}),
             True,

@@ -88,6 +88,7 @@ def verify(path: Path, tolerance: float = 1e-9, keep_traces: bool = False) -> Ve
     if verdict.blocking():
         return verdict
     _check_cost(verdict, results, [predictions[s.id] for s in samples])
+    _check_constant_answer(verdict, results, [predictions[s.id] for s in samples])
     try:
         verdict.extras = evaluator.read_extras(streamed.members)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
@@ -289,6 +290,23 @@ def _check_metrics(verdict: Verdict, evaluation: EvaluationResult, results: Resu
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_constant_answer(verdict: Verdict, results: Results, predictions: list[Prediction]) -> None:
+    """A run whose card says its system answers the same for every sample on purpose (a floor) is not flagged for
+    collapsed answers on the board, so the claim is checked against what it answered: one answer for every valid
+    prediction. Without this check a bundle could declare itself constant to hide the flag."""
+    if not results.manifest.system.constant_answer:
+        return
+    answers = {(p.label, tuple(p.ranked or ()), p.text) for p in predictions if p.valid}
+    verdict.check(
+        "constant answer",
+        len(answers) <= 1,
+        "the system is declared to answer the same for every sample, and does"
+        if len(answers) <= 1
+        else f"results.json declares a constant answer (a floor, never flagged for collapsed answers), "
+        f"but the predictions hold {len(answers)} distinct answers",
+    )
 
 
 def _recompute(verdict: Verdict, samples: list[Sample], predictions: dict[str, Prediction]) -> EvaluationResult | None:
