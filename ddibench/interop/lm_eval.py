@@ -828,8 +828,8 @@ def _imported_results(
     session: SessionRecord,
 ) -> Results:
     """The imported run's results: lm-eval as the system, its model as the generator, cost not recorded."""
+    from ddibench.runner.manifest import make_results
     from ddibench.runner.records import Cost, ModelEntry, ProfileRecord, Seeds, SystemCard
-    from ddibench.runner.scoring import make_results
 
     task, samples, limit, seed, lm_version = answers.task, answers.samples, answers.limit, answers.seed, meta.lm_version
     return make_results(
