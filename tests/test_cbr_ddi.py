@@ -754,8 +754,8 @@ def test_a_compact_bundle_keeps_the_evidence_of_every_sample_and_whole_traces_of
     order; the whole traces are a draw seeded by the run's seed, listed in the bundle; the ceilings read from the
     bundle are the run's, and the board shows the samples whose whole trace it holds."""
     from ddibench.leaderboard.data import first_samples
+    from ddibench.results.store import add_run
     from ddibench.runner.selection import Selection, run_samples
-    from ddibench.store import add_run
     from ddibench.submission import read_bundle, verify
     from ddibench.submission.pack import whole_trace_ids
 

@@ -73,11 +73,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "results",
         (
-            "ddibench.archive",
             "ddibench.submission",
-            "ddibench.sandbox",
-            "ddibench.store",
-            "ddibench.shipped",
+            "ddibench.results",
             "ddibench.interop",
         ),
     ),
