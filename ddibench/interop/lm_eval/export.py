@@ -99,7 +99,7 @@ def _doc(task: Task, sample: Sample, limit: int | None, seed: int) -> dict[str, 
             gold=sample.label,
         )
     elif isinstance(inp, Molecule):
-        from ddibench.molecule_answers import instruction_of
+        from ddibench.toolkit.molecule_answers import instruction_of
 
         doc.update(
             smiles=inp.smiles,
@@ -122,8 +122,8 @@ def _yaml(task: Task, data_file: str, kind: str, json_mode: str) -> str:
     """The task's lm-eval config; ``data_file`` is relative to the exported folder."""
     generation: dict[str, Any] = {"until": [], "do_sample": False, "temperature": 0.0}
     if kind == "classification":
-        from ddibench.label_choice import LabelChoiceConfig, label_schema
         from ddibench.llm import response_format  # the same request ddibench's client would send
+        from ddibench.toolkit.label_choice import LabelChoiceConfig, label_schema
 
         generation["max_gen_toks"] = LabelChoiceConfig().max_tokens
         if json_mode != "none":
@@ -131,15 +131,15 @@ def _yaml(task: Task, data_file: str, kind: str, json_mode: str) -> str:
         metrics = [("accuracy", "agg_accuracy"), ("macro_f1", "agg_macro_f1"), ("kappa", "agg_kappa")]
     elif kind == "yes_no":
         from ddibench.llm import response_format
-        from ddibench.molecule_answers import answer_budget, answer_schema
+        from ddibench.toolkit.molecule_answers import answer_budget, answer_schema
 
         generation["max_gen_toks"] = answer_budget(task.answer)
         if json_mode != "none":
             generation["response_format"] = response_format(json_mode, answer_schema(task.answer))
         metrics = [("accuracy", "agg_accuracy"), ("macro_f1", "agg_macro_f1"), ("kappa", "agg_kappa")]
     elif kind == "ranking":
-        from ddibench.label_choice import topk_schema, topk_tokens
         from ddibench.llm import response_format
+        from ddibench.toolkit.label_choice import topk_schema, topk_tokens
 
         k = int(getattr(task.evaluator(), "k", 5))
         generation["max_gen_toks"] = topk_tokens(k)
@@ -151,7 +151,7 @@ def _yaml(task: Task, data_file: str, kind: str, json_mode: str) -> str:
             (spec.name, "agg_mean") for spec in task.evaluator().metrics
         ]  # per-answer scores, averaged (recall@5, ndcg@5)
     else:
-        from ddibench.answering import AnswerConfig
+        from ddibench.toolkit.answering import AnswerConfig
 
         generation.update(max_gen_toks=AnswerConfig().max_tokens, temperature=AnswerConfig().temperature)
         metrics = [("embedding_similarity", "agg_mean"), ("bertscore_f1", "agg_mean")]

@@ -31,7 +31,7 @@ def task_named(name: str) -> Task:
 
 @cache
 def _options(name: str) -> tuple[str, ...]:
-    from ddibench.label_choice import option_texts
+    from ddibench.toolkit.label_choice import option_texts
 
     return tuple(option_texts(task_named(name).label_space))
 
@@ -49,7 +49,7 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
     task = task_named(doc["ddibench_task"])
     kind = _doc_kind(doc)
     if kind == "yes_no":  # the zero-shot system's molecule prompt, its system text first
-        from ddibench.molecule_answers import question as molecule_question
+        from ddibench.toolkit.molecule_answers import question as molecule_question
 
         molecule = Molecule(
             smiles=str(doc["smiles"]),
@@ -60,20 +60,20 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
         answer = task.answer
         return answer.system_prompt + "\n\n" + molecule_question(answer, molecule, str(doc["instruction"]))
     if kind == "ranking":
-        from ddibench.label_choice import TOPK_QUESTION, topk_system_prompt
+        from ddibench.toolkit.label_choice import TOPK_QUESTION, topk_system_prompt
 
         k = int(doc["k"])
         system = topk_system_prompt([lb.name for lb in task.label_space], k)
         return system + "\n\n" + TOPK_QUESTION.format(head=_drug(doc, "head"), tail=_drug(doc, "tail"), k=k)
     if kind == "classification":
-        from ddibench.label_choice import QUESTION, SYSTEM_PROMPT
+        from ddibench.toolkit.label_choice import QUESTION, SYSTEM_PROMPT
 
         types = "\n".join(f"{i}. {text}" for i, text in enumerate(_options(task.name), 1))
         asked = QUESTION.format(
             head=f"{doc['head']} (DrugBank {doc['head_id']})", tail=f"{doc['tail']} (DrugBank {doc['tail_id']})"
         )
         return SYSTEM_PROMPT.format(types=types) + "\n\n" + asked
-    from ddibench.answering import ANSWER_SYSTEM
+    from ddibench.toolkit.answering import ANSWER_SYSTEM
 
     return ANSWER_SYSTEM + "\n\n" + str(doc["question"])
 
@@ -97,15 +97,15 @@ def parse_answer(doc: Mapping[str, Any], text: str) -> Prediction:
             return Prediction.invalid(str(doc["id"]), "empty answer", text=text)
         return Prediction(sample_id=str(doc["id"]), text=answer)
     if kind == "yes_no":
-        from ddibench.molecule_answers import parse_yes_no
+        from ddibench.toolkit.molecule_answers import parse_yes_no
 
         label, how = parse_yes_no(text)
         if label is None:
             return Prediction.invalid(str(doc["id"]), how, text=text, trace={"parse": {"method": how}})
         return Prediction(sample_id=str(doc["id"]), label=label, text=text, trace={"parse": {"method": how}})
     if kind == "ranking":
-        from ddibench.label_choice import answer_to_ranking
         from ddibench.llm import ChatResult
+        from ddibench.toolkit.label_choice import answer_to_ranking
 
         names = [lb.name for lb in task_named(doc["ddibench_task"]).label_space]
         result = ChatResult(
@@ -118,7 +118,7 @@ def parse_answer(doc: Mapping[str, Any], text: str) -> Prediction:
             model_reported=None,
         )
         return answer_to_ranking(str(doc["id"]), result, names, range(len(names)), int(doc["k"]), {})
-    from ddibench.parsing import parse_choice
+    from ddibench.toolkit.parsing import parse_choice
 
     parsed = parse_choice(text, _options(doc["ddibench_task"]))
     trace = {"parse": {"method": parsed.method, "detail": parsed.detail}}

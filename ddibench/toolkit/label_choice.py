@@ -41,10 +41,10 @@ from ddibench import families
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
 from ddibench.llm import ChatResult
-from ddibench.parsing import parse_choice
 from ddibench.schema import Drug, DrugPair, LabelSpace, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
 from ddibench.task import Task
+from ddibench.toolkit.parsing import parse_choice
 
 _CLASSIFY = """You are an expert clinical pharmacologist.
 Classify the drug-drug interaction between Drug A and Drug B as exactly one of the interaction types below. In every type, "Drug A" and "Drug B" are the two drugs in the order given.
@@ -278,8 +278,8 @@ class LabelChoiceSystem(BaseSystem):
         self, sample: Sample, messages: list[dict[str, Any]], context_trace: dict[str, Any], ctx: RunContext
     ) -> Prediction:
         """The option the model finds most likely after the answer's opening: its number after ``{"type": ``, or
-        with ``likelihood-text`` its text after ``{"interaction": "`` (see :mod:`ddibench.likelihood`)."""
-        from ddibench.likelihood import NUMBER_CLOSERS, option_likelihoods
+        with ``likelihood-text`` its text after ``{"interaction": "`` (see :mod:`ddibench.toolkit.likelihood`)."""
+        from ddibench.toolkit.likelihood import NUMBER_CLOSERS, option_likelihoods
 
         client = ctx.model("generator")
         if self.config.answer_mode == "likelihood-text":
