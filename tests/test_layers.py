@@ -64,6 +64,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ddibench.kg",
             "ddibench.metrics",
             "ddibench.toolkit.corpus",
+            "ddibench.corpus",  # the old path of ddibench.toolkit.corpus, kept for adapters
         ),
     ),
     ("tasks", ("ddibench.task", "ddibench.drug_settings", "ddibench.evaluation")),
@@ -72,6 +73,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "ddibench.system",
             "ddibench.toolkit",  # but parsing and corpus, each in its own layer above (a module's first match wins)
+            "ddibench.label_choice",  # the old paths of three toolkit modules, kept for adapters
+            "ddibench.answering",
+            "ddibench.molecule_answers",
         ),
     ),
     ("runner", ("ddibench.registry", "ddibench.runner")),

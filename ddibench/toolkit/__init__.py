@@ -10,5 +10,6 @@
 * :mod:`ddibench.toolkit.corpus` — the text corpora question-answering systems retrieve from, and their indexes
 
 Each module keeps its layer (``tests/test_layers.py``): ``parsing`` sits with the sources, ``corpus`` with the
-tools, the rest with the system contract.
+tools, the rest with the system contract. ``ddibench.label_choice``, ``ddibench.answering``,
+``ddibench.molecule_answers`` and ``ddibench.corpus`` are the old paths, kept for adapters written against them.
 """
