@@ -216,7 +216,7 @@ def main() -> None:
 
     import ddibench.leaderboard
     from ddibench.leaderboard import data as board
-    from ddibench.store import add_run, update_ties
+    from ddibench.results.store import add_run, update_ties
     from ddibench.submission import verify
 
     app = str(Path(ddibench.leaderboard.__file__).parent / "app.py")

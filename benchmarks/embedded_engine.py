@@ -152,9 +152,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=12)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
-    from ddibench.label_choice import option_texts
     from ddibench.llm import default_gguf
     from ddibench.tasks.drugbank import load_labels
+    from ddibench.toolkit.label_choice import option_texts
 
     model = args.model or default_gguf()
     options = option_texts(load_labels())

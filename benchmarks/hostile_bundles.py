@@ -7,7 +7,7 @@ tar headers are written by hand, big sizes are declared in headers rather than w
 members are compressible zeros, so every file stays small. Each refusal runs ``python -m ddibench
 verify BUNDLE`` in a fresh process; its wall time and the peak RSS of that process and its children
 (the child that checks the bundle) come from ``wait4``. Then, on a real bundle, :func:`verify` in
-this process against :func:`ddibench.sandbox.verify_isolated` (the best of three each, the task's data
+this process against :func:`ddibench.submission.sandbox.verify_isolated` (the best of three each, the task's data
 already loaded).
 
     python benchmarks/hostile_bundles.py [--bundle results/drugbank_s0/mlp/81ba43c23a43dac2.tar.gz]
@@ -239,8 +239,8 @@ def verify_cli(bundle: Path, timeout: float = 120) -> tuple[int, str, float, flo
 
 def compare(bundle: Path, rounds: int = 3) -> list[tuple[str, float]]:
     """Best-of-``rounds`` wall seconds of verifying ``bundle`` in this process and in a child."""
-    from ddibench.sandbox import verify_isolated
     from ddibench.submission import verify
+    from ddibench.submission.sandbox import verify_isolated
 
     verify(bundle)  # loads the task's data once, as a batch's parent has after its first bundle
     ways: list[tuple[str, Callable[[], object]]] = [

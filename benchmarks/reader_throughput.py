@@ -21,7 +21,7 @@
 Prints prompt and generated tokens per second for each and ddibench's share of the direct path (the
 target is at least 80%). The llama.cpp server reports how many prompt tokens it evaluated (the rest came
 from its prompt cache): printed too. Label-choice systems only (zero-shot, naive-cbr, kaping, k-paths):
-their requests are rebuilt with :func:`ddibench.label_choice.label_schema` and their ``max_tokens``.
+their requests are rebuilt with :func:`ddibench.toolkit.label_choice.label_schema` and their ``max_tokens``.
 Asserts nothing.
 
 Measured on an idle 2-core machine (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, xllamacpp 2026.10.11549, 2 threads,
@@ -202,10 +202,10 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from ddibench.label_choice import label_schema
     from ddibench.llm import ModelSpec
     from ddibench.llm._wire import response_format
     from ddibench.registry import get_system_class
+    from ddibench.toolkit.label_choice import label_schema
 
     spec = ModelSpec.parse(f"embedded:{args.model}")
     gguf = spec.gguf_path()

@@ -146,15 +146,15 @@ async def ddibench_pass(
 
 def request_bodies(samples) -> list[bytes]:
     """The requests ddibench sends for ``samples`` (zero-shot, constrained JSON), as bytes."""
-    from ddibench.label_choice import label_schema, option_texts
     from ddibench.llm import response_format
     from ddibench.registry import get_task
     from ddibench.systems.zero_shot import ZeroShotSystem
+    from ddibench.toolkit.label_choice import label_schema, option_texts
 
     system = ZeroShotSystem()
     system.options = option_texts(get_task("drugbank_s2").label_space)
     types = "\n".join(f"{i}. {text}" for i, text in enumerate(system.options, 1))
-    from ddibench.label_choice import SYSTEM_PROMPT
+    from ddibench.toolkit.label_choice import SYSTEM_PROMPT
 
     prompt = SYSTEM_PROMPT.format(types=types)
     fmt = response_format("schema", label_schema(len(system.options)))

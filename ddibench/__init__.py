@@ -6,8 +6,9 @@ lives in these modules (what the reference systems import, and all they import):
 * ``ddibench.llm`` — model access (``ctx.model(role)`` returns an ``LLMClient``), ``ChatResult``;
 * ``ddibench.kg`` — the shared knowledge graph, path search;
 * ``ddibench.chem`` — molecular fingerprints; ``ddibench.embeddings`` — sentence encoders;
-* ``ddibench.label_choice`` / ``ddibench.answering`` — building blocks of label-choosing and free-text systems;
-* ``ddibench.corpus``, ``ddibench.data`` — retrieval corpora and pinned source data;
+* ``ddibench.toolkit`` — building blocks of systems: ``label_choice`` (label-choosing), ``answering`` (free text),
+  ``molecule_answers`` (one molecule), ``label_sets`` (trained label-set models), ``corpus`` (retrieval corpora);
+* ``ddibench.data`` — pinned source data;
 * ``ddibench.evaluation`` — evaluators, for task families.
 
 Modules whose name starts with ``_`` are private. Heavy libraries (torch, rdkit, llama.cpp, openai)

@@ -1,7 +1,7 @@
 """Per-model API prices: the dated table shipped with the project, merged with ``$DDIBENCH_PRICES``.
 
 Contract: :func:`load_prices` is the one reader of prices; the run plan (``ddibench run --plan``) and the board's
-cost columns (``ddibench.store``) both call it. It returns ``{model spec: Price}``, prices in USD per 1,000
+cost columns (``ddibench.results.store``) both call it. It returns ``{model spec: Price}``, prices in USD per 1,000
 prompt and completion tokens. The shipped table (``ddibench/data/prices.toml``) names, for each row, the
 provider's pricing page and the date it was read; ``$DDIBENCH_PRICES`` names a JSON file in the format the
 project has always read (``{"openai:gpt-4o-mini": {"prompt": 0.00015, "completion": 0.0006}}``, optionally with

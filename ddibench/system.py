@@ -407,7 +407,7 @@ class SystemConfig(BaseModel):
 class Counters:
     """What a system counts as it answers, by name (answers given, invalid answers, fallbacks taken, calls of a
     role). A system reports them as ``run_info()["counters"]``, and the runner adds each name up over every session
-    of a run (:mod:`ddibench.runner.scoring`), so every count is an int that only grows."""
+    of a run (:mod:`ddibench.runner.manifest`), so every count is an int that only grows."""
 
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}

@@ -20,8 +20,8 @@ import pandas as pd
 
 from ddibench.evaluation import MetricSpec, MetricValue
 from ddibench.evaluation.floors import floor_title
+from ddibench.results.store import connect
 from ddibench.runner.records import Manifest
-from ddibench.store import connect
 
 RUN_COLUMNS = (
     "run_id, task, family, setting, system, system_version, model, profile, tier, submittable, n, primary_metric, "
@@ -140,7 +140,7 @@ def read_probes(root: Path | None = None) -> dict[str, Any]:
     """The memorisation probes that ship with the results (``results/probes``, validated), by model spec;
     none where there is no shipped results folder. A malformed probe file is refused (one-line DataError)."""
     from ddibench.errors import ConfigError
-    from ddibench.shipped import results_root, shipped_probes
+    from ddibench.results.shipped import results_root, shipped_probes
 
     try:
         folder = results_root(root)
@@ -154,7 +154,7 @@ def probes_stamp() -> tuple[str, float]:
     (``("", 0.0)`` where there is none). A cache of the probes is keyed by it, so another folder or a newly
     published probe is read afresh."""
     from ddibench.errors import ConfigError
-    from ddibench.shipped import results_root
+    from ddibench.results.shipped import results_root
 
     try:
         folder = results_root()

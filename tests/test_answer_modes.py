@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ddibench.evaluation.answers import answer_distribution
-from ddibench.label_choice import option_order
 from ddibench.llm.stub import StubConfig, running_stub
+from ddibench.toolkit.label_choice import option_order
 
 LOG = math.log
 PREFIX = '{"type": '
@@ -48,8 +48,8 @@ def test_answer_distribution_flags_a_collapse_relative_to_the_gold() -> None:
 
 
 def test_likelihood_walks_the_option_tree_and_beats_greedy_digit_by_digit() -> None:
-    from ddibench.likelihood import option_likelihoods
     from ddibench.llm import LLMPool, ModelSpec
+    from ddibench.toolkit.likelihood import option_likelihoods
 
     options = [str(i) for i in range(1, 13)]
     with running_stub(StubConfig(next_tokens=TREE)) as server:
@@ -198,8 +198,8 @@ def test_text_options_cost_one_request_where_they_part() -> None:
     constrained decoder takes it) up to the last place a token can end (before a space, never inside a word or
     after a space, where the model's top tokens would miss the options), a text that is also the start of a
     longer one is asked about, and a closing quote ends a text."""
-    from ddibench.likelihood import option_likelihoods
     from ddibench.llm import LLMPool, ModelSpec
+    from ddibench.toolkit.likelihood import option_likelihoods
 
     prefix = '{"interaction": "'
     options = ["A raises B", "A raises B's risk of bleeding", "A lowers B"]
@@ -233,8 +233,8 @@ def test_text_options_cost_one_request_where_they_part() -> None:
 
 
 def test_likelihood_text_mode_answers_a_types_text_and_reproduces(cli, tmp_path: Path) -> None:
-    from ddibench.label_choice import option_texts
     from ddibench.registry import get_task
+    from ddibench.toolkit.label_choice import option_texts
 
     texts = option_texts(get_task("drugbank_s2").label_space)
     prefix = '{"interaction": "'
@@ -295,7 +295,7 @@ def test_likelihood_text_mode_answers_a_types_text_and_reproduces(cli, tmp_path:
     ],
 )
 def test_a_shared_stretch_ends_where_a_token_can(here: str, going_on: list[str], to: str) -> None:
-    from ddibench.likelihood import _shared_stretch
+    from ddibench.toolkit.likelihood import _shared_stretch
 
     options = [here + o if not o.startswith(here) else o for o in going_on]
     assert options[0][: _shared_stretch(here, options)] == to

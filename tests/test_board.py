@@ -21,7 +21,7 @@ pytest.importorskip("torch", reason="the runs here use the mlp system ('ml' extr
 
 from conftest import chrome, free_port, needs_chromium, open_when_up, pack_bundle  # noqa: E402
 
-from ddibench.store import add_run  # noqa: E402
+from ddibench.results.store import add_run  # noqa: E402
 from ddibench.submission import _sha, read_bundle, submit, verify  # noqa: E402
 
 TINY = ["-C", "max_epochs=1", "-C", "max_train=1500", "-C", "hidden=[32]", "-C", "patience=1"]
@@ -486,7 +486,7 @@ def test_store_precomputes_ties(store: Path) -> None:
 def test_incremental_ties_equal_a_full_recomputation(store: Path, tmp_path: Path) -> None:
     import duckdb
 
-    from ddibench.store import update_ties
+    from ddibench.results.store import update_ties
 
     copy = tmp_path / "copy.duckdb"
     shutil.copy(store, copy)
@@ -779,7 +779,7 @@ def test_store_recomputes_floors_and_never_reads_the_bundles(runs, store: Path, 
     from ddibench.errors import StorageError
     from ddibench.leaderboard.data import floors, matrix
     from ddibench.leaderboard.data import runs as board_runs
-    from ddibench.store import connect
+    from ddibench.results.store import connect
 
     honest = {
         name: floor["metrics"]

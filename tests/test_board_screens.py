@@ -52,7 +52,7 @@ MARKS = ("★", "☆", "≈")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import duckdb
 
-    from ddibench.store import add_run
+    from ddibench.results.store import add_run
     from ddibench.submission import verify
 
     path = tmp_path_factory.mktemp("screens") / "board.duckdb"

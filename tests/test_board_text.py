@@ -67,7 +67,7 @@ def _forge(bundle: Path, out: Path) -> Path:
 def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A store holding a real majority run on drugbank_s2 and the forged bundle made from it; the forged run's id."""
     from ddibench.cli import main
-    from ddibench.store import add_run
+    from ddibench.results.store import add_run
     from ddibench.submission import submit, verify
 
     root = tmp_path_factory.mktemp("board-text")

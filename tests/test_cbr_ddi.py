@@ -508,9 +508,9 @@ def test_bad_answers_are_counted_not_crashes(cli, tmp_path: Path, reply: str, re
 
 
 def test_cut_off_answer_is_invalid_with_its_reason() -> None:
-    from ddibench.label_choice import answer_to_prediction, option_texts
     from ddibench.llm import ChatResult
     from ddibench.tasks.drugbank import load_labels
+    from ddibench.toolkit.label_choice import answer_to_prediction, option_texts
 
     options = option_texts(load_labels())[5:8]
     cut = ChatResult('{"mechanism": "Both inhibit CYP3A4 and so the', "length", 10, 24, 0.1, False, "m")
@@ -631,8 +631,8 @@ def test_naive_cbr_similarity_is_tanimoto_position_wise(s2) -> None:
 def test_naive_cbr_cases_number_their_types_as_the_options_list_does(s2) -> None:
     """With the options shuffled, a case's "type N" is the number the list shows for its label, so the shuffled
     run measures position bias, not a mismatch between the cases' numbers and the list's."""
-    from ddibench.label_choice import option_texts
     from ddibench.systems.naive_cbr import NaiveCBRConfig, NaiveCBRSystem
+    from ddibench.toolkit.label_choice import option_texts
 
     task, data = s2
     sample = data.split("test")[0]
@@ -754,8 +754,8 @@ def test_a_compact_bundle_keeps_the_evidence_of_every_sample_and_whole_traces_of
     order; the whole traces are a draw seeded by the run's seed, listed in the bundle; the ceilings read from the
     bundle are the run's, and the board shows the samples whose whole trace it holds."""
     from ddibench.leaderboard.data import first_samples
+    from ddibench.results.store import add_run
     from ddibench.runner.selection import Selection, run_samples
-    from ddibench.store import add_run
     from ddibench.submission import read_bundle, verify
     from ddibench.submission.pack import whole_trace_ids
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import kill_run_after
 
-from ddibench.label_choice import option_texts
 from ddibench.llm import EmbeddedServer, LLMPool, ModelSpec, default_gguf
 from ddibench.llm._pool import EMBEDDED_TIMEOUT
-from ddibench.parsing import parse_choice
 from ddibench.systems.zero_shot import ZeroShotSystem
 from ddibench.tasks.drugbank import load_labels
+from ddibench.toolkit.label_choice import option_texts
+from ddibench.toolkit.parsing import parse_choice
 
 pytestmark = pytest.mark.llm
 

@@ -23,7 +23,7 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "benchmarks"))
 from hostile_bundles import HOSTILE, SMALL_BUNDLE, build, header, member, run_measured, verify_cli, write_gz  # noqa: E402
 
-from ddibench import archive  # noqa: E402  (light: the sandbox's child imports this module, under 1 s of CPU)
+from ddibench.submission import archive  # noqa: E402  (light: the sandbox's child imports this module, under 1 s of CPU)
 
 TIME_LIMIT_S = 30  # the benchmark measures about 1 s each (2.6 s for the 500 MiB line); a loaded CI machine is slower
 PEAK_MB = 300  # the CLI process and its child together
@@ -282,7 +282,7 @@ def test_a_check_that_runs_out_is_one_line(monkeypatch: pytest.MonkeyPatch, chec
     in place of verify, under limits lowered to keep the test short."""
     import time
 
-    import ddibench.sandbox as sandbox
+    import ddibench.submission.sandbox as sandbox
     from ddibench.errors import DataError
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the child imports what this process can

@@ -51,20 +51,29 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "ddibench.data",
             "ddibench.profiles",
             "ddibench.chem",
-            "ddibench.parsing",
+            "ddibench.toolkit.parsing",
             "ddibench.artifacts",
             "ddibench.prices",
         ),
     ),
-    ("tools", ("ddibench.llm", "ddibench.embeddings", "ddibench.kg", "ddibench.metrics", "ddibench.corpus")),
+    (
+        "tools",
+        (
+            "ddibench.llm",
+            "ddibench.embeddings",
+            "ddibench.kg",
+            "ddibench.metrics",
+            "ddibench.toolkit.corpus",
+            "ddibench.corpus",  # the old path of ddibench.toolkit.corpus, kept for adapters
+        ),
+    ),
     ("tasks", ("ddibench.task", "ddibench.drug_settings", "ddibench.evaluation")),
     (
         "systems",
         (
             "ddibench.system",
-            "ddibench.label_choice",
-            "ddibench.likelihood",
-            "ddibench.label_sets",
+            "ddibench.toolkit",  # but parsing and corpus, each in its own layer above (a module's first match wins)
+            "ddibench.label_choice",  # the old paths of three toolkit modules, kept for adapters
             "ddibench.answering",
             "ddibench.molecule_answers",
         ),
@@ -73,11 +82,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "results",
         (
-            "ddibench.archive",
             "ddibench.submission",
-            "ddibench.sandbox",
-            "ddibench.store",
-            "ddibench.shipped",
+            "ddibench.results",
             "ddibench.interop",
         ),
     ),

@@ -101,7 +101,7 @@ def _results(root: Path) -> Path:
 def test_a_malformed_probe_file_is_refused_by_the_results_check(
     recalled: ProbeResult, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ddibench.shipped import check, shipped_probes
+    from ddibench.results.shipped import check, shipped_probes
 
     root = _results(tmp_path / "results")
     good = root / "probes" / f"{model_slug(recalled.model.spec)}.json"
@@ -144,7 +144,7 @@ def test_a_declared_cutoff_reuses_the_cached_answers(fresh_cache: Path, tmp_path
 def test_the_board_shows_a_models_probe_beside_its_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
     from ddibench.leaderboard.static import write_site
-    from ddibench.store import add_run
+    from ddibench.results.store import add_run
     from ddibench.submission import submit, verify
 
     with running_stub(StubConfig()) as stub:

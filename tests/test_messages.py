@@ -172,8 +172,8 @@ def test_a_bad_shuffle_seed_is_refused_before_the_run(cli, tmp_path: Path, value
 
 def test_shuffle_seeds_pydantic_took_before_are_still_taken() -> None:
     from ddibench.errors import ConfigError
-    from ddibench.label_choice import LabelChoiceConfig, option_order
     from ddibench.systems.kaping import KAPINGSystem  # a subclass's config inherits the check
+    from ddibench.toolkit.label_choice import LabelChoiceConfig, option_order
 
     for given, seed in ((None, None), (0, 0), (3, 3), (3.0, 3), ("7", 7)):
         assert LabelChoiceConfig(shuffle_options=given).shuffle_options == seed

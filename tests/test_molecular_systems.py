@@ -164,8 +164,8 @@ def test_zero_shot_on_the_three_families_with_the_stub(cli, stub, tmp_path: Path
 
 
 def test_molecular_answers_are_parsed_strictly() -> None:
-    from ddibench.molecule_answers import parse_targets, parse_yes_no
     from ddibench.schema import Label, LabelSpace
+    from ddibench.toolkit.molecule_answers import parse_targets, parse_yes_no
 
     labels = LabelSpace(tuple(Label(i, s, s) for i, s in enumerate(["EGFR", "KIT", "ABL1", "MET"])))
     assert parse_targets('{"targets": ["egfr", "EGFR-2", "KIT", "KIT"]}', labels) == ([0, 1], ["EGFR-2"], "json")
@@ -187,8 +187,8 @@ def test_the_declared_answers_ask_what_the_shipped_runs_asked() -> None:
     import tarfile
 
     from ddibench.hashing import sha256_text
-    from ddibench.molecule_answers import instruction_of, question
     from ddibench.systems.cladd.prompts import PREDICTOR_PREFIX
+    from ddibench.toolkit.molecule_answers import instruction_of, question
 
     root = Path(__file__).resolve().parent.parent / "results"
     checked: dict[str, int] = {}

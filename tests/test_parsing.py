@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ddibench.label_choice import option_texts
-from ddibench.parsing import parse_choice
 from ddibench.tasks.drugbank import load_labels
+from ddibench.toolkit.label_choice import option_texts
+from ddibench.toolkit.parsing import parse_choice
 
 OPTIONS = option_texts(load_labels())
 

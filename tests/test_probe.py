@@ -12,8 +12,8 @@ from ddibench.errors import ConfigError
 from ddibench.evaluation import EvaluationInputError, ProbeData, ProbeEvaluator, finetune_probe
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.registry import get_task
+from ddibench.results.store import scoring_variant
 from ddibench.schema import Prediction
-from ddibench.store import scoring_variant
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ddibench.commands.board import RESULTS_MARKERS
-from ddibench.shipped import INDEX, index_text, read_index
+from ddibench.results.shipped import INDEX, index_text, read_index
 
 REPO_RESULTS = Path(__file__).resolve().parent.parent / "results"
 SHIPPED = ("tox_skin/majority/136ecb6dd578a8a1.tar.gz", "tox_skin/morgan-sklearn/48c6e524794920ff.tar.gz")
@@ -182,7 +182,7 @@ def test_publish_refuses_a_raised_value_though_a_store_of_that_index_was_built_b
 ) -> None:
     """'board serve' builds (and caches) the board of a forged index, leaving the forged run out; publish then does
     not take that store for a check of every entry."""
-    from ddibench.shipped import shipped_store
+    from ddibench.results.shipped import shipped_store
 
     results = repo / "results"
     set_field("value", lambda e: 0.99)(results, repo)
@@ -227,7 +227,7 @@ def test_board_check_refuses_a_link_or_a_special_file(cli, repo: Path, tmp_path:
 
 def test_board_serve_store_refuses_a_link(repo: Path, tmp_path: Path, fresh_cache: Path) -> None:
     from ddibench.errors import DataError
-    from ddibench.shipped import shipped_store
+    from ddibench.results.shipped import shipped_store
 
     results = repo / "results"
     linked_bundle(results, tmp_path / "outside")
@@ -241,7 +241,7 @@ def test_publish_refuses_a_new_bundle_whose_entry_would_be_malformed_and_an_inde
     """What publish writes is held to the schema it reads: a new entry that departs from it (here a negative run
     time) leaves the bundle out, and an index that would not pass (here a tie verdict of another kind) is not
     written."""
-    import ddibench.shipped as shipped
+    import ddibench.results.shipped as shipped
     from ddibench.errors import DataError
 
     results = repo / "results"

@@ -234,7 +234,7 @@ def test_qa_run_judge_selfcheck_and_rescore(cli, tmp_path: Path) -> None:
             assert "selfcheck" not in verdict.evaluation.metrics and "judge_overall" not in verdict.evaluation.metrics
     # a judge or SelfCheckGPT only adds scores: the board ranks such runs with the plain ones
     from ddibench.registry import get_task
-    from ddibench.store import scoring_variant
+    from ddibench.results.store import scoring_variant
 
     evaluator = get_task("ddi_qa_s2").evaluator()
     models = evaluator.configure({"judge": False, "selfcheck": 5, "second_judge": "vllm:x@http://127.0.0.1:1/v1"})

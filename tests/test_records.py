@@ -106,7 +106,7 @@ def test_results_of_schema_1_read_report_and_verify(cli, mlp_run: Path, tmp_path
 def test_a_store_written_before_metric_declarations_is_upgraded_in_place(cli, mlp_run: Path, tmp_path: Path) -> None:
     from ddibench.errors import StorageError
     from ddibench.leaderboard.data import cell, runs
-    from ddibench.store import connect
+    from ddibench.results.store import connect
 
     code, _, err = cli("submit", str(mlp_run), "--out", str(tmp_path / "b.tar.gz"))
     assert code == 0, err

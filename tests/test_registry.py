@@ -130,7 +130,7 @@ def test_an_outside_systems_bundle_gives_the_same_board_row_where_the_system_is_
     reads both from the bundle: built where the system is not installed, it shows the run as it does where the
     system is (under its variant, its collapsed answers not flagged), not as a plain run of a collapsed system."""
     duckdb = pytest.importorskip("duckdb", reason="the board needs the 'board' extra")
-    from ddibench.store import add_run
+    from ddibench.results.store import add_run
     from ddibench.submission import submit, verify
 
     module = plugin.parent / "ddibench_majority" / "__init__.py"

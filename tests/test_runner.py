@@ -239,8 +239,8 @@ def test_sigkill_halfway_then_resume_keeps_every_sample_exactly_once(tmp_path: P
 
 
 def test_a_resumed_runs_counters_are_summed_over_its_sessions() -> None:
+    from ddibench.runner.manifest import _run_system_info
     from ddibench.runner.records import SessionRecord
-    from ddibench.runner.scoring import _run_system_info
 
     def session(state: str, info: dict) -> SessionRecord:
         return SessionRecord(started="2026-01-01T00:00:00+00:00", state=state, system_info=info)

@@ -27,9 +27,9 @@ def test_the_runner_and_every_reader_take_the_samples_of_the_runs_identity(cli, 
     from ddibench.runner.compare import compare
     from ddibench.runner.forecast import forecast
     from ddibench.runner.plan import RunRequest
-    from ddibench.sandbox import verify_isolated
     from ddibench.submission import WHOLE_TRACES, read_bundle, recorded_verdict, submit, verify
     from ddibench.submission.pack import whole_trace_ids
+    from ddibench.submission.sandbox import verify_isolated
 
     task = get_task("drugbank_s2")
     data = task.load()

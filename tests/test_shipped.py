@@ -10,7 +10,7 @@ import pytest
 from conftest import chrome, free_port, needs_chromium, open_when_up, pack_bundle
 
 from ddibench.errors import DataError
-from ddibench.shipped import BUDGET_BYTES, check, publish, read_index, shipped_store, write_index
+from ddibench.results.shipped import BUDGET_BYTES, check, publish, read_index, shipped_store, write_index
 from ddibench.submission import CALL_FIELDS, read_bundle, submit, verify
 
 
@@ -149,7 +149,7 @@ def shipped(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
 def test_only_cheap_runs_are_reproduced_by_default() -> None:
     from types import SimpleNamespace
 
-    from ddibench.shipped import REPRODUCE_UNDER_S, cheap
+    from ddibench.results.shipped import REPRODUCE_UNDER_S, cheap
 
     def verdict(wall: float) -> SimpleNamespace:
         return SimpleNamespace(results=SimpleNamespace(timing=SimpleNamespace(wall_s_total=wall)))
@@ -253,7 +253,7 @@ def test_check_fails_when_a_bundle_changes_under_the_index(shipped: Path, tmp_pa
 def test_publish_refuses_rejected_and_oversized_bundles_and_leaves_the_folder_as_it_was(
     shipped: Path, runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ddibench.shipped as shipped_module
+    import ddibench.results.shipped as shipped_module
 
     root = _copy(shipped, tmp_path)
     before = (root / "index.json").read_bytes()
@@ -280,14 +280,14 @@ def test_the_board_opens_from_recorded_results_without_recomputing_and_leaves_ou
 ) -> None:
     """The shipped store trusts what CI verified: no bundle is verified again (the verifier is not called), a
     bundle whose bytes differ from the index is left out with its reason, and the others are on the board."""
-    import ddibench.sandbox
+    import ddibench.submission.sandbox
     import ddibench.submission.verification
     from ddibench.leaderboard.data import runs
 
     def refuse(*args, **kwargs):
         raise AssertionError("the board must not verify the shipped bundles again")
 
-    monkeypatch.setattr(ddibench.sandbox, "verify_isolated", refuse)
+    monkeypatch.setattr(ddibench.submission.sandbox, "verify_isolated", refuse)
     monkeypatch.setattr(ddibench.submission.verification, "verify", refuse)
     root = _copy(shipped, tmp_path)
     changed = next(e for e in read_index(root)["runs"] if e["system"] == "majority")
@@ -307,7 +307,7 @@ def test_publish_writes_the_bundle_the_index_and_the_tables_together(
     """A publish checks the shipped bundles by hash (not recomputed), verifies the new one, and writes bundle,
     index (with the tie verdicts and floors) and tables at once; the store it leaves in the cache is the one a
     build from the new index gives, and a full check agrees with the index."""
-    from ddibench.shipped import TIE, _store_path
+    from ddibench.results.shipped import TIE, _store_path
 
     root = _copy(shipped, tmp_path)
     bundle = submit(runs["popularity"], tmp_path / "p.tar.gz", compact=True)
@@ -336,7 +336,7 @@ def test_an_interrupted_or_failed_publish_leaves_the_folder_as_it_was(
 ) -> None:
     import os
 
-    import ddibench.shipped as shipped_module
+    import ddibench.results.shipped as shipped_module
 
     root = _copy(shipped, tmp_path)
     before = _files(root)
@@ -421,8 +421,8 @@ def test_the_board_built_from_recorded_results_equals_the_board_ci_recomputes(
     run column but the time it was added, every sample row with its trace, every floor."""
     import time
 
-    from ddibench.shipped import recompute_tolerance
-    from ddibench.store import connect
+    from ddibench.results.shipped import recompute_tolerance
+    from ddibench.results.store import connect
 
     _, full = repo_results
     started = time.perf_counter()
@@ -470,7 +470,7 @@ def test_the_board_built_from_recorded_results_equals_the_board_ci_recomputes(
 
 def _indexed(reproduction: str | None) -> str | None:
     """A run's reproduction record as the index keeps it (counts and tolerance)."""
-    from ddibench.shipped import _reproduction
+    from ddibench.results.shipped import _reproduction
 
     return None if reproduction is None else json.dumps(_reproduction(json.loads(reproduction)))
 
@@ -638,11 +638,11 @@ def test_the_cached_shipped_store_is_keyed_by_the_code_that_decides_its_rows() -
     from pathlib import Path
 
     import ddibench
-    from ddibench.shipped import STORE_CODE, index_digest
+    from ddibench.results.shipped import STORE_CODE, index_digest
 
     before = index_digest(REPO_RESULTS)
     assert index_digest(REPO_RESULTS) == before  # stable
     package = Path(ddibench.__file__).parent
     assert all(list(package.glob(pattern)) for pattern in STORE_CODE)  # each names code that is there
-    assert {"runner/records.py", "runner/selection.py", "store.py"} <= set(STORE_CODE)
+    assert {"runner/records.py", "runner/selection.py", "results/store.py"} <= set(STORE_CODE)
     assert not any(pattern.startswith("systems") for pattern in STORE_CODE)

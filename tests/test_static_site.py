@@ -17,7 +17,7 @@ from conftest import reseal_bundle  # noqa: E402
 
 from ddibench.data.published import load_published  # noqa: E402
 from ddibench.leaderboard.static import markdown_table, ranked_table, safe_name, write_site  # noqa: E402
-from ddibench.store import add_run  # noqa: E402
+from ddibench.results.store import add_run  # noqa: E402
 from ddibench.submission import read_bundle, submit, verify  # noqa: E402
 
 SCRIPT = "<script>alert('hostile')</script>"

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from ddibench.data.twosides import load_labels
-from ddibench.label_choice import answer_to_ranking, parse_choices, topk_schema
 from ddibench.llm import ChatResult
 from ddibench.llm.stub import StubConfig, running_stub
+from ddibench.toolkit.label_choice import answer_to_ranking, parse_choices, topk_schema
 
 NAMES = [lb.name for lb in load_labels()]
 
@@ -242,7 +242,7 @@ def test_drugbank_identities_of_the_trained_systems_did_not_change() -> None:
 
 
 def test_generated_negatives_replace_one_drug_and_are_not_known_pairs() -> None:
-    from ddibench.label_sets import corrupt_pairs, recall_at_k
+    from ddibench.toolkit.label_sets import corrupt_pairs, recall_at_k
 
     rng = np.random.default_rng(0)
     pairs = np.array([[0, 1], [1, 2], [2, 3], [3, 4], [4, 0]])

@@ -102,8 +102,8 @@ def verify(bundle: Path, reproduce: bool, tolerance: float, store: Path | None) 
     recomputed metrics."""
     import tempfile
 
-    from ddibench.sandbox import verify_isolated
     from ddibench.submission import reproduce as rerun
+    from ddibench.submission.sandbox import verify_isolated
 
     _check_tolerance(tolerance, reproduce)
     # in a child process with CPU and memory limits; the predictions come back only when they are used
@@ -114,7 +114,7 @@ def verify(bundle: Path, reproduce: bool, tolerance: float, store: Path | None) 
     console = _console()
     _print_verdict(verdict, console)
     if verdict.accepted and store is not None:
-        from ddibench.store import add_run
+        from ddibench.results.store import add_run
 
         add_run(store, verdict)
         console.print(f"added to {store}")
@@ -185,14 +185,14 @@ def board_add(bundles: tuple[Path, ...], store: Path | None, previews: bool, rep
     import tempfile
 
     from ddibench.errors import DdibenchError
-    from ddibench.store import add_run, store_path
+    from ddibench.results.store import add_run, store_path
     from ddibench.submission import reproduce as rerun
     from ddibench.submission import verify_all
 
     _check_tolerance(tolerance, reproduce)
 
     path = store_path(store)
-    from ddibench.store import connect
+    from ddibench.results.store import connect
 
     connect(path).close()  # a store that cannot be opened is refused before any bundle is read
     console = _console()
@@ -222,7 +222,7 @@ def board_upgrade(store: Path | None) -> None:
     """Bring a results store written by an earlier ddibench to this one's layout, in place (the board reads
     only the current layout; adding a bundle upgrades a store too)."""
     from ddibench.errors import ConfigError
-    from ddibench.store import connect, store_path
+    from ddibench.results.store import connect, store_path
 
     path = store_path(store)
     if not path.is_file():
@@ -265,7 +265,7 @@ def board_publish(bundles: tuple[Path, ...], root: Path | None, previews: bool, 
     checked by hash against the index (CI recomputes them all: 'ddibench board check')."""
     import time
 
-    from ddibench.shipped import publish
+    from ddibench.results.shipped import publish
 
     folder = root or _default_results()
     started = time.perf_counter()
@@ -291,7 +291,7 @@ def _default_results() -> Path:
     """$DDIBENCH_RESULTS, else results/ of this checkout (created on the first publish)."""
     import os
 
-    from ddibench.shipped import RESULTS_ENV, checkout_results
+    from ddibench.results.shipped import RESULTS_ENV, checkout_results
 
     value = os.environ.get(RESULTS_ENV, "").strip()
     return Path(value) if value else checkout_results()
@@ -307,7 +307,7 @@ RESULTS_PAGE = Path("docs") / "results.md"  # in a checkout, beside results/: th
 
 
 def tables(folder: Path, store: Path) -> dict[Path, str]:
-    """The results tables of a results store (path: text, for :func:`ddibench.shipped.publish` to write with the
+    """The results tables of a results store (path: text, for :func:`ddibench.results.shipped.publish` to write with the
     rest): results/README.md with the full table and, when the folder is a checkout's results/, the results sections
     of the README (the compact ranked table) and of docs/results.md (the full table)."""
     from ddibench.leaderboard.static import markdown_table, ranked_table
@@ -344,7 +344,7 @@ def board_check(root: Path | None, no_reproduce: bool) -> None:
     """Verify every shipped bundle against results/index.json (recomputed numbers, hashes, reproductions, size budget)."""
     import time
 
-    from ddibench.shipped import check, results_root
+    from ddibench.results.shipped import check, results_root
 
     folder = results_root(root)
     started = time.perf_counter()
@@ -391,8 +391,8 @@ def board_store(store: Path | None, root: Path | None) -> Path:
     (once per results index, then cached)."""
     import os
 
-    from ddibench.shipped import results_root, shipped_store
-    from ddibench.store import store_path
+    from ddibench.results.shipped import results_root, shipped_store
+    from ddibench.results.store import store_path
 
     if store is not None or (root is None and os.environ.get("DDIBENCH_BOARD")):
         path = store_path(store)
@@ -414,7 +414,7 @@ class _BuildProgress:
     is built (it is cached per index): bundles read of the index's total, and a line for each one left out."""
 
     def __init__(self, folder: Path) -> None:
-        from ddibench.shipped import read_index
+        from ddibench.results.shipped import read_index
 
         self.folder = folder
         self.total = len(read_index(folder)["runs"]) if folder.is_dir() else 0

@@ -32,7 +32,7 @@ def export() -> None:
 )
 def export_lm_eval(out: Path, tasks: tuple[str, ...], limit: int | None, seed: int, json_mode: str) -> None:
     """Write lm-eval task configs (YAML, documents, glue) that use ddibench's prompts, parser and metrics."""
-    from ddibench.interop.lm_eval import export as write
+    from ddibench.interop.lm_eval.export import export as write
     from ddibench.registry import get_task
 
     written = write([get_task(t) for t in tasks], out, limit, seed, json_mode)
@@ -65,7 +65,7 @@ def import_() -> None:
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Write exactly this run directory.")
 def import_lm_eval(samples: Path, runs_dir: Path, run_dir: Path | None) -> None:
     """Turn lm-eval's --log_samples output of an exported task into a ddibench run directory."""
-    from ddibench.interop.lm_eval import import_samples
+    from ddibench.interop.lm_eval.importing import import_samples
     from ddibench.runner.records import read_results
     from ddibench.runner.report import render_results
 

@@ -66,7 +66,7 @@ def cache_root() -> Path:
     return ((Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "ddibench").absolute()
 
 
-# the DDIBENCH_* variables that name a place (the results store and the price list are read by ddibench.store)
+# the DDIBENCH_* variables that name a place (the results store and the price list are read by ddibench.results.store)
 PATH_ENVS = (MIRROR_ENV, CACHE_ENV, "DDIBENCH_MODELS", "DDIBENCH_BOARD", "DDIBENCH_PRICES")
 
 

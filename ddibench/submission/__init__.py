@@ -3,7 +3,7 @@
 ``ddibench submit RUN_DIR`` packs a finished run into one ``.tar.gz``: the per-sample predictions, the
 run's identity and self-reported results, its sessions and LLM-judge scores, and ``bundle.json`` with
 the sha256 of every member. ``ddibench verify BUNDLE`` treats the bundle as data, never code: members
-are streamed from the archive by a bounded reader of its own (:mod:`ddibench.archive`: regular files
+are streamed from the archive by a bounded reader of its own (:mod:`ddibench.submission.archive`: regular files
 with expected names only, every size capped; predictions are parsed line by line and only what the
 checks need is kept), parsed into their record types, and checked —
 
@@ -38,6 +38,8 @@ The package, one module per job:
   :func:`load_finished_or_bundle` (a side of ``report --against``)
 * :mod:`ddibench.submission.checks` — the system, model, cost and label checks; adapter provenance
 * :mod:`ddibench.submission.reproduction` — :func:`reproduce` and :func:`same_answer`
+* :mod:`ddibench.submission.archive` — the bounded reader of a bundle's tar members (no ``tarfile``)
+* :mod:`ddibench.submission.sandbox` — :func:`verify_isolated`: ``verify`` in a child process under CPU and memory limits
 """
 
 from __future__ import annotations

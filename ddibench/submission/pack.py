@@ -79,7 +79,7 @@ def submit(run_dir: Path, out: Path | None = None, compact: bool = False, whole_
     members["bundle.json"] = json.dumps(bundle.dump(), indent=2).encode("utf-8")
     tmp = out.with_name(f".{out.name}.tmp")
     try:
-        # plain ustar members (no PAX headers): the bounded reader (ddibench.archive) refuses tar's extensions
+        # plain ustar members (no PAX headers): the bounded reader (ddibench.submission.archive) refuses tar's extensions
         with tarfile.open(tmp, "w:gz", format=tarfile.USTAR_FORMAT) as tar:
             for name, data in sorted(members.items()):
                 info = tarfile.TarInfo(name)

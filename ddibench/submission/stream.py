@@ -1,4 +1,4 @@
-"""Reading a bundle's members safely: streamed through the bounded reader (:mod:`ddibench.archive`), whose
+"""Reading a bundle's members safely: streamed through the bounded reader (:mod:`ddibench.submission.archive`), whose
 per-member caps refuse an oversized member from its header; every member hashed a chunk at a time; the small
 JSON members checked for depth; predictions parsed line by line, each line's length, the number of lines and
 the JSON values they hold capped (a line is never built past its cap); scores/ kept (the task's evaluator
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddibench.archive import SMALL_MEMBERS
-from ddibench.archive import members as bundle_members
 from ddibench.errors import DataError
 from ddibench.schema import Prediction
+from ddibench.submission.archive import SMALL_MEMBERS
+from ddibench.submission.archive import members as bundle_members
 
 CALL_FIELDS = (
     "role",
@@ -52,8 +52,8 @@ _ALL_FIELDS = set(Prediction.model_fields)
 
 def read_bundle(path: Path) -> dict[str, bytes]:
     """Every member of the bundle, whole, in memory (for tools and tests; :func:`verify` streams). The
-    archive is read by a bounded reader of its own (:mod:`ddibench.archive`), not by tarfile: each member at
-    most its cap (:func:`ddibench.archive.member_cap`), every one together at most ``MAX_BUNDLE_BYTES``."""
+    archive is read by a bounded reader of its own (:mod:`ddibench.submission.archive`), not by tarfile: each member at
+    most its cap (:func:`ddibench.submission.archive.member_cap`), every one together at most ``MAX_BUNDLE_BYTES``."""
     members = {name: handle.read() for name, handle in bundle_members(path)}
     if "bundle.json" not in members:
         raise DataError(f"{path} has no bundle.json")

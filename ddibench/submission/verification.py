@@ -382,10 +382,10 @@ def _check_agreement(verdict: Verdict, bundle: BundleIndex, run: RunIdentity, re
 
 def verify_all(paths: Iterable[Path], keep_traces: bool = False) -> Iterator[tuple[Path, Verdict | None, str | None]]:
     """Verify bundles one by one, each in a child process with CPU and memory limits
-    (:mod:`ddibench.sandbox`): (path, verdict, None), or (path, None, why) when a bundle could not be
+    (:mod:`ddibench.submission.sandbox`): (path, verdict, None), or (path, None, why) when a bundle could not be
     verified at all; one bundle never stops the others."""
     from ddibench.errors import DdibenchError
-    from ddibench.sandbox import verify_isolated
+    from ddibench.submission.sandbox import verify_isolated
 
     for path in paths:
         try:

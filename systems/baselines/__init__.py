@@ -10,7 +10,7 @@
   (captioning): the probe then learns from the structure alone (the CLADD paper's "Only SMILES" row), the floor
   of captioning systems.
 * ``top-passage`` — for a question, the passage of the shared QA corpus (drug monographs, MedQuAD
-  corpus documents, the training pairs' interaction sentences; :func:`ddibench.corpus.qa_corpus`) that
+  corpus documents, the training pairs' interaction sentences; :func:`ddibench.toolkit.corpus.qa_corpus`) that
   a BM25 keyword search ranks first, verbatim: what retrieval gives with no model reading it, the floor
   of question answering. A free-text answer has no label to count, so this is its majority.
 
@@ -166,7 +166,7 @@ class TopPassageSystem(BaseSystem):
         self.info: dict[str, Any] = {}
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
-        from ddibench import corpus
+        from ddibench.toolkit import corpus
 
         chunks = corpus.qa_corpus(
             view.train,

@@ -27,7 +27,7 @@
 
 On label-set tasks (TWOSIDES side effects) a case holds the pair's side effects, the GNN offers its top-N
 side effects (N = 10 unless ``n_candidates`` is given, as in the paper) and the LLM answers the k most
-likely of them (``{"mechanism", "side_effects"}``, parsed by :func:`ddibench.label_choice.answer_to_ranking`);
+likely of them (``{"mechanism", "side_effects"}``, parsed by :func:`ddibench.toolkit.label_choice.answer_to_ranking`);
 sampling keeps K-medoids per side effect, and refinement rewrites a case's insight when its answer names
 none of the case's side effects.
 
@@ -61,15 +61,6 @@ import numpy as np
 from pydantic import Field
 
 from ddibench import families
-from ddibench.label_choice import (
-    OptionSeed,
-    answer_to_prediction,
-    answer_to_ranking,
-    choice_count,
-    label_schema,
-    option_texts,
-    topk_schema,
-)
 from ddibench.llm import ChatResult
 from ddibench.schema import Drug, Prediction, Sample
 from ddibench.system import (
@@ -84,6 +75,15 @@ from ddibench.system import (
 )
 from ddibench.systems.cbr_ddi import prompts
 from ddibench.systems.cbr_ddi.repository import Case, Repository, normalise, representative_sample
+from ddibench.toolkit.label_choice import (
+    OptionSeed,
+    answer_to_prediction,
+    answer_to_ranking,
+    choice_count,
+    label_schema,
+    option_texts,
+    topk_schema,
+)
 
 if TYPE_CHECKING:
     from ddibench.systems.emergnn import EmerGNNSystem

@@ -16,7 +16,7 @@ Every agent is its own LLM role (``--model ROLE=SPEC`` gives each a model), with
 3. ``molecule_understanding`` writes a report from the retrieved annotations (and the tool's caption).
 4. ``predictor`` combines the reports into the answer the task declares (``task.answer``: yes/no, five targets
    or a caption), under the task's system prompt and budget, with the constrained JSON and strict parsing of
-   :mod:`ddibench.molecule_answers`; it serves every molecule task that module can answer.
+   :mod:`ddibench.toolkit.molecule_answers`; it serves every molecule task that module can answer.
 
 Ablations (``--config``): ``use_kg_team`` (drops the KG planner and both KG agents), ``use_drugrel``,
 ``use_biorel``, ``use_mu`` (the predictor then reads the raw annotations instead of the MU report),
@@ -44,14 +44,6 @@ from pydantic import Field
 
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
-from ddibench.molecule_answers import (
-    answer_budget,
-    answer_schema,
-    can_answer,
-    describe_molecule,
-    instruction_of,
-    to_prediction,
-)
 from ddibench.schema import LabelSpace, Molecule, Prediction, Sample
 from ddibench.system import BaseSystem, RunContext, SystemConfig, TrainingView, llm_trace
 from ddibench.systems.cladd import prompts
@@ -59,6 +51,14 @@ from ddibench.systems.cladd.annotations import Annotation, lookup, neighbour_cap
 from ddibench.systems.cladd.audit import stated_labels
 from ddibench.systems.cladd.graph import Anchor, DrugGraph, Related
 from ddibench.task import AnswerSpec, Task
+from ddibench.toolkit.molecule_answers import (
+    answer_budget,
+    answer_schema,
+    can_answer,
+    describe_molecule,
+    instruction_of,
+    to_prediction,
+)
 
 ROLES = ("annotation_planner", "kg_planner", "drugrel", "biorel", "molecule_understanding", "predictor")
 
@@ -174,7 +174,7 @@ class CLADDSystem(BaseSystem):
         return self.answer
 
     def supports(self, task: Task) -> bool:
-        """Every molecule task whose declared answer the predictor can give (:func:`ddibench.molecule_answers.can_answer`)."""
+        """Every molecule task whose declared answer the predictor can give (:func:`ddibench.toolkit.molecule_answers.can_answer`)."""
         return can_answer(task)
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
@@ -420,6 +420,6 @@ class CLADDSystem(BaseSystem):
         return out
 
     def _question(self, molecule: Molecule, context: list[str]) -> str:
-        from ddibench.molecule_answers import question
+        from ddibench.toolkit.molecule_answers import question
 
         return question(self.task_answer, molecule, self.instruction, context)

@@ -3,7 +3,7 @@
 Written in our own words after the structure of the paper's appendix G (Tables 7-12): each agent is told
 who it is, what it receives and what it must return. The planners answer a constrained JSON decision
 (``{"decision": "yes" | "no", "reason": ...}``); the report writers answer free text; the prediction
-agent answers in the task's format (:mod:`ddibench.molecule_answers`).
+agent answers in the task's format (:mod:`ddibench.toolkit.molecule_answers`).
 """
 
 from __future__ import annotations

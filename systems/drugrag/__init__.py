@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ddibench.answering import AnswerConfig, AnswerSystem, training_interactions
 from ddibench.schema import Question
 from ddibench.system import RunContext, TrainingView, llm_trace
 from ddibench.systems.drugrag.graph import LABELS, RELATIONS, SCHEMA_TEXT, LadybugGraph, Neo4jGraph, extract
 from ddibench.systems.drugrag.guard import CypherRejected, check_cypher
+from ddibench.toolkit.answering import AnswerConfig, AnswerSystem, training_interactions
 
 CYPHER_SYSTEM = f"""You translate questions about drugs into one read-only Cypher query for this graph:
 {SCHEMA_TEXT}

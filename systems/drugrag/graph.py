@@ -81,7 +81,7 @@ def _dictionary_nodes(ner: Dictionary) -> tuple[dict[str, dict[str, str]], dict[
 
 def _add_descriptions(drugs: dict[str, dict[str, str]], compounds: dict[str, dict[str, str]]) -> None:
     """Sets each node's description from its DrugBank monograph (a monograph the dictionary lacks adds a compound)."""
-    from ddibench import corpus
+    from ddibench.toolkit import corpus
 
     for chunk in corpus.drug_monographs(words=10_000):  # one passage per drug: the whole description
         db = chunk.id.split(":")[1]
@@ -95,7 +95,7 @@ def _interaction_edges(
     ner: Dictionary, train: Iterable[Any], labels: Any, stats: dict[str, int]
 ) -> dict[tuple[str, str], list[str]]:
     """The INTERACTS_WITH edges, each with its sentences: one per training sentence naming exactly two drugs."""
-    from ddibench import corpus
+    from ddibench.toolkit import corpus
 
     interactions: dict[tuple[str, str], list[str]] = {}
     for chunk in corpus.interaction_chunks(train, labels):

@@ -24,7 +24,7 @@ On label-set tasks (TWOSIDES side effects) the classifier has one sigmoid output
 with EmerGNN's TWOSIDES objective (``multilabel_loss="negatives"``: the positive side effects of a pair
 against the same side effects on a generated negative pair) or BCE over every side effect (``"bce"``),
 with EmerGNN's TWOSIDES hyperparameters per setting; the model with the best validation recall@k is kept,
-and a prediction ranks the side effects by score (see :mod:`ddibench.label_sets`).
+and a prediction ranks the side effects by score (see :mod:`ddibench.toolkit.label_sets`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from pydantic import model_serializer
 
-from ddibench import families, label_sets
+from ddibench import families
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Prediction, Sample
@@ -55,6 +55,7 @@ from ddibench.system import (
     TrainingProgress,
     TrainingView,
 )
+from ddibench.toolkit import label_sets
 
 TRAINING_CODE_VERSION = 2  # 2: sums of messages in CSR order (scipy-built matrices), batches prepared ahead
 T = TypeVar("T")
@@ -97,7 +98,7 @@ class EmerGNNConfig(SystemConfig):
     kg_edges: str | None = None  # Hetionet's full hetionet-v1.0-edges.sif.gz, to include every metaedge
     device: str = "cpu"
     threads: int | None = None
-    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.label_sets)
+    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.toolkit.label_sets)
     # the classifier reads [h_uv; h_vu] (the paper), or with Morgan features also the drugs' own [x_u; x_v] ("pair+drugs",
     # a diagnostic of what the flow representation misses: see the system card's TWOSIDES section)
     classifier: Literal["pair", "pair+drugs"] = "pair"

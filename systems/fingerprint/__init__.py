@@ -35,7 +35,7 @@ from pydantic import Field, model_serializer
 from ddibench import BaseSystem, Prediction, RunContext, Sample, SystemConfig, Task, TrainingView
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
-from ddibench.label_sets import omit_at_default
+from ddibench.toolkit.label_sets import omit_at_default
 
 TRAINING_CODE_VERSION = 1
 # ``train_fraction``, the share of the training labels a run trains on (the CLADD paper's baselines: 0.1), is

@@ -45,9 +45,9 @@ from ddibench import (
     TrainingView,
 )
 from ddibench.errors import ConfigError
-from ddibench.label_sets import omit_at_default
 from ddibench.system import Phase, PlanContext
 from ddibench.systems.fingerprint import TRAIN_FRACTION_DEFAULT, label_fraction, learns
+from ddibench.toolkit.label_sets import omit_at_default
 
 TRAINING_CODE_VERSION = 1
 

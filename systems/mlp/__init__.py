@@ -9,7 +9,7 @@ configuration, task data and code version, so a second run trains nothing.
 
 On label-set tasks (TWOSIDES side effects) the head has one sigmoid output per label, trained with the
 ``multilabel_loss`` objective (EmerGNN's positive-versus-generated-negative BCE by default, or BCE over
-every label; see :mod:`ddibench.label_sets`), selected by validation recall@k, and a
+every label; see :mod:`ddibench.toolkit.label_sets`), selected by validation recall@k, and a
 prediction is the labels ranked by score.
 
 Against the EmerGNN paper's MLP row on ``drugbank_s1_emergnn`` (46.6 accuracy / 21.1 macro-F1 / 33.4
@@ -37,7 +37,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, model_serializer
 
-from ddibench import families, label_sets
+from ddibench import families
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
 from ddibench.schema import Prediction, Sample
@@ -51,6 +51,7 @@ from ddibench.system import (
     TrainingProgress,
     TrainingView,
 )
+from ddibench.toolkit import label_sets
 
 TRAINING_CODE_VERSION = 1  # bump when training changes in a way the config does not show
 
@@ -68,7 +69,7 @@ class MLPConfig(SystemConfig):
     max_train: int | None = Field(None, gt=0)  # train on a seeded subsample of this many pairs (a declared budget)
     device: str = "cpu"
     threads: int | None = None
-    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.label_sets)
+    multilabel_loss: Literal["negatives", "bce"] = "negatives"  # label-set tasks only (see ddibench.toolkit.label_sets)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from ddibench.label_choice import LabelChoiceConfig, LabelChoiceSystem
 from ddibench.schema import Sample
 from ddibench.system import RunContext, TrainingView
+from ddibench.toolkit.label_choice import LabelChoiceConfig, LabelChoiceSystem
 
 
 class NaiveCBRConfig(LabelChoiceConfig):

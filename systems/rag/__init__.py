@@ -3,7 +3,7 @@
 * ``no-rag`` — the answer model alone.
 * ``text-rag`` — the 5 chunks most similar to the question (sentence embeddings) from the shared corpus:
   DrugBank 4.2 drug monographs, the training split's interaction sentences and the MedQuAD corpus
-  collections (see :mod:`ddibench.corpus`), as context for the same answer prompt.
+  collections (see :mod:`ddibench.toolkit.corpus`), as context for the same answer prompt.
 * ``agentic-rag`` — two retrieval iterations: after the first 5 chunks the LLM writes a follow-up
   search query for what is still missing, 5 more chunks are retrieved, and the answer uses all of them.
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ddibench.answering import AnswerConfig, AnswerSystem
 from ddibench.hashing import sha256_text
 from ddibench.schema import Question
 from ddibench.system import RunContext, TrainingView, llm_trace
+from ddibench.toolkit.answering import AnswerConfig, AnswerSystem
 
 
 class NoRAGSystem(AnswerSystem):
@@ -95,8 +95,8 @@ class AgenticRAGSystem(TextRAGSystem):
 
 def build_embedding_index(view: TrainingView, ctx: RunContext, config: TextRAGConfig) -> Any:
     """The embedded corpus for this task's training split (built once, then loaded from the artifact)."""
-    from ddibench import corpus
     from ddibench.embeddings import shared_encoder
+    from ddibench.toolkit import corpus
 
     encoder = shared_encoder(config.encoder)
     chunks = corpus.qa_corpus(

@@ -28,7 +28,6 @@ from typing import Any
 
 from pydantic import Field
 
-from ddibench.answering import AnswerConfig, AnswerSystem, training_interactions
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
 from ddibench.schema import Question
@@ -40,6 +39,7 @@ from ddibench.systems.sql_agent.database import (
     interaction_rows,
 )
 from ddibench.systems.sql_agent.guard import SQLRejected, check_sql
+from ddibench.toolkit.answering import AnswerConfig, AnswerSystem, training_interactions
 
 ROUTER = """Decide how to answer the user's question.
 DATABASE: the question asks about an interaction between two (or more) named drugs, or which drugs interact with a named drug.
@@ -93,7 +93,7 @@ class SQLAgentSystem(AnswerSystem):
     config: SQLAgentConfig
 
     async def prepare_knowledge(self, view: TrainingView, ctx: RunContext) -> None:
-        from ddibench import corpus
+        from ddibench.toolkit import corpus
 
         cfg = self.config
         if cfg.backend not in ("sqlite", "postgres"):

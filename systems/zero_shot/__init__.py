@@ -3,13 +3,13 @@
 The baseline every retrieval-augmented system is compared with, on every task it serves:
 
 * DrugBank DDI — one of the 86 interaction types for the named pair; TWOSIDES — five of the 200 side
-  effects (prompt, constrained JSON answer and parsing of :mod:`ddibench.label_choice`);
-* any task about one molecule whose answer :mod:`ddibench.molecule_answers` can ask for and read, as the task
+  effects (prompt, constrained JSON answer and parsing of :mod:`ddibench.toolkit.label_choice`);
+* any task about one molecule whose answer :mod:`ddibench.toolkit.molecule_answers` can ask for and read, as the task
   declares it (``task.answer``): toxicity — yes or no; drug targets — five HGNC symbols, parsed strictly against
   the task's label space; captioning — a caption of the molecule aimed at the property the task's instruction
   names. The molecule is given by its name (when the source has one) and SMILES; the system prompt and the
   answer's token budget are the task's, constrained JSON (where the server supports it) and parsing are those
-  of :mod:`ddibench.molecule_answers`.
+  of :mod:`ddibench.toolkit.molecule_answers`.
 
 The raw answer is kept in the trace. ``max_tokens`` applies to the DDI answer; a molecule's answer uses the
 budget its task declares (recorded in each trace).
@@ -22,9 +22,16 @@ from collections.abc import Sequence
 from ddibench import AnswerSpec, Prediction, RunContext, Sample, Task, TrainingView, llm_trace
 from ddibench.errors import ConfigError
 from ddibench.hashing import sha256_text
-from ddibench.label_choice import LabelChoiceSystem
-from ddibench.molecule_answers import answer_budget, answer_schema, can_answer, instruction_of, messages, to_prediction
 from ddibench.schema import LabelSpace, Molecule
+from ddibench.toolkit.label_choice import LabelChoiceSystem
+from ddibench.toolkit.molecule_answers import (
+    answer_budget,
+    answer_schema,
+    can_answer,
+    instruction_of,
+    messages,
+    to_prediction,
+)
 
 
 class ZeroShotSystem(LabelChoiceSystem):

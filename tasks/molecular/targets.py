@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ddibench.evaluation import Evaluator
 
 SLICES = ("no-overlap", "overlap")
-# five HGNC symbols, most likely first, as JSON {"targets": [...]} (the form ddibench.molecule_answers reads)
+# five HGNC symbols, most likely first, as JSON {"targets": [...]} (the form ddibench.toolkit.molecule_answers reads)
 ANSWER = AnswerSpec(
     kind="top_k",
     k=5,

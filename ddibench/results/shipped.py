@@ -19,7 +19,7 @@ built from them once per index and cached (:func:`shipped_store`).
 
 Bundles in a pull request are hostile input until verified: :func:`publish` and :func:`check` read
 them through :func:`ddibench.submission.verify`, which treats a bundle as data, each in a child process
-with CPU and memory limits (:mod:`ddibench.sandbox`); a bundle larger than
+with CPU and memory limits (:mod:`ddibench.submission.sandbox`); a bundle larger than
 :data:`MAX_BUNDLE_BYTES` is refused before it is read, and the folder's size is held to
 :data:`BUDGET_BYTES`. So is a results folder a pull request edited: before :func:`publish` writes anything it
 refuses a symbolic link or a special file under the folder (:func:`refuse_irregular`; :func:`check` and
@@ -83,7 +83,7 @@ def results_root(explicit: Path | None = None) -> Path:
 
 def checkout_results() -> Path:
     """``results/`` beside the ``ddibench`` package: the checkout's folder in an editable install."""
-    return Path(__file__).resolve().parent.parent / "results"
+    return Path(__file__).resolve().parent.parent.parent / "results"
 
 
 @dataclass
@@ -142,7 +142,7 @@ def write_index(root: Path, entries: Iterable[dict[str, Any]], floors: Iterable[
 
 # What the index records of the board beside each bundle's own numbers: the tie verdict of each run against the
 # best of its task (a paired bootstrap over two runs' samples) and each task's floors (computed from the task's
-# data). Both are the store's (ddibench.store), written by publish and recomputed by check, so that the board
+# data). Both are the store's (ddibench.results.store), written by publish and recomputed by check, so that the board
 # opens without a bootstrap; a store build that finds them missing computes them.
 TIE = "tie"
 TIE_FIELDS = ("best", "tied", "diff", "diff_low", "diff_high")
@@ -421,7 +421,7 @@ def shipped_probes(root: Path) -> dict[str, Any]:
 
 def derived(store: Path) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """The tie verdict of every run in a results store (run id: fields) and its floors (index records)."""
-    from ddibench.store import connect
+    from ddibench.results.store import connect
 
     conn = connect(store, read_only=True)
     try:
@@ -503,8 +503,8 @@ def _reproduction(record: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _verify(bundle: Path, reproduce: bool, keep_traces: bool = False) -> Any:
     """The bundle's verdict, re-run here when ``reproduce`` (with empty caches, in a temporary directory)."""
-    from ddibench.sandbox import verify_isolated
     from ddibench.submission import reproduce as rerun
+    from ddibench.submission.sandbox import verify_isolated
 
     size = bundle.stat().st_size
     if size > MAX_BUNDLE_BYTES:
@@ -740,7 +740,7 @@ def check(
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="ddibench-check-") as tmp:
         store = add_to if add_to is not None else Path(tmp) / "board.duckdb"
-        from ddibench.store import connect
+        from ddibench.results.store import connect
 
         connect(store).close()
         for i, entry in enumerate(index["runs"]):
@@ -796,7 +796,7 @@ def _check_entry(root: Path, entry: dict[str, Any], reproduce: bool, add_to: Pat
             raise DataError(f"{rel}: differs from the index ({shown})")
         outcome.entry = fresh
         if add_to is not None:
-            from ddibench.store import add_run
+            from ddibench.results.store import add_run
 
             add_run(add_to, verdict)
     except DdibenchError as exc:
@@ -862,9 +862,9 @@ def recompute_tolerance(task: str) -> float:
 # there) and the rule for a run's samples (their positions on a run's page). No system's own code: every row is
 # read from the bundles, never from the systems installed where the board is built.
 STORE_CODE = (
-    "store.py",
+    "results/store.py",
     "registry.py",
-    "shipped.py",
+    "results/shipped.py",
     "submission/recorded.py",
     "system.py",
     "runner/records.py",
@@ -884,7 +884,7 @@ def index_digest(root: Path, entries: Iterable[dict[str, Any]] | None = None) ->
         key=lambda e: str(e.get("run_id")) if isinstance(e, dict) else json.dumps(e),
     )
     data = json.dumps(basis, sort_keys=True).encode("utf-8")
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # ddibench/: STORE_CODE's paths are under it
     code = b"".join(p.read_bytes() for p in sorted(f for pattern in STORE_CODE for f in package.glob(pattern)))
     return hashlib.sha256(data + b"\0" + __version__.encode() + b"\0" + hashlib.sha256(code).digest()).hexdigest()
 
@@ -939,7 +939,7 @@ def shipped_store(
                     progress(outcome)
         tmp = Path(folder) / "board.duckdb"
         _merge(tmp, list(parts.values()))
-        from ddibench.store import set_ties, update_all_ties
+        from ddibench.results.store import set_ties, update_all_ties
 
         if left_out or not all(isinstance(e, dict) and TIE in e for e in index["runs"]):
             update_all_ties(tmp)  # the index's verdicts were made with every run in
@@ -954,7 +954,7 @@ _LEFT_OUT = "left out of the board: "
 
 def _holds_every_run(store: Path, index: dict[str, Any]) -> bool:
     """Whether a store built from ``index`` holds each of its runs (a build leaves out a bundle that fails)."""
-    from ddibench.store import connect
+    from ddibench.results.store import connect
 
     conn = connect(store, read_only=True)
     try:
@@ -999,7 +999,7 @@ def _build_part(
 ) -> list[Outcome]:
     """Add the runs of ``entries`` (one task's) to the store ``part`` from their recorded results, without ties
     (a bundle left out: its problem, with the fix, or only the problem when ``strict``: the caller refuses)."""
-    from ddibench.store import FloorRow, add_run, connect
+    from ddibench.results.store import FloorRow, add_run, connect
 
     connect(part).close()
     floors: dict[tuple[str, str], list[FloorRow]] = {}
@@ -1020,7 +1020,7 @@ def _build_part(
 
 def _merge(target: Path, parts: list[Path]) -> None:
     """One store of the rows of ``parts`` (stores of the same layout, written by this ddibench)."""
-    from ddibench.store import connect
+    from ddibench.results.store import connect
 
     conn = connect(target)
     try:
@@ -1088,7 +1088,7 @@ def _same_number(a: float | None, b: float | None, tolerance: float) -> bool:
 def _floors_for(index: dict[str, Any], verdict: Any, floors: dict[tuple[str, str], list[Any]]) -> list[Any] | None:
     """The floors the index records for a run's task and scoring variant, where they are for the task's current
     version and data (else None: the store computes them)."""
-    from ddibench.store import scoring_variant
+    from ddibench.results.store import scoring_variant
 
     run = verdict.run
     variant = scoring_variant(verdict.evaluator)
@@ -1106,7 +1106,7 @@ def _store_after(base: Path, root: Path, entries: list[dict[str, Any]], verdicts
     gives); kept in the cache under the new index's digest (the caller removes it if the publication does not
     happen)."""
 
-    from ddibench.store import add_run
+    from ddibench.results.store import add_run
 
     path = _store_path(root, entries)
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -1,6 +1,6 @@
 """Each bundle is verified in a child process with CPU-time and memory limits.
 
-A bundle is hostile input until verified. :mod:`ddibench.archive` refuses what it can name; this is the
+A bundle is hostile input until verified. :mod:`ddibench.submission.archive` refuses what it can name; this is the
 backstop for what nobody named (a bug, a parser further down that a crafted member sends astray): the
 check runs in a child Python process under ``RLIMIT_CPU`` (and a loose ``RLIMIT_AS``), its resident
 memory watched by the parent, with a wall-clock limit on top, so a bundle that spins, swells or
@@ -12,7 +12,7 @@ and learns from every caption again), 105 s of CPU on one core. On a loaded mach
 (threads of the probe's libraries spin while they wait for a core): a limit close to it refused that real
 bundle once.
 
-The child is a fresh interpreter (``python -m ddibench.sandbox``), not a fork: a fork of a process
+The child is a fresh interpreter (``python -m ddibench.submission.sandbox``), not a fork: a fork of a process
 that runs threads (DuckDB's, a thread pool of torch or of the tests' own tools) can hang in the child
 on a lock some thread held at the fork, which a board batch saw as a small bundle "taking 300 s". A
 fresh interpreter costs about 0.6 s of imports per bundle. It inherits the environment, the working
@@ -60,7 +60,7 @@ def verify_isolated(path: Path, keep_traces: bool = False, predictions: bool = T
         argv = [
             sys.executable,
             "-m",
-            "ddibench.sandbox",
+            "ddibench.submission.sandbox",
             str(path),
             str(out),
             check,
