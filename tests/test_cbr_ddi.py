@@ -102,6 +102,17 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     ]
     assert all(p["wall_s"] >= 0 and p["cpu_s"] >= 0 for p in phases)
     assert all(a["started_at"] <= b["started_at"] for a, b in zip(phases, phases[1:]))
+    # and what each role spent in it (benchmarks/headline.py reads them): the LLM phases, and only those
+    llm = {p["phase"]: p["llm"] for p in phases}
+    assert set(llm["catalogue descriptions"]) == {"describer"}
+    described = llm["catalogue descriptions"]["describer"]
+    assert described["calls"] + described["cache_hits"] == CATALOGUE and described["prompt_tokens"] > 0
+    assert set(llm["insights"]) == {"describer"} and llm["insights"]["describer"]["completion_tokens"] > 0  # its role
+    assert llm["catalogue embeddings"] == llm["GNN training"] == llm["K-medoids sampling"] == {}
+    assert llm["queries"]["generator"]["calls"] == 5
+    # the queries' phase holds exactly the calls the journalled predictions trace
+    queried = {role: r["calls"] + r["cache_hits"] for role, r in llm["queries"].items()}
+    assert queried == {role: r["calls"] for role, r in res["cost"]["by_role"].items()}, (llm, res["cost"])
     for pred in journal(tmp_path / "a"):
         trace = pred["trace"]
         assert len(trace["cases"]) == 5 and len(trace["candidates"]) == 3

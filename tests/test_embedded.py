@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 from conftest import kill_run_after
 
-from ddibench.llm import EmbeddedServer, LLMPool, ModelSpec, default_gguf
+from ddibench.llm import (
+    ChatResult,
+    EmbeddedServer,
+    LLMPool,
+    MeasuredThroughput,
+    ModelSpec,
+    default_gguf,
+    measure_throughput,
+)
 from ddibench.llm._pool import EMBEDDED_TIMEOUT
 from ddibench.systems.zero_shot import ZeroShotSystem
 from ddibench.tasks.drugbank import load_labels
@@ -211,6 +219,7 @@ def test_doctor_makes_one_real_constrained_completion(tmp_path: Path, fresh_cach
     assert done.returncode == 0, done.stdout + done.stderr
     model = next(line for line in done.stdout.splitlines() if " model " in line)
     assert model.startswith("ok") and "under a JSON schema" in model, model
+    assert "prompt tokens/s" in model and "generated tokens/s" in model, model
     assert "ready" in done.stdout.splitlines()[-1]
     broken = _run("doctor", "--no-model", env={"DDIBENCH_MIRROR": str(tmp_path / "nowhere")})
     assert broken.returncode == 1
@@ -275,3 +284,32 @@ def test_the_likelihood_mode_walks_real_next_token_log_probabilities(tmp_path: P
         best_option, best_logprob = walk["top"][0]
         assert pred["position"] == best_option and all(lp <= best_logprob for _, lp in walk["top"])
         assert sum(math.exp(lp) for _, lp in walk["top"]) <= 1 + 1e-6
+
+
+def test_throughput_and_prefix_reuse_are_read_from_the_server(tmp_path: Path) -> None:
+    """The rates doctor prints come from real requests; the tokens the server reuses from its prefix cache are
+    counted per call and in the ledger (benchmarks/headline.py divides a run's evaluated tokens by the rates)."""
+    shared = [{"role": "system", "content": "You answer short questions about medicines. " * 30}]
+
+    async def go() -> tuple[MeasuredThroughput, ChatResult, ChatResult, dict]:
+        pool = LLMPool({"generator": ModelSpec.parse("embedded")}, cache=None, log_dir=tmp_path)
+        await pool.start(["generator"])
+        try:
+            client = pool.client("generator")
+            rates = await measure_throughput(client, prompt_tokens=256, generated_tokens=24)
+            before = pool.ledger.snapshot()
+            first = await client.chat([*shared, {"role": "user", "content": "Name one drug."}], max_tokens=4)
+            second = await client.chat([*shared, {"role": "user", "content": "Name a vitamin."}], max_tokens=4)
+            return rates, first, second, pool.ledger.since(before)
+        finally:
+            await pool.close()
+
+    rates, first, second, used = asyncio.run(go())
+    assert rates.prompt_per_s > 0 and rates.generated_per_s > 0
+    assert rates.prompt_tokens >= 200 and rates.generated_tokens >= 12, rates
+    # the second request shares the first's system prompt: the server evaluates only what follows it
+    assert first.reused_prompt_tokens < first.prompt_tokens / 2
+    assert second.reused_prompt_tokens >= 0.8 * (first.prompt_tokens - 10), (first, second)
+    assert used["generator"]["calls"] == 2
+    assert used["generator"]["reused_prompt_tokens"] == first.reused_prompt_tokens + second.reused_prompt_tokens
+    assert used["generator"]["prompt_tokens"] == first.prompt_tokens + second.prompt_tokens

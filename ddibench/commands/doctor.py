@@ -188,7 +188,7 @@ def _chromium() -> Check:
 def _completion(text: str) -> Check:
     """One real completion, uncached, with a JSON schema the answer must follow."""
     from ddibench.errors import DdibenchError
-    from ddibench.llm import LLMPool, ModelSpec
+    from ddibench.llm import LLMPool, MeasuredThroughput, ModelSpec, measure_throughput
 
     name = "model"
     try:
@@ -201,7 +201,7 @@ def _completion(text: str) -> Check:
     log_dir = Path(tempfile.mkdtemp(prefix="ddibench-doctor-"))
     keep_log = False
 
-    async def once() -> tuple[str, float, float]:
+    async def once() -> tuple[str, float, float, MeasuredThroughput]:
         pool = LLMPool({"generator": spec}, cache=None, log_dir=log_dir, timeout=300.0, max_retries=1)
         start = time.perf_counter()
         try:
@@ -209,12 +209,13 @@ def _completion(text: str) -> Check:
             await pool.start(["generator"])
             ready = time.perf_counter() - start
             result = await pool.client("generator").chat(messages, max_tokens=24, json_schema=schema)
-            return result.text, ready, result.latency_s
+            rates = await measure_throughput(pool.client("generator"))
+            return result.text, ready, result.latency_s, rates
         finally:
             await pool.close()
 
     try:
-        answer, ready, latency = asyncio.run(once())
+        answer, ready, latency, rates = asyncio.run(once())
     except DdibenchError as exc:
         keep_log = True
         return Check(name, False, f"{spec.display()}: {exc}")
@@ -234,5 +235,6 @@ def _completion(text: str) -> Check:
     return Check(
         name,
         True,
-        f"{spec.display()} answered {json.dumps({'answer': value})} under a JSON schema (ready in {ready:.1f} s, answer in {latency:.1f} s)",
+        f"{spec.display()} answered {json.dumps({'answer': value})} under a JSON schema (ready in {ready:.1f} s, "
+        f"answer in {latency:.1f} s); {rates.line()}",
     )

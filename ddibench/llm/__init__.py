@@ -22,10 +22,13 @@ _EXPORTS = {
     "ChatResult": "_client",
     "LLMCallError": "_client",
     "LLMClient": "_client",
+    "RoleUsage": "_client",
     "UsageLedger": "_client",
     "retry_after_seconds": "_client",
     "unusable_reason": "_completion",
     "LLMPool": "_pool",
+    "MeasuredThroughput": "_throughput",
+    "measure_throughput": "_throughput",
     "response_format": "_wire",
     "EndpointPolicy": "_policy",
     "EmbeddedServer": "_embedded",
@@ -43,7 +46,14 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from ddibench.llm._cache import ResponseCache, cache_key
-    from ddibench.llm._client import ChatResult, LLMCallError, LLMClient, UsageLedger, retry_after_seconds
+    from ddibench.llm._client import (
+        ChatResult,
+        LLMCallError,
+        LLMClient,
+        RoleUsage,
+        UsageLedger,
+        retry_after_seconds,
+    )
     from ddibench.llm._completion import unusable_reason
     from ddibench.llm._embedded import EmbeddedServer
     from ddibench.llm._policy import EndpointPolicy
@@ -58,6 +68,7 @@ if TYPE_CHECKING:
         parse_model_options,
         parse_role,
     )
+    from ddibench.llm._throughput import MeasuredThroughput, measure_throughput
     from ddibench.llm._weights import default_gguf, weights_sha256
     from ddibench.llm._wire import response_format
 
@@ -77,14 +88,17 @@ __all__ = [
     "LLMCallError",
     "LLMClient",
     "LLMPool",
+    "MeasuredThroughput",
     "ModelSpec",
     "ResponseCache",
     "RoleModels",
+    "RoleUsage",
     "UsageLedger",
     "cache_key",
     "default_gguf",
     "identity_digest",
     "identity_summary",
+    "measure_throughput",
     "parse_model_options",
     "parse_role",
     "response_format",

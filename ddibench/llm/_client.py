@@ -29,7 +29,7 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ddibench.errors import ModelEndpointError
@@ -69,6 +69,9 @@ class RoleUsage:
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0  # tokens of answers served from the cache (not paid again)
     cached_completion_tokens: int = 0
+    # prompt tokens the endpoint took from its own prefix cache instead of evaluating them again, as it reported
+    # them (``usage.prompt_tokens_details.cached_tokens``: OpenAI, vLLM and llama.cpp's server; 0 where not reported)
+    reused_prompt_tokens: int = 0
     latency_s: float = 0.0  # summed over successful requests
     retries: int = 0
     failures: int = 0  # calls that failed for good
@@ -90,6 +93,28 @@ class UsageLedger:
     def total_calls(self) -> int:
         return sum(u.calls for u in self.roles.values())
 
+    def snapshot(self) -> dict[str, RoleUsage]:
+        """A copy of every role's usage now, to measure a stretch of work with :meth:`since`."""
+        return {name: replace(usage) for name, usage in self.roles.items()}
+
+    def since(self, before: dict[str, RoleUsage]) -> dict[str, dict[str, Any]]:
+        """What each role used after ``before`` (a :meth:`snapshot`): calls, cache hits, tokens sent, reused and
+        generated, and seconds waited; a role that made no call in between is left out."""
+        out = {}
+        for name, now in sorted(self.roles.items()):
+            was = before.get(name, RoleUsage())
+            if now.calls == was.calls and now.cache_hits == was.cache_hits:
+                continue
+            out[name] = {
+                "calls": now.calls - was.calls,
+                "cache_hits": now.cache_hits - was.cache_hits,
+                "prompt_tokens": now.prompt_tokens - was.prompt_tokens,
+                "reused_prompt_tokens": now.reused_prompt_tokens - was.reused_prompt_tokens,
+                "completion_tokens": now.completion_tokens - was.completion_tokens,
+                "latency_s": round(now.latency_s - was.latency_s, 3),
+            }
+        return out
+
 
 @dataclass(frozen=True)
 class ChatResult:
@@ -103,6 +128,8 @@ class ChatResult:
     model_id: str | None = None  # digest of the model identity that answered (see identity_digest)
     # when asked for (chat(top_logprobs=N)): the N most likely first tokens and their log-probabilities
     top_logprobs: tuple[tuple[str, float], ...] | None = None
+    # of prompt_tokens, those the endpoint took from its prefix cache (0 where it does not say, or from our cache)
+    reused_prompt_tokens: int = 0
 
     def trace(self) -> dict[str, Any]:
         """The call's record for a prediction's trace (use ``ddibench.llm_trace``, which adds the messages)."""
@@ -421,8 +448,12 @@ def _result(completion: Any, latency: float, usage: RoleUsage, model_id: str | N
     tokens = _field(completion, "usage")
     prompt = int(_field(tokens, "prompt_tokens") or 0) if tokens is not None else 0
     generated = int(_field(tokens, "completion_tokens") or 0) if tokens is not None else 0
+    details = _field(tokens, "prompt_tokens_details") if tokens is not None else None
+    reused = int(_field(details, "cached_tokens") or 0) if details is not None else 0
     usage.calls += 1
     usage.prompt_tokens += prompt
+    reused = min(reused, prompt)
+    usage.reused_prompt_tokens += reused
     usage.completion_tokens += generated
     usage.latency_s += latency
     reported = _field(completion, "model")
@@ -436,4 +467,5 @@ def _result(completion: Any, latency: float, usage: RoleUsage, model_id: str | N
         model_reported=reported if isinstance(reported, str) else None,
         model_id=model_id,
         top_logprobs=_top_logprobs(choice),
+        reused_prompt_tokens=reused,
     )

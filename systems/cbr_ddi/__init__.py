@@ -43,8 +43,10 @@ label-set tasks) with no generator and no repository: it still needs the describ
 features, and with ``gnn_features="morgan"`` the run starts no model.
 
 ``run_info()["phases"]`` times every phase the run went through, in order: its start (Unix time), wall and
-process CPU seconds (``benchmarks/paper_scale.py`` reads them); the queries' phase runs from the first ``predict``
-call to the last one's return.
+process CPU seconds (``benchmarks/paper_scale.py`` reads them), and under ``llm`` what each model role spent in it:
+calls, prompt tokens sent, of them reused from the server's prefix cache, generated tokens and seconds waited
+(``benchmarks/headline.py`` reads them); the queries' phase runs from the first ``predict`` call to the last one's
+return.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ from ddibench.toolkit.label_choice import (
 )
 
 if TYPE_CHECKING:
+    from ddibench.llm import RoleUsage, UsageLedger
     from ddibench.systems.emergnn import EmerGNNSystem
 
 REPOSITORY_RECIPE = 1
@@ -172,7 +175,9 @@ class CBRDDISystem(BaseSystem):
         self.n_candidates = self.config.n_candidates
         self.info: dict[str, Any] = {}  # what run_info reports besides the counters
         self._queries: dict[str, Any] | None = None  # the queries' phase, grown by every predict() call
-        self._query_clock = (0.0, 0.0)
+        self._ledger: UsageLedger | None = None  # the run's LLM usage, read at phase boundaries
+        # when the first predict() call started: (time, perf_counter, process_time, LLM usage then)
+        self._query_start: tuple[float, float, float, dict[str, RoleUsage]] | None = None
 
     @classmethod
     def used_roles(cls, config: SystemConfig) -> tuple[str, ...]:
@@ -235,6 +240,7 @@ class CBRDDISystem(BaseSystem):
     def _phase(self, name: str) -> Iterator[None]:
         """Times one phase of the run into ``info["phases"]``: its start, wall and process CPU seconds."""
         at, wall, cpu = time.time(), time.perf_counter(), time.process_time()
+        usage = self._ledger.snapshot() if self._ledger is not None else {}
         try:
             yield
         finally:
@@ -244,18 +250,22 @@ class CBRDDISystem(BaseSystem):
                     "started_at": round(at, 3),
                     "wall_s": round(time.perf_counter() - wall, 3),
                     "cpu_s": round(time.process_time() - cpu, 3),
+                    "llm": self._ledger.since(usage) if self._ledger is not None else {},
                 }
             )
 
-    def _query_phase(self, started: tuple[float, float, float]) -> None:
-        """Grows the queries' phase to the end of a predict() call that started at ``(time, perf, cpu)``: the phase
-        runs from the first call's start (its clocks kept in ``_query_clock``) to the last call's return."""
+    def _query_phase(self) -> None:
+        """Grows the queries' phase to the end of a predict() call: the phase runs from the first call's start (its
+        clocks and LLM usage kept in ``_query_start``; calls run concurrently, so the first to start is not the first
+        to return) to the last call's return."""
+        assert self._query_start is not None  # set by the predict() call that ends here
+        at, wall, cpu, usage = self._query_start
         if self._queries is None:
-            self._queries, self._query_clock = {"phase": "queries", "started_at": round(started[0], 3)}, started[1:]
+            self._queries = {"phase": "queries", "started_at": round(at, 3)}
             self.info.setdefault("phases", []).append(self._queries)
-        wall, cpu = self._query_clock
         self._queries["wall_s"] = round(time.perf_counter() - wall, 3)
         self._queries["cpu_s"] = round(time.process_time() - cpu, 3)
+        self._queries["llm"] = self._ledger.since(usage) if self._ledger is not None else {}
 
     def deviations(self) -> list[str]:
         out = []
@@ -339,6 +349,7 @@ class CBRDDISystem(BaseSystem):
         return tuple(case.labels) if case.labels is not None else case.label
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
+        self._ledger = ctx.llm.ledger if ctx.llm is not None else None
         if self._uses_cases or self._uses_llm or self._describes_catalogue:
             self._read_task(view)
         else:  # the GNN module alone on Morgan features: no text encoder, no prompt
@@ -965,11 +976,13 @@ class CBRDDISystem(BaseSystem):
         return Prediction(sample_id=sample.id, ranked=order[: self.k], trace=trace)
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
-        started = (time.time(), time.perf_counter(), time.process_time())
+        if self._query_start is None:
+            usage = self._ledger.snapshot() if self._ledger is not None else {}
+            self._query_start = (time.time(), time.perf_counter(), time.process_time(), usage)
         try:
             return await self._predict(samples, ctx)
         finally:
-            self._query_phase(started)
+            self._query_phase()
 
     async def _predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         if self.config.answer == "gnn":
