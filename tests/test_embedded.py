@@ -214,18 +214,46 @@ def test_a_server_that_dies_stops_the_run_at_once_and_the_run_resumes(tmp_path: 
     assert len(ids) == len(set(ids)) == 8
 
 
-def test_doctor_makes_one_real_constrained_completion(tmp_path: Path, fresh_cache: Path) -> None:
+def test_doctor_makes_one_real_constrained_completion(
+    tmp_path: Path, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     done = _run("doctor")
     assert done.returncode == 0, done.stdout + done.stderr
     model = next(line for line in done.stdout.splitlines() if " model " in line)
     assert model.startswith("ok") and "under a JSON schema" in model, model
     assert "prompt tokens/s" in model and "generated tokens/s" in model, model
+    # doctor keeps the rates it measured, with the server's threads; the plan times the model's calls at them
+    kept = json.loads((fresh_cache / "throughput.json").read_text())["embedded:smollm2-135m-instruct"]
+    assert kept["prompt_per_s"] > 0 and kept["generated_per_s"] > 0 and kept["threads"] >= 1
+    _plan_uses_the_kept_rate(kept, monkeypatch)
     assert "ready" in done.stdout.splitlines()[-1]
     broken = _run("doctor", "--no-model", env={"DDIBENCH_MIRROR": str(tmp_path / "nowhere")})
     assert broken.returncode == 1
     assert any(line.startswith("FAIL") and "nowhere does not exist" in line for line in broken.stdout.splitlines()), (
         broken.stdout
     )
+
+
+def _plan_uses_the_kept_rate(kept: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--plan`` times the calls at doctor's rate while the server would get the threads it was measured with, and
+    at the table's otherwise (a server with other threads runs at another speed)."""
+    import ddibench.runner.plan as plan_module
+    from ddibench.llm import parse_model_options
+    from ddibench.runner.forecast import THROUGHPUT, THROUGHPUT_BUSY, forecast
+    from ddibench.runner.plan import RunRequest
+
+    request = RunRequest("drugbank_s2", "zero-shot", parse_model_options(["embedded"]), limit=5)
+    monkeypatch.setattr(plan_module, "embedded_threads", lambda: kept["threads"])
+    fc = forecast(request)
+    (rate,) = fc.rates.values()
+    assert rate.source.startswith("measured by 'ddibench doctor' on this machine"), rate
+    assert (rate.prompt, rate.generated) == (kept["prompt_per_s"], kept["generated_per_s"])
+    phase = next(c for c in fc.phases if c.phase.calls)
+    expected = phase.phase.prompt_tokens / rate.prompt + phase.phase.generated_tokens / rate.generated
+    assert phase.seconds == pytest.approx(expected)
+    monkeypatch.setattr(plan_module, "embedded_threads", lambda: kept["threads"] + 1)
+    (other,) = forecast(request).rates.values()
+    assert other in (THROUGHPUT["smollm2-135m-instruct"], THROUGHPUT_BUSY["smollm2-135m-instruct"])  # the tables'
 
 
 def test_explicit_concurrency_gives_the_embedded_server_slots(tmp_path: Path) -> None:

@@ -189,6 +189,8 @@ def _completion(text: str) -> Check:
     """One real completion, uncached, with a JSON schema the answer must follow."""
     from ddibench.errors import DdibenchError
     from ddibench.llm import LLMPool, MeasuredThroughput, ModelSpec, measure_throughput
+    from ddibench.llm._throughput import keep_measured
+    from ddibench.runner.plan import embedded_threads
 
     name = "model"
     try:
@@ -202,7 +204,10 @@ def _completion(text: str) -> Check:
     keep_log = False
 
     async def once() -> tuple[str, float, float, MeasuredThroughput]:
-        pool = LLMPool({"generator": spec}, cache=None, log_dir=log_dir, timeout=300.0, max_retries=1)
+        threads = embedded_threads()  # as a run starts the embedded server: the rate kept is the one runs get
+        pool = LLMPool(
+            {"generator": spec}, cache=None, log_dir=log_dir, timeout=300.0, max_retries=1, n_threads=threads
+        )
         start = time.perf_counter()
         try:
             pool.preflight()
@@ -210,6 +215,7 @@ def _completion(text: str) -> Check:
             ready = time.perf_counter() - start
             result = await pool.client("generator").chat(messages, max_tokens=24, json_schema=schema)
             rates = await measure_throughput(pool.client("generator"))
+            keep_measured(spec.display(), rates, pool.n_threads if spec.is_embedded else None)
             return result.text, ready, result.latency_s, rates
         finally:
             await pool.close()

@@ -12,12 +12,20 @@ embedded or served), uncached, with two requests after a warm-up:
 
 Each figure includes what a request costs besides the model (HTTP, JSON, the server's scheduling), as a run's
 requests do; on a llama.cpp server that is a few milliseconds.
+
+``ddibench doctor`` keeps what it measured in ``throughput.json`` of the user cache, by model spec and with the
+server's threads; ``ddibench run --plan`` times that model's calls at the kept rate while the server would get
+the same threads (:func:`measured_rates`), so the plan uses what this machine did, not a table.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
 
 from ddibench.llm._client import LLMClient
 
@@ -64,3 +72,58 @@ async def measure_throughput(
     generated = max(1, second.completion_tokens)
     generated_rate = generated / max(second.latency_s - prompt_s, 1e-6)
     return MeasuredThroughput(prompt_rate, generated_rate, evaluated, generated)
+
+
+@dataclass(frozen=True)
+class KeptThroughput:
+    """A measurement kept by ``ddibench doctor``: the rates, the server's threads and when."""
+
+    prompt_per_s: float
+    generated_per_s: float
+    threads: int | None  # the embedded server's threads (None: a served model)
+    measured_at: str  # ISO time, UTC
+
+    def source(self) -> str:
+        threads = f" with {self.threads} server thread{'s' if self.threads != 1 else ''}" if self.threads else ""
+        return f"measured by 'ddibench doctor' on this machine{threads}, {self.measured_at[:16].replace('T', ' ')} UTC"
+
+
+def _kept_file() -> Path:
+    from ddibench.data.resolve import cache_root
+
+    return cache_root() / "throughput.json"
+
+
+def keep_measured(spec_display: str, rates: MeasuredThroughput, threads: int | None) -> None:
+    """Keeps ``rates`` for the model ``spec_display`` (written whole, atomically; other models' entries stay)."""
+    path = _kept_file()
+    kept = _read_kept(path)
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    kept[spec_display] = asdict(KeptThroughput(rates.prompt_per_s, rates.generated_per_s, threads, now))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(kept, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def measured_rates(spec_display: str, threads: int | None) -> KeptThroughput | None:
+    """The kept measurement of ``spec_display`` when it was taken with ``threads`` server threads (an embedded
+    model's speed depends on them), else None."""
+    entry = _read_kept(_kept_file()).get(spec_display)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        kept = KeptThroughput(**entry)
+    except TypeError:
+        return None
+    if kept.threads != threads or not (kept.prompt_per_s > 0 and kept.generated_per_s > 0):
+        return None
+    return kept
+
+
+def _read_kept(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

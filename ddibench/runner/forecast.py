@@ -6,8 +6,10 @@ task, system, configuration and samples) and asks the system for its :class:`~dd
 list; it starts no model, trains nothing, opens no response cache and writes no run directory. Each
 LLM phase is timed from its tokens at its role's model's throughput (:data:`THROUGHPUT`: rates measured
 on this project's 2-core machines, named with their source in the output), one call at a time as the
-embedded server answers them; a served or API model has no measured rate, so its calls are timed only at a
-throughput the caller declares (``ddibench run --plan --throughput PROMPT,GEN``), and are otherwise left untimed.
+embedded server answers them. Where ``ddibench doctor -m SPEC`` measured the model on this machine (with the
+threads an embedded server would get now), its kept rate is used instead, so that the plan and the run agree. A
+served or API model is timed at a throughput the caller declares (``ddibench run --plan --throughput
+PROMPT,GEN``), else at the rate doctor kept for it, and is otherwise left untimed.
 A phase that is not LLM calls brings its own seconds when the system knows them. Dollars come from per-model
 prices (USD per 1,000 prompt / completion tokens: :func:`ddibench.prices.load_prices`, the dated table shipped
 with the project under ``$DDIBENCH_PRICES``), each named with its source and date; an embedded model costs
@@ -110,8 +112,15 @@ class Forecast:
 
 
 def throughput_of(spec: ModelSpec, busy: bool = False) -> Throughput | None:
-    """The declared throughput of an embedded pinned model (None for any other model); on a ``busy`` machine the
-    one measured under load where there is one."""
+    """The rate ``ddibench doctor`` measured for this model here, with the threads an embedded server would get now
+    (:func:`ddibench.llm._throughput.measured_rates`); else for an embedded pinned model the table's (on a ``busy``
+    machine the one measured under load where there is one); else None."""
+    from ddibench.llm._throughput import measured_rates
+    from ddibench.runner.plan import embedded_threads
+
+    kept = measured_rates(spec.display(), embedded_threads() if spec.is_embedded else None)
+    if kept is not None:
+        return Throughput(kept.prompt_per_s, kept.generated_per_s, kept.source())
     if not spec.is_embedded:
         return None
     name = spec.model.lower()
@@ -208,7 +217,7 @@ def _costed(
         spec = specs.get(phase.role) if phase.role else None
         seconds, usd = phase.seconds, None
         if spec is not None and phase.calls:
-            rate = throughput_of(spec, busy) or (None if spec.is_embedded else declared)
+            rate = (None if spec.is_embedded else declared) or throughput_of(spec, busy)
             if rate is not None:
                 out.rates[spec.display()] = rate
                 seconds = (seconds or 0.0) + phase.prompt_tokens / rate.prompt + phase.generated_tokens / rate.generated
@@ -291,7 +300,8 @@ def _totals(fc: Forecast) -> list[str]:
         for m, r in fc.rates.items()
     ]
     lines += [
-        f"throughput: {m}: unknown here, so its calls are not timed (declare one: --plan --throughput PROMPT,GEN)"
+        f"throughput: {m}: unknown here, so its calls are not timed (declare one: --plan --throughput PROMPT,GEN, "
+        f"or measure it: ddibench doctor -m {m})"
         for m in _untimed(fc)
     ]
     lines += [
