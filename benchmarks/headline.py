@@ -117,8 +117,9 @@ def projection(args: argparse.Namespace, model: str, rows: list[dict[str, Any]])
     from ddibench.llm import parse_model_options
     from ddibench.runner.forecast import forecast
     from ddibench.runner.plan import RunRequest
+    from ddibench.system import parse_config_overrides
 
-    config = dict(parse_option(option) for option in args.config)
+    config = parse_config_overrides(args.config)
     plan = forecast(RunRequest(args.task, "cbr-ddi", parse_model_options([f"embedded:{model}"]), config=config))
     queries = next((r for r in rows if r["phase"] == "queries"), None)
     whole = rows[-1]
@@ -132,14 +133,6 @@ def projection(args: argparse.Namespace, model: str, rows: list[dict[str, Any]])
         "per_pair_s": per_pair,
         "plan_seconds": plan.seconds,
     }
-
-
-def parse_option(option: str) -> tuple[str, Any]:
-    key, _, value = option.partition("=")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
 
 
 def hours(seconds: float) -> str:
@@ -191,10 +184,9 @@ def main() -> None:
         run_dir, started, ended = run_command(args, model, work)
         after = measure_rates(model, threads)  # a machine whose load changed during the run shows it here
         rates = {key: (before[key] + after[key]) / 2 for key in before}
-        rates_seen = {"before": before, "after": after}
         rows = account(run_dir, started, ended, rates)
         full = projection(args, model, rows)
-        print_account(model, {**rates}, rows, full)
+        print_account(model, rates, rows, full)
         print(
             f"rates before the run {before['prompt_per_s']:,.0f} / {before['generated_per_s']:,.1f}, after it "
             f"{after['prompt_per_s']:,.0f} / {after['generated_per_s']:,.1f} tokens/s (the bound uses their mean); "
@@ -203,7 +195,7 @@ def main() -> None:
         out[model] = {
             "threads": threads,
             "rates": rates,
-            "rates_measured": rates_seen,
+            "rates_measured": {"before": before, "after": after},
             "rows": rows,
             "full_split": full,
             "run_dir": str(run_dir),
