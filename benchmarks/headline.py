@@ -48,22 +48,91 @@ MODELS = {"smollm2": "smollm2-135m-instruct", "qwen2.5-coder-1.5b": "qwen2.5-cod
 
 
 def measure_rates(model: str, threads: int) -> dict[str, float]:
-    """The model's one-request rates on an embedded server with ``threads`` threads, as the run will start it."""
-    from ddibench.llm import LLMPool, ModelSpec, measure_throughput
+    """The model's one-request rates on an embedded server with ``threads`` threads, as the run will start it:
+    doctor's two figures, and the costs of a token by its position (:func:`measure_costs`)."""
+    from ddibench.llm import EMBEDDED_SLOTS, LLMPool, ModelSpec, measure_throughput
+    from ddibench.llm._throughput import keep_measured
 
     async def go() -> dict[str, float]:
-        pool = LLMPool({"generator": ModelSpec.parse(f"embedded:{model}")}, cache=None, n_threads=threads)
+        spec = ModelSpec.parse(f"embedded:{model}")
+        pool = LLMPool({"generator": spec}, cache=None, n_threads=threads, embedded_slots=EMBEDDED_SLOTS)
         await pool.start(["generator"])
         try:
-            r = await measure_throughput(pool.client("generator"), prompt_tokens=1024, generated_tokens=64)
+            client = pool.client("generator")
+            r = await measure_throughput(client, prompt_tokens=1024, generated_tokens=64, parallel=EMBEDDED_SLOTS)
+            costs = await measure_costs(client)
         finally:
             await pool.close()
-        return {"prompt_per_s": r.prompt_per_s, "generated_per_s": r.generated_per_s}
+        # kept as doctor keeps them: the plan printed beside the run times the model at this machine's rates
+        keep_measured(spec.display(), r, threads)
+        return {
+            "prompt_per_s": r.prompt_per_s,
+            "generated_per_s": r.generated_per_s,
+            "generated_parallel_per_s": r.generated_parallel_per_s or 0.0,
+            **costs,
+        }
 
     return asyncio.run(go())
 
 
-def run_command(args: argparse.Namespace, model: str, work: Path) -> tuple[Path, float, float]:
+# a sentence of ordinary prose, repeated to a prompt's length
+FILLER = "The hepatic clearance of the second drug is reduced when both are taken together at usual doses. "
+
+
+async def measure_costs(client: Any, short: int = 256, long: int = 2048, generated: int = 64) -> dict[str, float]:
+    """Seconds one token costs at context position p, for prompt evaluation and for generation, each fit as
+    ``a + b * p`` from a request at a short and at a long context (attention reads every earlier token, so a
+    token of a 2,400-token query costs more than one of a 70-token description request; a bound from a single
+    rate would be wrong for one of them). Prompt requests answer one token; generation requests write
+    ``generated`` tokens past the end of sequence (llama.cpp's ``ignore_eos``)."""
+    import secrets
+
+    async def request(tokens: int, generate: int) -> tuple[int, int, int, float]:
+        text = f"[{secrets.token_hex(8)}] " + FILLER * max(1, tokens // 17) + "\nContinue the text."
+        extra = {"ignore_eos": True} if generate > 1 else None
+        r = await client.chat([{"role": "user", "content": text}], max_tokens=generate, use_cache=False, extra=extra)
+        return r.prompt_tokens, r.reused_prompt_tokens, r.completion_tokens, r.latency_s
+
+    await client.chat([{"role": "user", "content": "Say OK."}], max_tokens=1, use_cache=False)  # loads the weights
+    (p1, r1, _, t1), (p2, r2, _, t2) = [await request(n, 1) for n in (short, long)]
+    # t = a (s - r) + b (s^2 - r^2) / 2 for the tokens from position r to s
+    a, b = _solve((p1 - r1, (p1**2 - r1**2) / 2, t1), (p2 - r2, (p2**2 - r2**2) / 2, t2))
+
+    def prompt_s(sent: float, reused: float) -> float:
+        return a * (sent - reused) + b * (sent**2 - reused**2) / 2
+
+    (q1, s1, g1, u1), (q2, s2, g2, u2) = [await request(n, generated) for n in (short, long)]
+    # generation after a prompt of q tokens: c g + d (q g + g^2 / 2)
+    c, d = _solve(
+        (g1, q1 * g1 + g1**2 / 2, u1 - prompt_s(q1, s1)),
+        (g2, q2 * g2 + g2**2 / 2, u2 - prompt_s(q2, s2)),
+    )
+    return {"prompt_a": a, "prompt_b": b, "gen_c": c, "gen_d": d}
+
+
+def _solve(first: tuple[float, float, float], second: tuple[float, float, float]) -> tuple[float, float]:
+    """x, y with x * u + y * v = t for both (u, v, t); y no less than 0 (a negative slope is noise: then the
+    mean cost a token of the two, flat)."""
+    (u1, v1, t1), (u2, v2, t2) = first, second
+    det = u1 * v2 - u2 * v1
+    y = (u1 * t2 - u2 * t1) / det if det else 0.0
+    if y < 0:
+        return (t1 + t2) / (u1 + u2), 0.0
+    return (t1 - y * v1) / u1, y
+
+
+def bound_seconds(calls: int, sent: int, reused: int, generated: int, costs: dict[str, float]) -> float:
+    """The seconds the model needs for a phase's calls one at a time, each taken as the phase's mean call: its
+    prompt evaluated from the reused prefix's end to its end, then its answer generated after it."""
+    if not calls:
+        return 0.0
+    s, r, g = sent / calls, reused / calls, generated / calls
+    prompt = costs["prompt_a"] * (s - r) + costs["prompt_b"] * (s**2 - r**2) / 2
+    gen = costs["gen_c"] * g + costs["gen_d"] * (s * g + g**2 / 2)
+    return calls * (prompt + gen)
+
+
+def run_command(args: argparse.Namespace, model: str, work: Path, threads: int) -> tuple[Path, float, float]:
     """The headline command for ``model``: its run directory and its start and end (Unix time)."""
     run_dir = work / f"run-{model}"
     cmd = [sys.executable, "-m", "ddibench", "run", "-s", "cbr-ddi", "-t", args.task, "--limit", str(args.limit)]
@@ -71,7 +140,7 @@ def run_command(args: argparse.Namespace, model: str, work: Path) -> tuple[Path,
     cmd += ["--concurrency", str(args.concurrency)] if args.concurrency else []
     for option in args.config:
         cmd += ["-C", option]
-    env = dict(os.environ)
+    env = dict(os.environ, DDIBENCH_THREADS=str(threads))  # the threads the rates were measured with
     if args.reuse_artifacts:  # the user's response cache would answer from earlier runs: none is read
         cmd.append("--no-cache")
     else:  # an empty response cache, as on a first run: a call repeated within the run is answered from it
@@ -105,8 +174,13 @@ def account(run_dir: Path, started: float, ended: float, rates: dict[str, float]
         row["reused"] = sum(u["reused_prompt_tokens"] for u in used)
         row["evaluated"] = row["sent"] - row["reused"]
         row["generated"] = sum(u["completion_tokens"] for u in used)
-        row["bound_s"] = row["evaluated"] / rates["prompt_per_s"] + row["generated"] / rates["generated_per_s"]
-    total = {key: sum(r[key] for r in rows) for key in ("calls", "sent", "reused", "evaluated", "generated", "bound_s")}
+        row["flat_bound_s"] = row["evaluated"] / rates["prompt_per_s"] + row["generated"] / rates["generated_per_s"]
+        row["bound_s"] = sum(
+            bound_seconds(u["calls"], u["prompt_tokens"], u["reused_prompt_tokens"], u["completion_tokens"], rates)
+            for u in used
+        )
+    keys = ("calls", "sent", "reused", "evaluated", "generated", "bound_s", "flat_bound_s")
+    total = {key: sum(r[key] for r in rows) for key in keys}
     rows.append({"phase": "whole command", "wall_s": ended - started, **total})
     return rows
 
@@ -142,16 +216,23 @@ def hours(seconds: float) -> str:
 def print_account(model: str, rates: dict[str, float], rows: list[dict[str, Any]], full: dict[str, Any]) -> None:
     print(
         f"\n== cbr-ddi on the headline task with {model}: {rates['prompt_per_s']:,.0f} prompt and "
-        f"{rates['generated_per_s']:,.1f} generated tokens/s (one request; the mean of the rates measured just before "
-        "and just after the run)"
+        f"{rates['generated_per_s']:,.1f} generated tokens/s (one request, doctor's figures; the mean of the rates "
+        "measured just before and just after the run)"
     )
-    head = f"{'phase':<44}{'wall s':>9}{'calls':>7}{'sent':>10}{'reused':>10}{'evaluated':>10}{'generated':>10}"
-    print(head + f"{'bound s':>9}{'run/bound':>10}")
+    print(
+        f"a token costs {1e3 * rates['prompt_a']:.3f} ms + {1e6 * rates['prompt_b']:.3f} us x its position to "
+        f"evaluate, {1e3 * rates['gen_c']:.3f} ms + {1e6 * rates['gen_d']:.3f} us x its position to generate "
+        "(the bound; 'flat' divides by doctor's two rates)"
+    )
+    head = f"{'phase':<44}{'wall s':>9}{'cpu s':>8}{'calls':>7}{'sent':>10}{'reused':>10}{'evaluated':>10}{'generated':>10}"
+    print(head + f"{'bound s':>9}{'run/bound':>10}{'flat s':>9}{'run/flat':>9}")
     for r in rows:
         ratio = f"{r['wall_s'] / r['bound_s']:>10.2f}" if r["bound_s"] > 0 else f"{'-':>10}"
+        flat = f"{r['wall_s'] / r['flat_bound_s']:>9.2f}" if r["flat_bound_s"] > 0 else f"{'-':>9}"
+        cpu = f"{r['cpu_s']:>8.1f}" if "cpu_s" in r else f"{'-':>8}"
         print(
-            f"{r['phase'][:43]:<44}{r['wall_s']:>9.1f}{r['calls']:>7,}{r['sent']:>10,}{r['reused']:>10,}"
-            f"{r['evaluated']:>10,}{r['generated']:>10,}{r['bound_s']:>9.1f}{ratio}"
+            f"{r['phase'][:43]:<44}{r['wall_s']:>9.1f}{cpu}{r['calls']:>7,}{r['sent']:>10,}{r['reused']:>10,}"
+            f"{r['evaluated']:>10,}{r['generated']:>10,}{r['bound_s']:>9.1f}{ratio}{r['flat_bound_s']:>9.1f}{flat}"
         )
     plan = hours(full["plan_seconds"]) if full["plan_seconds"] else "not timed"
     print(
@@ -170,7 +251,16 @@ def main() -> None:
     parser.add_argument("--reuse-artifacts", action="store_true", help="keep the user's artifact store")
     parser.add_argument("--json", type=Path, default=None, help="write every row here too")
     parser.add_argument("--keep", type=Path, default=None, help="keep the runs in this folder")
+    parser.add_argument(
+        "--recount", type=Path, default=None, help="account again the kept runs of an earlier --json (runs nothing)"
+    )
+    parser.add_argument(
+        "--rates-from", type=Path, default=None, help="with --recount: the rates of another --json (same machine)"
+    )
     args = parser.parse_args()
+    if args.recount:
+        recount(args)
+        return
 
     from ddibench.runner.plan import embedded_threads
 
@@ -180,8 +270,9 @@ def main() -> None:
     for name in args.model.split(","):
         model = MODELS.get(name, name)
         threads = embedded_threads()
+        os.environ["DDIBENCH_THREADS"] = str(threads)  # the rates, the run and the plan beside it: the same threads
         before = measure_rates(model, threads)
-        run_dir, started, ended = run_command(args, model, work)
+        run_dir, started, ended = run_command(args, model, work, threads)
         after = measure_rates(model, threads)  # a machine whose load changed during the run shows it here
         rates = {key: (before[key] + after[key]) / 2 for key in before}
         rows = account(run_dir, started, ended, rates)
@@ -199,9 +290,29 @@ def main() -> None:
             "rows": rows,
             "full_split": full,
             "run_dir": str(run_dir),
+            "started": started,
+            "ended": ended,
         }
     if args.json:
-        args.json.write_text(json.dumps({"limit": args.limit, "task": args.task, "models": out}, indent=1))
+        record = {"limit": args.limit, "task": args.task, "config": args.config, "models": out}
+        args.json.write_text(json.dumps(record, indent=1))
+
+
+def recount(args: argparse.Namespace) -> None:
+    """The account of runs an earlier ``--json`` kept, with its rates or those of ``--rates-from`` (the cost of a
+    token by position, measured later on the same idle machine, for a record written before it was measured)."""
+    earlier = json.loads(args.recount.read_text(encoding="utf-8"))
+    other = json.loads(args.rates_from.read_text(encoding="utf-8"))["models"] if args.rates_from else {}
+    args.limit, args.task, args.config = earlier["limit"], earlier["task"], earlier.get("config", [])
+    for model, kept in earlier["models"].items():
+        rates = other[model]["rates"] if model in other else kept["rates"]
+        if "prompt_a" not in rates:
+            raise SystemExit(f"{args.recount} has no cost of a token by position for {model}: give --rates-from")
+        rows = kept["rows"]
+        started = kept.get("started") or rows[1]["started_at"] - rows[0]["wall_s"]
+        ended = kept.get("ended") or started + rows[-1]["wall_s"]
+        rows = account(Path(kept["run_dir"]), started, ended, rates)
+        print_account(model, rates, rows, projection(args, model, rows))
 
 
 if __name__ == "__main__":

@@ -445,6 +445,11 @@ class BaseSystem(ABC):
     ] = ()  # the models the runner starts for it (ctx.model(role)); -m ROLE=SPEC sets one
     batch_size: ClassVar[int] = 1  # samples per predict() call
     max_concurrency: ClassVar[int] = 64  # predict() calls in flight at once (at most the run's --concurrency)
+    # roles whose requests mostly generate (long answers from short prompts: descriptions, explanations): on the
+    # embedded server their independent requests run together in its slots; every other role's go one at a time,
+    # since one prompt already takes both cores (benchmarks/headline.py). Remote endpoints and --concurrency N
+    # treat all roles alike
+    generation_roles: ClassVar[tuple[str, ...]] = ()
     # configuration keys that change how answers are made rather than how well (an answer mode, an option
     # order, a paper's ablation switch): a run with another value of one is shown apart on the board, named by
     # the values that differ, never as the system itself

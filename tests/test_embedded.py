@@ -15,6 +15,7 @@ import pytest
 from conftest import kill_run_after
 
 from ddibench.llm import (
+    EMBEDDED_SLOTS,
     ChatResult,
     EmbeddedServer,
     LLMPool,
@@ -251,23 +252,39 @@ def _plan_uses_the_kept_rate(kept: dict, monkeypatch: pytest.MonkeyPatch) -> Non
     phase = next(c for c in fc.phases if c.phase.calls)
     expected = phase.phase.prompt_tokens / rate.prompt + phase.phase.generated_tokens / rate.generated
     assert phase.seconds == pytest.approx(expected)
+    # doctor also timed generation with the server's slots all decoding: CBR-DDI's describer phases get that rate
+    assert kept["generated_parallel_per_s"] > 0
+    cbr = forecast(RunRequest("drugbank_s2", "cbr-ddi", parse_model_options(["embedded"]), limit=2))
+    for cost in (c for c in cbr.phases if c.phase.calls):
+        generated = kept["generated_parallel_per_s"] if cost.phase.role == "describer" else kept["generated_per_s"]
+        assert cost.seconds == pytest.approx(
+            cost.phase.prompt_tokens / kept["prompt_per_s"] + cost.phase.generated_tokens / generated
+        ), cost.phase.name
     monkeypatch.setattr(plan_module, "embedded_threads", lambda: kept["threads"] + 1)
     (other,) = forecast(request).rates.values()
     assert other in (THROUGHPUT["smollm2-135m-instruct"], THROUGHPUT_BUSY["smollm2-135m-instruct"])  # the tables'
 
 
 def test_explicit_concurrency_gives_the_embedded_server_slots(tmp_path: Path) -> None:
-    """--concurrency N: the server has N slots (it decodes N requests together) and N requests are let through."""
+    """--concurrency N: the server has N slots (it decodes N requests together) and N requests are let through;
+    without it, the default slots, and only the system's generation roles' requests fill them."""
     import urllib.request
 
-    async def start(slots: int, spec: str = "embedded") -> tuple[int, dict]:
-        pool = LLMPool({"generator": ModelSpec.parse(spec)}, cache=None, embedded_slots=slots, log_dir=tmp_path)
-        await pool.start(["generator"])
+    from ddibench.llm import parse_model_options
+    from ddibench.runner.plan import RunRequest, plan_run
+
+    async def start(
+        slots: int, spec: str = "embedded", generation_roles: tuple[str, ...] | None = None
+    ) -> tuple[int, dict]:
+        roles = {"generator": ModelSpec.parse(spec), "describer": ModelSpec.parse(spec)}
+        pool = LLMPool(roles, cache=None, embedded_slots=slots, generation_roles=generation_roles, log_dir=tmp_path)
+        await pool.start(list(roles))
         try:
             base = pool.served["embedded:smollm2-135m-instruct"]["base_url"].rsplit("/v1", 1)[0]
             with urllib.request.urlopen(f"{base}/props", timeout=30) as resp:
                 props = json.load(resp)
-            return props["total_slots"], pool.endpoint_stats()
+            serial = {role: pool.client(role)._serial for role in roles}
+            return props["total_slots"], {**pool.endpoint_stats(), "serial": serial}
         finally:
             await pool.close()
 
@@ -278,6 +295,16 @@ def test_explicit_concurrency_gives_the_embedded_server_slots(tmp_path: Path) ->
     slots, stats = asyncio.run(start(1, "embedded#timeout=45"))  # the model option still sets it
     assert slots == 1 and stats["embedded:smollm2-135m-instruct"]["concurrency"] == 1
     assert stats["embedded:smollm2-135m-instruct"]["timeout_s"] == 45
+    assert stats["serial"] == {"generator": False, "describer": False}  # --concurrency: every role fills the slots
+    # without --concurrency: the default slots, filled by the system's generation roles, the others one at a time
+    slots, stats = asyncio.run(start(EMBEDDED_SLOTS, generation_roles=("describer",)))
+    assert slots == EMBEDDED_SLOTS and stats["embedded:smollm2-135m-instruct"]["serial_concurrency"] == 1
+    assert stats["serial"] == {"generator": True, "describer": False}
+    plan = plan_run(RunRequest("drugbank_s2", "cbr-ddi", parse_model_options(["embedded"]), limit=2))
+    assert plan.pool is not None
+    assert (plan.pool.embedded_slots, plan.pool.generation_roles) == (EMBEDDED_SLOTS, ("describer",))
+    explicit = plan_run(RunRequest("drugbank_s2", "cbr-ddi", parse_model_options(["embedded"]), limit=2, concurrency=2))
+    assert explicit.pool is not None and (explicit.pool.embedded_slots, explicit.pool.generation_roles) == (2, None)
 
 
 def test_the_likelihood_mode_walks_real_next_token_log_probabilities(tmp_path: Path) -> None:

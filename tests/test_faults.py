@@ -265,6 +265,44 @@ def test_a_held_slot_keeps_a_series_of_requests_together() -> None:
     assert asyncio.run(order(hold=True)) == list("aaabbbccc")
 
 
+def test_serial_requests_go_one_at_a_time_while_generating_ones_fill_the_slots() -> None:
+    """The embedded server's policy: prompt-bound roles one request at a time, generation roles up to the slots;
+    a serial request waiting for its turn does not keep a generating one from a free slot, and a held series of
+    serial requests counts as the one serial request in flight."""
+    from ddibench.llm import EndpointPolicy
+
+    async def run() -> tuple[EndpointPolicy, list[tuple[int, int]], list[str]]:
+        policy = EndpointPolicy(4, timeout=10, adaptive=False, serial_limit=1)
+        seen: list[tuple[int, int]] = []  # (in flight, serial in flight) as each request starts
+        order: list[str] = []
+
+        async def request(name: str, serial: bool) -> None:
+            async with policy.slot(serial):
+                seen.append((policy.active, policy.active_serial))
+                order.append(name)
+                await asyncio.sleep(0.01)
+
+        async def held_series() -> None:
+            async with policy.hold(serial=True):
+                for _ in range(3):
+                    await request("h", serial=True)
+
+        await asyncio.gather(
+            *(request(f"s{i}", serial=True) for i in range(3)),
+            *(request(f"g{i}", serial=False) for i in range(6)),
+            held_series(),
+        )
+        return policy, seen, order
+
+    policy, seen, order = asyncio.run(run())
+    assert policy.active == 0 and policy.active_serial == 0
+    assert max(active for active, _ in seen) == 4  # the slots were filled...
+    assert max(serial for _, serial in seen) == 1  # ...never by two serial requests
+    # the three generating requests after the first serial one started at once, while s1 and s2 waited
+    assert order[:4] == ["s0", "g0", "g1", "g2"]
+    assert order.count("h") == 3 and policy.stats()["serial_concurrency"] == 1
+
+
 def test_hung_requests_are_cut_long_before_the_timeout(tmp_path: Path) -> None:
     import time
 

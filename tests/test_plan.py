@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ddibench.commands.common import LineProgress, Tally
+from ddibench.errors import ConfigError
 from ddibench.profiles import get_profile
 from ddibench.system import TrainingProgress
 
@@ -211,6 +212,11 @@ def test_a_busy_machine_gives_the_embedded_server_the_free_cpus_and_the_plan_its
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 3.0, 3.0))
     assert embedded_threads() == 13
+    monkeypatch.setenv("DDIBENCH_THREADS", "2")  # set by hand: whatever the load
+    assert embedded_threads() == 2
+    monkeypatch.setenv("DDIBENCH_THREADS", "two")
+    with pytest.raises(ConfigError, match="DDIBENCH_THREADS must be a positive whole number"):
+        embedded_threads()
 
 
 def test_the_default_plan_is_one_call_per_item_and_a_model_free_system_plans_nothing() -> None:

@@ -188,7 +188,7 @@ def _chromium() -> Check:
 def _completion(text: str) -> Check:
     """One real completion, uncached, with a JSON schema the answer must follow."""
     from ddibench.errors import DdibenchError
-    from ddibench.llm import LLMPool, MeasuredThroughput, ModelSpec, measure_throughput
+    from ddibench.llm import EMBEDDED_SLOTS, LLMPool, MeasuredThroughput, ModelSpec, measure_throughput
     from ddibench.llm._throughput import keep_measured
     from ddibench.runner.plan import embedded_threads
 
@@ -205,8 +205,14 @@ def _completion(text: str) -> Check:
 
     async def once() -> tuple[str, float, float, MeasuredThroughput]:
         threads = embedded_threads()  # as a run starts the embedded server: the rate kept is the one runs get
-        pool = LLMPool(
-            {"generator": spec}, cache=None, log_dir=log_dir, timeout=300.0, max_retries=1, n_threads=threads
+        pool = LLMPool(  # the embedded server with the slots a run gives it, each open to the generator
+            {"generator": spec},
+            cache=None,
+            log_dir=log_dir,
+            timeout=300.0,
+            max_retries=1,
+            n_threads=threads,
+            embedded_slots=EMBEDDED_SLOTS,
         )
         start = time.perf_counter()
         try:
@@ -214,7 +220,8 @@ def _completion(text: str) -> Check:
             await pool.start(["generator"])
             ready = time.perf_counter() - start
             result = await pool.client("generator").chat(messages, max_tokens=24, json_schema=schema)
-            rates = await measure_throughput(pool.client("generator"))
+            parallel = EMBEDDED_SLOTS if spec.is_embedded else 1  # a served model's own batching is its own
+            rates = await measure_throughput(pool.client("generator"), parallel=parallel)
             keep_measured(spec.display(), rates, pool.n_threads if spec.is_embedded else None)
             return result.text, ready, result.latency_s, rates
         finally:

@@ -27,6 +27,7 @@ _EXPORTS = {
     "retry_after_seconds": "_client",
     "unusable_reason": "_completion",
     "LLMPool": "_pool",
+    "EMBEDDED_SLOTS": "_pool",
     "MeasuredThroughput": "_throughput",
     "measure_throughput": "_throughput",
     "response_format": "_wire",
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from ddibench.llm._completion import unusable_reason
     from ddibench.llm._embedded import EmbeddedServer
     from ddibench.llm._policy import EndpointPolicy
-    from ddibench.llm._pool import LLMPool
+    from ddibench.llm._pool import EMBEDDED_SLOTS, LLMPool
     from ddibench.llm._spec import (
         EMBEDDED,
         ROLES,
@@ -81,6 +82,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EMBEDDED",
+    "EMBEDDED_SLOTS",
     "ROLES",
     "ChatResult",
     "EmbeddedServer",

@@ -181,6 +181,7 @@ class LLMClient:
         backoff_base: float = 1.0,
         backoff_cap: float = 60.0,
         json_mode: str | None = None,
+        serial: bool = False,
     ) -> None:
         self.spec = spec
         self.json_mode = json_mode or spec.json_mode  # the spec's, or what a probe of an 'auto' endpoint found
@@ -190,6 +191,9 @@ class LLMClient:
         self._cache = cache
         self._usage = ledger.role(role)
         self._policy = policy
+        # this role's requests are held to the policy's serial limit (on the embedded server: one at a time
+        # unless the role mostly generates; see EndpointPolicy)
+        self._serial = serial
         self.model_id = identity_digest(identity)
         # the cache key's model part, serialised once (without the fields that cannot change an answer)
         self._identity_json = stable_json({k: v for k, v in identity.items() if k not in NOT_ANSWERING})
@@ -204,7 +208,7 @@ class LLMClient:
     def holding(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Requests made inside go to the endpoint one after another with no other request in between: a
         series that continues one prompt keeps the server's prompt cache (see :class:`EndpointPolicy`)."""
-        return self._policy.hold()
+        return self._policy.hold(self._serial)
 
     async def chat(
         self,
@@ -323,7 +327,7 @@ class LLMClient:
         """The endpoint's answer to the request, after retries with backoff; raises :class:`LLMCallError`."""
         where = f"{self.spec.display()} ({self.role})"
         for attempt in range(self.max_retries + 1):
-            async with self._policy:
+            async with self._policy.slot(self._serial):
                 outcome = await self._attempt(body, attempt, where, want_logprobs)
             if isinstance(outcome, ChatResult):
                 return outcome

@@ -14,7 +14,11 @@ the endpoint did so far:
   with no answer in between mean the endpoint has stalled: the limit halves each time (down to one
   request probing the endpoint) instead of every slot waiting on a dead server; overload answers
   (429, 503) halve it too. Each answer raises it by one again (additive increase, multiplicative
-  decrease, as TCP and inspect_ai's adaptive connections do).
+  decrease, as TCP and inspect_ai's adaptive connections do). With ``serial_limit``, requests that
+  enter through :meth:`EndpointPolicy.slot` as ``serial`` are also held to that many in flight, while
+  the others may fill every slot: on a CPU server, prompt evaluation already uses every core for one
+  request (a second one in flight only splits them), while decoding one sequence leaves the memory
+  bandwidth idle, so requests that mostly generate gain from running together (``benchmarks/headline.py``).
 
 Only requests to a remote endpoint are cut early. The embedded llama.cpp server is local and watched, and its
 slots share the CPU, so a long prompt is slow there rather than stalled: it is not second-guessed
@@ -53,16 +57,18 @@ class StalledRequest(Exception):
 
 
 class EndpointPolicy:
-    def __init__(self, limit: int, timeout: float, *, adaptive: bool = True) -> None:
+    def __init__(self, limit: int, timeout: float, *, adaptive: bool = True, serial_limit: int | None = None) -> None:
         self.max_limit = max(1, int(limit))
         self.limit = self.max_limit
         self.timeout = float(timeout)
         self.adaptive = adaptive
         self.active = 0
+        self.serial_limit = serial_limit  # most ``serial`` requests in flight at once (None: only ``limit``)
+        self.active_serial = 0
         self.lowest_limit = self.limit
         self.timeouts = 0
         self.consecutive_timeouts = 0
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._waiters: collections.deque[tuple[asyncio.Future[None], bool]] = collections.deque()  # (future, serial)
         self._latencies: collections.deque[float] = collections.deque(maxlen=WINDOW)
         self._base: float | None = None  # the adapted deadline of a first attempt (None: not known yet)
         self._fresh = 0  # answers since the deadline was last computed
@@ -72,12 +78,12 @@ class EndpointPolicy:
     # -- slots ---------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:
+    async def hold(self, serial: bool = False) -> AsyncIterator[None]:
         """Keep one slot for the requests made inside (see the module); nested holds use the outer one."""
         if self._holding.get():
             yield
             return
-        async with self:
+        async with self.slot(serial):
             token = self._holding.set(True)
             try:
                 yield
@@ -85,36 +91,68 @@ class EndpointPolicy:
                 self._holding.reset(token)
 
     async def __aenter__(self) -> EndpointPolicy:
-        if self._holding.get():
-            return self  # the slot this task holds
-        if self.active < self.limit and not self._waiters:
-            self.active += 1
-            return self
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-        try:
-            await future  # the releasing request handed its slot over (active already counts us)
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self._release()  # the slot was handed over as we were cancelled: pass it on
-            elif future in self._waiters:
-                self._waiters.remove(future)
-            raise
+        await self._enter(serial=False)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         if not self._holding.get():
-            self._release()
+            self._release(serial=False)
 
-    def _release(self) -> None:
+    @contextlib.asynccontextmanager
+    async def slot(self, serial: bool = False) -> AsyncIterator[None]:
+        """One request in flight; a ``serial`` one also within ``serial_limit`` (see the module)."""
+        held = await self._enter(serial)
+        try:
+            yield
+        finally:
+            if not held:
+                self._release(serial)
+
+    def _fits(self, serial: bool) -> bool:
+        if self.active >= self.limit:
+            return False
+        return not serial or self.serial_limit is None or self.active_serial < self.serial_limit
+
+    async def _enter(self, serial: bool) -> bool:
+        """Waits for a slot (True: this task holds one already, nothing was taken)."""
+        if self._holding.get():
+            return True  # the slot this task holds
+        if self._fits(serial) and not any(self._fits(s) for _, s in self._waiters):
+            self._take(serial)
+            return False
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (future, serial)
+        self._waiters.append(entry)
+        try:
+            await future  # the releasing request handed its slot over (the counts already include us)
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self._release(serial)  # the slot was handed over as we were cancelled: pass it on
+            elif entry in self._waiters:
+                self._waiters.remove(entry)
+            raise
+        return False
+
+    def _take(self, serial: bool) -> None:
+        self.active += 1
+        self.active_serial += serial
+
+    def _release(self, serial: bool) -> None:
         self.active -= 1
+        self.active_serial -= serial
         self._wake()
 
     def _wake(self) -> None:
-        while self._waiters and self.active < self.limit:
-            future = self._waiters.popleft()
-            if not future.done():
-                self.active += 1
+        """Hands free slots to the waiters in order; a serial waiter that does not fit lets later ones pass."""
+        for entry in list(self._waiters):
+            if self.active >= self.limit:
+                return
+            future, serial = entry
+            if future.done():
+                self._waiters.remove(entry)
+            elif self._fits(serial):
+                self._waiters.remove(entry)
+                self._take(serial)
                 future.set_result(None)
 
     # -- deadlines -----------------------------------------------------------------------------
@@ -196,6 +234,7 @@ class EndpointPolicy:
     def stats(self) -> dict[str, Any]:
         return {
             "concurrency": self.max_limit,
+            **({"serial_concurrency": self.serial_limit} if self.serial_limit is not None else {}),
             "lowest_concurrency": self.lowest_limit,
             "timeouts": self.timeouts,
             "deadline_s": None if self._base is None else round(min(self.timeout, self._base), 3),

@@ -25,6 +25,13 @@ from ddibench.net import Endpoint
 EMBEDDED_TIMEOUT = 1800.0
 
 
+# The embedded server's slots when a run does not set --concurrency. A slot costs its context's memory and
+# nothing else: one request alone runs as fast on four slots as on one (SmolLM2-135M, 2 cores: 27.8 s against
+# 27.7 s for the same prompts). Requests that mostly generate gain from sharing them (CBR-DDI's descriptions,
+# generated tokens/s with 1, 2 and 4 in flight: 70, 92, 94 for SmolLM2-135M; 9.7, 14.0, 19.0 for the 1.5B coder),
+# prompt-bound ones do not (two in flight: 5% slower), so only a system's generation_roles fill them.
+EMBEDDED_SLOTS = 4
+
 COMPLETION_MAX_BYTES = 16 * 2**20  # a chat completion's body (with log-probabilities: a few kB)
 
 
@@ -44,6 +51,7 @@ class LLMPool:
         cache: ResponseCache | None,
         concurrency: int = 4,
         embedded_slots: int = 1,
+        generation_roles: tuple[str, ...] | None = None,
         log_dir: Path | None = None,
         n_threads: int | None = None,
         timeout: float = 120.0,
@@ -53,6 +61,9 @@ class LLMPool:
         self.cache = cache
         self.concurrency = concurrency
         self.embedded_slots = embedded_slots
+        # None: every request may fill the embedded server's slots; else only these roles' requests, the others
+        # one at a time (see EMBEDDED_SLOTS)
+        self.generation_roles = generation_roles
         self.log_dir = log_dir
         self.n_threads = n_threads
         self.timeout = timeout
@@ -99,7 +110,8 @@ class LLMPool:
             # the embedded llama.cpp server answers as many requests at once as it has slots (one by default);
             # queueing more there only inflates latency
             limit = self.embedded_slots if spec.is_embedded else self.concurrency
-            policy = EndpointPolicy(limit, timeout, adaptive=not spec.is_embedded)
+            serial_limit = 1 if spec.is_embedded and self.generation_roles is not None else None
+            policy = EndpointPolicy(limit, timeout, adaptive=not spec.is_embedded, serial_limit=serial_limit)
             transport = chat_endpoint(base_url, spec.api_key(), timeout)
             self._endpoints[spec] = (transport, policy)
             self._policies[spec.display()] = self._endpoints[spec][1]
@@ -133,6 +145,7 @@ class LLMPool:
                 policy,
                 max_retries=self.max_retries,
                 json_mode=self.json_mode(role),
+                serial=policy.serial_limit is not None and role not in (self.generation_roles or ()),
             )
             self._clients[role].remember = self._remember_text
             self._clients[role].liveness = self._liveness.get(spec)

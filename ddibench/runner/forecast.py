@@ -41,6 +41,9 @@ class Throughput:
     prompt: float
     generated: float
     source: str
+    # generated tokens a second with the embedded server's slots all decoding (its generation roles' phases);
+    # None: not measured, those phases are timed one request at a time
+    generated_parallel: float | None = None
 
 
 # the pinned embedded models, one request at a time on 2 cores (ENVIRONMENT.md of this project)
@@ -120,7 +123,7 @@ def throughput_of(spec: ModelSpec, busy: bool = False) -> Throughput | None:
 
     kept = measured_rates(spec.display(), embedded_threads() if spec.is_embedded else None)
     if kept is not None:
-        return Throughput(kept.prompt_per_s, kept.generated_per_s, kept.source())
+        return Throughput(kept.prompt_per_s, kept.generated_per_s, kept.source(), kept.generated_parallel_per_s)
     if not spec.is_embedded:
         return None
     name = spec.model.lower()
@@ -181,7 +184,11 @@ def forecast(
     specs = request.role_models().for_roles(list(configured_roles(system)))
     load = busy()
     priced = load_prices() if prices is None else prices
-    out = _costed(request, system.name, split, len(samples), of, specs, phases, priced, bool(load), throughput)
+    # on the embedded server, the system's generation roles fill its slots unless --concurrency sets them for all
+    together = () if request.concurrency else tuple(getattr(system, "generation_roles", ()))
+    out = _costed(
+        request, system.name, split, len(samples), of, specs, phases, priced, bool(load), throughput, together
+    )
     out.busy = load
     out.accelerators = profile.accelerator_count
     return out
@@ -211,6 +218,7 @@ def _costed(
     prices: Mapping[str, Price],
     busy: bool = False,
     declared: Throughput | None = None,
+    together: tuple[str, ...] = (),
 ) -> Forecast:
     out = Forecast(system, request.task, split, request.profile, n, of, {r: s.display() for r, s in specs.items()}, [])
     for phase in phases:
@@ -220,7 +228,10 @@ def _costed(
             rate = (None if spec.is_embedded else declared) or throughput_of(spec, busy)
             if rate is not None:
                 out.rates[spec.display()] = rate
-                seconds = (seconds or 0.0) + phase.prompt_tokens / rate.prompt + phase.generated_tokens / rate.generated
+                generated = rate.generated
+                if spec.is_embedded and phase.role in together and rate.generated_parallel:
+                    generated = rate.generated_parallel  # its independent calls decode together in the slots
+                seconds = (seconds or 0.0) + phase.prompt_tokens / rate.prompt + phase.generated_tokens / generated
             elif seconds is None:
                 seconds = None
             price = Price(0.0, 0.0, "embedded: runs here") if spec.is_embedded else price_of(spec, prices)
@@ -296,7 +307,9 @@ def _totals(fc: Forecast) -> list[str]:
         "generated tokens at each call's max_tokens (an upper bound)",
     ]
     lines += [
-        f"throughput: {m}: {r.prompt:g} prompt and {r.generated:g} generated tok/s, {r.source}"
+        f"throughput: {m}: {r.prompt:g} prompt and {r.generated:g} generated tok/s"
+        + (f" ({r.generated_parallel:.4g} with the server's slots all decoding)" if r.generated_parallel else "")
+        + f", {r.source}"
         for m, r in fc.rates.items()
     ]
     lines += [

@@ -17,7 +17,7 @@ from typing import Any
 from ddibench.errors import ConfigError
 from ddibench.evaluation import Evaluator
 from ddibench.hashing import config_hash, sha256_text
-from ddibench.llm import LLMPool, RoleModels, parse_model_options
+from ddibench.llm import EMBEDDED_SLOTS, LLMPool, RoleModels, parse_model_options
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.profiles import Profile, get_profile
 from ddibench.registry import get_system_class, get_task
@@ -221,8 +221,17 @@ def embedded_threads() -> int:
     """Threads for the embedded model server: the CPUs other work leaves free (by the 1-minute load), at least
     one; every CPU on an idle machine. llama.cpp's threads wait on each other at every step, so a thread that
     is not scheduled stalls the rest: under a load of 9-10 on 2 cores, SmolLM2 with 2 threads generated 0.8-1.4
-    tokens a second and with 1 thread 15-18 (prompts 16-20 vs 55-67 tok/s), 2026-11-28."""
+    tokens a second and with 1 thread 15-18 (prompts 16-20 vs 55-67 tok/s), 2026-11-28. ``$DDIBENCH_THREADS``
+    sets the number instead (a benchmark timing runs one after another, a machine whose load is not its own)."""
     cpus = os.cpu_count() or 1
+    pinned = os.environ.get("DDIBENCH_THREADS", "").strip()
+    if pinned:
+        if not pinned.isdigit() or int(pinned) < 1:
+            raise ConfigError(
+                f"DDIBENCH_THREADS must be a positive whole number of threads, got {pinned!r}",
+                "unset it to let ddibench choose from the machine's load",
+            )
+        return int(pinned)
     try:
         load = os.getloadavg()[0]
     except OSError:
@@ -271,8 +280,10 @@ def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
             models.for_roles(roles),
             cache=cache,
             concurrency=request.concurrency or profile.llm_concurrency,
-            # an explicit --concurrency N gives the embedded server N slots (default: one request at a time)
-            embedded_slots=request.concurrency or 1,
+            # an explicit --concurrency N gives the embedded server N slots, each filled by any role; by default
+            # it has EMBEDDED_SLOTS, filled by the system's generation roles, the others' requests one at a time
+            embedded_slots=request.concurrency or EMBEDDED_SLOTS,
+            generation_roles=None if request.concurrency else tuple(getattr(system, "generation_roles", ())),
             n_threads=embedded_threads(),
             max_retries=request.max_retries,
         )

@@ -147,6 +147,9 @@ class CBRDDISystem(BaseSystem):
     Config = CBRDDIConfig
     families = (families.DRUGBANK_DDI, families.TWOSIDES)
     llm_roles = ("generator", "describer")
+    # descriptions, insights and revised insights: about 100 tokens written from a short prompt (a query is about
+    # 2,400 prompt tokens and a short answer), so on the embedded server the describer fills its slots
+    generation_roles = ("describer",)
     batch_size = 1
     # queries in flight at once, up to the run's concurrency (the profile's: 64 on h100-80g); each query is one
     # generator call after its own CPU work, so at 8 a served model was kept at most 8/64 busy
