@@ -21,8 +21,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from ddibench.llm import MeasuredThroughput
 
 # extra -> the import names it provides (looked up, not imported: doctor stays fast)
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -188,7 +192,7 @@ def _chromium() -> Check:
 def _completion(text: str) -> Check:
     """One real completion, uncached, with a JSON schema the answer must follow."""
     from ddibench.errors import DdibenchError
-    from ddibench.llm import EMBEDDED_SLOTS, LLMPool, MeasuredThroughput, ModelSpec, measure_throughput
+    from ddibench.llm import EMBEDDED_SLOTS, LLMPool, ModelSpec, measure_throughput
     from ddibench.llm._throughput import keep_measured
     from ddibench.runner.plan import embedded_threads
 
@@ -235,19 +239,23 @@ def _completion(text: str) -> Check:
     finally:
         if not keep_log:
             shutil.rmtree(log_dir, ignore_errors=True)
+    return _judged(spec.display(), answer, options, f"ready in {ready:.1f} s, answer in {latency:.1f} s", rates)
+
+
+def _judged(model: str, answer: str, options: list[int], timing: str, rates: MeasuredThroughput) -> Check:
+    """The model check's verdict: the answer must be JSON naming one of the options, as the schema asked."""
     try:
         value = json.loads(answer)["answer"]
     except (ValueError, KeyError, TypeError):
         value = None
     if value not in options:
         return Check(
-            name,
+            "model",
             False,
-            f"{spec.display()} answered {answer[:80]!r}, not JSON with one of {options}: the constraint was not applied",
+            f"{model} answered {answer[:80]!r}, not JSON with one of {options}: the constraint was not applied",
         )
     return Check(
-        name,
+        "model",
         True,
-        f"{spec.display()} answered {json.dumps({'answer': value})} under a JSON schema (ready in {ready:.1f} s, "
-        f"answer in {latency:.1f} s); {rates.line()}",
+        f"{model} answered {json.dumps({'answer': value})} under a JSON schema ({timing}); {rates.line()}",
     )
