@@ -4,6 +4,7 @@ phase by phase, beside what the model itself needs for the same work.
 
     python benchmarks/headline.py [--model smollm2,qwen2.5-coder-1.5b] [--limit 50] [--task drugbank_s2]
         [--concurrency N] [-C KEY=VALUE ...] [--reuse-artifacts] [--json out.json] [--keep DIR]
+        [--project qwen2.5-coder-1.5b] [--recount OLD.json [--rates-from NEW.json]]
 
 For each embedded model, one after the other:
 
@@ -26,6 +27,11 @@ For each embedded model, one after the other:
 4. **The full split**: the phases that do not grow with the test pairs (the GNN, the repository, the choice of
    lambda, start-up) plus the queries' seconds a pair times the split's pairs; the plan's projection for the same
    run (``ddibench run --plan``) beside it.
+
+5. **A projection** (``--project MODEL``), for a model whose own run does not fit a session (the 1.5B reader's
+   catalogue alone is hours on two cores): that model's costs measured here, and the run's account redone with
+   them, call by call with the same tokens, each phase at the run/bound the measured run showed
+   (:func:`projected_rows` says what it assumes). ``--recount OLD.json --project MODEL`` projects from a kept record.
 
 A phase without LLM calls has no bound: its seconds are the harness's and the GNN's own work, counted in the
 whole run's ratio. Run it on an idle machine, under ``nice`` if anything else runs; it asserts nothing.
@@ -241,6 +247,93 @@ def print_account(model: str, rates: dict[str, float], rows: list[dict[str, Any]
     )
 
 
+def project_all(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, Any]:
+    """``--project``: the costs of another model measured here and now, and its account projected from each run."""
+    from ddibench.registry import get_system_class
+    from ddibench.runner.plan import embedded_threads
+
+    target = MODELS.get(args.project, args.project)
+    threads = embedded_threads()
+    os.environ["DDIBENCH_THREADS"] = str(threads)
+    rates = measure_rates(target, threads)
+    together = () if args.concurrency else tuple(getattr(get_system_class("cbr-ddi"), "generation_roles", ()))
+    out = {}
+    for source, kept in measured.items():
+        rows = projected_rows(kept["rows"], kept["rates"], rates, together)
+        full = projection(args, target, rows)
+        print_projection(target, source, rates, rows, full)
+        out[f"{target} from {source}"] = {"threads": threads, "rates": rates, "rows": rows, "full_split": full}
+    return out
+
+
+def projected_rows(
+    rows: list[dict[str, Any]], measured: dict[str, float], target: dict[str, float], together: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Another model's account of the same run, phase by phase: each role's calls with the same tokens, bounded
+    with the other model's cost of a token, times the phase's run/bound as measured (what the harness, the
+    server's slots and the prefix cache made of the bound). A generation role's requests share the server's slots:
+    its ratio is scaled by the measured model's gain from the slots over the other's (``generated_parallel_per_s``
+    over ``generated_per_s``). A phase without a model call keeps its seconds (the GNN, the embeddings, start-up
+    and scoring do not depend on the reader). The tokens are the measured model's: another model's answers differ
+    in length (descriptions stop at their ``max_tokens`` either way), so this is a projection, not a run."""
+
+    def gain(rates: dict[str, float]) -> float:
+        return (rates.get("generated_parallel_per_s") or rates["generated_per_s"]) / rates["generated_per_s"]
+
+    slots = gain(measured) / gain(target)
+    out: list[dict[str, Any]] = []
+    for row in rows[:-1]:
+        used = row.get("llm", {})
+        if not used:
+            out.append({**row, "measured_wall_s": row["wall_s"], "measured_bound_s": 0.0})
+            continue
+        ratio = row["wall_s"] / row["bound_s"] if row["bound_s"] else 1.0
+        wall = bound = 0.0
+        for role, u in used.items():
+            b = bound_seconds(u["calls"], u["prompt_tokens"], u["reused_prompt_tokens"], u["completion_tokens"], target)
+            bound += b
+            wall += b * ratio * (slots if role in together else 1.0)
+        out.append(
+            {
+                **row,
+                "wall_s": wall,
+                "bound_s": bound,
+                "measured_wall_s": row["wall_s"],
+                "measured_bound_s": row["bound_s"],
+            }
+        )
+    keys = ("wall_s", "bound_s", "measured_wall_s", "calls", "evaluated", "generated")
+    out.append({"phase": "whole command", **{key: sum(r[key] for r in out) for key in keys}})
+    return out
+
+
+def print_projection(
+    target: str, source: str, rates: dict[str, float], rows: list[dict[str, Any]], full: dict[str, Any]
+) -> None:
+    print(
+        f"\n== projected for {target} from the run with {source}: {rates['prompt_per_s']:,.1f} prompt and "
+        f"{rates['generated_per_s']:,.1f} generated tokens/s one request at a time, "
+        f"{rates['generated_parallel_per_s']:,.1f} generated with the slots decoding together"
+    )
+    print(
+        f"a token costs {1e3 * rates['prompt_a']:.3f} ms + {1e6 * rates['prompt_b']:.3f} us x its position to "
+        f"evaluate, {1e3 * rates['gen_c']:.3f} ms + {1e6 * rates['gen_d']:.3f} us x its position to generate"
+    )
+    print(
+        f"{'phase':<44}{'measured s':>11}{'calls':>7}{'evaluated':>10}{'generated':>10}{'bound s':>10}{'projected s':>12}"
+    )
+    for r in rows:
+        print(
+            f"{r['phase'][:43]:<44}{r['measured_wall_s']:>11.1f}{r['calls']:>7,}{r['evaluated']:>10,}"
+            f"{r['generated']:>10,}{r['bound_s']:>10.1f}{r['wall_s']:>12.1f}"
+        )
+    plan = hours(full["plan_seconds"]) if full["plan_seconds"] else "not timed"
+    print(
+        f"full split ({full['pairs']:,} pairs): about {hours(full['seconds'])} projected "
+        f"({full['per_pair_s']:.1f} s a pair), bound {hours(full['bound_s'])}; the plan says {plan}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2,qwen2.5-coder-1.5b", help="embedded models, comma separated")
@@ -253,6 +346,12 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, help="keep the runs in this folder")
     parser.add_argument(
         "--recount", type=Path, default=None, help="account again the kept runs of an earlier --json (runs nothing)"
+    )
+    parser.add_argument(
+        "--project",
+        default=None,
+        help="after the runs (or with --recount): measure this embedded model's costs and project its account from "
+        "theirs, for a model whose own run does not fit a session",
     )
     parser.add_argument(
         "--rates-from", type=Path, default=None, help="with --recount: the rates of another --json (same machine)"
@@ -293,8 +392,10 @@ def main() -> None:
             "started": started,
             "ended": ended,
         }
+    record: dict[str, Any] = {"limit": args.limit, "task": args.task, "config": args.config, "models": out}
+    if args.project:
+        record["projected"] = project_all(args, out)
     if args.json:
-        record = {"limit": args.limit, "task": args.task, "config": args.config, "models": out}
         args.json.write_text(json.dumps(record, indent=1))
 
 
@@ -311,8 +412,11 @@ def recount(args: argparse.Namespace) -> None:
         rows = kept["rows"]
         started = kept.get("started") or rows[1]["started_at"] - rows[0]["wall_s"]
         ended = kept.get("ended") or started + rows[-1]["wall_s"]
-        rows = account(Path(kept["run_dir"]), started, ended, rates)
+        if Path(kept["run_dir"], "results.json").exists():
+            rows = account(Path(kept["run_dir"]), started, ended, rates)
         print_account(model, rates, rows, projection(args, model, rows))
+    if args.project:
+        project_all(args, earlier["models"])
 
 
 if __name__ == "__main__":
