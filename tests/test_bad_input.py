@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -983,3 +984,33 @@ def test_sigterm_early_in_prediction_is_one_line_and_the_run_resumes(tmp_path: P
     assert done.returncode == 0, done.stderr
     ids = [x["prediction"]["sample_id"] for x in journal_lines(run_dir)]
     assert len(ids) == len(set(ids)) == 16
+
+
+def test_sigterm_before_the_loop_runs_leaves_no_coroutine_unawaited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race the test above hit now and then: SIGTERM after the session started but before asyncio.run ran
+    the run's coroutine (the command's handler raises KeyboardInterrupt there), and Python warned at exit that
+    two coroutines were never awaited, after the one-line message."""
+    import asyncio
+    import gc
+    import warnings
+
+    from ddibench.runner import signals
+
+    started: list[bool] = []
+
+    async def work() -> int:
+        started.append(True)
+        return 1
+
+    def interrupted(coro: Any) -> Any:  # the signal lands while asyncio.run sets up, before the coroutine starts
+        raise KeyboardInterrupt
+
+    assert signals.run_async(work()) == 1 and started == [True]  # the normal path still runs it
+    monkeypatch.setattr(asyncio, "run", interrupted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyboardInterrupt):
+            signals.run_async(work())
+        gc.collect()
+    assert started == [True]
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]

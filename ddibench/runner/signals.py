@@ -44,12 +44,19 @@ def run_async(main: Coroutine[Any, Any, T]) -> T:
             loop.remove_signal_handler(signal.SIGTERM)
             signal.signal(signal.SIGTERM, previous)  # the command's own handler again (remove_ sets the default)
 
+    outer = guarded()
     try:
-        result = asyncio.run(guarded())
+        result = asyncio.run(outer)
     except asyncio.CancelledError:
         if not terminated:
             raise
         raise KeyboardInterrupt from None
+    finally:
+        # a SIGTERM before the loop ran them (the command's handler raised while asyncio.run set up) left both
+        # coroutines unstarted, and Python would warn at exit that they were never awaited; a finished one
+        # closes as a no-op
+        outer.close()
+        main.close()
     if terminated:  # the cancellation was swallowed somewhere: the command ends all the same
         raise KeyboardInterrupt
     return result
