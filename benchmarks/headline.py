@@ -117,14 +117,18 @@ async def measure_costs(client: Any, short: int = 256, long: int = 2048, generat
 
 
 def _solve(first: tuple[float, float, float], second: tuple[float, float, float]) -> tuple[float, float]:
-    """x, y with x * u + y * v = t for both (u, v, t); y no less than 0 (a negative slope is noise: then the
-    mean cost a token of the two, flat)."""
+    """x, y with x * u + y * v = t for both (u, v, t), neither below 0: a negative slope or a negative intercept
+    is the noise of two timings, and then the one term left is fit to both (a flat cost a token, or one that
+    grows with the position from nothing)."""
     (u1, v1, t1), (u2, v2, t2) = first, second
     det = u1 * v2 - u2 * v1
     y = (u1 * t2 - u2 * t1) / det if det else 0.0
     if y < 0:
         return (t1 + t2) / (u1 + u2), 0.0
-    return (t1 - y * v1) / u1, y
+    x = (t1 - y * v1) / u1
+    if x < 0:
+        return 0.0, (t1 + t2) / (v1 + v2)
+    return x, y
 
 
 def bound_seconds(calls: int, sent: int, reused: int, generated: int, costs: dict[str, float]) -> float:
@@ -173,7 +177,13 @@ def account(run_dir: Path, started: float, ended: float, rates: dict[str, float]
     ]
     rows += phases
     rows.append({"phase": "scoring and writing (to exit)", "wall_s": ended - last, "llm": {}})
-    for row in rows:
+    rows.append({"phase": "whole command", "wall_s": ended - started})
+    return bounded(rows, rates)
+
+
+def bounded(rows: list[dict[str, Any]], rates: dict[str, float]) -> list[dict[str, Any]]:
+    """The phases' tokens and bounds with these rates; the last row (the whole command) sums the others."""
+    for row in rows[:-1]:
         used = row.get("llm", {}).values()
         row["calls"] = sum(u["calls"] for u in used)
         row["sent"] = sum(u["prompt_tokens"] for u in used)
@@ -186,8 +196,7 @@ def account(run_dir: Path, started: float, ended: float, rates: dict[str, float]
             for u in used
         )
     keys = ("calls", "sent", "reused", "evaluated", "generated", "bound_s", "flat_bound_s")
-    total = {key: sum(r[key] for r in rows) for key in keys}
-    rows.append({"phase": "whole command", "wall_s": ended - started, **total})
+    rows[-1].update({key: sum(r[key] for r in rows[:-1]) for key in keys})
     return rows
 
 
@@ -255,7 +264,8 @@ def project_all(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str,
     target = MODELS.get(args.project, args.project)
     threads = embedded_threads()
     os.environ["DDIBENCH_THREADS"] = str(threads)
-    rates = measure_rates(target, threads)
+    other = json.loads(args.rates_from.read_text(encoding="utf-8"))["models"] if args.rates_from else {}
+    rates = other[target]["rates"] if target in other else measure_rates(target, threads)
     together = () if args.concurrency else tuple(getattr(get_system_class("cbr-ddi"), "generation_roles", ()))
     out = {}
     for source, kept in measured.items():
@@ -354,11 +364,19 @@ def main() -> None:
         "theirs, for a model whose own run does not fit a session",
     )
     parser.add_argument(
+        "--rates-only",
+        action="store_true",
+        help="measure the models' rates and costs only (no run), into --json: for --recount --rates-from",
+    )
+    parser.add_argument(
         "--rates-from", type=Path, default=None, help="with --recount: the rates of another --json (same machine)"
     )
     args = parser.parse_args()
     if args.recount:
         recount(args)
+        return
+    if args.rates_only:
+        rates_only(args)
         return
 
     from ddibench.runner.plan import embedded_threads
@@ -399,6 +417,22 @@ def main() -> None:
         args.json.write_text(json.dumps(record, indent=1))
 
 
+def rates_only(args: argparse.Namespace) -> None:
+    """The models' rates and costs of a token by position, measured now with the threads a run gets."""
+    from ddibench.runner.plan import embedded_threads
+
+    threads = embedded_threads()
+    os.environ["DDIBENCH_THREADS"] = str(threads)
+    out = {}
+    for name in args.model.split(","):
+        model = MODELS.get(name, name)
+        rates = measure_rates(model, threads)
+        print(f"{model}: {json.dumps({key: round(value, 9) for key, value in rates.items()})}")
+        out[model] = {"threads": threads, "rates": rates, "measured_at": time.time()}
+    if args.json:
+        args.json.write_text(json.dumps({"models": out}, indent=1))
+
+
 def recount(args: argparse.Namespace) -> None:
     """The account of runs an earlier ``--json`` kept, with its rates or those of ``--rates-from`` (the cost of a
     token by position, measured later on the same idle machine, for a record written before it was measured)."""
@@ -414,7 +448,10 @@ def recount(args: argparse.Namespace) -> None:
         ended = kept.get("ended") or started + rows[-1]["wall_s"]
         if Path(kept["run_dir"], "results.json").exists():
             rows = account(Path(kept["run_dir"]), started, ended, rates)
+        else:  # the run itself is gone: its record keeps every role's tokens
+            rows = bounded(rows, rates)
         print_account(model, rates, rows, projection(args, model, rows))
+        kept.update(rows=rows, rates=rates)  # what --project starts from
     if args.project:
         project_all(args, earlier["models"])
 
