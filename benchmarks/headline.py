@@ -142,6 +142,21 @@ def bound_seconds(calls: int, sent: int, reused: int, generated: int, costs: dic
     return calls * (prompt + gen)
 
 
+def pinned_threads() -> int:
+    """The embedded server's threads, pinned in ``$DDIBENCH_THREADS``: the rates, the run and the plan beside it
+    all get the same threads."""
+    from ddibench.runner.plan import embedded_threads
+
+    threads = embedded_threads()
+    os.environ["DDIBENCH_THREADS"] = str(threads)
+    return threads
+
+
+def rates_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The models' rates kept in ``--rates-from`` (a ``--rates-only`` or earlier ``--json``), or none."""
+    return json.loads(args.rates_from.read_text(encoding="utf-8"))["models"] if args.rates_from else {}
+
+
 def run_command(args: argparse.Namespace, model: str, work: Path, threads: int) -> tuple[Path, float, float]:
     """The headline command for ``model``: its run directory and its start and end (Unix time)."""
     run_dir = work / f"run-{model}"
@@ -259,12 +274,10 @@ def print_account(model: str, rates: dict[str, float], rows: list[dict[str, Any]
 def project_all(args: argparse.Namespace, measured: dict[str, Any]) -> dict[str, Any]:
     """``--project``: the costs of another model measured here and now, and its account projected from each run."""
     from ddibench.registry import get_system_class
-    from ddibench.runner.plan import embedded_threads
 
     target = MODELS.get(args.project, args.project)
-    threads = embedded_threads()
-    os.environ["DDIBENCH_THREADS"] = str(threads)
-    other = json.loads(args.rates_from.read_text(encoding="utf-8"))["models"] if args.rates_from else {}
+    threads = pinned_threads()
+    other = rates_from(args)
     rates = other[target]["rates"] if target in other else measure_rates(target, threads)
     together = () if args.concurrency else tuple(getattr(get_system_class("cbr-ddi"), "generation_roles", ()))
     out = {}
@@ -379,15 +392,12 @@ def main() -> None:
         rates_only(args)
         return
 
-    from ddibench.runner.plan import embedded_threads
-
     work = args.keep or Path(tempfile.mkdtemp(prefix="ddibench-headline-"))
     work.mkdir(parents=True, exist_ok=True)
     out = {}
     for name in args.model.split(","):
         model = MODELS.get(name, name)
-        threads = embedded_threads()
-        os.environ["DDIBENCH_THREADS"] = str(threads)  # the rates, the run and the plan beside it: the same threads
+        threads = pinned_threads()
         before = measure_rates(model, threads)
         run_dir, started, ended = run_command(args, model, work, threads)
         after = measure_rates(model, threads)  # a machine whose load changed during the run shows it here
@@ -419,10 +429,7 @@ def main() -> None:
 
 def rates_only(args: argparse.Namespace) -> None:
     """The models' rates and costs of a token by position, measured now with the threads a run gets."""
-    from ddibench.runner.plan import embedded_threads
-
-    threads = embedded_threads()
-    os.environ["DDIBENCH_THREADS"] = str(threads)
+    threads = pinned_threads()
     out = {}
     for name in args.model.split(","):
         model = MODELS.get(name, name)
@@ -437,7 +444,7 @@ def recount(args: argparse.Namespace) -> None:
     """The account of runs an earlier ``--json`` kept, with its rates or those of ``--rates-from`` (the cost of a
     token by position, measured later on the same idle machine, for a record written before it was measured)."""
     earlier = json.loads(args.recount.read_text(encoding="utf-8"))
-    other = json.loads(args.rates_from.read_text(encoding="utf-8"))["models"] if args.rates_from else {}
+    other = rates_from(args)
     args.limit, args.task, args.config = earlier["limit"], earlier["task"], earlier.get("config", [])
     for model, kept in earlier["models"].items():
         rates = other[model]["rates"] if model in other else kept["rates"]
