@@ -238,6 +238,58 @@ def test_check_fails_when_the_shipped_results_and_the_index_disagree(
     assert any(reason in p for p in report.problems), report.problems
 
 
+def test_checks_side_by_side_report_what_one_at_a_time_reports(shipped: Path, tmp_path: Path) -> None:
+    """Bundles checked two at a time give the same outcomes, in the index's order, with the same problems (one
+    planted: a recomputed number that no longer matches) as one at a time."""
+    root = _copy(shipped, tmp_path)
+    _edit_index(root, lambda runs: runs[1].update(value=runs[1]["value"] + 0.25))
+    reports = [check(root, workers=workers) for workers in (1, 2)]
+    for report in reports:
+        assert [o.bundle for o in report.outcomes] == [root / e["path"] for e in read_index(root)["runs"]]
+        assert [o.problem is None for o in report.outcomes] == [True, False]
+    one, two = reports
+    assert two.problems == one.problems and any("differs from the index (value" in p for p in two.problems)
+    assert [(o.entry, o.checks) for o in two.outcomes] == [(o.entry, o.checks) for o in one.outcomes]
+
+
+def _hang_on_morgan(path: Path, **kwargs):
+    """What the sandboxed child runs in the test below: verify, except that the morgan-sklearn bundle's check hangs."""
+    import time
+
+    while "morgan-sklearn" in str(path):
+        time.sleep(1)
+    return verify(path, **kwargs)
+
+
+def test_an_interrupted_check_stops_the_checks_running_ahead(
+    shipped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C once the first bundle is done while the second's check (running ahead, in its own child) hangs: the
+    check returns at once, the child killed, instead of waiting on it for the sandbox's wall limit."""
+    import time
+
+    import psutil
+
+    import ddibench.submission.sandbox as sandbox
+
+    root = _copy(shipped, tmp_path)
+    assert "morgan-sklearn" not in read_index(root)["runs"][0]["path"]
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the child imports what this process can
+    monkeypatch.setattr(sandbox, "CHECK", f"{Path(__file__).stem}:_hang_on_morgan")
+    monkeypatch.setattr(sandbox, "WALL_LIMIT_S", 120)  # without the stop, the interrupted check waits this long
+
+    def interrupt(outcome) -> None:
+        assert outcome.problem is None, outcome.problem
+        raise KeyboardInterrupt
+
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        check(root, workers=2, reproduce=False, progress=interrupt)
+    assert time.perf_counter() - started < 60
+    left = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True) if p.is_running()]
+    assert not [c for c in left if "ddibench.submission.sandbox" in c], left
+
+
 def test_check_fails_when_a_bundle_changes_under_the_index(shipped: Path, tmp_path: Path) -> None:
     root = _copy(shipped, tmp_path)
     rel = read_index(root)["runs"][0]["path"]

@@ -340,7 +340,13 @@ def replace_section(text: str, table: str) -> str:
 @board.command("check")
 @store_options("shipped")
 @click.option("--no-reproduce", is_flag=True, help="Recompute only; do not re-run the runs the index calls reproduced.")
-def board_check(root: Path | None, no_reproduce: bool) -> None:
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Bundles checked at once, each in its own sandboxed process (default: one per CPU, at most 4).",
+)
+def board_check(root: Path | None, no_reproduce: bool, workers: int | None) -> None:
     """Verify every shipped bundle against results/index.json (recomputed numbers, hashes, reproductions, size budget)."""
     import time
 
@@ -348,7 +354,7 @@ def board_check(root: Path | None, no_reproduce: bool) -> None:
 
     folder = results_root(root)
     started = time.perf_counter()
-    report = check(folder, reproduce=not no_reproduce, progress=_report)
+    report = check(folder, reproduce=not no_reproduce, progress=_report, workers=workers)
     console = _console()
     for problem in report.problems:
         if not any(o.problem == problem for o in report.outcomes):

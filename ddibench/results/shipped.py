@@ -37,7 +37,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -503,20 +504,31 @@ def _reproduction(record: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _verify(bundle: Path, reproduce: bool, keep_traces: bool = False) -> Any:
     """The bundle's verdict, re-run here when ``reproduce`` (with empty caches, in a temporary directory)."""
-    from ddibench.submission import reproduce as rerun
     from ddibench.submission.sandbox import verify_isolated
 
+    _refuse_oversized(bundle)
+    verdict = verify_isolated(bundle, keep_traces=keep_traces)  # in a child process with CPU and memory limits
+    return _rerun(verdict) if reproduce else verdict
+
+
+def _refuse_oversized(bundle: Path) -> None:
     size = bundle.stat().st_size
     if size > MAX_BUNDLE_BYTES:
         raise DataError(
             f"{bundle} is {size / 2**20:.1f} MiB, over the {MAX_BUNDLE_BYTES // 2**20} MiB a shipped bundle may take",
             "pack the run with 'ddibench submit --compact'",
         )
-    verdict = verify_isolated(bundle, keep_traces=keep_traces)  # in a child process with CPU and memory limits
-    if reproduce and verdict.accepted:
-        with tempfile.TemporaryDirectory(prefix="ddibench-reproduce-") as tmp:
-            verdict = rerun(verdict, Path(tmp) / "run")
-    return verdict
+
+
+def _rerun(verdict: Any) -> Any:
+    """A verified bundle's verdict after its run was re-run here (empty caches, a temporary directory); a rejected
+    bundle's verdict as it is."""
+    from ddibench.submission import reproduce as rerun
+
+    if not verdict.accepted:
+        return verdict
+    with tempfile.TemporaryDirectory(prefix="ddibench-reproduce-") as tmp:
+        return rerun(verdict, Path(tmp) / "run")
 
 
 def cheap(verdict: Any) -> bool:
@@ -604,7 +616,7 @@ def _admit(bundle: Path, entries: dict[str, dict[str, Any]], previews: bool, rep
     try:
         verdict = _verify(bundle, reproduce=False, keep_traces=True)
         if verdict.accepted and (reproduce or (reproduce is None and cheap(verdict))):
-            verdict = _verify(bundle, reproduce=True, keep_traces=True)
+            verdict = _rerun(verdict)
         outcome.checks = list(verdict.checks)
         if not (verdict.accepted or (previews and verdict.is_preview())):
             outcome.problem = "; ".join(verdict.reasons)
@@ -710,7 +722,11 @@ class CheckReport:
 
 
 def check(
-    root: Path, reproduce: bool = True, progress: Callable[[Outcome], None] | None = None, add_to: Path | None = None
+    root: Path,
+    reproduce: bool = True,
+    progress: Callable[[Outcome], None] | None = None,
+    add_to: Path | None = None,
+    workers: int | None = None,
 ) -> CheckReport:
     """Verify every shipped bundle against the index: its hash and size, every recomputed number (and,
     with ``reproduce``, a reproduction here of every entry the index calls reproduced), and that the
@@ -737,29 +753,36 @@ def check(
     ]
     problems += probe_problems(root)
     seen: set[str] = set()
+    entries: list[dict[str, Any]] = []
+    for i, entry in enumerate(index["runs"]):
+        malformed = entry_problems(entry) or (
+            [f"run {entry['run_id']} is listed twice"] if entry["run_id"] in seen else []
+        )
+        if malformed:
+            problems.append(
+                f"index entry {entry_name(i, entry)}: {malformed[0]} (restore the index, or regenerate it with "
+                "'ddibench board publish')"
+            )
+            continue
+        seen.add(entry["run_id"])
+        entries.append(entry)
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="ddibench-check-") as tmp:
         store = add_to if add_to is not None else Path(tmp) / "board.duckdb"
         from ddibench.results.store import connect
 
         connect(store).close()
-        for i, entry in enumerate(index["runs"]):
-            malformed = entry_problems(entry) or (
-                [f"run {entry['run_id']} is listed twice"] if entry["run_id"] in seen else []
-            )
-            if malformed:
-                problems.append(
-                    f"index entry {entry_name(i, entry)}: {malformed[0]} (restore the index, or regenerate it with "
-                    "'ddibench board publish')"
-                )
-                continue
-            seen.add(entry["run_id"])
-            outcome = _check_entry(root, entry, reproduce, store)
-            if outcome.problem is not None:
-                problems.append(outcome.problem)
-            outcomes.append(outcome)
-            if progress is not None:
-                progress(outcome)
+        ahead = _checks_ahead(root, entries, add_to is not None, workers or min(4, os.cpu_count() or 1))
+        try:
+            for entry, child_verdict in zip(entries, ahead):
+                outcome = _check_entry(root, entry, reproduce, store, child_verdict)
+                if outcome.problem is not None:
+                    problems.append(outcome.problem)
+                outcomes.append(outcome)
+                if progress is not None:
+                    progress(outcome)
+        finally:
+            ahead.close()  # an interrupt: the checks still running are stopped, their children killed
         if not problems:
             problems += _derived_problems(index, store)
     total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
@@ -768,19 +791,67 @@ def check(
     return CheckReport(outcomes, problems, total)
 
 
-def _check_entry(root: Path, entry: dict[str, Any], reproduce: bool, add_to: Path | None) -> Outcome:
-    """The outcome of verifying one index entry's bundle against it: with the fresh entry when it matches (the
-    run then added to the store ``add_to``), else with the problem."""
+def _shipped_bundle(root: Path, entry: dict[str, Any]) -> Path:
+    """The bundle an index entry lists, refused when it is not where the entry's task, system and run id put it
+    (checked before the path is touched), missing, or over the size a shipped bundle may take."""
+    rel = entry["path"]
+    if rel != relative_path(entry["task"], entry["system"], entry["run_id"]):
+        raise DataError(f"{rel}: not where its task, system and run id put it")
+    if not (root / rel).is_file():
+        raise DataError(f"{rel}: listed in the index but missing")
+    _refuse_oversized(root / rel)
+    return root / rel
+
+
+def _checks_ahead(
+    root: Path, entries: list[dict[str, Any]], keep_traces: bool, workers: int
+) -> Generator[Callable[[], tuple[Any, bool]], None, None]:
+    """For each entry in order, a call that returns its bundle's verdict from the sandboxed child (without its
+    samples) or raises why there is none. Up to ``workers`` children run at once, ahead of the caller; closing the
+    generator stops them (their children killed) and returns once their threads have."""
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from ddibench.submission.sandbox import verdict_in_child
+
+    def child_verdict(entry: dict[str, Any]) -> tuple[Any, bool]:
+        return verdict_in_child(_shipped_bundle(root, entry), keep_traces=keep_traces, stop=stop)
+
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="ddibench-check")
+    pending: deque[Future[tuple[Any, bool]]] = deque()
+    try:
+        for entry in entries:
+            pending.append(pool.submit(child_verdict, entry))
+            while len(pending) > workers:  # the entry the caller is on, and the checks running ahead of it
+                yield pending.popleft().result
+        while pending:
+            yield pending.popleft().result
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _check_entry(
+    root: Path,
+    entry: dict[str, Any],
+    reproduce: bool,
+    add_to: Path | None,
+    child_verdict: Callable[[], tuple[Any, bool]],
+) -> Outcome:
+    """The outcome of verifying one index entry's bundle against it (``child_verdict`` gives the sandboxed check's
+    verdict): with the fresh entry when it matches (the run then added to the store ``add_to``), else with the
+    problem."""
+    from ddibench.submission.sandbox import restore_samples
+
     rel = entry["path"]
     outcome = Outcome(root / rel)
     try:
-        if rel != relative_path(entry["task"], entry["system"], entry["run_id"]):  # before the path is touched
-            raise DataError(f"{rel}: not where its task, system and run id put it")
-        if not (root / rel).is_file():
-            raise DataError(f"{rel}: listed in the index but missing")
-        verdict = _verify(
-            root / rel, reproduce=reproduce and entry.get("tier") == "reproduced", keep_traces=add_to is not None
-        )
+        verdict, had_samples = child_verdict()
+        if had_samples:
+            restore_samples(verdict)
+        if reproduce and entry.get("tier") == "reproduced":
+            verdict = _rerun(verdict)
         outcome.checks = list(verdict.checks)
         if not (verdict.accepted or (entry.get("preview") and verdict.is_preview())):
             raise DataError(f"{rel}: rejected ({'; '.join(verdict.reasons)})")

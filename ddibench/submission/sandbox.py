@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,10 +50,33 @@ WALL_LIMIT_S = 900  # a child that neither spins nor returns (blocked) is stoppe
 CHECK = "ddibench.submission:verify"  # what the child runs: module:function(path, keep_traces=...)
 
 
-def verify_isolated(path: Path, keep_traces: bool = False, predictions: bool = True, check: str = CHECK) -> Any:
+def verify_isolated(
+    path: Path,
+    keep_traces: bool = False,
+    predictions: bool = True,
+    check: str | None = None,
+    stop: threading.Event | None = None,
+) -> Any:
     """:func:`ddibench.submission.verify` of ``path`` in a child process; returns its :class:`Verdict`.
     Raises :class:`DataError` (one line) for a bundle that is refused, or whose check ran out of time or
-    memory or ended without a verdict. ``predictions=False`` leaves the predictions and traces out."""
+    memory or ended without a verdict. ``predictions=False`` leaves the predictions and traces out; ``stop``, once
+    set, kills the child and raises :class:`DataError` (a batch interrupted while checks run in threads)."""
+    verdict, had_samples = verdict_in_child(path, keep_traces, predictions, check, stop)
+    if had_samples:
+        restore_samples(verdict)
+    return verdict
+
+
+def verdict_in_child(
+    path: Path,
+    keep_traces: bool = False,
+    predictions: bool = True,
+    check: str | None = None,
+    stop: threading.Event | None = None,
+) -> tuple[Any, bool]:
+    """The child's part of :func:`verify_isolated`, safe to run in a thread: the verdict without its samples, and
+    whether it had any (then :func:`restore_samples` selects them again, in the thread that loads tasks).
+    ``check`` is what the child runs (default :data:`CHECK`)."""
     fd, name = tempfile.mkstemp(prefix="ddibench-verdict-", suffix=".pickle")
     os.close(fd)
     out = Path(name)
@@ -63,7 +87,7 @@ def verify_isolated(path: Path, keep_traces: bool = False, predictions: bool = T
             "ddibench.submission.sandbox",
             str(path),
             str(out),
-            check,
+            check or CHECK,
             str(int(keep_traces)),
             str(int(predictions)),
             str(CPU_LIMIT_S),
@@ -76,20 +100,18 @@ def verify_isolated(path: Path, keep_traces: bool = False, predictions: bool = T
         child = subprocess.Popen(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        status, rusage, peak = _wait(child)
+        status, rusage, peak = _wait(child, stop)
         kind, value, had_samples = _result(path, out, status, rusage, peak)
     finally:
         out.unlink(missing_ok=True)
     if kind != "verdict":
         raise DataError(value)
-    if had_samples:
-        _restore_samples(value)
-    return value
+    return value, had_samples
 
 
-def _wait(child: subprocess.Popen[bytes]) -> tuple[int, Any, int]:
-    """The child's wait status (-1: stopped at the wall limit, -2: over the memory limit), its resource
-    use, and the peak resident memory seen; the child is killed at either limit."""
+def _wait(child: subprocess.Popen[bytes], stop: threading.Event | None = None) -> tuple[int, Any, int]:
+    """The child's wait status (-1: stopped at the wall limit, -2: over the memory limit, -3: ``stop`` was set),
+    its resource use, and the peak resident memory seen; the child is killed at either limit and on ``stop``."""
     deadline = time.monotonic() + WALL_LIMIT_S
     pause, peak, verdict = 0.002, 0, 0
     try:
@@ -103,6 +125,8 @@ def _wait(child: subprocess.Popen[bytes]) -> tuple[int, Any, int]:
                 verdict = -2
             elif time.monotonic() > deadline:
                 verdict = -1
+            elif stop is not None and stop.is_set():
+                verdict = -3
             if verdict:
                 child.kill()
             time.sleep(pause)
@@ -125,6 +149,8 @@ def _resident(pid: int) -> int:
 def _result(path: Path, out: Path, status: int, rusage: Any, peak: int) -> tuple[str, Any, bool]:
     """("verdict", Verdict, whether it had samples) or ("problem", one line, False)."""
     peak_mb = max(peak, rusage.ru_maxrss * 1024) // 2**20
+    if status == -3:
+        return "problem", f"{path}: its check was stopped before it ended", False
     if status == -1:
         return (
             "problem",
@@ -163,7 +189,7 @@ def _result(path: Path, out: Path, status: int, rusage: Any, peak: int) -> tuple
     return kind, value, had_samples
 
 
-def _restore_samples(verdict: Any) -> None:
+def restore_samples(verdict: Any) -> None:
     """The samples a verdict was checked on, selected again here (as verify selects them)."""
     if verdict.run is None:
         return
