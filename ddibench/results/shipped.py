@@ -752,20 +752,8 @@ def check(
         for rel in sorted(on_disk - listed)
     ]
     problems += probe_problems(root)
-    seen: set[str] = set()
-    entries: list[dict[str, Any]] = []
-    for i, entry in enumerate(index["runs"]):
-        malformed = entry_problems(entry) or (
-            [f"run {entry['run_id']} is listed twice"] if entry["run_id"] in seen else []
-        )
-        if malformed:
-            problems.append(
-                f"index entry {entry_name(i, entry)}: {malformed[0]} (restore the index, or regenerate it with "
-                "'ddibench board publish')"
-            )
-            continue
-        seen.add(entry["run_id"])
-        entries.append(entry)
+    entries, malformed = _well_formed(index)
+    problems += malformed
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="ddibench-check-") as tmp:
         store = add_to if add_to is not None else Path(tmp) / "board.duckdb"
@@ -789,6 +777,27 @@ def check(
     if total > BUDGET_BYTES:
         problems.append(f"results/ holds {total / 2**20:.1f} MiB, over its {BUDGET_BYTES // 2**20} MiB budget")
     return CheckReport(outcomes, problems, total)
+
+
+def _well_formed(index: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The index entries whose bundles a check reads, and a problem for each entry it leaves out (one that departs
+    from the schema, or that lists a run again)."""
+    seen: set[str] = set()
+    entries: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for i, entry in enumerate(index["runs"]):
+        malformed = entry_problems(entry) or (
+            [f"run {entry['run_id']} is listed twice"] if entry["run_id"] in seen else []
+        )
+        if malformed:
+            problems.append(
+                f"index entry {entry_name(i, entry)}: {malformed[0]} (restore the index, or regenerate it with "
+                "'ddibench board publish')"
+            )
+            continue
+        seen.add(entry["run_id"])
+        entries.append(entry)
+    return entries, problems
 
 
 def _shipped_bundle(root: Path, entry: dict[str, Any]) -> Path:
