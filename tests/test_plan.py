@@ -34,7 +34,7 @@ def test_plan_names_the_phases_and_the_task_budget_epochs_and_runs_nothing(
 
     monkeypatch.setattr(LLMPool, "start", forbidden)
     monkeypatch.setattr(EmerGNNSystem, "prepare", forbidden)
-    monkeypatch.setattr("os.getloadavg", lambda: (0.1, 0.1, 0.1))  # an idle machine: the idle rate is quoted
+    monkeypatch.setattr("ddibench.runner.plan.other_work", lambda: 0.1)  # an idle machine: the idle rate is quoted
     runs = tmp_path / "runs"
     code, out, err = cli(*CBR_PREVIEW, "--plan", "--runs-dir", str(runs))
     assert code == 0, err
@@ -197,26 +197,65 @@ def test_a_busy_machine_gives_the_embedded_server_the_free_cpus_and_the_plan_its
     thread and 0.8-1.4 with two. The server gets the CPUs other work leaves free; the plan times it at that rate."""
     import os
 
+    import ddibench.runner.plan as plan_module
     from ddibench.llm import ModelSpec
     from ddibench.runner.forecast import THROUGHPUT, THROUGHPUT_BUSY, busy, throughput_of
     from ddibench.runner.plan import embedded_threads
 
     small = ModelSpec.parse("embedded:smollm2-135m-instruct")
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(os, "getloadavg", lambda: (9.04, 8.0, 7.0))
-    assert embedded_threads() == 1 and busy() == "load 9.0 on 2 CPUs"
+    monkeypatch.setattr(plan_module, "other_work", lambda: 9.04)
+    assert embedded_threads() == 1 and busy() == "other work keeps 9.0 of 2 CPUs busy"
     assert throughput_of(small, busy=True) == THROUGHPUT_BUSY["smollm2-135m-instruct"]
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.1, 0.1))
+    monkeypatch.setattr(plan_module, "other_work", lambda: 0.2)
     assert embedded_threads() == 2 and busy() == ""
     assert throughput_of(small) == THROUGHPUT["smollm2-135m-instruct"]
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 3.0, 3.0))
+    monkeypatch.setattr(plan_module, "other_work", lambda: 3.2)
     assert embedded_threads() == 13
     monkeypatch.setenv("DDIBENCH_THREADS", "2")  # set by hand: whatever the load
     assert embedded_threads() == 2
     monkeypatch.setenv("DDIBENCH_THREADS", "two")
     with pytest.raises(ConfigError, match="DDIBENCH_THREADS must be a positive whole number"):
         embedded_threads()
+
+
+def test_other_work_counts_what_other_processes_do_now_not_this_process_or_a_finished_burst(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server's threads follow the CPUs other processes keep busy now. This process spinning (its own start-up:
+    loading the task's data) is not other work; another process spinning is; and the 1-minute load average, which
+    still holds both after they stop (a pip install just before a first run), is not read."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    import ddibench.runner.plan as plan_module
+
+    def measured() -> float:
+        monkeypatch.setattr(plan_module, "_other_work", None)  # no measurement kept from before
+        return plan_module.other_work()
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 5.0, 5.0))  # a burst that has ended, still in the average
+    assert measured() < 0.5
+    stop = threading.Event()
+    spinner = threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)], daemon=True)
+    spinner.start()
+    try:
+        time.sleep(0.1)
+        assert measured() < 0.5  # this process's own work
+    finally:
+        stop.set()
+        spinner.join()
+    other = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        assert measured() > 0.5  # another process keeps a CPU busy
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_the_default_plan_is_one_call_per_item_and_a_model_free_system_plans_nothing() -> None:

@@ -195,16 +195,16 @@ def forecast(
 
 
 def busy() -> str:
-    """``load 8.2 on 2 CPUs`` when other work leaves the embedded server fewer threads than CPUs (else ''):
-    :func:`~ddibench.runner.plan.embedded_threads`; it then runs far slower than on an idle machine."""
+    """``other work keeps 1.8 of 2 CPUs busy`` when it leaves the embedded server fewer threads than CPUs (else
+    ''): :func:`~ddibench.runner.plan.embedded_threads`; it then runs far slower than on an idle machine."""
     import os
 
-    from ddibench.runner.plan import embedded_threads
+    from ddibench.runner.plan import embedded_threads, other_work
 
     cpus = os.cpu_count() or 1
     if embedded_threads() >= cpus:
         return ""
-    return f"load {os.getloadavg()[0]:.1f} on {cpus} CPUs"
+    return f"other work keeps {other_work():.1f} of {cpus} CPUs busy"
 
 
 def _costed(
@@ -324,7 +324,7 @@ def _totals(fc: Forecast) -> list[str]:
     if fc.gpu_hours is not None:
         lines.append(_gpu_line(fc))
     if fc.busy and any(r in THROUGHPUT.values() for r in fc.rates.values()):
-        lines.append(f"this machine is busy ({fc.busy}): the model runs slower than the rate above, measured idle")
+        lines.append(f"{fc.busy}: the model runs slower than the rate above, measured idle")
     lines.append(
         "LLM calls from an empty response cache (an answer already cached costs nothing again); not counted: "
         "start-up (the task's data and KG, the model server: seconds; a model's first use downloads it)"
@@ -354,7 +354,7 @@ def summary(fc: Forecast) -> list[str]:
     heavy = sorted((c for c in fc.phases if c.seconds), key=lambda c: -(c.seconds or 0.0))[:3]
     parts = ", ".join(f"{c.phase.name} {duration(c.seconds or 0.0)}" for c in heavy)
     usd = fc.usd
-    busy = f" (this machine is busy: {fc.busy})" if fc.busy and fc.rates else ""
+    busy = f" ({fc.busy})" if fc.busy and fc.rates else ""
     return [
         f"plan: about {duration(fc.seconds)}{busy}{'' if fc.complete else ' (some phases untimed)'}"
         f"{f', {dollars(usd)}' if usd else ''}, {fc.calls():,} LLM calls; longest: {parts}",

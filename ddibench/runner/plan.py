@@ -218,11 +218,11 @@ def open_cache():  # noqa: ANN201 - the response cache every run and scorer shar
 
 
 def embedded_threads() -> int:
-    """Threads for the embedded model server: the CPUs other work leaves free (by the 1-minute load), at least
-    one; every CPU on an idle machine. llama.cpp's threads wait on each other at every step, so a thread that
-    is not scheduled stalls the rest: under a load of 9-10 on 2 cores, SmolLM2 with 2 threads generated 0.8-1.4
-    tokens a second and with 1 thread 15-18 (prompts 16-20 vs 55-67 tok/s), 2026-11-28. ``$DDIBENCH_THREADS``
-    sets the number instead (a benchmark timing runs one after another, a machine whose load is not its own)."""
+    """Threads for the embedded model server: the CPUs other work leaves free (:func:`other_work`), at least one;
+    every CPU on an idle machine. llama.cpp's threads wait on each other at every step, so a thread that is not
+    scheduled stalls the rest: under a load of 9-10 on 2 cores, SmolLM2 with 2 threads generated 0.8-1.4 tokens a
+    second and with 1 thread 15-18 (prompts 16-20 vs 55-67 tok/s), 2026-11-28. ``$DDIBENCH_THREADS`` sets the
+    number instead (a benchmark timing runs one after another, a machine whose load is not its own)."""
     cpus = os.cpu_count() or 1
     pinned = os.environ.get("DDIBENCH_THREADS", "").strip()
     if pinned:
@@ -232,11 +232,54 @@ def embedded_threads() -> int:
                 "unset it to let ddibench choose from the machine's load",
             )
         return int(pinned)
+    return max(1, min(cpus, cpus - round(other_work())))
+
+
+OTHER_WORK_WINDOW_S = 0.3  # long enough for 30 clock ticks a CPU at Linux's 100 Hz accounting
+OTHER_WORK_KEPT_S = 5.0  # a plan asks several times within a second or two: one measurement serves them
+_other_work: tuple[float, float] | None = None  # (when, CPUs busy with other work)
+
+
+def other_work() -> float:
+    """How many CPUs other processes keep busy now: the machine's busy CPU time over a short window (/proc/stat)
+    less this process's own. Not the 1-minute load average, which counts this process's own start-up (loading the
+    task's data) as other work and holds a burst that has ended (the pip install just before a first run) for
+    minutes: on a fresh machine it gave the first run one server thread of two, and a plan four times too long.
+    Where /proc/stat cannot be read, the 1-minute load average less this process. Measured at most once every
+    :data:`OTHER_WORK_KEPT_S` seconds."""
+    global _other_work
+    import time
+
+    now = time.monotonic()
+    if _other_work is not None and now - _other_work[0] < OTHER_WORK_KEPT_S:
+        return _other_work[1]
     try:
-        load = os.getloadavg()[0]
-    except OSError:
-        return cpus
-    return max(1, min(cpus, cpus - round(load)))
+        busy_before, mine_before = _busy_ticks(), _own_seconds()
+        time.sleep(OTHER_WORK_WINDOW_S)
+        busy_after, mine_after = _busy_ticks(), _own_seconds()
+        ticks = os.sysconf("SC_CLK_TCK")
+        window = time.monotonic() - now
+        value = ((busy_after - busy_before) / ticks - (mine_after - mine_before)) / window
+    except (OSError, ValueError, IndexError):
+        try:
+            value = os.getloadavg()[0] - 1.0  # this process, running while it asks
+        except OSError:
+            value = 0.0
+    value = max(0.0, value)
+    _other_work = (time.monotonic(), value)
+    return value
+
+
+def _busy_ticks() -> int:
+    """Clock ticks every CPU spent on anything but idling and waiting for I/O since boot (/proc/stat's cpu line)."""
+    with open("/proc/stat", encoding="ascii") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    return sum(fields) - fields[3] - fields[4] - sum(fields[8:])  # guest time is in user time already
+
+
+def _own_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def plan_run(request: RunRequest, system: System | None = None) -> RunPlan:
