@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import gc
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -236,8 +237,12 @@ def _predict_pending(
         try:
             if pool is not None:
                 t0 = time.perf_counter()
+                threads = pool.n_threads or os.cpu_count() or 1  # the CPUs other work left free as the run was planned
                 for spec in {pool.specs[r] for r in plan.roles if pool.specs[r].is_embedded}:
-                    progress.note(f"starting the embedded model server ({spec.model}, llama.cpp on 127.0.0.1)")
+                    progress.note(
+                        f"starting the embedded model server ({spec.model}, llama.cpp on 127.0.0.1, "
+                        f"{threads} thread{'s' if threads > 1 else ''})"
+                    )
                 await pool.start(plan.roles)
                 book.timing["model_start_s"] = round(time.perf_counter() - t0, 3)
             t0 = time.perf_counter()
