@@ -502,13 +502,12 @@ def _reproduction(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: record[k] for k in ("n", "identical", "differing", "tolerance", "fresh_caches") if k in record}
 
 
-def _verify(bundle: Path, reproduce: bool, keep_traces: bool = False) -> Any:
-    """The bundle's verdict, re-run here when ``reproduce`` (with empty caches, in a temporary directory)."""
+def _verify(bundle: Path, keep_traces: bool = False) -> Any:
+    """The bundle's verdict from a child process with CPU and memory limits (:func:`_rerun` re-runs it here)."""
     from ddibench.submission.sandbox import verify_isolated
 
     _refuse_oversized(bundle)
-    verdict = verify_isolated(bundle, keep_traces=keep_traces)  # in a child process with CPU and memory limits
-    return _rerun(verdict) if reproduce else verdict
+    return verify_isolated(bundle, keep_traces=keep_traces)
 
 
 def _refuse_oversized(bundle: Path) -> None:
@@ -614,7 +613,7 @@ def _admit(bundle: Path, entries: dict[str, dict[str, Any]], previews: bool, rep
     index entry and verdict when it may be published beside ``entries``, else the reason it may not."""
     outcome = Outcome(bundle)
     try:
-        verdict = _verify(bundle, reproduce=False, keep_traces=True)
+        verdict = _verify(bundle, keep_traces=True)
         if verdict.accepted and (reproduce or (reproduce is None and cheap(verdict))):
             verdict = _rerun(verdict)
         outcome.checks = list(verdict.checks)
