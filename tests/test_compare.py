@@ -87,3 +87,22 @@ def test_a_run_is_compared_against_a_published_bundle_on_the_samples_both_scored
     for bad, says in ((damaged, "damaged.tar.gz"), (tmp_path / "absent.tar.gz", "does not exist")):
         code, _, err = cli("report", str(tmp_path / "preview"), "--against", str(bad))
         assert code != 0 and says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_bundle_alone_is_reported_once_it_verifies(cli, tmp_path: Path) -> None:
+    """``ddibench report BUNDLE``, what a reviewer types for a bundle downloaded from the board: the bundle's own
+    results (the metrics its predictions give again), and a one-line error for a bundle that does not verify."""
+    (bundle,) = (Path(__file__).parents[1] / "results" / "drugbank_s2" / "majority").glob("*.tar.gz")
+    code, out, err = cli("report", str(bundle), "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["task"] == "drugbank_s2" and shown["system"] == "majority"
+    index = json.loads((Path(__file__).parents[1] / "results" / "index.json").read_text())
+    (entry,) = [e for e in index["runs"] if e["path"].endswith(bundle.name)]
+    assert shown["evaluation"]["metrics"][entry["primary_metric"]]["value"] == pytest.approx(entry["value"])
+    code, out, err = cli("report", str(bundle))
+    assert code == 0 and "majority on drugbank_s2" in out and f"bundle: {bundle}" in out.replace("\n", ""), err
+    damaged = tmp_path / "damaged.tar.gz"
+    damaged.write_bytes(bundle.read_bytes()[:-200])
+    code, _, err = cli("report", str(damaged))
+    assert code != 0 and "damaged.tar.gz" in err and len(err.strip().splitlines()) == 1, err

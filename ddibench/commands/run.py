@@ -540,7 +540,7 @@ def merge(run_dir: Path, verbose: bool) -> None:
     help="Another run of the same task (a run directory or a bundle, e.g. one published on the board): each metric of RUN_DIR minus it, with a paired bootstrap interval on the samples both scored. RUN_DIR may be a bundle too.",
 )
 def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceilings: bool, against: Path | None) -> None:
-    """Show the results of a run directory, or list the runs under a directory of runs."""
+    """Show the results of a run directory or a bundle, or list the runs under a directory of runs."""
     from ddibench.runner.report import render_ceilings, render_comparison, render_published, render_report
 
     if against is not None:
@@ -557,8 +557,27 @@ def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceiling
     if published:
         _check_runs_to_publish(run_dir)
         sys.exit(render_published(run_dir, make_console()))
+    if run_dir.is_file():  # a bundle (one downloaded from the board): its results once it verifies
+        sys.exit(_report_bundle(run_dir, as_json, verbose))
     code = render_report(run_dir, make_console(), as_json, verbose=verbose)
     sys.exit(code)
+
+
+def _report_bundle(bundle: Path, as_json: bool, verbose: bool) -> int:
+    """A bundle's results, read once it verifies (its metrics recomputed from its predictions); exit code 0."""
+    import json
+
+    from ddibench.runner.report import render_results
+    from ddibench.submission import load_finished_or_bundle
+
+    _, results, _ = load_finished_or_bundle(bundle)
+    console = make_console()
+    if as_json:
+        console.print_json(json.dumps(results.dump()))
+    else:
+        render_results(results, console, verbose=verbose)
+        console.print(f"bundle: {bundle} (verified: its metrics recomputed from its predictions)")
+    return 0
 
 
 def _check_runs_to_publish(path: Path) -> None:
