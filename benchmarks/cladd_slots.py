@@ -39,16 +39,13 @@ def command(args: argparse.Namespace, run_dir: Path, slots: int | None) -> list[
 
 
 def measure(run_dir: Path) -> dict[str, float]:
-    """What the table shows of a finished run, read from its results and journal."""
+    """What the table shows of a finished run, read from its results (the LLM use its cost records by role)."""
     results = json.loads((run_dir / "results.json").read_text())
     n = results["evaluation"]["n"]
-    prompt = completion = latency = 0.0
-    for line in (run_dir / "journal.jsonl").read_text().splitlines():
-        if line.strip():
-            for call in json.loads(line)["prediction"]["trace"].get("llm", []):
-                prompt += call["prompt_tokens"]
-                completion += call["completion_tokens"]
-                latency += call["latency_s"]
+    roles = results["cost"]["by_role"].values()
+    prompt, completion, latency = (
+        sum(role[key] for role in roles) for key in ("prompt_tokens", "completion_tokens", "latency_s")
+    )
     predict_s = results["timing"]["predict_s_total"]
     return {
         "n": n,

@@ -542,42 +542,19 @@ def merge(run_dir: Path, verbose: bool) -> None:
 def report(run_dir: Path, as_json: bool, verbose: bool, published: bool, ceilings: bool, against: Path | None) -> None:
     """Show the results of a run directory or a bundle, or list the runs under a directory of runs."""
     from ddibench.runner.report import render_ceilings, render_comparison, render_published, render_report
+    from ddibench.submission import load_finished_or_bundle  # what reads a bundle given as either run
 
     if against is not None:
-        from ddibench.submission import load_finished_or_bundle
-
         sys.exit(render_comparison(run_dir, against, make_console(), as_json, load=load_finished_or_bundle))
     if ceilings:
         import functools
-
-        from ddibench.submission import load_finished_or_bundle
 
         load = functools.partial(load_finished_or_bundle, keep_traces=True)  # a compact bundle keeps what they read
         sys.exit(render_ceilings(run_dir, make_console(), as_json, load_bundle=load))
     if published:
         _check_runs_to_publish(run_dir)
         sys.exit(render_published(run_dir, make_console()))
-    if run_dir.is_file():  # a bundle (one downloaded from the board): its results once it verifies
-        sys.exit(_report_bundle(run_dir, as_json, verbose))
-    code = render_report(run_dir, make_console(), as_json, verbose=verbose)
-    sys.exit(code)
-
-
-def _report_bundle(bundle: Path, as_json: bool, verbose: bool) -> int:
-    """A bundle's results, read once it verifies (its metrics recomputed from its predictions); exit code 0."""
-    import json
-
-    from ddibench.runner.report import render_results
-    from ddibench.submission import load_finished_or_bundle
-
-    _, results, _ = load_finished_or_bundle(bundle)
-    console = make_console()
-    if as_json:
-        console.print_json(json.dumps(results.dump()))
-    else:
-        render_results(results, console, verbose=verbose)
-        console.print(f"bundle: {bundle} (verified: its metrics recomputed from its predictions)")
-    return 0
+    sys.exit(render_report(run_dir, make_console(), as_json, verbose=verbose, load_bundle=load_finished_or_bundle))
 
 
 def _check_runs_to_publish(path: Path) -> None:

@@ -211,17 +211,19 @@ def render_summary(rows: list[tuple[Results, Path]], console: Console) -> None:
     console.print(table)
 
 
-def render_report(path: Path, console: Console, as_json: bool = False, verbose: bool = False) -> int:
-    """Report one run directory, or list every run under a directory of runs. Returns an exit code."""
+def render_report(
+    path: Path,
+    console: Console,
+    as_json: bool = False,
+    verbose: bool = False,
+    load_bundle: Callable[[Path], tuple[Any, Any, dict[str, Any]]] | None = None,
+) -> int:
+    """Report one run directory or a bundle read by ``load_bundle`` (the CLI passes
+    ``ddibench.submission.load_finished_or_bundle``, which verifies it first), or list every run under a directory
+    of runs. Returns an exit code."""
     if not path.exists():
         raise RunDirError(f"{path} does not exist", "give a run directory printed by 'ddibench run'")
-    results_file = path / "results.json"
-    if results_file.exists():
-        results = read_results(results_file)
-        if as_json:
-            console.print_json(json.dumps(results.dump()))
-        else:
-            render_results(results, console, path, verbose=verbose)
+    if _render_one(path, console, as_json, verbose, load_bundle):
         return 0
     if (path / "run.json").exists():
         ident = read_identity(path / "run.json")
@@ -267,6 +269,30 @@ def render_report(path: Path, console: Console, as_json: bool = False, verbose: 
             )
     console.print(table)
     return 1 if unreadable else 0
+
+
+def _render_one(
+    path: Path,
+    console: Console,
+    as_json: bool,
+    verbose: bool,
+    load_bundle: Callable[[Path], tuple[Any, Any, dict[str, Any]]] | None,
+) -> bool:
+    """Show the results of a finished run directory or of a bundle; False when ``path`` is neither."""
+    if path.is_file() and load_bundle is not None:
+        _, results, _ = load_bundle(path)
+    elif (path / "results.json").exists():
+        results = read_results(path / "results.json")
+    else:
+        return False
+    if as_json:
+        console.print_json(json.dumps(results.dump()))
+    elif path.is_file():
+        render_results(results, console, verbose=verbose)
+        console.print(f"bundle: {path} (verified: its metrics recomputed from its predictions)")
+    else:
+        render_results(results, console, path, verbose=verbose)
+    return True
 
 
 def render_ceilings(
