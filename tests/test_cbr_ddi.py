@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -606,6 +607,48 @@ def test_cbr_repository_holds_training_pairs_only(cli, stub, tmp_path: Path) -> 
     held_out = {(s.input.head.node_id, s.input.tail.node_id) for split in ("valid", "test") for s in data.split(split)}
     assert len(repo) and all((c.head, c.tail, c.label) in train for c in repo.cases)
     assert not {(c.head, c.tail) for c in repo.cases} & held_out
+
+
+def test_refinement_reads_answers_between_cases_and_shows_the_insights_from_before_the_pass(
+    cli, stub, tmp_path: Path, fresh_cache: Path
+) -> None:
+    """Refining every case of the repository against a stub that answers at once: the loop reads answers (and
+    sends rewrites) while later cases are still being prepared, yet every answer's prompt shows the insights as
+    they stood before the pass, so the repository is the one built when a slow server answers nothing before
+    the last prompt (every prompt first, as the pass was once written)."""
+    args = ["run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--limit", "1", "--no-cache", "--concurrency", "64"]
+    args += [*SMALL, "-C", "refine_cases=null"]
+    from ddibench.systems.cbr_ddi import prompts
+
+    def refinement_order(server) -> tuple[list[int], list[int]]:
+        """Request positions of the refinement's answers and of its rewrites."""
+
+        def user(r: dict) -> str:
+            return next(m["content"] for m in r["messages"] if m["role"] == "user")
+
+        rewrites = [n for n, r in enumerate(server.requests) if user(r).startswith("Your explanation of a drug pair")]
+        answers = [n for n, r in enumerate(server.requests) if r["messages"][0]["content"] == prompts.PREDICT_SYSTEM]
+        return answers, rewrites
+
+    def built(run_dir: Path) -> tuple[bytes, dict]:
+        info = results(run_dir)["system_info"]["repository"]
+        return (Path(info["artifact"]) / "cases.json").read_bytes(), info["refinement"]
+
+    with running_stub(StubConfig(delay=3.0)) as slow:  # 24 cases' CPU work takes well under 3 s
+        code, _, err = cli(*args, "-m", f"vllm:stub-model@{slow.base_url}", "--run-dir", str(tmp_path / "slow"))
+        assert code == 0, err
+        answers, rewrites = refinement_order(slow)
+    reference, stats = built(tmp_path / "slow")
+    assert stats["checked"] == 24 and stats["rewritten"] > 0
+    assert max(answers[:24]) < min(rewrites)  # every answer asked before any rewrite: prompts all built first
+
+    shutil.rmtree(fresh_cache / "artifacts" / "cbr-ddi-repository")  # built again, on the same GNN module
+    code, _, err = cli(*args, "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "fast"))
+    assert code == 0, err
+    answers, rewrites = refinement_order(stub)
+    assert min(rewrites) < max(answers[:24])  # rewrites went out while later cases were still being prepared
+    again, stats_again = built(tmp_path / "fast")
+    assert stats_again == stats and again == reference
 
 
 def test_k_paths_guard_removes_the_pairs_own_interaction(s2) -> None:

@@ -682,8 +682,16 @@ class CBRDDISystem(BaseSystem):
         )
 
     async def _refine(self, repo: Repository, ctx: RunContext, rng: np.random.Generator) -> dict[str, int]:
-        """Answer cases leave-one-out; rewrite the insight of each case answered wrongly."""
+        """Answer cases leave-one-out; rewrite the insight of each case answered wrongly.
+
+        Every answer's prompt shows the retrieved cases' insights as they stood before the pass (``shown``), as
+        when all the prompts were built in one turn of the event loop. They are now built one case after another,
+        the loop reading the answers in between: built all at once, every case's CPU work (a GNN forward, a
+        retrieval) ran before any answer was read, and the first requests were cut as stalled and sent again
+        (64 timeouts at 200 cases, the endpoint's limit falling to one). A rewrite during the pass changes only
+        its own case, which the prompts built after it do not show."""
         order = rng.permutation(len(repo))
+        shown = [case.insight for case in repo.cases]
         if self.config.refine_cases is not None:
             order = order[: self.config.refine_cases]
         stats = {"checked": 0, "wrong": 0, "rewritten": 0}
@@ -694,7 +702,7 @@ class CBRDDISystem(BaseSystem):
             head, tail = self._drugs[case.head], self._drugs[case.tail]
             probs, _ = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)
             result, labels, _ = await self._answer(
-                ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, exclude=i, query=False
+                ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, i, query=False, shown=shown
             )
             stats["checked"] += 1
             if self.k is None:
@@ -735,9 +743,15 @@ class CBRDDISystem(BaseSystem):
                 stats["rewritten"] += 1
             bar.advance(cached=result.cached and revised.cached)
 
+        tasks: list[asyncio.Future[None]] = []
         try:
-            await asyncio.gather(*(check(int(i)) for i in order))
+            for i in order:
+                tasks.append(asyncio.ensure_future(check(int(i))))  # runs its CPU work up to its call ...
+                await asyncio.sleep(0)  # ... in this turn of the loop, which also reads the answers come in
+            await asyncio.gather(*tasks)
         finally:
+            for task in tasks:  # (a failed case: the others stop too)
+                task.cancel()
             bar.close()
         return stats
 
@@ -816,10 +830,12 @@ class CBRDDISystem(BaseSystem):
         repo: Repository | None,
         exclude: int | None = None,
         query: bool = True,
+        shown: Sequence[str] | None = None,
     ) -> tuple[ChatResult, list[int], dict[str, Any]]:
         """The answer for one pair; ``query=False`` (the refinement of cases) answers in the default order and
-        mode, so shuffled and likelihood runs share one repository and differ only in how queries are answered."""
-        cases_text, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, exclude)
+        mode, so shuffled and likelihood runs share one repository and differ only in how queries are answered.
+        ``shown``: the insight the prompt shows for each case (default: the cases' own)."""
+        cases_text, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, exclude, shown)
         if not retrieved and self._uses_cases:  # (without cases, by design)
             self.count("queries_without_cases")
         labels = self._candidates(probs)
@@ -858,9 +874,15 @@ class CBRDDISystem(BaseSystem):
         return out
 
     def _retrieve_cases(
-        self, repo: Repository | None, text_vec: np.ndarray, pair_vec: np.ndarray, exclude: int | None
+        self,
+        repo: Repository | None,
+        text_vec: np.ndarray,
+        pair_vec: np.ndarray,
+        exclude: int | None,
+        shown: Sequence[str] | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
-        """The prompt's solved-cases section (empty without cases) and a trace entry per retrieved case."""
+        """The prompt's solved-cases section (empty without cases) and a trace entry per retrieved case; ``shown``
+        gives the insight shown for each case of the repository (default: the case's own)."""
         cases_text, retrieved = "", []
         if self.config.use_cases and repo is not None and len(repo):
             idx, scores = repo.retrieve(text_vec, pair_vec, self.config.k_cases, self.lam, exclude)
@@ -875,7 +897,7 @@ class CBRDDISystem(BaseSystem):
                         tail=b,
                         head_description=case.head_description,
                         tail_description=case.tail_description,
-                        insight=case.insight or prompts.NO_INSIGHT,
+                        insight=(case.insight if shown is None else shown[i]) or prompts.NO_INSIGHT,
                         interaction=self.interaction(self._target(case), a, b),
                     )
                 )
