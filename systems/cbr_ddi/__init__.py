@@ -54,17 +54,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from functools import cache, partial
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 from pydantic import Field
 
 from ddibench import families
 from ddibench.llm import ChatResult
-from ddibench.schema import Drug, Prediction, Sample
+from ddibench.schema import Drug, DrugPair, Prediction, Sample
 from ddibench.system import (
     BaseSystem,
     Phase,
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
     from ddibench.systems.emergnn import EmerGNNSystem
 
 REPOSITORY_RECIPE = 1
+T = TypeVar("T")
 
 
 class CBRDDIConfig(SystemConfig):
@@ -150,7 +153,9 @@ class CBRDDISystem(BaseSystem):
     # descriptions, insights and revised insights: about 100 tokens written from a short prompt (a query is about
     # 2,400 prompt tokens and a short answer), so on the embedded server the describer fills its slots
     generation_roles = ("describer",)
-    batch_size = 1
+    # queries per predict() call: their GNN forward and text embeddings are computed together, then their calls
+    # go out (benchmarks/paper_scale.py --latency 0.5; docs/paper-scale.md)
+    batch_size = 16
     # queries in flight at once, up to the run's concurrency (the profile's: 64 on h100-80g); each query is one
     # generator call after its own CPU work, so at 8 a served model was kept at most 8/64 busy
     # (benchmarks/paper_scale.py --latency 0.5)
@@ -524,9 +529,17 @@ class CBRDDISystem(BaseSystem):
         return self._descriptions[(drug.node_id, drug.name)]
 
     def _paths(self, head: int, tail: int, hide_own: bool) -> list[str]:
+        return self._counted(self._explain(head, tail, hide_own))
+
+    def _explain(self, head: int, tail: int, hide_own: bool) -> list[str] | None:
+        """The pair's top paths, verbalised (None without paths); counts nothing, so it may run off the loop."""
         if not self.config.use_paths or self.config.p_paths <= 0:
+            return None
+        return [p["text"] for p in self.gnn.explain(head, tail, self._setting, self.config.p_paths, hide_own=hide_own)]
+
+    def _counted(self, found: list[str] | None) -> list[str]:
+        if found is None:
             return []
-        found = [p["text"] for p in self.gnn.explain(head, tail, self._setting, self.config.p_paths, hide_own=hide_own)]
         if not found:
             self.count("pairs_without_paths")
         return found
@@ -936,29 +949,42 @@ class CBRDDISystem(BaseSystem):
         return user, schema
 
     async def _query_vectors(
-        self, sample: Sample, ctx: RunContext, llm: list[dict[str, Any]]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A query pair's drugs described (their calls traced into ``llm``), then its GNN label scores, its text
-        vector (retrieval only: empty without cases) and its unit-length GNN pair vector."""
-        pair = sample.pair
-        for drug in (pair.head, pair.tail):
-            await self.describe(drug, ctx, llm)
-        probs, reprs = self.gnn.encode([pair.head.node_id], [pair.tail.node_id], self._setting)
-        text_vec = (
-            self._embed(
-                [self._pair_text(pair.head, pair.tail, self._description(pair.head), self._description(pair.tail))]
-            )[0]
-            if self._uses_cases
-            else np.zeros(0, dtype=np.float32)
-        )
-        return probs[0], text_vec, normalise(reprs)[0]
+        self, samples: Sequence[Sample], ctx: RunContext, llms: list[list[dict[str, Any]]], paths: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[str] | None]]:
+        """The query pairs' drugs described (each pair's calls traced into its list of ``llms``), then, for all the
+        pairs at once, their GNN label scores, text vectors (retrieval only: empty without cases), unit-length
+        GNN pair vectors (one row per pair) and, with ``paths``, each pair's paths (:meth:`_explain`).
 
-    async def _cases_answer(self, sample: Sample, ctx: RunContext) -> Prediction:
+        All of a batch's CPU work is one job of the CPU worker (:func:`off_loop`): one GNN forward and one encoder
+        call for the batch, then its paths, so its calls go out together while the worker prepares the next batch.
+        One query at a time on the event loop, this work (two forwards and an embedding, ~115 ms a query on 2
+        cores) held back the calls and kept a served model at about 4 requests in flight whatever the concurrency
+        (docs/paper-scale.md)."""
+        for sample, llm in zip(samples, llms):
+            for drug in (sample.pair.head, sample.pair.tail):
+                await self.describe(drug, ctx, llm)
+        return await off_loop(self._vectors, [s.pair for s in samples], paths)
+
+    def _vectors(
+        self, pairs: Sequence[DrugPair], paths: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[str] | None]]:
+        probs, reprs = self.gnn.encode([p.head.node_id for p in pairs], [p.tail.node_id for p in pairs], self._setting)
+        text_vecs = (
+            self._embed(
+                [self._pair_text(p.head, p.tail, self._description(p.head), self._description(p.tail)) for p in pairs]
+            )
+            if self._uses_cases
+            else np.zeros((len(pairs), 0), dtype=np.float32)
+        )
+        found = [self._explain(p.head.node_id, p.tail.node_id, False) if paths else None for p in pairs]
+        return probs, text_vecs, normalise(reprs), found
+
+    def _cases_answer(
+        self, sample: Sample, probs: np.ndarray, text_vec: np.ndarray, pair_vec: np.ndarray, llm: list[dict[str, Any]]
+    ) -> Prediction:
         """Retrieval alone: the label the top-K retrieved cases carry most often, ties to the better-ranked case
         (the k labels carried most often on a label set); traced as the full system traces its retrieval."""
         pair = sample.pair
-        llm: list[dict[str, Any]] = []
-        probs, text_vec, pair_vec = await self._query_vectors(sample, ctx, llm)
         repo = self.repository
         assert repo is not None
         _, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, None)
@@ -1012,28 +1038,63 @@ class CBRDDISystem(BaseSystem):
     async def _predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         if self.config.answer == "gnn":
             return [self._gnn_answer(sample) for sample in samples]
-        if self.config.answer == "cases":
-            return [await self._cases_answer(sample, ctx) for sample in samples]
-        out = []
-        for sample in samples:
-            pair = sample.pair
-            llm: list[dict[str, Any]] = []
-            probs, text_vec, pair_vec = await self._query_vectors(sample, ctx, llm)
-            paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=False)
-            result, labels, trace = await self._answer(
-                ctx, pair.head, pair.tail, probs, text_vec, pair_vec, paths, self.repository
+        llms: list[list[dict[str, Any]]] = [[] for _ in samples]
+        answer = self.config.answer == "llm"
+        probs, text_vecs, pair_vecs, paths = await self._query_vectors(samples, ctx, llms, paths=answer)
+        if not answer:  # retrieval alone
+            return [
+                self._cases_answer(sample, probs[n], text_vecs[n], pair_vecs[n], llms[n])
+                for n, sample in enumerate(samples)
+            ]
+        tasks = [
+            asyncio.ensure_future(
+                self._llm_answer(sample, ctx, probs[n], text_vecs[n], pair_vecs[n], self._counted(paths[n]), llms[n])
             )
-            trace["llm"] = llm + trace["llm"]
-            trace["descriptions"] = [self._description(pair.head), self._description(pair.tail)]
-            if self.k is None:
-                prediction = answer_to_prediction(sample.id, result, self._option_subset(labels), labels, trace)
-            else:
-                prediction = answer_to_ranking(sample.id, result, self._option_subset(labels), labels, self.k, trace)
-                for flag in trace["parse"]["flags"]:
-                    self.count(flag)
-            self.count("answered" if prediction.valid else "invalid_answers")
-            out.append(prediction)
-        return out
+            for n, sample in enumerate(samples)
+        ]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:  # (a failed query: the others of its batch stop too)
+                task.cancel()
+
+    async def _llm_answer(
+        self,
+        sample: Sample,
+        ctx: RunContext,
+        probs: np.ndarray,
+        text_vec: np.ndarray,
+        pair_vec: np.ndarray,
+        paths: list[str],
+        llm: list[dict[str, Any]],
+    ) -> Prediction:
+        """The full system's answer to one query, from its vectors and paths."""
+        pair = sample.pair
+        result, labels, trace = await self._answer(
+            ctx, pair.head, pair.tail, probs, text_vec, pair_vec, paths, self.repository
+        )
+        trace["llm"] = llm + trace["llm"]
+        trace["descriptions"] = [self._description(pair.head), self._description(pair.tail)]
+        if self.k is None:
+            prediction = answer_to_prediction(sample.id, result, self._option_subset(labels), labels, trace)
+        else:
+            prediction = answer_to_ranking(sample.id, result, self._option_subset(labels), labels, self.k, trace)
+            for flag in trace["parse"]["flags"]:
+                self.count(flag)
+        self.count("answered" if prediction.valid else "invalid_answers")
+        return prediction
+
+
+@cache
+def _cpu_worker() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(1, thread_name_prefix="cbr-ddi-cpu")
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on one worker thread shared by the process's queries, so the event loop sends and reads calls
+    while the queries' CPU work (GNN forwards, embeddings: torch and numpy release the GIL) goes on; one worker,
+    so queries do not fight over the cores the way several torch callers at once would."""
+    return await asyncio.get_running_loop().run_in_executor(_cpu_worker(), partial(fn, *args))
 
 
 def _case_labels(retrieved: Sequence[dict[str, Any]]) -> list[int]:
