@@ -730,24 +730,11 @@ class CBRDDISystem(BaseSystem):
                 bar.advance(cached=result.cached)
                 return
             stats["wrong"] += 1
-            messages = [
-                {"role": "system", "content": prompts.INSIGHT_SYSTEM},
-                {
-                    "role": "user",
-                    "content": prompts.REFINE.format(
-                        head=head.name,
-                        tail=tail.name,
-                        head_description=case.head_description,
-                        tail_description=case.tail_description,
-                        paths=prompts.paths_block(case.paths),
-                        insight=case.insight or prompts.NO_INSIGHT,
-                        predicted=predicted,
-                        interaction=self.interaction(self._target(case), head.name, tail.name),
-                    ),
-                },
-            ]
             revised = await ctx.model("describer").chat(
-                messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed
+                self._refine_messages(case, head, tail, predicted),
+                temperature=self.config.temperature,
+                max_tokens=self.config.insight_tokens,
+                seed=ctx.seed,
             )
             text = prompts.clean_insight(revised.text)
             if text != case.insight:
@@ -767,6 +754,20 @@ class CBRDDISystem(BaseSystem):
                 task.cancel()
             bar.close()
         return stats
+
+    def _refine_messages(self, case: Case, head: Drug, tail: Drug, predicted: str) -> list[dict[str, str]]:
+        """The request to rewrite a case's insight after its wrong answer ``predicted``."""
+        refine = prompts.REFINE.format(
+            head=head.name,
+            tail=tail.name,
+            head_description=case.head_description,
+            tail_description=case.tail_description,
+            paths=prompts.paths_block(case.paths),
+            insight=case.insight or prompts.NO_INSIGHT,
+            predicted=predicted,
+            interaction=self.interaction(self._target(case), head.name, tail.name),
+        )
+        return [{"role": "system", "content": prompts.INSIGHT_SYSTEM}, {"role": "user", "content": refine}]
 
     async def _choose_lambda(self, view: TrainingView, ctx: RunContext) -> float:
         """The lam whose top-K retrieved cases most often carry the validation pair's own label."""
