@@ -8,7 +8,8 @@ What is not the paper's setting, and says so in the output:
 * the repository is ``--scale`` training pairs (``-C repository_size=N``: ``1000``, ``10000``, ``all`` for the
   99,283; a fraction such as ``0.1`` of them), so the growth of every phase can be read off scale by scale;
 * the GNN module trains on the CPU for ``--epochs`` epochs (``-C gnn={"max_epochs": 1, "device": "cpu"}``), not
-  the profile's 100 on its GPU: the rehearsal measures the harness, not EmerGNN's training;
+  the profile's 100 on its GPU: the rehearsal measures the harness, not EmerGNN's training; the text encoder
+  embeds on the CPU too (``-C encoder_device=cpu``);
 * the model is the stub (``ddibench.llm.stub``) answering after ``--latency`` seconds, its free text filling
   ``--fill`` of each request's ``max_tokens`` (descriptions ~110 of 128 tokens, insights ~135 of 160, the query
   answer's mechanism likewise), constrained answers valid for their schema.
@@ -82,6 +83,7 @@ def run_scale(args: argparse.Namespace, scale: str, tmp: Path) -> dict[str, Any]
     gnn = {"max_epochs": args.epochs, "device": "cpu"}
     cmd = [sys.executable, "-m", "ddibench", "run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--profile", args.profile]
     cmd += ["-C", f"repository_size={'null' if size is None else size}", "-C", f"gnn={json.dumps(gnn)}"]
+    cmd += ["-C", "encoder_device=cpu"]  # (the profile's accelerator is not here either)
     cmd += ["--run-dir", str(run_dir)] + (["--limit", str(args.limit)] if args.limit else [])
     samples: list[tuple[float, float, int, dict[str, float]]] = []  # (unix time, cpu s, rss, stub counters)
     with running_stub(StubConfig(delay=args.latency, fill=args.fill)) as stub:

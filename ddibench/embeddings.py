@@ -41,6 +41,14 @@ class TextEncoder:
     """Normalised sentence embeddings, with a per-process memo of texts already embedded."""
 
     def __init__(self, spec: str = DEFAULT_ENCODER, device: str = "cpu") -> None:
+        if device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ConfigError(
+                    f"text encoder device={device}, but torch sees no CUDA device",
+                    "use --config encoder_device=cpu, a CPU profile (--profile cpu) or a GPU machine",
+                )
         self.spec = spec
         self.path = encoder_path(spec)
         self.device = device
@@ -54,7 +62,10 @@ class TextEncoder:
         weights = next(
             (p for p in (self.path / "model.safetensors", self.path / "pytorch_model.bin") if p.exists()), None
         )
-        return {"encoder": self.spec, "weights_sha256": weights_sha256(weights) if weights else "unknown"}
+        found = {"encoder": self.spec, "weights_sha256": weights_sha256(weights) if weights else "unknown"}
+        if self.device != "cpu":  # another device rounds differently (the CPU's keys stay as they were)
+            found["device"] = self.device
+        return found
 
     def _load(self) -> Any:
         if self._model is None:
@@ -94,7 +105,11 @@ class TextEncoder:
         return np.stack([self._memo[t] for t in texts])
 
 
-@cache
 def shared_encoder(spec: str = DEFAULT_ENCODER, device: str = "cpu") -> TextEncoder:
-    """One encoder per process and spec (loading one takes seconds)."""
+    """One encoder per process, spec and device (loading one takes seconds), however the arguments are passed."""
+    return _shared_encoder(spec, device)
+
+
+@cache
+def _shared_encoder(spec: str, device: str) -> TextEncoder:
     return TextEncoder(spec, device)

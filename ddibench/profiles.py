@@ -65,16 +65,28 @@ class Profile:
 CBR_DDI = "Liu et al. 2025, CBR-DDI (arXiv 2505.23034)"
 DRUGRAG = "DrugRAG paper, Table II"
 
+_CORPUS_KEYS = ("interaction_chunks", "monograph_chunks", "medquad_chunks")
 # GPU profiles train in full, with the papers' schedules, and build the papers' repositories and indexes
 _GPU_BUDGETS: dict[str, dict[str, Any]] = {
     "mlp": {"max_epochs": 100, "device": "cuda"},
     "emergnn": {"max_epochs": 100, "epoch_per_test": 5, "device": "cuda"},
     "gin": {"max_epochs": 300, "patience": 30, "device": "cuda"},
-    "cbr-ddi": {"repository_size": None, "refine_cases": None, "lam": None, "lambda_valid_pairs": None},
-    "text-rag": {"interaction_chunks": None, "monograph_chunks": None, "medquad_chunks": None},
-    "agentic-rag": {"interaction_chunks": None, "monograph_chunks": None, "medquad_chunks": None},
+    "cbr-ddi": {
+        "repository_size": None,
+        "refine_cases": None,
+        "lam": None,
+        "lambda_valid_pairs": None,
+        "encoder_device": "cuda",
+    },
+    "text-rag": {**dict.fromkeys(_CORPUS_KEYS), "encoder_device": "cuda"},
+    "agentic-rag": {**dict.fromkeys(_CORPUS_KEYS), "encoder_device": "cuda"},
 }
 _ACCELERATOR = "the profile's accelerator"
+_ENCODER_ON_ACCELERATOR = (
+    "the profile's accelerator: the text encoder (MiniLM) embeds there, as the GNNs train there (on 2 host cores "
+    "it takes ~40 ms a 250-token text: 2.2 h for the 2 x 99,283 case texts of the paper's repository; "
+    "docs/paper-scale.md)"
+)
 _WHOLE_CORPUS = f"{DRUGRAG}: retrieval over the whole corpus (text RAG: top-5 chunks; agentic GraphRAG: 2 iterations)"
 _GPU_SOURCES: dict[str, dict[str, str]] = {
     "mlp": {
@@ -97,9 +109,10 @@ _GPU_SOURCES: dict[str, dict[str, str]] = {
         "refine_cases": f"{CBR_DDI}, repository refinement: every case is checked",
         "lam": f"{CBR_DDI}, hybrid retrieval: lambda chosen on the validation set",
         "lambda_valid_pairs": f"{CBR_DDI}, hybrid retrieval: lambda chosen on the whole validation set",
+        "encoder_device": _ENCODER_ON_ACCELERATOR,
     },
-    "text-rag": dict.fromkeys(_GPU_BUDGETS["text-rag"], _WHOLE_CORPUS),
-    "agentic-rag": dict.fromkeys(_GPU_BUDGETS["agentic-rag"], _WHOLE_CORPUS),
+    "text-rag": dict.fromkeys(_CORPUS_KEYS, _WHOLE_CORPUS) | {"encoder_device": _ENCODER_ON_ACCELERATOR},
+    "agentic-rag": dict.fromkeys(_CORPUS_KEYS, _WHOLE_CORPUS) | {"encoder_device": _ENCODER_ON_ACCELERATOR},
 }
 
 _CPU_EMBED = "measured: embedding ~150-token chunks runs at tens per second on 2 cores: a declared share of the corpus"
@@ -168,12 +181,12 @@ PROFILES: dict[str, Profile] = {
                     ("repository_size", "refine_cases", "lambda_valid_pairs"),
                     "measured: the 135M embedded model writes about 2 insights a minute: a small repository",
                 ),
-                "text-rag": dict.fromkeys(_GPU_BUDGETS["text-rag"], _CPU_EMBED)
+                "text-rag": dict.fromkeys(_CORPUS_KEYS, _CPU_EMBED)
                 | {
                     "ddi_qa_lookup": "the look-up task's knowledge is 20,000 training pairs, every asked pair among "
                     "them: all of it is indexed"
                 },
-                "agentic-rag": dict.fromkeys(_GPU_BUDGETS["agentic-rag"], _CPU_EMBED)
+                "agentic-rag": dict.fromkeys(_CORPUS_KEYS, _CPU_EMBED)
                 | {
                     "ddi_qa_lookup": "the look-up task's knowledge is 20,000 training pairs, every asked pair among "
                     "them: all of it is indexed"
@@ -230,8 +243,8 @@ PROFILES: dict[str, Profile] = {
                     "validation pairs, 2 cases a prompt, short descriptions and insights "
                     "(`ddibench run --plan -p quick` counts the calls)",
                 ),
-                "text-rag": dict.fromkeys(("interaction_chunks", "monograph_chunks", "medquad_chunks"), _QUICK),
-                "agentic-rag": dict.fromkeys(("interaction_chunks", "monograph_chunks", "medquad_chunks"), _QUICK),
+                "text-rag": dict.fromkeys(_CORPUS_KEYS, _QUICK),
+                "agentic-rag": dict.fromkeys(_CORPUS_KEYS, _QUICK),
             },
         ),
         Profile(

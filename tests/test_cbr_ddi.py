@@ -894,3 +894,14 @@ def test_the_repository_is_stored_under_the_key_it_always_had(s2) -> None:
     key = system._repository_key(view, ctx)
     assert "config_hash" not in key  # answer-side options share the repository
     assert config_hash(key, 24) == "0be076a625082fabfacbc3bd"
+    import torch
+
+    from ddibench.embeddings import TextEncoder
+    from ddibench.errors import ConfigError
+
+    if not torch.cuda.is_available():  # asked for where there is none: a configuration error before any work
+        with pytest.raises(ConfigError, match="encoder_device=cpu"):
+            CBRDDISystem.build({"encoder_device": "cuda"})._read_task(view)
+    system._encoder = TextEncoder(system.config.encoder)
+    system._encoder.device = "cuda"  # (as one built on a GPU machine: its vectors round otherwise)
+    assert system._repository_key(view, ctx)["encoder"] == {**key["encoder"], "device": "cuda"}

@@ -129,10 +129,18 @@ def test_gpu_profiles_give_the_papers_scale_and_every_budget_figure_names_its_so
         cbr = profile.budget_for("cbr-ddi", "drugbank_s2")
         assert cbr["repository_size"] is None and cbr["refine_cases"] is None and cbr["lambda_valid_pairs"] is None
         assert cbr["lam"] is None and "sampling" not in cbr  # the paper's representative sampling: its default, on
+        assert cbr["encoder_device"] == "cuda" and "accelerator" in (
+            profile.source_of("cbr-ddi", "encoder_device") or ""
+        )
         assert "2505.23034" in (profile.source_of("cbr-ddi", "repository_size") or "")
         for rag in ("text-rag", "agentic-rag"):
             budget = profile.budget_for(rag)
-            assert budget == {"interaction_chunks": None, "monograph_chunks": None, "medquad_chunks": None}
+            assert budget == {
+                "interaction_chunks": None,
+                "monograph_chunks": None,
+                "medquad_chunks": None,
+                "encoder_device": "cuda",  # the whole corpus embedded on the accelerator, not the host's cores
+            }
             assert "DrugRAG" in (profile.source_of(rag, "interaction_chunks") or "")
         assert profile.budget_for("emergnn")["max_epochs"] == 100 and profile.budget_for("gin")["max_epochs"] == 300
     for profile in PROFILES.values():

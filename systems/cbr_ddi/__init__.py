@@ -120,6 +120,7 @@ class CBRDDIConfig(SystemConfig):
     refine: bool = True
     refine_cases: int | None = Field(None, ge=0)  # budget: cases checked by the refinement pass (None: all)
     encoder: str = "minilm"
+    encoder_device: str = "cpu"  # where the text encoder runs ("cuda" on the GPU profiles)
     temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
     description_tokens: int = Field(128, gt=0)
     insight_tokens: int = Field(160, gt=0)
@@ -138,7 +139,8 @@ class CBRDDIConfig(SystemConfig):
     # embedding of the describer's description of every drug of the catalogue), or "morgan" (EmerGNN's own Morgan
     # fingerprints, what every run recorded before this key did)
     gnn_features: Literal["descriptions", "morgan"] = "descriptions"
-    added_keys: ClassVar[tuple[str, ...]] = ("answer", "repository_per_type")  # runs recorded before them keep theirs
+    # runs recorded before them keep theirs
+    added_keys: ClassVar[tuple[str, ...]] = ("answer", "repository_per_type", "encoder_device")
     absent_means: ClassVar[dict[str, Any]] = {"gnn_features": "morgan"}  # (recorded in every run since)
 
 
@@ -387,7 +389,7 @@ class CBRDDISystem(BaseSystem):
         from ddibench.embeddings import shared_encoder
 
         self.read_labels(view)
-        self._encoder = shared_encoder(self.config.encoder)
+        self._encoder = shared_encoder(self.config.encoder, self.config.encoder_device)
 
     def read_labels(self, view: TrainingView) -> None:
         """Takes the task's labels, drugs and answer shape (one type, or k of a label set) and the query prompt."""

@@ -12,7 +12,7 @@ The embedded corpus is a cached artifact keyed by its composition, the encoder a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,6 +38,8 @@ class TextRAGConfig(AnswerConfig):
     interaction_chunks: int | None = 20000  # training sentences indexed (None: all)
     monograph_chunks: int | None = None  # cap on monograph passages (None: all)
     medquad_chunks: int | None = None  # cap on MedQuAD corpus passages (None: all)
+    encoder_device: str = "cpu"  # where the text encoder runs ("cuda" on the GPU profiles)
+    added_keys: ClassVar[tuple[str, ...]] = ("encoder_device",)  # runs recorded before it keep their hashes
 
 
 class TextRAGSystem(AnswerSystem):
@@ -98,7 +100,7 @@ def build_embedding_index(view: TrainingView, ctx: RunContext, config: TextRAGCo
     from ddibench.embeddings import shared_encoder
     from ddibench.toolkit import corpus
 
-    encoder = shared_encoder(config.encoder)
+    encoder = shared_encoder(config.encoder, config.encoder_device)
     chunks = corpus.qa_corpus(
         view.train,
         view.task.label_space,
