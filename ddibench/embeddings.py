@@ -41,14 +41,10 @@ class TextEncoder:
     """Normalised sentence embeddings, with a per-process memo of texts already embedded."""
 
     def __init__(self, spec: str = DEFAULT_ENCODER, device: str = "cpu") -> None:
-        if device.startswith("cuda"):
-            import torch
+        if device != "cpu":  # (torch is imported only for another device)
+            from ddibench.profiles import torch_device
 
-            if not torch.cuda.is_available():
-                raise ConfigError(
-                    f"text encoder device={device}, but torch sees no CUDA device",
-                    "use --config encoder_device=cpu, a CPU profile (--profile cpu) or a GPU machine",
-                )
+            torch_device(device, "text encoder", "encoder_device")
         self.spec = spec
         self.path = encoder_path(spec)
         self.device = device

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from ddibench.errors import UnknownNameError
+from ddibench.errors import ConfigError, UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,19 @@ class Profile:
     def source_of(self, system: str, key: str) -> str | None:
         """Where ``system``'s budget figure ``key`` (a config key, or a task name of its task budgets) comes from."""
         return self.sources.get(system, {}).get(key)
+
+
+def torch_device(device: str, owner: str, key: str = "device") -> Any:
+    """``torch.device(device)`` for ``owner``'s config ``key``; a one-line configuration error when it asks for CUDA
+    where torch sees none (a GPU profile on a machine without one)."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            f"{owner} config {key}={device}, but torch sees no CUDA device",
+            f"use --config {key}=cpu, a CPU profile (--profile cpu) or a GPU machine",
+        )
+    return torch.device(device)
 
 
 CBR_DDI = "Liu et al. 2025, CBR-DDI (arXiv 2505.23034)"

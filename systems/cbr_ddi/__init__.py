@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
@@ -663,18 +663,12 @@ class CBRDDISystem(BaseSystem):
                 labels=labels,
             )
 
-        tasks: list[asyncio.Future[Case]] = []
-        try:
-            for sample in chosen:
-                pair = sample.pair
-                # (without insights no prompt shows a case's paths: none are extracted)
-                paths = self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True) if insights else []
-                tasks.append(asyncio.ensure_future(make(sample, paths)))
-                await asyncio.sleep(0)  # the loop reads the answers that came in during this case's CPU work
-            return list(await asyncio.gather(*tasks))
+        def paths(pair: DrugPair) -> list[str]:  # (without insights no prompt shows a case's paths: none are found)
+            return self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True) if insights else []
+
+        try:  # each case's paths are found as the generator reaches it, between two turns of the loop
+            return await _one_after_another(make(sample, paths(sample.pair)) for sample in chosen)
         finally:
-            for task in tasks:  # (a failed case: the others stop too)
-                task.cancel()
             bar.close()
 
     async def _insight(self, head: Drug, tail: Drug, label: Any, paths: list[str], ctx: RunContext) -> ChatResult:
@@ -745,15 +739,9 @@ class CBRDDISystem(BaseSystem):
                 stats["rewritten"] += 1
             bar.advance(cached=result.cached and revised.cached)
 
-        tasks: list[asyncio.Future[None]] = []
-        try:
-            for i in order:
-                tasks.append(asyncio.ensure_future(check(int(i))))  # runs its CPU work up to its call ...
-                await asyncio.sleep(0)  # ... in this turn of the loop, which also reads the answers come in
-            await asyncio.gather(*tasks)
+        try:  # each check runs its CPU work up to its call in a turn of the loop of its own
+            await _one_after_another(check(int(i)) for i in order)
         finally:
-            for task in tasks:  # (a failed case: the others stop too)
-                task.cancel()
             bar.close()
         return stats
 
@@ -1049,17 +1037,10 @@ class CBRDDISystem(BaseSystem):
                 self._cases_answer(sample, probs[n], text_vecs[n], pair_vecs[n], llms[n])
                 for n, sample in enumerate(samples)
             ]
-        tasks = [
-            asyncio.ensure_future(
-                self._llm_answer(sample, ctx, probs[n], text_vecs[n], pair_vecs[n], self._counted(paths[n]), llms[n])
-            )
+        return await _one_after_another(
+            self._llm_answer(sample, ctx, probs[n], text_vecs[n], pair_vecs[n], self._counted(paths[n]), llms[n])
             for n, sample in enumerate(samples)
-        ]
-        try:
-            return list(await asyncio.gather(*tasks))
-        finally:
-            for task in tasks:  # (a failed query: the others of its batch stop too)
-                task.cancel()
+        )
 
     async def _llm_answer(
         self,
@@ -1086,6 +1067,21 @@ class CBRDDISystem(BaseSystem):
                 self.count(flag)
         self.count("answered" if prediction.valid else "invalid_answers")
         return prediction
+
+
+async def _one_after_another(coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Each coroutine's results, in order; each is started in a turn of the event loop of its own, so the loop
+    reads the answers that come in between (gathered at once, every coroutine's CPU work ran in one turn before
+    any answer was read, and the requests already sent were cut as stalled). When one fails, the others stop."""
+    tasks: list[asyncio.Future[T]] = []
+    try:
+        for coroutine in coroutines:
+            tasks.append(asyncio.ensure_future(coroutine))  # runs its CPU work up to its first call ...
+            await asyncio.sleep(0)  # ... in this turn of the loop, which also reads the answers come in
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 @cache

@@ -44,6 +44,7 @@ from pydantic import model_serializer
 from ddibench import families
 from ddibench.errors import ConfigError
 from ddibench.hashing import config_hash
+from ddibench.profiles import torch_device
 from ddibench.schema import Prediction, Sample
 from ddibench.system import (
     BaseSystem,
@@ -178,13 +179,7 @@ class EmerGNNSystem(BaseSystem):
         return cfg
 
     def _device(self) -> Any:
-        import torch
-
-        if self.config.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError(
-                "emergnn config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine"
-            )
-        return torch.device(self.config.device)
+        return torch_device(self.config.device, "emergnn")
 
     # -- graphs ------------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from ddibench import (
     TrainingView,
 )
 from ddibench.errors import ConfigError
+from ddibench.profiles import torch_device
 from ddibench.system import Phase, PlanContext
 from ddibench.systems.fingerprint import TRAIN_FRACTION_DEFAULT, label_fraction, learns
 from ddibench.toolkit.label_sets import omit_at_default
@@ -162,13 +163,7 @@ class GINSystem(BaseSystem):
         return learns(task)
 
     def _device(self) -> Any:
-        import torch
-
-        if self.config.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError(
-                "gin config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine"
-            )
-        return torch.device(self.config.device)
+        return torch_device(self.config.device, "gin")
 
     def _targets(self, samples: Sequence[Sample]) -> Any:
         import torch

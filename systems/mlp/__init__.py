@@ -40,6 +40,7 @@ from pydantic import Field, model_serializer
 from ddibench import families
 from ddibench.chem import morgan_matrix
 from ddibench.errors import ConfigError
+from ddibench.profiles import torch_device
 from ddibench.schema import Prediction, Sample
 from ddibench.system import (
     BaseSystem,
@@ -145,13 +146,7 @@ class MLPSystem(BaseSystem):
         self.training_log: dict[str, Any] = {}
 
     def _device(self) -> Any:
-        import torch
-
-        if self.config.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError(
-                "mlp config device=cuda, but torch sees no CUDA device", "use --config device=cpu or a GPU machine"
-            )
-        return torch.device(self.config.device)
+        return torch_device(self.config.device, "mlp")
 
     async def prepare(self, view: TrainingView, ctx: RunContext) -> None:
         import torch
