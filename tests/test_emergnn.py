@@ -264,8 +264,9 @@ def test_checkpoint_of_another_config_is_refused(tmp_path: Path) -> None:
         store.get("emergnn", key)
 
 
-def test_graphs_follow_the_visibility_rule() -> None:
-    """Validation pairs' new drugs keep their KG edges in the validation graph; test drugs do not."""
+@pytest.fixture(scope="module")
+def trained_s1(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, object, str]:
+    """EmerGNN after one short epoch on drugbank_s1_emergnn, the task's data and its setting."""
     import asyncio
 
     from ddibench.artifacts import ArtifactStore
@@ -278,11 +279,16 @@ def test_graphs_follow_the_visibility_rule() -> None:
     data = task.load()
     system = EmerGNNSystem(EmerGNNConfig(max_epochs=1, train_pairs_per_epoch=32, valid_pairs=32))
     view = TrainingView(task, data.split("train"), data.split("valid"), data.resources)
-    import tempfile
+    ctx = RunContext(
+        task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(tmp_path_factory.mktemp("artifacts"))
+    )
+    asyncio.run(system.prepare(view, ctx))
+    return system, data, task.setting
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ctx = RunContext(task=task, profile=get_profile("cpu"), seed=0, artifacts=ArtifactStore(Path(tmp)))
-        asyncio.run(system.prepare(view, ctx))
+
+def test_graphs_follow_the_visibility_rule(trained_s1: tuple) -> None:
+    """Validation pairs' new drugs keep their KG edges in the validation graph; test drugs do not."""
+    system, data, _ = trained_s1
     degree = {name: np.diff(g.indptr) for name, g in system._graphs.items()}
     train_drugs = {k for s in data.split("train") for k in (s.input.head.node_id, s.input.tail.node_id)}
     valid_new = {k for s in data.split("valid") for k in (s.input.head.node_id, s.input.tail.node_id)} - train_drugs
@@ -292,6 +298,32 @@ def test_graphs_follow_the_visibility_rule() -> None:
     assert all(degree["valid"][d] > 0 for d in valid_new if degree["predict"][d] > 0)
     assert all(degree["valid"][d] == 0 for d in test_new)
     assert sum(degree["predict"][d] > 0 for d in test_new) > 100
+
+
+@pytest.mark.parametrize(("split", "hide_own"), [("test", False), ("train", True)])
+def test_paths_read_from_a_batch_are_the_paths_of_each_pair_alone(
+    trained_s1: tuple, split: str, hide_own: bool
+) -> None:
+    """encode_explained takes each pair's paths from the batch's own walk subgraphs (one forward for the batch);
+    they are, float for float, the paths explain() finds for the pair alone (query pairs, and training pairs
+    with their own edge hidden, as CBR-DDI's cases are), and its probabilities are encode()'s."""
+    system, data, setting = trained_s1
+    pairs = [s.input for s in data.split(split)[:48]]
+    heads, tails = [p.head.node_id for p in pairs], [p.tail.node_id for p in pairs]
+    probs, reprs, paths = system.encode_explained(heads, tails, setting, 5, hide_own=hide_own)
+    alone = [system.explain(h, t, setting, 5, hide_own=hide_own) for h, t in zip(heads, tails)]
+    assert paths == alone
+    assert sum(bool(p) for p in paths) >= 10 and any(len(p) == 5 for p in paths), "a test that compares paths"
+    encoded = system.encode(heads, tails, setting, hide_own=hide_own)
+    assert np.array_equal(probs, encoded[0]) and np.array_equal(reprs, encoded[1])
+    if hide_own:  # the pair's own interaction edge is not among its paths' steps
+        own = [{(h, t), (t, h)} for h, t in zip(heads, tails)]
+        assert not any(
+            (a, b) in own[i] and r % system._graphs["predict"].n_base < system._n_labels
+            for i, found in enumerate(paths)
+            for path in found
+            for a, r, b in path["steps"]
+        )
 
 
 def test_external_node_features_are_trained_on_and_key_the_checkpoint(tmp_path: Path) -> None:

@@ -530,14 +530,21 @@ class CBRDDISystem(BaseSystem):
     def _description(self, drug: Drug) -> str:
         return self._descriptions[(drug.node_id, drug.name)]
 
-    def _paths(self, head: int, tail: int, hide_own: bool) -> list[str]:
-        return self._counted(self._explain(head, tail, hide_own))
-
-    def _explain(self, head: int, tail: int, hide_own: bool) -> list[str] | None:
-        """The pair's top paths, verbalised (None without paths); counts nothing, so it may run off the loop."""
-        if not self.config.use_paths or self.config.p_paths <= 0:
-            return None
-        return [p["text"] for p in self.gnn.explain(head, tail, self._setting, self.config.p_paths, hide_own=hide_own)]
+    def _gnn(
+        self, pairs: Sequence[DrugPair], hide_own: bool, paths: bool
+    ) -> tuple[np.ndarray, np.ndarray, list[list[str] | None]]:
+        """The pairs' GNN probabilities, pair representations and, with ``paths``, each pair's top paths verbalised
+        (None for every pair without them, or when the config uses no paths), from one forward per batch
+        (``EmerGNN.encode_explained``: the paths are those the pair alone would get). Counts nothing, so it may
+        run off the loop."""
+        heads, tails = [p.head.node_id for p in pairs], [p.tail.node_id for p in pairs]
+        if not paths or not self.config.use_paths or self.config.p_paths <= 0:
+            probs, reprs = self.gnn.encode(heads, tails, self._setting, hide_own=hide_own)
+            return probs, reprs, [None] * len(pairs)
+        probs, reprs, found = self.gnn.encode_explained(
+            heads, tails, self._setting, self.config.p_paths, hide_own=hide_own
+        )
+        return probs, reprs, [[p["text"] for p in f] for f in found]
 
     def _counted(self, found: list[str] | None) -> list[str]:
         if found is None:
@@ -593,14 +600,14 @@ class CBRDDISystem(BaseSystem):
         with self._phase("case drug descriptions"):
             drugs = [d for s in chosen for d in (s.pair.head, s.pair.tail)]
             await self._describe_all(drugs, ctx, "describing case drugs")
-        with self._phase("case pair representations (GNN)"):
-            heads = [s.pair.head.node_id for s in chosen]
-            tails = [s.pair.tail.node_id for s in chosen]
-            _, reprs = (
-                self.gnn.encode(heads, tails, self._setting, hide_own=True) if chosen else (None, np.zeros((0, 2 * 64)))
+        with self._phase("case pair representations (GNN)"):  # and, for the insights, the cases' paths
+            _, reprs, found = (
+                self._gnn([s.pair for s in chosen], hide_own=True, paths=self._writes_insights)
+                if chosen
+                else (None, np.zeros((0, 2 * 64)), [])
             )
         with self._phase("insights" if self._writes_insights else "cases (no insights)"):
-            cases = await self._make_cases(chosen, ctx, insights=self._writes_insights)
+            cases = await self._make_cases(chosen, found, ctx, insights=self._writes_insights)
         with self._phase("case embeddings"):
             texts = [
                 self._pair_text(self._drugs[c.head], self._drugs[c.tail], c.head_description, c.tail_description)
@@ -631,15 +638,19 @@ class CBRDDISystem(BaseSystem):
         repo.info = info
         return repo
 
-    async def _make_cases(self, chosen: Sequence[Sample], ctx: RunContext, insights: bool = True) -> list[Case]:
-        """One case per training pair, in order: descriptions, paths (own edge hidden), insight (empty when
-        ``insights`` is False: no LLM call) and label.
+    async def _make_cases(
+        self, chosen: Sequence[Sample], found: Sequence[list[str] | None], ctx: RunContext, insights: bool = True
+    ) -> list[Case]:
+        """One case per training pair, in order: descriptions, paths (``found``, the pair's own edge hidden; none
+        without insights, when no prompt shows them), insight (empty when ``insights`` is False: no LLM call)
+        and label.
 
-        Each case's paths (a GNN forward, CPU work) are found one case after another, the event loop reading the
-        answers in between; only the calls run together. Gathered with the paths inside them, every case's CPU
-        work ran in one turn of the loop before any answer was read, and the requests already sent were cut as
-        stalled and sent again (64 timeouts at 200 cases, the endpoint's limit falling to one). An insight's
-        prompt depends on its own case alone, so the cases are the same."""
+        The paths were found for all the cases in the GNN's batches (``_gnn``), so a case's own work here is its
+        prompt; the cases still start one after another, the event loop reading the answers in between. Each
+        case's paths were once found here, an EmerGNN forward apiece: gathered, that CPU work ran in one turn of
+        the loop before any answer was read, and the requests already sent were cut as stalled (64 timeouts at
+        200 cases, the endpoint's limit falling to one). An insight's prompt depends on its own case alone, so
+        the order does not change the cases."""
         bar = ctx.progress.task("writing case insights" if insights else "making cases (no insights)", len(chosen))
 
         async def make(sample: Sample, paths: list[str]) -> Case:
@@ -663,11 +674,11 @@ class CBRDDISystem(BaseSystem):
                 labels=labels,
             )
 
-        def paths(pair: DrugPair) -> list[str]:  # (without insights no prompt shows a case's paths: none are found)
-            return self._paths(pair.head.node_id, pair.tail.node_id, hide_own=True) if insights else []
+        def paths(i: int) -> list[str]:
+            return self._counted(found[i]) if insights else []
 
-        try:  # each case's paths are found as the generator reaches it, between two turns of the loop
-            return await _one_after_another(make(sample, paths(sample.pair)) for sample in chosen)
+        try:
+            return await _one_after_another(make(sample, paths(i)) for i, sample in enumerate(chosen))
         finally:
             bar.close()
 
@@ -944,10 +955,11 @@ class CBRDDISystem(BaseSystem):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[str] | None]]:
         """The query pairs' drugs described (each pair's calls traced into its list of ``llms``), then, for all the
         pairs at once, their GNN label scores, text vectors (retrieval only: empty without cases), unit-length
-        GNN pair vectors (one row per pair) and, with ``paths``, each pair's paths (:meth:`_explain`).
+        GNN pair vectors (one row per pair) and, with ``paths``, each pair's paths (:meth:`_gnn`).
 
-        All of a batch's CPU work is one job of the CPU worker (:func:`off_loop`): one GNN forward and one encoder
-        call for the batch, then its paths, so its calls go out together while the worker prepares the next batch.
+        All of a batch's CPU work is one job of the CPU worker (:func:`off_loop`): one GNN forward (the paths
+        read from its walk subgraphs) and one encoder call for the batch, so its calls go out together while the
+        worker prepares the next batch.
         One query at a time on the event loop, this work (two forwards and an embedding, ~115 ms a query on 2
         cores) held back the calls and kept a served model at about 4 requests in flight whatever the concurrency
         (docs/paper-scale.md)."""
@@ -959,7 +971,7 @@ class CBRDDISystem(BaseSystem):
     def _vectors(
         self, pairs: Sequence[DrugPair], paths: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[str] | None]]:
-        probs, reprs = self.gnn.encode([p.head.node_id for p in pairs], [p.tail.node_id for p in pairs], self._setting)
+        probs, reprs, found = self._gnn(pairs, hide_own=False, paths=paths)
         text_vecs = (
             self._embed(
                 [self._pair_text(p.head, p.tail, self._description(p.head), self._description(p.tail)) for p in pairs]
@@ -967,7 +979,6 @@ class CBRDDISystem(BaseSystem):
             if self._uses_cases
             else np.zeros((len(pairs), 0), dtype=np.float32)
         )
-        found = [self._explain(p.head.node_id, p.tail.node_id, False) if paths else None for p in pairs]
         return probs, text_vecs, normalise(reprs), found
 
     def _cases_answer(

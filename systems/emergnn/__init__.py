@@ -604,26 +604,27 @@ class EmerGNNSystem(BaseSystem):
         ``hide_own`` leaves out interaction edges between each pair's own drugs (for training pairs,
         whose label is a fact of the graph), so they are encoded as a query would be.
         """
-        import torch
+        probs, reprs, _ = self._encoded(heads, tails, setting, graph, hide_own, 0)
+        return probs, reprs
 
-        cfg = self.resolved(setting)
-        device = self._device()
-        message_graph = self._graphs[graph]
-        probs, reprs = [], []
-        with torch.no_grad():
-            for batch in self._batches(message_graph, heads, tails, cfg, device, self._n_labels if hide_own else 0):
-                logits, pair, _ = self._net(batch)
-                probs.append(self._normalise(logits).cpu().numpy())
-                reprs.append(pair.cpu().numpy())
-        return np.concatenate(probs), np.concatenate(reprs)
+    def encode_explained(
+        self,
+        heads: Sequence[int],
+        tails: Sequence[int],
+        setting: str,
+        top: int,
+        graph: str = "predict",
+        hide_own: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, list[list[dict[str, Any]]]]:
+        """:meth:`encode`, and each pair's ``top`` paths as :meth:`explain` gives them, from the same walk
+        subgraphs: one forward per batch, and no walk subgraph built again for a pair."""
+        return self._encoded(heads, tails, setting, graph, hide_own, top)
 
     def explain(
         self, head: int, tail: int, setting: str, top: int = 5, graph: str = "predict", hide_own: bool = False
     ) -> list[dict[str, Any]]:
         """The ``top`` relational paths between the pair with the highest attention, verbalised."""
-        import torch
-
-        from ddibench.systems.emergnn.model import PairBatch, top_paths
+        from ddibench.systems.emergnn.model import PairBatch
 
         cfg = self.resolved(setting)
         message_graph = self._graphs[graph]
@@ -635,24 +636,62 @@ class EmerGNNSystem(BaseSystem):
             self._device(),
             self._n_labels if hide_own else 0,
         )
+        return self._paths(batch, message_graph, top)[0]
+
+    def _encoded(
+        self, heads: Sequence[int], tails: Sequence[int], setting: str, graph: str, hide_own: bool, top: int
+    ) -> tuple[np.ndarray, np.ndarray, list[list[dict[str, Any]]]]:
+        """Probabilities, pair representations and, when ``top`` > 0, each pair's paths (else an empty list)."""
+        import torch
+
+        cfg = self.resolved(setting)
+        device = self._device()
+        message_graph = self._graphs[graph]
+        probs, reprs, paths = [], [], []
         with torch.no_grad():
-            _, _, alpha = self._net(batch)
-        walks = batch.walks
-        weights = [a.cpu().numpy() for a in alpha]
+            for batch in self._batches(message_graph, heads, tails, cfg, device, self._n_labels if hide_own else 0):
+                logits, pair, _ = self._net(batch)
+                probs.append(self._normalise(logits).cpu().numpy())
+                reprs.append(pair.cpu().numpy())
+                if top > 0:
+                    paths += self._paths(batch, message_graph, top)
+        return np.concatenate(probs), np.concatenate(reprs), paths
+
+    def _paths(self, batch: Any, message_graph: Any, top: int) -> list[list[dict[str, Any]]]:
+        """Each pair of ``batch``'s ``top`` highest-attention paths, verbalised.
+
+        The paths' attention is a small network over the pair's two drug features alone, which the walks do not
+        enter, so it needs no propagation. It is computed for each pair on its own: a batched product could round
+        its floats differently, and the paths (near-ties of their scores) with them. So the paths are the same
+        whether a pair is explained alone or within a batch (``tests/test_emergnn.py`` compares them)."""
+        import torch
+
+        from ddibench.systems.emergnn.model import top_paths
+
+        net = self._net
+        with torch.no_grad():
+            alone = [
+                net.attention(net.drugs(batch.heads[i : i + 1]), net.drugs(batch.tails[i : i + 1]))
+                for i in range(len(batch.heads))
+            ]
+        weights = [torch.cat([a[layer] for a in alone]).cpu().numpy() for layer in range(len(alone[0]))]
         return [
-            {
-                "score": round(score, 4),
-                "steps": [list(s) for s in steps],
-                "text": "; ".join(self._kg.verbalise(a, r, b) for a, r, b in steps),
-            }
-            for score, steps in top_paths(walks, weights, message_graph, 0, top)
+            [
+                {
+                    "score": round(score, 4),
+                    "steps": [list(s) for s in steps],
+                    "text": "; ".join(self._kg.verbalise(a, r, b) for a, r, b in steps),
+                }
+                for score, steps in top_paths(batch.walks, weights, message_graph, i, top)
+            ]
+            for i in range(len(batch.heads))
         ]
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:
         setting = ctx.task.setting
         heads = [s.pair.head.node_id for s in samples]
         tails = [s.pair.tail.node_id for s in samples]
-        probs, _ = self.encode(heads, tails, setting)
+        probs, _, paths = self._encoded(heads, tails, setting, "predict", False, self.config.explain_paths)
         if self._label_sets:
             top = np.argsort(-probs, axis=1, kind="stable")[:, :10]
             return [
@@ -661,11 +700,7 @@ class EmerGNNSystem(BaseSystem):
                     ranked=[int(k) for k in top[i, : self._k]],
                     trace={
                         "top10": [[int(k), round(float(probs[i, k]), 5)] for k in top[i]],
-                        **(
-                            {"paths": self.explain(heads[i], tails[i], setting, self.config.explain_paths)}
-                            if self.config.explain_paths
-                            else {}
-                        ),
+                        **({"paths": paths[i]} if self.config.explain_paths else {}),
                     },
                 )
                 for i, sample in enumerate(samples)
@@ -675,7 +710,7 @@ class EmerGNNSystem(BaseSystem):
         for i, sample in enumerate(samples):
             trace: dict[str, Any] = {"top5": [[int(k), round(float(probs[i, k]), 5)] for k in top5[i]]}
             if self.config.explain_paths:
-                trace["paths"] = self.explain(heads[i], tails[i], setting, self.config.explain_paths)
+                trace["paths"] = paths[i]
             out.append(
                 Prediction(sample_id=sample.id, label=int(top5[i, 0]), ranked=[int(k) for k in top5[i]], trace=trace)
             )
