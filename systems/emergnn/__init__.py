@@ -663,7 +663,8 @@ class EmerGNNSystem(BaseSystem):
         The paths' attention is a small network over the pair's two drug features alone, which the walks do not
         enter, so it needs no propagation. It is computed for each pair on its own: a batched product could round
         its floats differently, and the paths (near-ties of their scores) with them. So the paths are the same
-        whether a pair is explained alone or within a batch (``tests/test_emergnn.py`` compares them)."""
+        whether a pair is explained alone or within a batch (``tests/test_emergnn.py`` compares them). Each pair's
+        walks are searched in a piece of their own (``WalkBatch.split``)."""
         import torch
 
         from ddibench.systems.emergnn.model import top_paths
@@ -674,7 +675,8 @@ class EmerGNNSystem(BaseSystem):
                 net.attention(net.drugs(batch.heads[i : i + 1]), net.drugs(batch.tails[i : i + 1]))
                 for i in range(len(batch.heads))
             ]
-        weights = [torch.cat([a[layer] for a in alone]).cpu().numpy() for layer in range(len(alone[0]))]
+        weights = [[w.cpu().numpy() for w in a] for a in alone]
+        pieces = batch.walks.split() if len(alone) > 1 else [batch.walks]  # one pair: its walks as they are
         return [
             [
                 {
@@ -682,9 +684,9 @@ class EmerGNNSystem(BaseSystem):
                     "steps": [list(s) for s in steps],
                     "text": "; ".join(self._kg.verbalise(a, r, b) for a, r, b in steps),
                 }
-                for score, steps in top_paths(batch.walks, weights, message_graph, i, top)
+                for score, steps in top_paths(piece, w, message_graph, 0, top)
             ]
-            for i in range(len(batch.heads))
+            for piece, w in zip(pieces, weights)
         ]
 
     async def predict(self, samples: Sequence[Sample], ctx: RunContext) -> list[Prediction]:

@@ -87,6 +87,35 @@ class WalkBatch:
     def n_edges(self) -> int:
         return int(sum(len(e) for e in self.edges))
 
+    def split(self) -> list[WalkBatch]:
+        """One walk subgraph per pair, each a batch of its own (pair 0): the pair's states, in their order here,
+        and its edges, in their order here, renumbered. Reading one pair's walks from a batch filters every
+        layer's states and edges for that pair; over a batch's pairs one by one that is quadratic in the
+        batch, so the whole batch is grouped by pair once (stable sorts keep each pair's order, so a search over
+        a piece gives what it gives over the batch)."""
+        local: list[np.ndarray] = []  # each state's index among its own pair's states
+        states: list[list[np.ndarray]] = []
+        for layer in self.states:
+            order = np.argsort(layer[:, 0], kind="stable")
+            bounds = np.searchsorted(layer[order, 0], np.arange(self.n_pairs + 1))
+            index = np.empty(len(layer), dtype=np.int64)
+            index[order] = np.arange(len(layer)) - np.repeat(bounds[:-1], np.diff(bounds))
+            local.append(index)
+            states.append([layer[order[bounds[p] : bounds[p + 1]]] for p in range(self.n_pairs)])
+        edges: list[list[np.ndarray]] = []
+        for i, e in enumerate(self.edges):
+            order = np.argsort(e[:, 3], kind="stable")
+            bounds = np.searchsorted(e[order, 3], np.arange(self.n_pairs + 1))
+            mine = e[order]
+            renumbered = np.stack(
+                [local[i][mine[:, 0]], local[i + 1][mine[:, 1]], mine[:, 2], np.zeros(len(mine), dtype=mine.dtype)],
+                axis=1,
+            ).reshape(-1, 4)
+            edges.append([renumbered[bounds[p] : bounds[p + 1]] for p in range(self.n_pairs)])
+        return [
+            WalkBatch(1, [layer[p] for layer in states], [layer[p] for layer in edges]) for p in range(self.n_pairs)
+        ]
+
 
 def _rows(
     graph: MessageGraph, pairs: np.ndarray, nodes: np.ndarray
