@@ -624,19 +624,19 @@ class EmerGNNSystem(BaseSystem):
         self, head: int, tail: int, setting: str, top: int = 5, graph: str = "predict", hide_own: bool = False
     ) -> list[dict[str, Any]]:
         """The ``top`` relational paths between the pair with the highest attention, verbalised."""
-        from ddibench.systems.emergnn.model import PairBatch
+        import torch
+
+        from ddibench.systems.emergnn.walks import walk_batch
 
         cfg = self.resolved(setting)
         message_graph = self._graphs[graph]
-        batch = PairBatch.of(
-            message_graph,
-            np.array([head]),
-            np.array([tail]),
-            cfg["length"],
-            self._device(),
-            self._n_labels if hide_own else 0,
+        # the walks alone: the attention reads only the drugs' features, so no propagation (and no tensor walks)
+        walks = walk_batch(
+            message_graph, np.array([head]), np.array([tail]), cfg["length"], self._n_labels if hide_own else 0
         )
-        return self._paths(batch, message_graph, top)[0]
+        device = self._device()
+        ids = torch.tensor([head], device=device), torch.tensor([tail], device=device)
+        return self._paths(*ids, walks, message_graph, top)[0]
 
     def _encoded(
         self, heads: Sequence[int], tails: Sequence[int], setting: str, graph: str, hide_own: bool, top: int
@@ -654,11 +654,12 @@ class EmerGNNSystem(BaseSystem):
                 probs.append(self._normalise(logits).cpu().numpy())
                 reprs.append(pair.cpu().numpy())
                 if top > 0:
-                    paths += self._paths(batch, message_graph, top)
+                    paths += self._paths(batch.heads, batch.tails, batch.walks, message_graph, top)
         return np.concatenate(probs), np.concatenate(reprs), paths
 
-    def _paths(self, batch: Any, message_graph: Any, top: int) -> list[list[dict[str, Any]]]:
-        """Each pair of ``batch``'s ``top`` highest-attention paths, verbalised.
+    def _paths(self, heads: Any, tails: Any, walks: Any, message_graph: Any, top: int) -> list[list[dict[str, Any]]]:
+        """The ``top`` highest-attention paths of each pair (drug id tensors ``heads``, ``tails`` and their
+        ``WalkBatch``), verbalised.
 
         The paths' attention is a small network over the pair's two drug features alone, which the walks do not
         enter, so it needs no propagation. It is computed for each pair on its own: a batched product could round
@@ -671,12 +672,9 @@ class EmerGNNSystem(BaseSystem):
 
         net = self._net
         with torch.no_grad():
-            alone = [
-                net.attention(net.drugs(batch.heads[i : i + 1]), net.drugs(batch.tails[i : i + 1]))
-                for i in range(len(batch.heads))
-            ]
+            alone = [net.attention(net.drugs(heads[i : i + 1]), net.drugs(tails[i : i + 1])) for i in range(len(heads))]
         weights = [[w.cpu().numpy() for w in a] for a in alone]
-        pieces = batch.walks.split() if len(alone) > 1 else [batch.walks]  # one pair: its walks as they are
+        pieces = walks.split() if len(alone) > 1 else [walks]  # one pair: its walks as they are
         return [
             [
                 {
