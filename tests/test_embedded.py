@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -117,6 +118,13 @@ def test_run_rerun_and_cache_with_the_embedded_model(tmp_path: Path, fresh_cache
         and ident["engine"].startswith("xllamacpp ")
     )
     assert (run_dir / "llm-server.log").exists()
+    # the server's threads and slots shape its answers: the session keeps the ones the start line announced
+    served = json.loads((run_dir / "sessions.jsonl").read_text().splitlines()[-1])["served_models"]
+    server = served["embedded:smollm2-135m-instruct"]
+    announced = re.search(r"starting the embedded model server \(.*?, (\d+) threads?\)", first.stdout + first.stderr)
+    assert announced is not None, first.stderr
+    assert server["threads"] == int(announced.group(1)) >= 1
+    assert server["slots"] == EMBEDDED_SLOTS and server["slot_roles"] == []  # zero-shot's one request at a time
 
     second = _run(*args)
     assert second.returncode == 0, second.stderr

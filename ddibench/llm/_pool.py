@@ -126,7 +126,16 @@ class LLMPool:
         base_url = server.start()
         self._servers.append(server)
         self._liveness[spec] = server.died_error
-        self.served[spec.display()] = {"base_url": base_url, "model_path": str(server.model_path)}
+        # threads and slots are part of the answers: llama.cpp splits each sum by thread, and requests decoded
+        # together round otherwise than alone (docs/models.md); each session's record keeps them
+        self.served[spec.display()] = {
+            "base_url": base_url,
+            "model_path": str(server.model_path),
+            "threads": server.n_threads,
+            "slots": self.embedded_slots,
+            # the roles whose requests share the slots (None: every role's); the others go one at a time
+            "slot_roles": list(self.generation_roles) if self.generation_roles is not None else None,
+        }
         return base_url
 
     def client(self, role: str) -> LLMClient:
