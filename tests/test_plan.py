@@ -215,6 +215,12 @@ def test_a_busy_machine_gives_the_embedded_server_the_free_cpus_and_the_plan_its
     assert embedded_threads() == 13
     monkeypatch.setenv("DDIBENCH_THREADS", "2")  # set by hand: whatever the load
     assert embedded_threads() == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("DDIBENCH_THREADS", "1")  # one thread by hand on an idle machine: fewer threads, not busy
+    monkeypatch.setattr(plan_module, "other_work", lambda: 0.0)
+    assert embedded_threads() == 1 and busy() == ""
+    monkeypatch.setattr(plan_module, "other_work", lambda: 1.6)  # the same under load: busy
+    assert embedded_threads() == 1 and busy() == "other work keeps 1.6 of 2 CPUs busy"
     monkeypatch.setenv("DDIBENCH_THREADS", "two")
     with pytest.raises(ConfigError, match="DDIBENCH_THREADS must be a positive whole number"):
         embedded_threads()
