@@ -255,6 +255,10 @@ class RunContext:
         return self.llm.client(role)
 
 
+# Roles whose models never write a run's answers: the describer writes what a system reads (drug descriptions, case
+# notes), the judges score the answers. A run whose only models play these roles is not an LLM system's run (CBR-DDI's
+# GNN module alone on the describer's descriptions): its results name no answering model, and the board marks it no LLM row
+INPUT_ROLES = ("describer", "judge", "second_judge")
 CHARS_PER_TOKEN = 4  # the plan's token estimate: characters / 4 (English prose; drug names and ids run a little denser)
 
 

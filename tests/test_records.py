@@ -209,3 +209,27 @@ def test_a_card_written_before_it_recorded_its_variant_reads_as_its_system_decla
     assert not recorded.constant_answer and recorded.dump()["constant_answer"] is False
     cbr = {"name": "cbr-ddi", "version": "1.0.0", "config_hash": "x", "config": {"k_cases": 3}}
     assert SystemCard.model_validate(cbr).variant == "gnn_features=morgan, k_cases=3"  # made before gnn_features
+
+
+def test_the_board_names_the_model_that_wrote_the_answers_never_one_that_wrote_inputs() -> None:
+    """A results row names the model that wrote the answers: the generator's; a run whose only models wrote what the
+    system read (CBR-DDI's GNN module alone on the describer's descriptions) or graded the answers (a judge) names
+    none, so the board does not rank it as an LLM system; a system without a generator role (CLADD's agents) names
+    its first role's model. Read from a shipped CBR-DDI bundle's manifest (generator and describer)."""
+    from ddibench.runner.records import Manifest
+
+    results = Path(__file__).resolve().parents[1] / "results"
+    entry = next(e for e in json.loads((results / "index.json").read_text())["runs"] if e["system"] == "cbr-ddi")
+    with tarfile.open(results / entry["path"]) as bundle:
+        raw = json.load(bundle.extractfile("results.json"))["manifest"]  # type: ignore[arg-type]
+    manifest = Manifest.model_validate(raw)
+    assert set(manifest.models) == {"generator", "describer"}
+    reader = manifest.models["generator"].spec
+    assert manifest.answer_model == reader == entry["model"]
+    describer = manifest.models["describer"]
+    gnn_alone = manifest.model_copy(update={"models": {"describer": describer}})
+    assert gnn_alone.answer_model == "—"
+    judged = manifest.model_copy(update={"models": {"judge": describer, "second_judge": describer}})
+    assert judged.answer_model == "—"
+    agents = manifest.model_copy(update={"models": {"describer": describer, "predictor": manifest.models["generator"]}})
+    assert agents.answer_model == reader

@@ -473,7 +473,7 @@ def entry_of(verdict: Any, path: Path, rel: str) -> dict[str, Any]:
         "system_version": run.system.version,
         "config_hash": run.system.config_hash,
         "config": run.system.config,
-        "model": manifest.generator_model,
+        "model": manifest.answer_model,
         "profile": manifest.profile.name,
         "seed": run.seed,
         "n": evaluation.n,

@@ -288,7 +288,7 @@ def _run_row(verdict: Verdict, task: Task, variant: str, prices: dict[str, Price
         run.system.name,
         run.system.version,
         run.system.config_hash,
-        manifest.generator_model,
+        manifest.answer_model,
         manifest.profile.name,
         verdict.tier,
         bool(manifest.submittable),

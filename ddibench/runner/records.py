@@ -36,7 +36,7 @@ from ddibench.evaluation.text import TEXT_METRICS
 from ddibench.hashing import config_hash
 from ddibench.metrics.bootstrap import BootstrapSpec
 from ddibench.runner.selection import Selection
-from ddibench.system import variant_name
+from ddibench.system import INPUT_ROLES, variant_name
 
 RUN_SCHEMA_VERSION = 1
 RESULTS_SCHEMA_VERSION = 2
@@ -373,11 +373,14 @@ class Manifest(_Record):
     sessions_killed: int = 0  # sessions that never wrote their end (their time is estimated from the journal)
 
     @property
-    def generator_model(self) -> str:
-        """The model a board row names: the generator's spec, else the first role's, else '—'."""
+    def answer_model(self) -> str:
+        """The model a board row names, the one that wrote the answers: the generator's spec, else the first role's
+        that is not an input role (:data:`ddibench.system.INPUT_ROLES`: a describer's features, a judge's grades),
+        else '—' (no LLM wrote the answers)."""
         if "generator" in self.models:
             return self.models["generator"].spec
-        return next(iter(self.models.values())).spec if self.models else "—"
+        answering = [entry.spec for role, entry in self.models.items() if role not in INPUT_ROLES]
+        return answering[0] if answering else "—"
 
 
 def schema1_metric_specs(names: Iterable[str]) -> list[MetricSpec]:
