@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ddibench.commands import board, data, doctor, interop, kg, listing, probe, run
+from ddibench.commands import board, cache, data, doctor, interop, kg, listing, probe, run
 from ddibench.errors import DdibenchError, write_error
 
 
@@ -52,6 +52,7 @@ for command in (
     run.merge,
     listing.list_,
     data.data,
+    cache.cache,
     board.submit,
     board.verify,
     board.board,

@@ -8,6 +8,9 @@ Layout::
     results/<task>/<system>/<run_id>.tar.gz  one submission bundle per run, compact ('ddibench submit --compact')
     results/probes/<model slug>.json         a model's memorisation probe ('ddibench probe memorisation'), data only:
                                              validated by a strict schema (:func:`probe_problems`), never executed
+    results/responses/<model slug>.jsonl.gz  one model's answers, for 'ddibench cache import' (CBR-DDI's describer
+                                             descriptions of the catalogue): every row's key recomputed from its model
+                                             and request (:func:`response_problems`); data only
 
 A bundle is added with ``ddibench board publish BUNDLE``: it is verified (recomputed from its
 per-sample predictions), reproduced when its own run took less than :data:`REPRODUCE_UNDER_S` seconds,
@@ -64,6 +67,7 @@ INTERVAL_NOISE = 1e-3
 _BOUNDS = ("ci_low", "ci_high", "diff", "diff_low", "diff_high")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 PROBES = "probes"  # results/probes/: one memorisation probe file per model (no task is named so)
+RESPONSES = "responses"  # results/responses/: one file of a model's answers per model (no task is named so)
 
 
 def results_root(explicit: Path | None = None) -> Path:
@@ -399,6 +403,42 @@ def probe_problems(root: Path) -> list[str]:
         slug = model_slug(result.model.spec)
         if path.stem != slug:
             problems.append(f"{rel}: probes {result.model.spec!r}, whose file is {PROBES}/{slug}.json")
+    return problems
+
+
+def response_problems(root: Path) -> list[str]:
+    """What is wrong with the files under ``root/responses``: anything but ``<model slug>.jsonl.gz`` files, a file
+    that is not a responses file whose every row checks (:func:`ddibench.llm._cache_files.read_responses`: each key
+    the hash of its model and request, each answer usable), rows of more than one model, or a file named for another
+    model. The files are read as data only."""
+    from ddibench.llm._cache_files import file_model, read_responses
+    from ddibench.runner.memorisation import model_slug
+
+    folder = root / RESPONSES
+    if not folder.exists() and not folder.is_symlink():
+        return []
+    if folder.is_symlink() or not folder.is_dir():
+        return [f"{RESPONSES}: not a folder (results/{RESPONSES}/ holds one <model slug>.jsonl.gz per model)"]
+    problems = []
+    for path in sorted(folder.iterdir()):
+        rel = f"{RESPONSES}/{path.name}"
+        if path.is_symlink() or not path.is_file() or not path.name.endswith(".jsonl.gz") or not _NAME.match(path.name):
+            problems.append(
+                f"{rel}: not a responses file (results/{RESPONSES}/ holds only <model slug>.jsonl.gz files)"
+            )
+            continue
+        try:
+            rows = read_responses(path)
+        except DataError as exc:
+            problems.append(f"{rel}: {exc.problem.removeprefix(str(path)).lstrip(': ')}")
+            continue
+        model = file_model(rows)
+        if not model:
+            problems.append(f"{rel}: holds the answers of more than one model")
+        elif path.name != f"{model_slug(model)}.jsonl.gz":
+            problems.append(
+                f"{rel}: holds the answers of {model!r}, whose file is {RESPONSES}/{model_slug(model)}.jsonl.gz"
+            )
     return problems
 
 
@@ -750,7 +790,7 @@ def check(
         f"{rel}: a bundle the index does not list (add it with 'ddibench board publish')"
         for rel in sorted(on_disk - listed)
     ]
-    problems += probe_problems(root)
+    problems += probe_problems(root) + response_problems(root)
     entries, malformed = _well_formed(index)
     problems += malformed
     outcomes = []
