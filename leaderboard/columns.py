@@ -85,7 +85,9 @@ def _mark(row: pd.Series) -> str:
 
 # ---- a run's columns ------------------------------------------------------------------------------------
 
-MODEL_HELP = f"the model an LLM system ran on ({board.UNCHECKED})"
+MODEL_HELP = (
+    f"the model that wrote the answers; one that only wrote a system's inputs is on its run page ({board.UNCHECKED})"
+)
 
 TASK = Column("task", "task", lambda f: f["task"], shows="task")
 RANK = Column("rank", "rank", lambda f: f.groupby("task").cumcount() + 1)
