@@ -17,6 +17,11 @@ def _rows(cache: Path) -> int:
         return int(conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
 
+def _zero_shot(stub, n: int) -> list[str]:  # noqa: ANN001 - the stub server fixture
+    """A zero-shot run of n drugbank_s2 pairs against the stub server (its answers fill the cache)."""
+    return ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", str(n), "-m", f"vllm:stub-model@{stub.base_url}"]
+
+
 def _rewrite(src: Path, dst: Path, edit) -> Path:  # noqa: ANN001 - edit(lines) changes the decoded lines in place
     lines = gzip.decompress(src.read_bytes()).decode().splitlines()
     edit(lines)
@@ -27,7 +32,7 @@ def _rewrite(src: Path, dst: Path, edit) -> Path:  # noqa: ANN001 - edit(lines) 
 def test_answers_exported_on_one_machine_are_served_on_another(cli, stub, tmp_path: Path, monkeypatch) -> None:
     first, second = tmp_path / "cache-a", tmp_path / "cache-b"
     monkeypatch.setenv("DDIBENCH_CACHE", str(first))
-    run = ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "12", "-m", f"vllm:stub-model@{stub.base_url}"]
+    run = _zero_shot(stub, 12)
     code, _, err = cli(*run, "--run-dir", str(tmp_path / "one"))
     assert code == 0, err
     assert len(stub.requests) == 12
@@ -80,30 +85,13 @@ def _asked_otherwise(line: str) -> str:
 )
 def test_a_bad_file_imports_nothing(cli, stub, tmp_path: Path, monkeypatch, edit, message: str) -> None:
     monkeypatch.setenv("DDIBENCH_CACHE", str(tmp_path / "cache-a"))
-    run = ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "12", "-m", f"vllm:stub-model@{stub.base_url}"]
+    run = _zero_shot(stub, 12)
     assert cli(*run, "--run-dir", str(tmp_path / "one"))[0] == 0
     good = tmp_path / "answers.jsonl.gz"
     assert cli("cache", "export", str(good))[0] == 0
     target = tmp_path / "cache-b"
     monkeypatch.setenv("DDIBENCH_CACHE", str(target))
-    assert (
-        cli(
-            "run",
-            "-s",
-            "zero-shot",
-            "-t",
-            "drugbank_s2",
-            "--limit",
-            "3",
-            "-m",
-            f"vllm:stub-model@{stub.base_url}",
-            "--run-dir",
-            str(tmp_path / "other"),
-            "--seed",
-            "7",
-        )[0]
-        == 0
-    )
+    assert cli(*_zero_shot(stub, 3), "--run-dir", str(tmp_path / "other"), "--seed", "7")[0] == 0
     before = _rows(target)
     code, _, err = cli("cache", "import", str(_rewrite(good, tmp_path / "bad.jsonl.gz", edit)))
     assert code != 0 and message in err, err
@@ -117,7 +105,7 @@ def test_shipped_answers_are_checked_row_by_row(cli, stub, tmp_path: Path, monke
     from ddibench.results.shipped import response_problems
 
     monkeypatch.setenv("DDIBENCH_CACHE", str(tmp_path / "cache"))
-    run = ["run", "-s", "zero-shot", "-t", "drugbank_s2", "--limit", "6", "-m", f"vllm:stub-model@{stub.base_url}"]
+    run = _zero_shot(stub, 6)
     assert cli(*run, "--run-dir", str(tmp_path / "one"))[0] == 0
     folder = tmp_path / "results" / "responses"
     folder.mkdir(parents=True)
