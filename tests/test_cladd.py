@@ -291,9 +291,8 @@ def test_an_ablation_is_shown_apart_from_the_full_system_and_the_shipped_ablatio
         with __import__("tarfile").open(Path(__file__).parents[1] / "results" / run["path"]) as bundle:
             card = SystemCard.model_validate(json.load(bundle.extractfile("results.json"))["manifest"]["system"])
         variant = card.variant  # as the board reads it: recorded, or derived for a card written before it was
-        if (
-            run["system"] == "cbr-ddi"
-        ):  # made before gnn_features (Morgan features), or the paper's default or ablations
+        # cbr-ddi: made before gnn_features (Morgan features), or the paper's default or its ablations
+        if run["system"] == "cbr-ddi":
             made_before = ("gnn_features=morgan", "shuffle_options=1, gnn_features=morgan")
             paper = ("", "answer=gnn", "answer=gnn, gnn_features=morgan", "use_cases=false", "use_paths=false")
             assert variant in made_before + paper, run["path"]

@@ -16,9 +16,9 @@ from ddibench.commands.common import console as _console
 
 
 def _cache_path() -> Path:
-    from ddibench.data.resolve import cache_root
+    from ddibench.runner.plan import open_cache  # the one cache every run and scorer shares
 
-    return cache_root() / "llm-cache.sqlite"
+    return open_cache().path
 
 
 @click.group()
@@ -56,10 +56,10 @@ def export(out: Path, model: str | None) -> None:
 def import_(file: Path) -> None:
     """Add FILE's answers (written by 'ddibench cache export') to this machine's cache, keeping those it holds.
     Every row's key is computed again from its model and request; one bad row imports nothing."""
-    from ddibench.llm import ResponseCache
     from ddibench.llm._cache_files import import_responses
+    from ddibench.runner.plan import open_cache
 
-    target = ResponseCache(_cache_path())
+    target = open_cache()
     target.check()
     try:
         done = import_responses(target, file)

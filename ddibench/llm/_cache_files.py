@@ -36,6 +36,7 @@ VERSION = 1
 MAX_LINE = 1 << 20  # one row a line; no answer this project asks for comes near a megabyte
 _ROW_KEYS = {"key", "model", "request", "response"}
 _REQUEST_KEYS = {"messages", "params", "sample_index"}
+Row = tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]  # key, model identity, request, answer
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         raise DataError(f"cannot read {path} ({exc})", "give a file written by 'ddibench cache export'") from None
 
 
-def _row(path: Path, number: int, line: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+def _row(path: Path, number: int, line: str) -> Row:
     """One row, checked: its fields, its answer, and its key computed again from what it states."""
 
     def bad(what: str) -> DataError:
@@ -155,9 +156,6 @@ def _row(path: Path, number: int, line: str) -> tuple[str, dict[str, Any], dict[
     if key != cache_key(identity, messages, request["params"], request["sample_index"]):
         raise bad("has a key that is not the hash of its model and request")
     return key, identity, request, response
-
-
-Row = tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]  # key, model identity, request, answer
 
 
 def read_responses(path: Path) -> list[Row]:
@@ -194,19 +192,18 @@ def import_responses(cache: ResponseCache, path: Path) -> Imported:
     cache.flush()
     conn = cache._connection()
     try:
-        have = {key for key, *_ in rows if conn.execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone()}
-        new = [r for r in rows if r[0] not in have]
+        added = 0
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
-        for key, identity, request, response in new:
+        for key, identity, request, response in rows:
             encoded = encode_messages(request["messages"])
             rest = {k: v for k, v in request.items() if k != "messages"}
             stored = '{"messages":' + encoded.stored + "," + stable_json(rest)[1:]
             conn.executemany("INSERT OR IGNORE INTO texts (sha256, text) VALUES (?, ?)", encoded.texts)
-            conn.execute(
+            added += conn.execute(  # a row the cache holds is kept as it is (rowcount 0)
                 "INSERT OR IGNORE INTO responses (key, created, model, request, response) VALUES (?, ?, ?, ?, ?)",
                 (key, now, stable_json(identity), stored, stable_json(response)),
-            )
+            ).rowcount
         conn.execute("COMMIT")
     except (sqlite3.Error, OSError) as exc:
         if conn.in_transaction:
@@ -215,4 +212,4 @@ def import_responses(cache: ResponseCache, path: Path) -> Imported:
             f"cannot write the LLM cache {cache.path} ({exc})", "nothing was imported; free some space"
         ) from None
     models = tuple(sorted({str(identity.get("model", "?")) for _, identity, _, _ in rows}))
-    return Imported(rows=len(rows), added=len(new), models=models)
+    return Imported(rows=len(rows), added=added, models=models)

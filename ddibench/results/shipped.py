@@ -41,7 +41,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -374,6 +374,23 @@ def refuse_irregular(root: Path) -> None:
         )
 
 
+def _data_files(root: Path, name: str, suffix: str, kind: str, per: str) -> Iterator[tuple[Path | None, str]]:
+    """The entries of the data folder ``root/name`` (probes, responses) in name order: ``(path, "")`` for each regular
+    ``<model slug><suffix>`` file, ``(None, problem)`` for the folder if it is not one, or for an entry that is not
+    such a file. No folder: nothing."""
+    folder = root / name
+    if not folder.exists() and not folder.is_symlink():
+        return
+    if folder.is_symlink() or not folder.is_dir():
+        yield None, f"{name}: not a folder (results/{name}/ holds one <model slug>{suffix} {per})"
+        return
+    for path in sorted(folder.iterdir()):
+        if path.is_symlink() or not path.is_file() or not path.name.endswith(suffix) or not _NAME.match(path.name):
+            yield None, f"{name}/{path.name}: not a {kind} (results/{name}/ holds only <model slug>{suffix} files)"
+        else:
+            yield path, ""
+
+
 def probe_problems(root: Path) -> list[str]:
     """What is wrong with the probe files under ``root/probes``: anything but ``<model slug>.json`` files, a file over
     :data:`~ddibench.runner.memorisation.MAX_PROBE_BYTES`, one that departs from the probe schema
@@ -381,17 +398,12 @@ def probe_problems(root: Path) -> list[str]:
     pair records), or one named for another model. The files are read as data only."""
     from ddibench.runner.memorisation import MAX_PROBE_BYTES, model_slug, read_probe
 
-    folder = root / PROBES
-    if not folder.exists() and not folder.is_symlink():
-        return []
-    if folder.is_symlink() or not folder.is_dir():
-        return [f"{PROBES}: not a folder (results/{PROBES}/ holds one <model slug>.json per probed model)"]
-    problems = []
-    for path in sorted(folder.iterdir()):
-        rel = f"{PROBES}/{path.name}"
-        if path.is_symlink() or not path.is_file() or path.suffix != ".json" or not _NAME.match(path.name):
-            problems.append(f"{rel}: not a probe file (results/{PROBES}/ holds only <model slug>.json files)")
+    problems: list[str] = []
+    for path, problem in _data_files(root, PROBES, ".json", "probe file", "per probed model"):
+        if path is None:
+            problems.append(problem)
             continue
+        rel = f"{PROBES}/{path.name}"
         if path.stat().st_size > MAX_PROBE_BYTES:
             problems.append(f"{rel}: {path.stat().st_size:,} bytes, over the {MAX_PROBE_BYTES:,} a probe file may take")
             continue
@@ -414,19 +426,12 @@ def response_problems(root: Path) -> list[str]:
     from ddibench.llm._cache_files import file_model, read_responses
     from ddibench.runner.memorisation import model_slug
 
-    folder = root / RESPONSES
-    if not folder.exists() and not folder.is_symlink():
-        return []
-    if folder.is_symlink() or not folder.is_dir():
-        return [f"{RESPONSES}: not a folder (results/{RESPONSES}/ holds one <model slug>.jsonl.gz per model)"]
-    problems = []
-    for path in sorted(folder.iterdir()):
-        rel = f"{RESPONSES}/{path.name}"
-        if path.is_symlink() or not path.is_file() or not path.name.endswith(".jsonl.gz") or not _NAME.match(path.name):
-            problems.append(
-                f"{rel}: not a responses file (results/{RESPONSES}/ holds only <model slug>.jsonl.gz files)"
-            )
+    problems: list[str] = []
+    for path, problem in _data_files(root, RESPONSES, ".jsonl.gz", "responses file", "per model"):
+        if path is None:
+            problems.append(problem)
             continue
+        rel = f"{RESPONSES}/{path.name}"
         try:
             rows = read_responses(path)
         except DataError as exc:
