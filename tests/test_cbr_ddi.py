@@ -351,8 +351,8 @@ def test_description_features_describe_every_catalogue_drug_and_key_the_gnn_by_t
     from ddibench.embeddings import shared_encoder
     from ddibench.systems.cbr_ddi import prompts
 
-    def run(server, name: str) -> dict:  # noqa: ANN001 - a StubServer
-        args = _run_args("drugbank_s2", 2, "-C", "gnn_features=descriptions", "-C", "answer=gnn")
+    def run(server, name: str, *extra: str) -> dict:  # noqa: ANN001 - a StubServer
+        args = _run_args("drugbank_s2", 2, "-C", "gnn_features=descriptions", "-C", "answer=gnn", *extra)
         code, _, err = cli(*args, "-m", f"vllm:stub-model@{server.base_url}", "--run-dir", str(tmp_path / name))
         assert code == 0, err
         return results(tmp_path / name)
@@ -364,11 +364,14 @@ def test_description_features_describe_every_catalogue_drug_and_key_the_gnn_by_t
         assert systems == [prompts.DESCRIBE_SYSTEM] * CATALOGUE and len(set(asked)) == CATALOGUE
         again = run(server, "b")
         assert len(server.requests) == CATALOGUE  # every description from the response cache
+        reseeded = run(server, "b1", "--seed", "1")  # the run seed draws and trains; it never re-describes
+        assert len(server.requests) == CATALOGUE
     features = first["system_info"]["gnn"]["node_features"]
     assert features["drugs"] == CATALOGUE and features["dim"] == shared_encoder("minilm").dim == 384
     assert first["manifest"]["models"].keys() == {"describer"}  # the module alone still needs the describer
     assert again["system_info"]["gnn"]["loaded_from_cache"] is True
     assert again["system_info"]["gnn"]["node_features"]["sha256"] == features["sha256"]
+    assert reseeded["system_info"]["gnn"]["node_features"]["sha256"] == features["sha256"]
     artifact = Path(first["system_info"]["gnn"]["artifact"])
     assert json.loads((artifact / "key.json").read_text())["node_features_sha256"] == features["sha256"]
     with running_stub(StubConfig(reply="echo")) as server:  # other descriptions (the prompt itself)

@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from ddibench.systems.emergnn import EmerGNNSystem
 
 REPOSITORY_RECIPE = 1
+DESCRIBE_SEED = 0  # the seed of every describer request, whatever the run's (see _describe)
 T = TypeVar("T")
 
 
@@ -330,8 +331,12 @@ class CBRDDISystem(BaseSystem):
             {"role": "system", "content": prompts.DESCRIBE_SYSTEM},
             {"role": "user", "content": self.describe_prompt(drug)},
         ]
+        # the describer's seed is fixed: a drug's description (greedy, temperature 0) is an input shared by every
+        # run of a model, while the run's seed draws the repository and the validation pairs and trains the GNN;
+        # with the run's seed in the request, and so in the response cache's key, a second seed re-described the
+        # whole catalogue (two hours of the 1.5B on 2 cores)
         result = await ctx.model("describer").chat(
-            messages, temperature=0.0, max_tokens=self.config.description_tokens, seed=ctx.seed
+            messages, temperature=0.0, max_tokens=self.config.description_tokens, seed=DESCRIBE_SEED
         )
         if traces is not None:
             traces.append(llm_trace("describer", messages, result))
