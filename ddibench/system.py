@@ -31,7 +31,7 @@ from ddibench.schema import DrugPair, Molecule, Prediction, Question, Sample
 
 if TYPE_CHECKING:
     from ddibench.artifacts import ArtifactStore
-    from ddibench.llm import ChatResult, LLMClient, LLMPool
+    from ddibench.llm import ChatRequest, ChatResult, LLMClient, LLMPool
     from ddibench.profiles import Profile
     from ddibench.task import Lazy, Task
 
@@ -274,7 +274,9 @@ class Phase:
     A phase trains (``epochs``, with ``seconds`` when the system knows its rate) or makes ``calls`` LLM
     calls of one ``role``; tokens are totals over the phase. ``generated_tokens`` counts every call's
     ``max_tokens``: an upper bound. ``upper_bound``: ``calls`` is the most the phase can make (refinement
-    rewrites only the cases it answered wrongly)."""
+    rewrites only the cases it answered wrongly). ``requests``: the phase's calls exactly as the run will make
+    them, where the system can write them before the run (make those calls with :meth:`LLMClient.ask`); the
+    plan counts the ones the response cache already answers apart (``ddibench run --plan``)."""
 
     name: str
     role: str | None = None  # the LLM role making the calls (None: no LLM in this phase)
@@ -285,6 +287,7 @@ class Phase:
     seconds: float | None = None  # the phase's own time, for work that is not LLM calls (training), when known
     note: str = ""
     upper_bound: bool = False
+    requests: tuple[ChatRequest, ...] = ()
 
 
 @dataclass(frozen=True)

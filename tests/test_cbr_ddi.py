@@ -161,7 +161,7 @@ def _run_args(task: str, limit: int, *extra: str) -> list[str]:
     return ["run", "-s", "cbr-ddi", "-t", task, "--limit", str(limit), *SMALL, *extra]
 
 
-def _forecast(task: str, limit: int, model: str | None, **config):  # noqa: ANN003, ANN202
+def _forecast(task: str, limit: int, model: str | None, seed: int = 0, use_cache: bool = True, **config):  # noqa: ANN003, ANN202
     from ddibench.llm import parse_model_options
     from ddibench.runner.forecast import forecast
     from ddibench.runner.plan import RunRequest
@@ -175,7 +175,12 @@ def _forecast(task: str, limit: int, model: str | None, **config):  # noqa: ANN0
         "gnn_features": "morgan",  # as SMALL
     }
     models = parse_model_options([model] if model else [])
-    return forecast(RunRequest(task=task, system="cbr-ddi", models=models, limit=limit, config={**small, **config}))
+    config = {**small, **config}
+    return forecast(
+        RunRequest(
+            task=task, system="cbr-ddi", models=models, limit=limit, config=config, seed=seed, use_cache=use_cache
+        )
+    )
 
 
 def test_without_cases_no_repository_is_built_and_no_lam_chosen(cli, tmp_path: Path, fresh_cache: Path) -> None:
@@ -349,6 +354,7 @@ def test_description_features_describe_every_catalogue_drug_and_key_the_gnn_by_t
     the GNN trains on their embeddings (one row a drug, the encoder's width), a second run is served by the caches,
     and other descriptions train another GNN (the feature matrix's hash is in its artifact key)."""
     from ddibench.embeddings import shared_encoder
+    from ddibench.runner.forecast import render
     from ddibench.systems.cbr_ddi import prompts
 
     def run(server, name: str, *extra: str) -> dict:  # noqa: ANN001 - a StubServer
@@ -357,8 +363,17 @@ def test_description_features_describe_every_catalogue_drug_and_key_the_gnn_by_t
         assert code == 0, err
         return results(tmp_path / name)
 
+    def plan(server, **options):  # noqa: ANN001, ANN003, ANN202 - the plan of the same run
+        model = f"vllm:stub-model@{server.base_url}"
+        return _forecast("drugbank_s2", 2, model, answer="gnn", gnn_features="descriptions", **options)
+
     with running_stub(StubConfig()) as server:
+        assert plan(server).cached() == 0  # an empty cache: every description is a call to make
         first = run(server, "a")
+        # the plan looks the same requests up and finds every answer, for any seed; none under --no-cache
+        assert plan(server).cached("describer") == plan(server, seed=1).cached() == CATALOGUE
+        assert plan(server, use_cache=False).cached() == 0
+        assert f"all {CATALOGUE:,} answered by the response cache" in "\n".join(render(plan(server)))
         systems = [body["messages"][0]["content"] for body in server.requests]
         asked = [body["messages"][1]["content"] for body in server.requests]
         assert systems == [prompts.DESCRIBE_SYSTEM] * CATALOGUE and len(set(asked)) == CATALOGUE

@@ -26,6 +26,8 @@ _EXPORTS = {
     "UsageLedger": "_client",
     "retry_after_seconds": "_client",
     "unusable_reason": "_completion",
+    "ChatRequest": "_request",
+    "cached_calls": "_request",
     "LLMPool": "_pool",
     "EMBEDDED_SLOTS": "_pool",
     "MeasuredThroughput": "_throughput",
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from ddibench.llm._embedded import EmbeddedServer
     from ddibench.llm._policy import EndpointPolicy
     from ddibench.llm._pool import EMBEDDED_SLOTS, LLMPool
+    from ddibench.llm._request import ChatRequest, cached_calls
     from ddibench.llm._spec import (
         EMBEDDED,
         ROLES,
@@ -84,6 +87,7 @@ __all__ = [
     "EMBEDDED",
     "EMBEDDED_SLOTS",
     "ROLES",
+    "ChatRequest",
     "ChatResult",
     "EmbeddedServer",
     "EndpointPolicy",
@@ -97,6 +101,7 @@ __all__ = [
     "RoleUsage",
     "UsageLedger",
     "cache_key",
+    "cached_calls",
     "default_gguf",
     "identity_digest",
     "identity_summary",

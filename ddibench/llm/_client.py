@@ -45,8 +45,9 @@ from ddibench.llm._completion import (
     unusable_reason,
 )
 from ddibench.llm._policy import EndpointPolicy, StalledRequest
+from ddibench.llm._request import ChatRequest, request_params
 from ddibench.llm._spec import NOT_ANSWERING, ModelSpec, identity_digest
-from ddibench.llm._wire import _WIRE, _encode_params, _wire_message, response_format
+from ddibench.llm._wire import _WIRE, _encode_params, _wire_message
 from ddibench.net import Endpoint, HttpError, HttpRefused, HttpTimeout
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
@@ -210,6 +211,10 @@ class LLMClient:
         series that continues one prompt keeps the server's prompt cache (see :class:`EndpointPolicy`)."""
         return self._policy.hold(self._serial)
 
+    async def ask(self, request: ChatRequest) -> ChatResult:
+        """:meth:`chat` with a request written before the call (one a plan can look up in the cache)."""
+        return await self.chat(list(request.messages), **request.kwargs())
+
     async def chat(
         self,
         messages: list[dict[str, Any]],
@@ -229,7 +234,7 @@ class LLMClient:
         """One chat completion. ``top_logprobs=N`` also returns the N most likely first tokens with their
         log-probabilities (:attr:`ChatResult.top_logprobs`); ``prefill`` makes the answer start with that text
         (the model continues it), where the endpoint offers it (:attr:`ModelSpec.prefill`)."""
-        params = self._params(temperature, max_tokens, top_p, seed, stop, json_schema, top_logprobs)
+        params = request_params(self.json_mode, temperature, max_tokens, top_p, seed, stop, json_schema, top_logprobs)
         if prefill is not None:
             messages, extra = self._prefilled(messages, extra, prefill)
         if extra:
@@ -252,29 +257,6 @@ class LLMClient:
         if cache is not None:
             _store(cache, key, self._identity_json, encoded, params_json, sample_index, result)
         return result
-
-    def _params(
-        self,
-        temperature: float,
-        max_tokens: int,
-        top_p: float | None,
-        seed: int | None,
-        stop: list[str] | None,
-        json_schema: dict[str, Any] | None,
-        top_logprobs: int | None,
-    ) -> dict[str, Any]:
-        """The request's parameters (all but ``extra_body``), in the order the request body has always had."""
-        params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
-        for name, value in (("top_p", top_p), ("seed", seed), ("stop", stop)):
-            if value is not None:
-                params[name] = value
-        fmt = response_format(self.json_mode, json_schema)
-        if fmt is not None:
-            params["response_format"] = fmt
-        if top_logprobs is not None:
-            params["logprobs"] = True
-            params["top_logprobs"] = top_logprobs
-        return params
 
     def _prefilled(
         self, messages: list[dict[str, Any]], extra: dict[str, Any] | None, prefill: str

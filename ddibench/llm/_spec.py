@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ddibench.errors import ConfigError, DataError
+from ddibench.errors import ConfigError, DataError, ModelEndpointError
 from ddibench.hashing import sha256_text, stable_json
 from ddibench.llm._gguf import read_metadata
 from ddibench.llm._weights import PINNED_MODELS, SMOLLM2, model_path, pinned_model, weights_sha256
@@ -205,9 +205,24 @@ class ModelSpec:
 
     def identity(self) -> dict[str, Any]:
         """What makes two answers comparable: the cache key and the manifest both use this."""
+        return self._identity(weights_sha256(self.gguf_path()) if self.is_embedded else "")
+
+    def identity_unfetched(self) -> dict[str, Any]:
+        """:meth:`identity` without fetching weights (a plan looks answers up with it): a pinned model's file is
+        named by its pinned hash, the only file :func:`~ddibench.llm._weights.fetch_model` serves."""
+        if not self.is_embedded:
+            return self._identity("")
+        if self.model_path:
+            return self._identity(weights_sha256(Path(self.model_path)))
+        pinned = pinned_model(self.model)
+        if pinned is None:
+            raise ModelEndpointError(f"no pinned model '{self.model}'", f"pinned models: {', '.join(PINNED_MODELS)}")
+        return self._identity(pinned.sha256)
+
+    def _identity(self, weights: str) -> dict[str, Any]:
         ident: dict[str, Any] = {"provider": self.provider, "model": self.model}
         if self.is_embedded:
-            ident["weights_sha256"] = weights_sha256(self.gguf_path())
+            ident["weights_sha256"] = weights
             ident["base_url"] = EMBEDDED  # the loopback port changes every run; the weights do not
             ident["engine"] = embedded_engine()  # another build of llama.cpp can answer the same weights differently
         else:

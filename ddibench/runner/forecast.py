@@ -3,7 +3,9 @@ prints in its first lines.
 
 Contract: :func:`forecast` plans the run as :func:`~ddibench.runner.plan.plan_run` does (the same
 task, system, configuration and samples) and asks the system for its :class:`~ddibench.system.Phase`
-list; it starts no model, trains nothing, opens no response cache and writes no run directory. Each
+list; it starts no model, trains nothing and writes nothing (no run directory, no cache). Where a phase declares
+its calls' requests (CBR-DDI's descriptions), it looks them up in the response cache, read-only, and counts the
+calls the cache answers apart: they are neither timed nor priced (``--no-cache``: none is answered). Each
 LLM phase is timed from its tokens at its role's model's throughput (:data:`THROUGHPUT`: rates measured
 on this project's 2-core machines, named with their source in the output), one call at a time as the
 embedded server answers them. Where ``ddibench doctor -m SPEC`` measured the model on this machine (with the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ddibench.llm import ModelSpec
 from ddibench.prices import Price, load_prices, price_for
@@ -70,6 +73,12 @@ class PhaseCost:
     model: str | None  # the role's model, as its spec displays
     seconds: float | None
     usd: float | None
+    cached: int = 0  # of the phase's calls, those the response cache answers (of its declared requests)
+
+    @property
+    def share(self) -> float:
+        """The share of the phase's calls the run will make (its tokens, time and dollars are that share)."""
+        return 1.0 - self.cached / self.phase.calls if self.phase.calls else 1.0
 
 
 @dataclass
@@ -111,7 +120,12 @@ class Forecast:
         return None if self.unpriced else sum(p.usd or 0.0 for p in self.phases)
 
     def calls(self, role: str | None = None) -> int:
+        """The run's LLM calls (of ``role``), those the response cache answers among them."""
         return sum(p.phase.calls for p in self.phases if role is None or p.phase.role == role)
+
+    def cached(self, role: str | None = None) -> int:
+        """Of :meth:`calls`, those the response cache answers: the run makes the rest."""
+        return sum(p.cached for p in self.phases if role is None or p.phase.role == role)
 
 
 def throughput_of(spec: ModelSpec, busy: bool = False) -> Throughput | None:
@@ -177,6 +191,9 @@ def forecast(
     from ddibench.artifacts import ArtifactStore
 
     context = PlanContext(profile, request.seed, ArtifactStore(request.artifact_dir()))
+    from ddibench.data.resolve import cache_root
+
+    cache = cache_root() / "llm-cache.sqlite" if request.use_cache else None  # the file runner.plan.open_cache opens
     if isinstance(system, Planned):
         phases = system.plan(view, samples, context)
     else:  # a system that does not subclass BaseSystem and declares nothing: the one-call-per-item default
@@ -187,7 +204,7 @@ def forecast(
     # on the embedded server, the system's generation roles fill its slots unless --concurrency sets them for all
     together = () if request.concurrency else tuple(getattr(system, "generation_roles", ()))
     out = _costed(
-        request, system.name, split, len(samples), of, specs, phases, priced, bool(load), throughput, together
+        request, system.name, split, len(samples), of, specs, phases, priced, bool(load), throughput, together, cache
     )
     out.busy = load
     out.accelerators = profile.accelerator_count
@@ -222,11 +239,16 @@ def _costed(
     busy: bool = False,
     declared: Throughput | None = None,
     together: tuple[str, ...] = (),
+    cache: Path | None = None,
 ) -> Forecast:
+    from ddibench.llm import cached_calls
+
     out = Forecast(system, request.task, split, request.profile, n, of, {r: s.display() for r, s in specs.items()}, [])
     for phase in phases:
         spec = specs.get(phase.role) if phase.role else None
         seconds, usd = phase.seconds, None
+        hits = cached_calls(spec, phase.requests, cache) if spec is not None and phase.requests and cache else 0
+        share = 1.0 - hits / phase.calls if phase.calls else 1.0
         if spec is not None and phase.calls:
             rate = (None if spec.is_embedded else declared) or throughput_of(spec, busy)
             if rate is not None:
@@ -234,7 +256,9 @@ def _costed(
                 generated = rate.generated
                 if spec.is_embedded and phase.role in together and rate.generated_parallel:
                     generated = rate.generated_parallel  # its independent calls decode together in the slots
-                seconds = (seconds or 0.0) + phase.prompt_tokens / rate.prompt + phase.generated_tokens / generated
+                seconds = (seconds or 0.0) + share * (
+                    phase.prompt_tokens / rate.prompt + phase.generated_tokens / generated
+                )
             elif seconds is None:
                 seconds = None
             price = Price(0.0, 0.0, "embedded: runs here") if spec.is_embedded else price_of(spec, prices)
@@ -244,8 +268,8 @@ def _costed(
             else:
                 if not spec.is_embedded:
                     out.prices[spec.display()] = price
-                usd = price.usd(phase.prompt_tokens, phase.generated_tokens)
-        out.phases.append(PhaseCost(phase, spec.display() if spec else None, seconds, usd))
+                usd = price.usd(round(share * phase.prompt_tokens), round(share * phase.generated_tokens))
+        out.phases.append(PhaseCost(phase, spec.display() if spec else None, seconds, usd, hits))
     return out
 
 
@@ -282,13 +306,22 @@ def render(fc: Forecast) -> list[str]:
         )
         if p.note:
             lines.append(f"  {p.note}")
+        if cost.cached:
+            lines.append(f"  {_answered(cost.cached, p.calls)}: its time and cost are the other calls'")
     lines += _totals(fc)
     return lines
 
 
+def _answered(cached: int, calls: int) -> str:
+    return f"{'all' if cached == calls else f'{cached:,} of'} {calls:,} answered by the response cache"
+
+
 def _totals(fc: Forecast) -> list[str]:
     """The total line and the sources of the figures."""
-    tokens = sum(c.phase.prompt_tokens for c in fc.phases), sum(c.phase.generated_tokens for c in fc.phases)
+    tokens = (  # of the calls the run makes
+        round(sum(c.share * c.phase.prompt_tokens for c in fc.phases)),
+        round(sum(c.share * c.phase.generated_tokens for c in fc.phases)),
+    )
     by_role = ", ".join(f"{fc.calls(role):,} {role}" for role in fc.models if fc.calls(role))
     total = duration(fc.seconds) + ("" if fc.complete else " + phases of unknown time")
     usd = fc.usd
@@ -303,9 +336,10 @@ def _totals(fc: Forecast) -> list[str]:
         known = f"about {total}" if fc.seconds else "its time is not declared"
         gpu = [_gpu_line(fc)] if fc.gpu_hours else []
         return [f"total: no LLM calls, {known}", *gpu, "from empty caches: a model already trained is reused"]
+    to_make = f"; {_answered(fc.cached(), fc.calls())}, {fc.calls() - fc.cached():,} to make" if fc.cached() else ""
     lines = [
-        f"total: {fc.calls():,} LLM calls ({by_role or 'none'}), {tokens[0]:,} prompt + at most {tokens[1]:,} "
-        f"generated tokens, about {total}, {cost}",
+        f"total: {fc.calls():,} LLM calls ({by_role or 'none'}){to_make}, {tokens[0]:,} prompt + at most "
+        f"{tokens[1]:,} generated tokens, about {total}, {cost}",
         f"tokens: characters / {CHARS_PER_TOKEN} of the real prompt templates with the task's drug names and labels; "
         "generated tokens at each call's max_tokens (an upper bound)",
     ]
@@ -329,8 +363,9 @@ def _totals(fc: Forecast) -> list[str]:
     if fc.busy and any(r in THROUGHPUT.values() for r in fc.rates.values()):
         lines.append(f"{fc.busy}: the model runs slower than the rate above, measured idle")
     lines.append(
-        "LLM calls from an empty response cache (an answer already cached costs nothing again); not counted: "
-        "start-up (the task's data and KG, the model server: seconds; a model's first use downloads it)"
+        "LLM calls timed as if the response cache were empty, except those a system declares before the run "
+        "(CBR-DDI's descriptions), looked up in it; not counted: start-up (the task's data and KG, the model "
+        "server: seconds; a model's first use downloads it)"
     )
     return lines
 
@@ -360,7 +395,8 @@ def summary(fc: Forecast) -> list[str]:
     busy = f" ({fc.busy})" if fc.busy and fc.rates else ""
     return [
         f"plan: about {duration(fc.seconds)}{busy}{'' if fc.complete else ' (some phases untimed)'}"
-        f"{f', {dollars(usd)}' if usd else ''}, {fc.calls():,} LLM calls; longest: {parts}",
+        f"{f', {dollars(usd)}' if usd else ''}, {fc.calls():,} LLM calls"
+        f"{f' ({fc.cached():,} answered by the response cache)' if fc.cached() else ''}; longest: {parts}",
         *([f"  {_gpu_line(fc)}"] if fc.gpu_hours else []),
         "  the whole plan: the same command with --plan (nothing is run)"
         + ("" if fc.profile == "quick" else "; --profile quick for a one-minute look"),

@@ -65,7 +65,7 @@ import numpy as np
 from pydantic import Field
 
 from ddibench import families
-from ddibench.llm import ChatResult
+from ddibench.llm import ChatRequest, ChatResult
 from ddibench.schema import Drug, DrugPair, Prediction, Sample
 from ddibench.system import (
     BaseSystem,
@@ -94,7 +94,7 @@ if TYPE_CHECKING:
     from ddibench.systems.emergnn import EmerGNNSystem
 
 REPOSITORY_RECIPE = 1
-DESCRIBE_SEED = 0  # the seed of every describer request, whatever the run's (see _describe)
+DESCRIBE_SEED = 0  # the seed of every describer request, whatever the run's (see describe_request)
 T = TypeVar("T")
 
 
@@ -327,21 +327,28 @@ class CBRDDISystem(BaseSystem):
     async def _describe(self, drug: Drug, ctx: RunContext, traces: list[dict[str, Any]] | None = None) -> ChatResult:
         """The describer's answer for the drug; its text, whitespace collapsed, is kept as the description."""
         key = (drug.node_id, drug.name)
-        messages = [
-            {"role": "system", "content": prompts.DESCRIBE_SYSTEM},
-            {"role": "user", "content": self.describe_prompt(drug)},
-        ]
-        # the describer's seed is fixed: a drug's description (greedy, temperature 0) is an input shared by every
-        # run of a model, while the run's seed draws the repository and the validation pairs and trains the GNN;
-        # with the run's seed in the request, and so in the response cache's key, a second seed re-described the
-        # whole catalogue (two hours of the 1.5B on 2 cores)
-        result = await ctx.model("describer").chat(
-            messages, temperature=0.0, max_tokens=self.config.description_tokens, seed=DESCRIBE_SEED
-        )
+        request = self.describe_request(drug)
+        result = await ctx.model("describer").ask(request)
         if traces is not None:
-            traces.append(llm_trace("describer", messages, result))
+            traces.append(llm_trace("describer", list(request.messages), result))
         self._descriptions[key] = " ".join(result.text.split())
         return replace(result, text=self._descriptions[key])
+
+    def describe_request(self, drug: Drug) -> ChatRequest:
+        """The describer's call for one drug, as the run makes it and the plan looks it up in the response cache.
+        Its seed is fixed: a drug's description (greedy, temperature 0) is an input every run of a model shares,
+        while the run's seed draws the repository and the validation pairs and trains the GNN; with the run's seed
+        in the request, and so in the response cache's key, a second seed described the whole catalogue again
+        (two hours of the 1.5B on 2 cores)."""
+        return ChatRequest(
+            (
+                {"role": "system", "content": prompts.DESCRIBE_SYSTEM},
+                {"role": "user", "content": self.describe_prompt(drug)},
+            ),
+            temperature=0.0,
+            max_tokens=self.config.description_tokens,
+            seed=DESCRIBE_SEED,
+        )
 
     @staticmethod
     def describe_prompt(drug: Drug) -> str:

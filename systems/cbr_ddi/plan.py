@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ddibench.schema import Drug, Sample
 from ddibench.system import BaseSystem, Phase, PlanContext, TrainingView, estimate_tokens
 from ddibench.systems.cbr_ddi import prompts
+
+if TYPE_CHECKING:
+    from ddibench.llm import ChatRequest
 
 PATH_TOKENS = 30  # one knowledge-graph path as the prompts show it ("A -[binds]-> Gene X -[...]-> B")
 
@@ -40,7 +43,7 @@ class CBRDDISystem(Protocol):
     def gnn_module(self, view: TrainingView, ctx: PlanContext) -> BaseSystem: ...
     def repository_pairs(self, view: TrainingView, rng: np.random.Generator) -> list[Sample]: ...
     def lambda_pairs(self, view: TrainingView, rng: np.random.Generator) -> list[Sample]: ...
-    def describe_prompt(self, drug: Drug) -> str: ...
+    def describe_request(self, drug: Drug) -> ChatRequest: ...
     def interaction(self, target: Any, head: str, tail: str) -> str: ...
     def option(self, label: int) -> str: ...
     def query_prompt(
@@ -99,10 +102,12 @@ def _describing(system: CBRDDISystem, name: str, drugs: Sequence[Drug], describe
     """One description call per drug not described before (``described`` is updated)."""
     todo = [d for d in dict.fromkeys(drugs) if (d.node_id, d.name) not in described]
     described.update((d.node_id, d.name) for d in todo)
-    prompt = sum(estimate_tokens(prompts.DESCRIBE_SYSTEM) + estimate_tokens(system.describe_prompt(d)) for d in todo)
+    requests = tuple(system.describe_request(d) for d in todo)
+    prompt = sum(estimate_tokens(m["content"]) for r in requests for m in r.messages)
     repeats = len(drugs) - len(todo)
     note = f"{len(todo)} distinct drugs" + (f" ({repeats} repeats answered by the cache)" if repeats else "")
-    return Phase(name, "describer", len(todo), prompt, len(todo) * system.config.description_tokens, note=note)
+    tokens = len(todo) * system.config.description_tokens
+    return Phase(name, "describer", len(todo), prompt, tokens, note=note, requests=requests)
 
 
 def _known(system: CBRDDISystem, sample: Sample) -> str:
