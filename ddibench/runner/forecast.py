@@ -248,7 +248,7 @@ def _costed(
         spec = specs.get(phase.role) if phase.role else None
         seconds, usd = phase.seconds, None
         hits = cached_calls(spec, phase.requests, cache) if spec is not None and phase.requests and cache else 0
-        share = 1.0 - hits / phase.calls if phase.calls else 1.0
+        share = PhaseCost(phase, None, None, None, hits).share
         if spec is not None and phase.calls:
             rate = (None if spec.is_embedded else declared) or throughput_of(spec, busy)
             if rate is not None:
@@ -341,7 +341,8 @@ def _totals(fc: Forecast) -> list[str]:
         f"total: {fc.calls():,} LLM calls ({by_role or 'none'}){to_make}, {tokens[0]:,} prompt + at most "
         f"{tokens[1]:,} generated tokens, about {total}, {cost}",
         f"tokens: characters / {CHARS_PER_TOKEN} of the real prompt templates with the task's drug names and labels; "
-        "generated tokens at each call's max_tokens (an upper bound)",
+        "generated tokens at each call's max_tokens (an upper bound)"
+        + ("; the total counts the calls to make" if fc.cached() else ""),
     ]
     lines += [
         f"throughput: {m}: {r.prompt:g} prompt and {r.generated:g} generated tok/s"
