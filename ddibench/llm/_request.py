@@ -74,12 +74,12 @@ def request_key(identity: dict[str, Any], json_mode: str, request: ChatRequest) 
 def cached_calls(spec: ModelSpec, requests: Iterable[ChatRequest], cache: Path) -> int:
     """How many of ``requests`` to ``spec``'s model the response cache file ``cache`` answers with a usable
     answer. Reads the file read-only and writes nothing; 0 where there is no cache file or the model's identity
-    cannot be known without fetching it."""
+    cannot be known here (an unknown model, a weights file that is not there)."""
     if not cache.is_file():
         return 0
     try:
         identity = spec.identity_unfetched()
-    except ModelEndpointError:
+    except (ModelEndpointError, OSError):  # no such pinned model, or a given weights file not there: the run says so
         return 0
     keys = [request_key(identity, spec.json_mode, r) for r in requests]
     found = 0
