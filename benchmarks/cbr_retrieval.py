@@ -8,8 +8,10 @@ case with the hybrid similarity, then the top 5 are selected. Before and after, 
 query: the two matrix-vector products of the formula (how ``Repository.retrieve`` worked before) and
 the one product over ``[text | pair]`` it does now; every query's retrieved cases must be the same
 (the run stops if not) and the largest score difference (rounding) is printed. Then the batched path
-(``Repository.retrieve_many``, one matrix-matrix product for many queries, as CBR-DDI's lam search uses it). Also times embedding one query text with the real encoder when the
-'embed' extra is installed.
+(``Repository.retrieve_many``, one matrix-matrix product for many queries, as CBR-DDI's lam search uses it), and
+the refinement pass's leave-one-out retrieval one case at a time against chunks of 256 cases, projected to a pass
+over every case (the same cases and scores, or the run stops). Also times embedding one query text with the real
+encoder when the 'embed' extra is installed.
 
     python benchmarks/cbr_retrieval.py [--cases 35000] [--queries 1000]
 
@@ -77,10 +79,32 @@ def main() -> None:
         t0 = time.perf_counter()
         many = repo.retrieve_many(texts[:batch], pairs[:batch], 5, 0.5)
         rounds.append((time.perf_counter() - t0) / batch * 1000)
-    same = sum(np.array_equal(many[i], repo.retrieve(texts[i], pairs[i], 5, 0.5)[0]) for i in range(batch))
+    same = sum(np.array_equal(many[i][0], repo.retrieve(texts[i], pairs[i], 5, 0.5)[0]) for i in range(batch))
     print(
         f"  batched ({batch} queries a call, 5 calls): median {np.median(rounds):.2f} ms per query, "
         f"{np.median(after_ms) / np.median(rounds):.1f}x faster than one at a time; the same cases for {same} of {batch} queries"
+    )
+    # the refinement pass: every case retrieves over the others (leave-one-out), one at a time as it did, or in
+    # chunks of 256 as it does now (REFINE_RETRIEVAL_CHUNK); timed on --queries cases, projected to all n
+    own = rng.choice(n, size=min(args.queries, n), replace=False)
+    t0 = time.perf_counter()
+    one = [repo.retrieve(repo.text[i], repo.pair[i], 5, 0.5, int(i)) for i in own]
+    t1 = time.perf_counter()
+    chunked = [
+        found
+        for start in range(0, len(own), 256)
+        for found in repo.retrieve_many(
+            repo.text[own[start : start + 256]], repo.pair[own[start : start + 256]], 5, 0.5, own[start : start + 256]
+        )
+    ]
+    t2 = time.perf_counter()
+    if any(not np.array_equal(a[0], b[0]) or not np.array_equal(a[1], b[1]) for a, b in zip(one, chunked)):
+        raise SystemExit("the refinement's chunked retrieval retrieved other cases than one case at a time")
+    per_one, per_chunk = (t1 - t0) / len(own), (t2 - t1) / len(own)
+    print(
+        f"refinement retrieval (leave-one-out, {len(own):,} of {n:,} cases; the same cases and scores): one at a time "
+        f"{per_one * 1000:.2f} ms a case, in chunks of 256 {per_chunk * 1000:.2f} ms ({per_one / per_chunk:.1f}x); "
+        f"a pass over all {n:,}: {per_one * n / 60:.1f} min against {per_chunk * n / 60:.1f} min"
     )
     try:
         from ddibench.embeddings import TextEncoder

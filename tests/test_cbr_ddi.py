@@ -741,7 +741,15 @@ def test_retrieval_and_sampling() -> None:
     texts, pairs = normalise(rng.normal(size=(37, 8))), normalise(rng.normal(size=(37, 6)))
     for lam in (0.0, 0.3, 1.0):  # many queries at once (the lam search) retrieve what one query at a time does
         batched = repo.retrieve_many(texts, pairs, 5, lam, chunk=10)
-        assert [b.tolist() for b in batched] == [repo.retrieve(t, q, 5, lam)[0].tolist() for t, q in zip(texts, pairs)]
+        alone = [repo.retrieve(t, q, 5, lam) for t, q in zip(texts, pairs)]
+        assert [b[0].tolist() for b in batched] == [a[0].tolist() for a in alone]
+        assert all(np.array_equal(b[1], a[1]) for b, a in zip(batched, alone))
+    own = np.arange(0, 37)  # leave-one-out, as the refinement retrieves: a case never retrieves itself
+    loo = repo.retrieve_many(repo.text[own], repo.pair[own], 5, 0.5, exclude=own, chunk=8)
+    assert [b[0].tolist() for b in loo] == [
+        repo.retrieve(repo.text[i], repo.pair[i], 5, 0.5, i)[0].tolist() for i in own
+    ]
+    assert all(i not in b[0] for i, b in zip(own, loo))
     best = int(repo.retrieve(q_text, q_pair, 1, 0.5)[0][0])
     assert best not in repo.retrieve(q_text, q_pair, 5, 0.5, exclude=best)[0].tolist()
     medoids = k_medoids(repo.insight[:50], 7, rng)
@@ -752,6 +760,28 @@ def test_retrieval_and_sampling() -> None:
         Repository([], np.zeros((0, 8)), np.zeros((0, 6)), np.zeros((0, 8))).retrieve(q_text, q_pair, 5, 0.5)[0].size
         == 0
     )
+
+
+def test_a_query_retrieves_the_same_cases_alone_or_in_a_batch_among_near_ties() -> None:
+    """Cases that differ at float32 resolution: a BLAS product sums a row in an order its shapes decide, so ranking
+    by it alone gave a batch of queries other cases than each query alone (every one of 64 here, before)."""
+    rng = np.random.default_rng(1)
+    n, m = 3000, 64
+    base_text, base_pair = normalise(rng.normal(size=(1, 384))), normalise(rng.normal(size=(1, 128)))
+    text = normalise(base_text + 3e-7 * rng.normal(size=(n, 384)))
+    pair = normalise(base_pair + 3e-7 * rng.normal(size=(n, 128)))
+    text[17] = text[2900] = normalise(rng.normal(size=384))  # two cases unlike the others, tied exactly
+    pair[17] = pair[2900] = normalise(rng.normal(size=128))
+    repo = Repository([Case(i, i + 1, i % 4, "", "", [], "") for i in range(n)], text, pair, np.zeros((n, 1)))
+    queries = normalise(base_text + 0.1 * rng.normal(size=(m, 384)))
+    query_pairs = normalise(base_pair + 0.1 * rng.normal(size=(m, 128)))
+    queries[0], query_pairs[0] = text[17], pair[17]
+    for chunk in (1, 16, 64):
+        batched = repo.retrieve_many(queries, query_pairs, 5, 0.5, chunk=chunk)
+        for i in range(m):
+            idx, scores = repo.retrieve(queries[i], query_pairs[i], 5, 0.5)
+            assert batched[i][0].tolist() == idx.tolist() and np.array_equal(batched[i][1], scores), (chunk, i)
+    assert repo.retrieve(queries[0], query_pairs[0], 2, 0.5)[0].tolist() == [17, 2900]  # a tie: the lower index first
 
 
 def _k_medoids_before(vectors: np.ndarray, k: int, rng: np.random.Generator, iterations: int = 30) -> np.ndarray:

@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from ddibench.systems.emergnn import EmerGNNSystem
 
 REPOSITORY_RECIPE = 1
+REFINE_RETRIEVAL_CHUNK = 256  # cases of the refinement pass retrieved for in one product
 DESCRIBE_SEED = 0  # the seed of every describer request, whatever the run's (see describe_request)
 T = TypeVar("T")
 
@@ -728,13 +729,41 @@ class CBRDDISystem(BaseSystem):
             order = order[: self.config.refine_cases]
         stats = {"checked": 0, "wrong": 0, "rewritten": 0}
         bar = ctx.progress.task("refining cases", len(order))
+        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-        async def check(i: int) -> None:
+        def retrieved(position: int) -> tuple[np.ndarray, np.ndarray] | None:
+            """The cases retrieved for the case at ``position`` of the pass, leave-one-out: the next
+            ``REFINE_RETRIEVAL_CHUNK`` cases' retrievals in one product (one product per case read the whole
+            repository once per case: quadratic in its size)."""
+            if not self.config.use_cases:
+                return None
+            if position not in found:  # positions come in order: this one starts the next chunk
+                rows = order[position : position + REFINE_RETRIEVAL_CHUNK]
+                found.update(
+                    zip(
+                        range(position, position + len(rows)),
+                        repo.retrieve_many(repo.text[rows], repo.pair[rows], self.config.k_cases, self.lam, rows),
+                    )
+                )
+            return found.pop(position)
+
+        async def check(position: int, i: int) -> None:
             case = repo.cases[i]
             head, tail = self._drugs[case.head], self._drugs[case.tail]
             probs, _ = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)
             result, labels, _ = await self._answer(
-                ctx, head, tail, probs[0], repo.text[i], repo.pair[i], case.paths, repo, i, query=False, shown=shown
+                ctx,
+                head,
+                tail,
+                probs[0],
+                repo.text[i],
+                repo.pair[i],
+                case.paths,
+                repo,
+                i,
+                query=False,
+                shown=shown,
+                found=retrieved(position),
             )
             stats["checked"] += 1
             if self.k is None:
@@ -763,7 +792,7 @@ class CBRDDISystem(BaseSystem):
             bar.advance(cached=result.cached and revised.cached)
 
         try:  # each check runs its CPU work up to its call in a turn of the loop of its own
-            await _one_after_another(check(int(i)) for i in order)
+            await _one_after_another(check(position, int(i)) for position, i in enumerate(order))
         finally:
             bar.close()
         return stats
@@ -809,7 +838,8 @@ class CBRDDISystem(BaseSystem):
         labels = np.array([c.label for c in repo.cases])
         table = {}
         for lam in grid:
-            retrieved = repo.retrieve_many(texts, pairs, self.config.k_cases, lam)  # all validation pairs in one pass
+            # all validation pairs in one pass
+            retrieved = [top for top, _ in repo.retrieve_many(texts, pairs, self.config.k_cases, lam)]
             if self.k is None:
                 hits = [float(np.mean(labels[top] == s.label)) for top, s in zip(retrieved, valid)]
             else:  # label sets: the share of the pair's side effects a retrieved case carries, averaged
@@ -858,11 +888,13 @@ class CBRDDISystem(BaseSystem):
         exclude: int | None = None,
         query: bool = True,
         shown: Sequence[str] | None = None,
+        found: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[ChatResult, list[int], dict[str, Any]]:
         """The answer for one pair; ``query=False`` (the refinement of cases) answers in the default order and
         mode, so shuffled and likelihood runs share one repository and differ only in how queries are answered.
-        ``shown``: the insight the prompt shows for each case (default: the cases' own)."""
-        cases_text, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, exclude, shown)
+        ``shown``: the insight the prompt shows for each case (default: the cases' own); ``found``: the cases
+        already retrieved for it (indices and scores, as :meth:`Repository.retrieve` gives them), or None."""
+        cases_text, retrieved = self._retrieve_cases(repo, text_vec, pair_vec, exclude, shown, found)
         if not retrieved and self._uses_cases:  # (without cases, by design)
             self.count("queries_without_cases")
         labels = self._candidates(probs)
@@ -907,12 +939,17 @@ class CBRDDISystem(BaseSystem):
         pair_vec: np.ndarray,
         exclude: int | None,
         shown: Sequence[str] | None = None,
+        found: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
         """The prompt's solved-cases section (empty without cases) and a trace entry per retrieved case; ``shown``
         gives the insight shown for each case of the repository (default: the case's own)."""
         cases_text, retrieved = "", []
         if self.config.use_cases and repo is not None and len(repo):
-            idx, scores = repo.retrieve(text_vec, pair_vec, self.config.k_cases, self.lam, exclude)
+            idx, scores = (
+                found
+                if found is not None
+                else repo.retrieve(text_vec, pair_vec, self.config.k_cases, self.lam, exclude)
+            )
             blocks = []
             for n, (i, score) in enumerate(zip(idx.tolist(), scores.tolist()), 1):
                 case = repo.cases[i]

@@ -5,16 +5,18 @@ LLM-written mechanistic insight (empty when the LLM saw no grounds for one) and 
 scores every case at once: ``s = lam * cos(f(D_q), f(D_c)) + (1 - lam) * cos(h_q, h_c)`` with ``f`` the
 text encoder over the pair's descriptions and ``h`` the GNN pair representation.
 
-Retrieval is one matrix-vector product per query: the repository keeps ``[f(D_c) | h_c]`` as one
-contiguous matrix (``text`` and ``pair`` are views of it) and the query is ``[lam f(D_q) | (1-lam) h_q]``,
-so each query reads the repository once (memory bandwidth is the cost: 35,000 cases x 512 float32 are
-72 MB). Its scores differ from the two products' only in rounding (float32 sums in another order,
-~1e-8); ``benchmarks/cbr_retrieval.py`` checks that every query retrieves the same cases and prints both.
+Retrieval is one product per chunk of queries: the repository keeps ``[f(D_c) | h_c]`` as one contiguous
+matrix (``text`` and ``pair`` are views of it) and a query is ``[lam f(D_q) | (1-lam) h_q]``, so a chunk of
+queries reads the repository once (memory bandwidth is the cost: 35,000 cases x 512 float32 are 72 MB). The
+float32 product only prunes; the cases near the k-th are rescored in float64 in an order that does not depend on
+the batch, so a query retrieves the same cases alone or among many (``Repository.retrieve_many``);
+``benchmarks/cbr_retrieval.py`` checks it against the formula's two products and times both paths.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,6 +45,7 @@ class Repository:
     insight: np.ndarray  # (n, d_text) normalised insight embeddings (for sampling)
     info: dict = field(default_factory=dict)
     joint: np.ndarray = field(init=False, repr=False, compare=False)  # (n, d_text + d_gnn): [text | pair]
+    largest_norm: float = field(init=False, repr=False, compare=False)  # of joint's rows (sqrt 2 for unit vectors)
 
     def __post_init__(self) -> None:
         text, pair = np.asarray(self.text), np.asarray(self.pair)
@@ -54,6 +57,7 @@ class Repository:
         if text.dtype == pair.dtype == self.joint.dtype and len(text):
             d = text.shape[1]
             self.text, self.pair = self.joint[:, :d], self.joint[:, d:]  # views: the vectors are held once
+        self.largest_norm = float(np.linalg.norm(self.joint, axis=1).max()) if self.joint.size else 0.0
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -62,42 +66,63 @@ class Repository:
         self, text: np.ndarray, pair: np.ndarray, k: int, lam: float, exclude: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Indices and scores of the ``k`` best cases for one query (normalised vectors): the highest
-        ``lam * cos(text) + (1 - lam) * cos(pair)``, best first, ties by index."""
-        if not self.cases or k <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        k = min(k, len(self.cases) - (exclude is not None))
-        if k <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        query = np.concatenate([lam * np.asarray(text), (1 - lam) * np.asarray(pair)]).astype(
-            self.joint.dtype, copy=False
+        ``lam * cos(text) + (1 - lam) * cos(pair)``, best first, ties by index (scores: :meth:`_exact`)."""
+        found = self.retrieve_many(
+            np.asarray(text)[None], np.asarray(pair)[None], k, lam, None if exclude is None else [exclude]
         )
-        scores = self.joint @ query
-        if exclude is not None:
-            scores[exclude] = -np.inf
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.lexsort((top, -scores[top]))]
-        return top, scores[top]
+        return found[0]
 
     def retrieve_many(
-        self, texts: np.ndarray, pairs: np.ndarray, k: int, lam: float, chunk: int = 256
-    ) -> list[np.ndarray]:
-        """:meth:`retrieve`'s indices for many queries at once: one matrix-matrix product per ``chunk`` of
-        queries reads the repository once for all of them (the 35,000-case matrix is 72 MB: read once per
-        query it is the whole cost of a retrieval), then each row's top ``k``, best first, ties by index."""
-        n = len(self.cases)
-        k = min(k, n)
+        self,
+        texts: np.ndarray,
+        pairs: np.ndarray,
+        k: int,
+        lam: float,
+        exclude: Sequence[int] | np.ndarray | None = None,
+        chunk: int = 256,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`retrieve` for many queries at once, with the same cases and scores whatever the batch: one
+        float32 matrix-matrix product per ``chunk`` of queries reads the repository once for all of them (the
+        35,000-case matrix is 72 MB: read once per query it is the whole cost of a retrieval, and CBR-DDI's
+        refinement retrieves once per case), and only prunes. A float32 product sums in an order its BLAS
+        picks by the shapes (a row's score could differ by ~1e-8 between a batch and a query alone, and reorder
+        near-ties); so every case whose float32 score is within twice the rounding bound of the k-th is rescored
+        by :meth:`_exact`, which is the same for a row whatever rows come with it, and the order is taken from
+        those. ``exclude``: a case each query may not retrieve (its own, leave-one-out), or None."""
+        n, m = len(self.cases), len(texts)
+        if exclude is not None and len(exclude) != m:
+            raise ValueError(f"exclude has {len(exclude)} entries for {m} queries")
+        k = min(k, n - (exclude is not None))
         if not n or k <= 0:
-            return [np.zeros(0, dtype=np.int64) for _ in range(len(texts))]
+            return [(np.zeros(0, dtype=np.int64), np.zeros(0)) for _ in range(m)]
         queries = np.concatenate([lam * np.asarray(texts), (1 - lam) * np.asarray(pairs)], axis=1).astype(
             self.joint.dtype, copy=False
         )
-        out: list[np.ndarray] = []
-        for start in range(0, len(queries), chunk):
+        # |fl(q . r) - q . r| <= gamma_d |q| |r| for a d-term float32 dot product in any order (Higham, Accuracy
+        # and Stability of Numerical Algorithms, 2nd ed., section 3.1), and the float64 rescoring is within
+        # gamma_d (float64) of the same exact value: the margin bounds the two scores' difference, twice
+        d = queries.shape[1]
+        gamma = sum(d * u / (1 - d * u) for u in (2.0**-24, 2.0**-53))
+        margins = 2 * gamma * np.linalg.norm(queries.astype(np.float64), axis=1) * self.largest_norm
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        for start in range(0, m, chunk):
             scores = queries[start : start + chunk] @ self.joint.T  # (chunk, n)
-            tops = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-            for row, top in zip(scores, tops):
-                out.append(top[np.lexsort((top, -row[top]))])
+            if exclude is not None:
+                scores[np.arange(len(scores)), np.asarray(exclude[start : start + chunk], dtype=np.int64)] = -np.inf
+            kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1]
+            for row, query, floor in zip(scores, queries[start : start + chunk], kth - margins[start : start + chunk]):
+                near = np.flatnonzero(row >= floor)  # holds the exact top k (see the margin)
+                exact = self._exact(near, query)
+                top = np.lexsort((near, -exact))[:k]
+                out.append((near[top], exact[top]))
         return out
+
+    def _exact(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """The scores of ``rows`` in float64: a float32 product is exact in float64, and numpy sums each row of a
+        contiguous matrix alone, pairwise in a fixed order, so a row's score does not depend on the other rows
+        scored with it (a BLAS product's does: its blocking follows the shapes)."""
+        products = self.joint[rows].astype(np.float64) * np.asarray(query, dtype=np.float64)
+        return products.sum(axis=1)
 
     def subset(self, keep: np.ndarray) -> Repository:
         keep = np.asarray(keep, dtype=np.int64)
