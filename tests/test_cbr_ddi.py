@@ -630,7 +630,7 @@ def test_cbr_repository_holds_training_pairs_only(cli, stub, tmp_path: Path) -> 
 
 
 def test_refinement_reads_answers_between_cases_and_shows_the_insights_from_before_the_pass(
-    cli, stub, tmp_path: Path, fresh_cache: Path
+    cli, stub, tmp_path: Path, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Refining every case of the repository against a stub that answers at once: the loop reads answers (and
     sends rewrites) while later cases are still being prepared, yet every answer's prompt shows the insights as
@@ -669,6 +669,17 @@ def test_refinement_reads_answers_between_cases_and_shows_the_insights_from_befo
     assert min(rewrites) < max(answers[:24])  # rewrites went out while later cases were still being prepared
     again, stats_again = built(tmp_path / "fast")
     assert stats_again == stats and again == reference
+    # candidates read from the cases' batch forward where they are well apart: the repository every case's own
+    # forward builds (CANDIDATE_TIE infinite: every case alone, as the pass once was)
+    assert stats["candidates_alone"] < 24
+    import ddibench.systems.cbr_ddi as cbr
+
+    shutil.rmtree(fresh_cache / "artifacts" / "cbr-ddi-repository")
+    monkeypatch.setattr(cbr, "CANDIDATE_TIE", float("inf"))
+    code, _, err = cli(*args, "-m", f"vllm:stub-model@{stub.base_url}", "--run-dir", str(tmp_path / "alone"))
+    assert code == 0, err
+    alone, stats_alone = built(tmp_path / "alone")
+    assert stats_alone == {**stats, "candidates_alone": 24} and alone == reference
 
 
 def test_k_paths_guard_removes_the_pairs_own_interaction(s2) -> None:

@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from ddibench.systems.emergnn import EmerGNNSystem
 
 REPOSITORY_RECIPE = 1
+CANDIDATE_TIE = 1e-4  # GNN probabilities this close may order otherwise in another batch's forward (see _refine)
 REFINE_RETRIEVAL_CHUNK = 256  # cases of the refinement pass retrieved for in one product
 DESCRIBE_SEED = 0  # the seed of every describer request, whatever the run's (see describe_request)
 T = TypeVar("T")
@@ -614,7 +615,7 @@ class CBRDDISystem(BaseSystem):
             drugs = [d for s in chosen for d in (s.pair.head, s.pair.tail)]
             await self._describe_all(drugs, ctx, "describing case drugs")
         with self._phase("case pair representations (GNN)"):  # and, for the insights, the cases' paths
-            _, reprs, found = (
+            case_probs, reprs, found = (
                 self._gnn([s.pair for s in chosen], hide_own=True, paths=self._writes_insights)
                 if chosen
                 else (None, np.zeros((0, 2 * 64)), [])
@@ -639,7 +640,7 @@ class CBRDDISystem(BaseSystem):
             info["insights"] = "none: retrieval alone answers (answer=cases), so no refinement and no sampling"
         if cfg.refine and cases and self._writes_insights:
             with self._phase("refinement"):
-                info["refinement"] = await self._refine(repo, ctx, rng)
+                info["refinement"] = await self._refine(repo, ctx, rng, case_probs)
         if cfg.sampling and cases and self._writes_insights:
             with self._phase("K-medoids sampling"):
                 keep, per_class = representative_sample(repo, cfg.sampling_ratio, cfg.min_per_class, rng)
@@ -714,8 +715,17 @@ class CBRDDISystem(BaseSystem):
             messages, temperature=self.config.temperature, max_tokens=self.config.insight_tokens, seed=ctx.seed
         )
 
-    async def _refine(self, repo: Repository, ctx: RunContext, rng: np.random.Generator) -> dict[str, int]:
+    async def _refine(
+        self, repo: Repository, ctx: RunContext, rng: np.random.Generator, case_probs: np.ndarray | None = None
+    ) -> dict[str, int]:
         """Answer cases leave-one-out; rewrite the insight of each case answered wrongly.
+
+        A case's candidates come from its GNN probabilities in the batches of the cases' pair representations
+        (``case_probs``, their own edge hidden, as here), unless two of its top ``n_candidates`` + 1 are within
+        ``CANDIDATE_TIE``: then from a forward of the pair alone, as every case's once were (one forward a case
+        was most of the pass's CPU). A batch's forward rounds otherwise than a pair's alone, by far less than
+        ``CANDIDATE_TIE`` / 2 (``tests/test_emergnn.py`` bounds it), so the candidates and their order are the
+        pair-alone ones either way.
 
         Every answer's prompt shows the retrieved cases' insights as they stood before the pass (``shown``), as
         when all the prompts were built in one turn of the event loop. They are now built one case after another,
@@ -727,7 +737,7 @@ class CBRDDISystem(BaseSystem):
         shown = [case.insight for case in repo.cases]
         if self.config.refine_cases is not None:
             order = order[: self.config.refine_cases]
-        stats = {"checked": 0, "wrong": 0, "rewritten": 0}
+        stats = {"checked": 0, "wrong": 0, "rewritten": 0, "candidates_alone": 0}
         bar = ctx.progress.task("refining cases", len(order))
         found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -750,12 +760,15 @@ class CBRDDISystem(BaseSystem):
         async def check(position: int, i: int) -> None:
             case = repo.cases[i]
             head, tail = self._drugs[case.head], self._drugs[case.tail]
-            probs, _ = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)
+            probs = None if case_probs is None else case_probs[i]
+            if probs is None or not self._candidates_separated(probs):
+                probs = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)[0][0]
+                stats["candidates_alone"] += 1
             result, labels, _ = await self._answer(
                 ctx,
                 head,
                 tail,
-                probs[0],
+                probs,
                 repo.text[i],
                 repo.pair[i],
                 case.paths,
@@ -862,6 +875,15 @@ class CBRDDISystem(BaseSystem):
         return best
 
     # -- answering -------------------------------------------------------------------------------
+
+    def _candidates_separated(self, probs: np.ndarray) -> bool:
+        """Whether :meth:`_candidates` reads the same labels in the same order from any probabilities within
+        ``CANDIDATE_TIE`` / 2 of ``probs``: its top ``n_candidates`` + 1 are pairwise at least ``CANDIDATE_TIE``
+        apart (or the candidates are every label, whatever the probabilities)."""
+        if not self.config.use_candidates:
+            return True
+        top = np.sort(np.asarray(probs, dtype=np.float64))[::-1][: self.n_candidates + 1]
+        return bool(np.all(top[:-1] - top[1:] >= CANDIDATE_TIE))
 
     def _candidates(self, probs: np.ndarray) -> list[int]:
         if not self.config.use_candidates:
