@@ -78,7 +78,7 @@ from ddibench.system import (
     system_config_hash,
 )
 from ddibench.systems.cbr_ddi import prompts
-from ddibench.systems.cbr_ddi.repository import Case, Repository, normalise, representative_sample
+from ddibench.systems.cbr_ddi.repository import Case, LeaveOneOut, Repository, normalise, representative_sample
 from ddibench.toolkit.label_choice import (
     OptionSeed,
     answer_to_prediction,
@@ -720,12 +720,9 @@ class CBRDDISystem(BaseSystem):
     ) -> dict[str, int]:
         """Answer cases leave-one-out; rewrite the insight of each case answered wrongly.
 
-        A case's candidates come from its GNN probabilities in the batches of the cases' pair representations
-        (``case_probs``, their own edge hidden, as here), unless two of its top ``n_candidates`` + 1 are within
-        ``CANDIDATE_TIE``: then from a forward of the pair alone, as every case's once were (one forward a case
-        was most of the pass's CPU). A batch's forward rounds otherwise than a pair's alone, by far less than
-        ``CANDIDATE_TIE`` / 2 (``tests/test_emergnn.py`` bounds it), so the candidates and their order are the
-        pair-alone ones either way.
+        A case's candidates come from its probabilities in the cases' batched GNN forward (``case_probs``, own
+        edge hidden, as here) where :meth:`_candidates_separated` says no rounding can reorder them, else from a
+        forward of the pair alone, as every case's once did (most of the pass's CPU).
 
         Every answer's prompt shows the retrieved cases' insights as they stood before the pass (``shown``), as
         when all the prompts were built in one turn of the event loop. They are now built one case after another,
@@ -739,54 +736,25 @@ class CBRDDISystem(BaseSystem):
             order = order[: self.config.refine_cases]
         stats = {"checked": 0, "wrong": 0, "rewritten": 0, "candidates_alone": 0}
         bar = ctx.progress.task("refining cases", len(order))
-        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-        def retrieved(position: int) -> tuple[np.ndarray, np.ndarray] | None:
-            """The cases retrieved for the case at ``position`` of the pass, leave-one-out: the next
-            ``REFINE_RETRIEVAL_CHUNK`` cases' retrievals in one product (one product per case read the whole
-            repository once per case: quadratic in its size)."""
-            if not self.config.use_cases:
-                return None
-            if position not in found:  # positions come in order: this one starts the next chunk
-                rows = order[position : position + REFINE_RETRIEVAL_CHUNK]
-                found.update(
-                    zip(
-                        range(position, position + len(rows)),
-                        repo.retrieve_many(repo.text[rows], repo.pair[rows], self.config.k_cases, self.lam, rows),
-                    )
-                )
-            return found.pop(position)
+        retrieved = (
+            LeaveOneOut(repo, order, self.config.k_cases, self.lam, REFINE_RETRIEVAL_CHUNK)
+            if self.config.use_cases
+            else None
+        )
 
         async def check(position: int, i: int) -> None:
             case = repo.cases[i]
             head, tail = self._drugs[case.head], self._drugs[case.tail]
             probs = None if case_probs is None else case_probs[i]
-            if probs is None or not self._candidates_separated(probs):
+            if probs is None or not self._candidates_separated(probs):  # (a near-tie: the pair alone)
                 probs = self.gnn.encode([case.head], [case.tail], self._setting, hide_own=True)[0][0]
                 stats["candidates_alone"] += 1
+            found = None if retrieved is None else retrieved.at(position)
             result, labels, _ = await self._answer(
-                ctx,
-                head,
-                tail,
-                probs,
-                repo.text[i],
-                repo.pair[i],
-                case.paths,
-                repo,
-                i,
-                query=False,
-                shown=shown,
-                found=retrieved(position),
+                ctx, head, tail, probs, repo.text[i], repo.pair[i], case.paths, repo, i, False, shown, found
             )
             stats["checked"] += 1
-            if self.k is None:
-                pred = answer_to_prediction(case.sample_id, result, self._option_subset(labels), labels, {})
-                right = pred.valid and pred.label == case.label
-                predicted = self.interaction(pred.label, head.name, tail.name) if pred.valid else "no valid answer"
-            else:  # a label set: wrong when the answer names none of the case's side effects
-                pred = answer_to_ranking(case.sample_id, result, self._option_subset(labels), labels, self.k, {})
-                right = pred.valid and bool(set(pred.ranked or ()) & set(case.labels or ()))
-                predicted = self.interaction(pred.ranked, head.name, tail.name) if pred.valid else "no valid answer"
+            right, predicted = self._judged(case, result, labels, head, tail)
             if right:
                 bar.advance(cached=result.cached)
                 return
@@ -809,6 +777,17 @@ class CBRDDISystem(BaseSystem):
         finally:
             bar.close()
         return stats
+
+    def _judged(self, case: Case, result: ChatResult, labels: list[int], head: Drug, tail: Drug) -> tuple[bool, str]:
+        """Whether the refinement's answer for ``case`` is right, and the interaction it predicted as the rewrite
+        request states it (a label set's answer is wrong when it names none of the case's side effects)."""
+        if self.k is None:
+            pred = answer_to_prediction(case.sample_id, result, self._option_subset(labels), labels, {})
+            right = pred.valid and pred.label == case.label
+            return right, self.interaction(pred.label, head.name, tail.name) if pred.valid else "no valid answer"
+        ranked = answer_to_ranking(case.sample_id, result, self._option_subset(labels), labels, self.k, {})
+        right = ranked.valid and bool(set(ranked.ranked or ()) & set(case.labels or ()))
+        return right, self.interaction(ranked.ranked, head.name, tail.name) if ranked.valid else "no valid answer"
 
     def _refine_messages(self, case: Case, head: Drug, tail: Drug, predicted: str) -> list[dict[str, str]]:
         """The request to rewrite a case's insight after its wrong answer ``predicted``."""

@@ -143,6 +143,24 @@ class Repository:
         return cls(cases, text, pair, insight, json.loads((directory / "info.json").read_text(encoding="utf-8")))
 
 
+class LeaveOneOut:
+    """The cases each case of ``order`` retrieves, leaving itself out, asked for in ``order``'s order (CBR-DDI's
+    refinement pass): the next ``chunk`` cases' retrievals in one product, as :meth:`Repository.retrieve_many`
+    gives them (one product a case read the whole repository once a case: quadratic in its size)."""
+
+    def __init__(self, repo: Repository, order: np.ndarray, k: int, lam: float, chunk: int) -> None:
+        self.repo, self.order, self.k, self.lam, self.chunk = repo, np.asarray(order, dtype=np.int64), k, lam, chunk
+        self._found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def at(self, position: int) -> tuple[np.ndarray, np.ndarray]:
+        """Indices and scores of the cases retrieved for ``order[position]``."""
+        if position not in self._found:  # the next chunk starts here (each position is asked for once)
+            rows = self.order[position : position + self.chunk]
+            found = self.repo.retrieve_many(self.repo.text[rows], self.repo.pair[rows], self.k, self.lam, rows)
+            self._found = dict(zip(range(position, position + len(rows)), found))
+        return self._found.pop(position)
+
+
 def normalise(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
