@@ -25,7 +25,8 @@ import time
 
 import numpy as np
 
-from ddibench.systems.cbr_ddi.repository import Case, Repository, normalise
+from ddibench.systems.cbr_ddi import REFINE_RETRIEVAL_CHUNK
+from ddibench.systems.cbr_ddi.repository import Case, LeaveOneOut, Repository, normalise
 
 
 def main() -> None:
@@ -85,25 +86,20 @@ def main() -> None:
         f"{np.median(after_ms) / np.median(rounds):.1f}x faster than one at a time; the same cases for {same} of {batch} queries"
     )
     # the refinement pass: every case retrieves over the others (leave-one-out), one at a time as it did, or in
-    # chunks of 256 as it does now (REFINE_RETRIEVAL_CHUNK); timed on --queries cases, projected to all n
+    # chunks of REFINE_RETRIEVAL_CHUNK (256) as it does now; timed on --queries cases, projected to all n
     own = rng.choice(n, size=min(args.queries, n), replace=False)
     t0 = time.perf_counter()
     one = [repo.retrieve(repo.text[i], repo.pair[i], 5, 0.5, int(i)) for i in own]
     t1 = time.perf_counter()
-    chunked = [
-        found
-        for start in range(0, len(own), 256)
-        for found in repo.retrieve_many(
-            repo.text[own[start : start + 256]], repo.pair[own[start : start + 256]], 5, 0.5, own[start : start + 256]
-        )
-    ]
+    passing = LeaveOneOut(repo, own, 5, 0.5, REFINE_RETRIEVAL_CHUNK)  # as the refinement asks for them
+    chunked = [passing.at(position) for position in range(len(own))]
     t2 = time.perf_counter()
     if any(not np.array_equal(a[0], b[0]) or not np.array_equal(a[1], b[1]) for a, b in zip(one, chunked)):
         raise SystemExit("the refinement's chunked retrieval retrieved other cases than one case at a time")
     per_one, per_chunk = (t1 - t0) / len(own), (t2 - t1) / len(own)
     print(
         f"refinement retrieval (leave-one-out, {len(own):,} of {n:,} cases; the same cases and scores): one at a time "
-        f"{per_one * 1000:.2f} ms a case, in chunks of 256 {per_chunk * 1000:.2f} ms ({per_one / per_chunk:.1f}x); "
+        f"{per_one * 1000:.2f} ms a case, in chunks of {REFINE_RETRIEVAL_CHUNK} {per_chunk * 1000:.2f} ms ({per_one / per_chunk:.1f}x); "
         f"a pass over all {n:,}: {per_one * n / 60:.1f} min against {per_chunk * n / 60:.1f} min"
     )
     try:
