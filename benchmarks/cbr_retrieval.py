@@ -86,7 +86,7 @@ def main() -> None:
         f"{np.median(after_ms) / np.median(rounds):.1f}x faster than one at a time; the same cases for {same} of {batch} queries"
     )
     # the refinement pass: every case retrieves over the others (leave-one-out), one at a time as it did, or in
-    # chunks of REFINE_RETRIEVAL_CHUNK (256) as it does now; timed on --queries cases, projected to all n
+    # chunks of REFINE_RETRIEVAL_CHUNK as it does now; timed on --queries cases, projected to all n
     own = rng.choice(n, size=min(args.queries, n), replace=False)
     t0 = time.perf_counter()
     one = [repo.retrieve(repo.text[i], repo.pair[i], 5, 0.5, int(i)) for i in own]
