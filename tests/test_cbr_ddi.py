@@ -125,6 +125,17 @@ def test_cbr_ddi_end_to_end_and_repository_reuse(cli, stub, tmp_path: Path, fres
     again = results(tmp_path / "b")["system_info"]
     assert again["repository_built"] is False and again["gnn"]["loaded_from_cache"] is True
     assert "insights" not in [p["phase"] for p in again["phases"]]  # a repository loaded: none of its phases ran
+    # the texts every run embeds whole are read back from the store, and lam comes out the same from them
+    stored = info["text_vectors"]
+    assert {k: (v["texts"], v["built"]) for k, v in stored.items()} == {
+        "catalogue": (CATALOGUE, True),
+        "validation pairs": (6, True),
+    }
+    assert {k: (v["built"], v["artifact"]) for k, v in again["text_vectors"].items()} == {
+        k: (False, v["artifact"]) for k, v in stored.items()
+    }
+    assert again["lambda"] == info["lambda"]
+    assert again["gnn"]["node_features"]["sha256"] == info["gnn"]["node_features"]["sha256"]
 
 
 @pytest.mark.parametrize(
