@@ -71,6 +71,35 @@ def proc_sample(pid: int) -> tuple[float, int]:
     return cpu, rss * 1024
 
 
+Sample = tuple[float, float, int, dict[str, float]]  # (unix time, CPU s, RSS, the stub's counters)
+
+
+def run_sampled(cmd: list[str], env: dict[str, str], stub: Any, every: float) -> tuple[list[Sample], int, bytes]:
+    """Run ``cmd`` to its end, sampling its CPU seconds and RSS and the stub's counters every ``every`` seconds; the
+    last sample is taken as it exits. Returns the samples, its exit code and its stderr."""
+    samples: list[Sample] = []
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            try:
+                cpu, rss = proc_sample(proc.pid)
+            except (FileNotFoundError, ProcessLookupError, StopIteration):
+                break
+            samples.append((time.time(), cpu, rss, stub.counters()))
+            done.wait(every)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    ended = time.time()
+    done.set()
+    sampler.join()
+    samples.append((ended, samples[-1][1] if samples else 0.0, 0, stub.counters()))
+    return samples, proc.returncode, err
+
+
 def run_scale(args: argparse.Namespace, scale: str, tmp: Path) -> dict[str, Any]:
     """One rehearsal: the command's phases, each with its measurements."""
     from ddibench.llm.stub import StubConfig, running_stub
@@ -85,32 +114,14 @@ def run_scale(args: argparse.Namespace, scale: str, tmp: Path) -> dict[str, Any]
     cmd += ["-C", f"repository_size={'null' if size is None else size}", "-C", f"gnn={json.dumps(gnn)}"]
     cmd += ["-C", "encoder_device=cpu"]  # (the profile's accelerator is not here either)
     cmd += ["--run-dir", str(run_dir)] + (["--limit", str(args.limit)] if args.limit else [])
-    samples: list[tuple[float, float, int, dict[str, float]]] = []  # (unix time, cpu s, rss, stub counters)
     with running_stub(StubConfig(delay=args.latency, fill=args.fill)) as stub:
         spec = f"vllm:stub-model@{stub.base_url}"
         env = {**os.environ, "DDIBENCH_CACHE": str(cache)}
         started = time.time()
-        proc = subprocess.Popen([*cmd, "-m", spec], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.is_set():
-                try:
-                    cpu, rss = proc_sample(proc.pid)
-                except (FileNotFoundError, ProcessLookupError, StopIteration):
-                    break
-                samples.append((time.time(), cpu, rss, stub.counters()))
-                done.wait(args.every)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        _, err = proc.communicate()
-        ended = time.time()
-        done.set()
-        sampler.join()
-        samples.append((ended, samples[-1][1] if samples else 0.0, 0, stub.counters()))
-        if proc.returncode:
-            raise SystemExit(f"[{scale}] ddibench run exited with {proc.returncode}:\n{err.decode()[-3000:]}")
+        samples, code, err = run_sampled([*cmd, "-m", spec], env, stub, args.every)
+        ended = samples[-1][0]
+        if code:
+            raise SystemExit(f"[{scale}] ddibench run exited with {code}:\n{err.decode()[-3000:]}")
         concurrency = stub.peak_in_flight
         offset = time.time() - time.monotonic()  # the stub's arrivals are on the monotonic clock
         answered = [(t + offset, p, c) for t, p, c in stub.answered]
@@ -119,7 +130,9 @@ def run_scale(args: argparse.Namespace, scale: str, tmp: Path) -> dict[str, Any]
     phases = [dict(p) for p in info.get("phases", [])]
     first = phases[0]["started_at"] if phases else ended
     last = max((p["started_at"] + p["wall_s"] for p in phases), default=started)
-    rows = [{"phase": "start-up (imports, task, knowledge graph)", "started_at": started, "wall_s": first - started}]
+    rows: list[dict[str, Any]] = [
+        {"phase": "start-up (imports, task, knowledge graph)", "started_at": started, "wall_s": first - started}
+    ]
     rows += phases
     rows.append({"phase": "scoring and writing (to exit)", "started_at": last, "wall_s": ended - last})
     for row in rows:

@@ -36,16 +36,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paper_scale import measure, proc_sample  # noqa: E402 - the rehearsal's own sampling and windows
+from paper_scale import measure, run_sampled  # noqa: E402 - the rehearsal's own sampling and windows
 
 # the child: the same command twice in one process (the second run's pair texts are in the encoder's memo)
 # and each run from an empty response cache: its answers are calls to the stub, its query drugs' descriptions
@@ -75,30 +73,12 @@ def run_twice(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
 
     limit = get_profile(args.profile).llm_concurrency
     dirs = [tmp / "encoder-on-cpu", tmp / "vectors-in-memo"]
-    samples: list[tuple[float, float, int, dict[str, float]]] = []
     with running_stub(StubConfig(delay=args.latency, fill=args.fill)) as stub:
         env = {**os.environ, "DDIBENCH_CACHE": str(args.cache or tmp / "cache")}
         cmd = [sys.executable, "-c", DRIVER, *command(args, f"vllm:stub-model@{stub.base_url}"), *map(str, dirs)]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.is_set():
-                try:
-                    cpu, rss = proc_sample(proc.pid)
-                except (FileNotFoundError, ProcessLookupError, StopIteration):
-                    break
-                samples.append((time.time(), cpu, rss, stub.counters()))
-                done.wait(args.every)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        _, err = proc.communicate()
-        done.set()
-        sampler.join()
-        samples.append((time.time(), samples[-1][1] if samples else 0.0, 0, stub.counters()))
-        if proc.returncode:
-            raise SystemExit(f"the runs exited with {proc.returncode}:\n{err.decode()[-3000:]}")
+        samples, code, err = run_sampled(cmd, env, stub, args.every)
+        if code:
+            raise SystemExit(f"the runs exited with {code}:\n{err.decode()[-3000:]}")
         offset = time.time() - time.monotonic()  # the stub's arrivals are on the monotonic clock
         answered = [(t + offset, p, c) for t, p, c in stub.answered]
     rows = []
@@ -110,8 +90,9 @@ def run_twice(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
         row.update(measure(samples, answered, t0, t0 + queries["wall_s"], limit))
         # the phase less its first and last answer's latency: the ramp (the first calls not yet all sent) and the
         # drain (the last answers, fewer than the slots, coming back) bound a short phase's flight below 1.0
-        steady = (t0 + args.latency, t0 + queries["wall_s"] - args.latency)
-        row["steady_flight"] = measure(samples, answered, *steady, limit)["in_flight_per_limit"]
+        # (none when the phase is not longer than the two together)
+        lo, hi = t0 + args.latency, t0 + queries["wall_s"] - args.latency
+        row["steady_flight"] = measure(samples, answered, lo, hi, limit)["in_flight_per_limit"] if hi > lo else None
         journal = (run_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines()
         # (the journal is in the order answers came back)
         row["answers"] = {p["sample_id"]: (p.get("label"), p.get("ranked")) for p in map(_prediction, journal)}
@@ -123,6 +104,10 @@ def run_twice(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
 
 def _prediction(line: str) -> dict[str, Any]:
     return dict(json.loads(line)["prediction"])
+
+
+def steady(flight: float | None) -> str:
+    return "—" if flight is None else f"{flight:.2f}"
 
 
 def main() -> None:
@@ -146,7 +131,7 @@ def main() -> None:
         per = 1000 * r["cpu_s"] / max(args.limit, 1)
         print(
             f"{r['run']:<18}{r['wall_s']:>9.1f}{r['cpu_s']:>9.1f}{per:>10.1f}{r['calls']:>8,}"
-            f"{100 * r['harness_share']:>8.0f}%{r['in_flight_per_limit']:>8.2f}{r['steady_flight']:>8.2f}"
+            f"{100 * r['harness_share']:>8.0f}%{r['in_flight_per_limit']:>8.2f}{steady(r['steady_flight']):>8}"
         )
     print("calls by role in each run: " + "; ".join(f"{r['run']} {r['by_role']}" for r in rows))
     same = rows[0]["answers"] == rows[1]["answers"]
