@@ -16,7 +16,7 @@
 #   each timed; a step that fails fails the check.
 #
 # Usage: scripts/fresh_clone_check.sh [--keep] [--only 1,users,check,2]  (any of them, comma-separated; all by
-#        default: about 1.5 hours on 2 cores; '--only 1,users' walks the three users in about 15 minutes)
+#        default: about 1.5 hours on 2 cores; '--only 1,users' walks the three users in about 10 minutes)
 set -uo pipefail
 
 keep=0; only=""
