@@ -221,7 +221,9 @@ def embedded_threads() -> int:
     """Threads for the embedded model server: the CPUs other work leaves free (:func:`other_work`), at least one;
     every CPU on an idle machine. llama.cpp's threads wait on each other at every step, so a thread that is not
     scheduled stalls the rest: under a load of 9-10 on 2 cores, SmolLM2 with 2 threads generated 0.8-1.4 tokens a
-    second and with 1 thread 15-18 (prompts 16-20 vs 55-67 tok/s), 2026-11-28. ``$DDIBENCH_THREADS`` sets the
+    second and with 1 thread 15-18 (prompts 16-20 vs 55-67 tok/s), 2026-11-28. Niced work counts as well: beside
+    two ``nice -n 19`` spinners, SmolLM2 answered 12 zero-shot items in 103 s with 2 threads and in 29 s with 1
+    (19 s with 2 on idle cores), 2026-12-01. ``$DDIBENCH_THREADS`` sets the
     number instead (a benchmark timing runs one after another, a machine whose load is not its own)."""
     cpus = os.cpu_count() or 1
     pinned = os.environ.get("DDIBENCH_THREADS", "").strip()
