@@ -74,9 +74,15 @@ def proc_sample(pid: int) -> tuple[float, int]:
 Sample = tuple[float, float, int, dict[str, float]]  # (unix time, CPU s, RSS, the stub's counters)
 
 
-def run_sampled(cmd: list[str], env: dict[str, str], stub: Any, every: float) -> tuple[list[Sample], int, bytes]:
+Answer = tuple[float, int, int]  # an answered request: (its arrival, unix time; prompt tokens; completion tokens)
+
+
+def run_sampled(
+    cmd: list[str], env: dict[str, str], stub: Any, every: float
+) -> tuple[list[Sample], list[Answer], int, bytes]:
     """Run ``cmd`` to its end, sampling its CPU seconds and RSS and the stub's counters every ``every`` seconds; the
-    last sample is taken as it exits. Returns the samples, its exit code and its stderr."""
+    last sample is taken as it exits. Returns the samples, the stub's answers so far (on the samples' clock), its
+    exit code and its stderr."""
     samples: list[Sample] = []
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     done = threading.Event()
@@ -97,7 +103,8 @@ def run_sampled(cmd: list[str], env: dict[str, str], stub: Any, every: float) ->
     done.set()
     sampler.join()
     samples.append((ended, samples[-1][1] if samples else 0.0, 0, stub.counters()))
-    return samples, proc.returncode, err
+    offset = time.time() - time.monotonic()  # the stub's arrivals are on the monotonic clock
+    return samples, [(t + offset, p, c) for t, p, c in stub.answered], proc.returncode, err
 
 
 def run_scale(args: argparse.Namespace, scale: str, tmp: Path) -> dict[str, Any]:
@@ -118,13 +125,11 @@ def run_scale(args: argparse.Namespace, scale: str, tmp: Path) -> dict[str, Any]
         spec = f"vllm:stub-model@{stub.base_url}"
         env = {**os.environ, "DDIBENCH_CACHE": str(cache)}
         started = time.time()
-        samples, code, err = run_sampled([*cmd, "-m", spec], env, stub, args.every)
+        samples, answered, code, err = run_sampled([*cmd, "-m", spec], env, stub, args.every)
         ended = samples[-1][0]
         if code:
             raise SystemExit(f"[{scale}] ddibench run exited with {code}:\n{err.decode()[-3000:]}")
         concurrency = stub.peak_in_flight
-        offset = time.time() - time.monotonic()  # the stub's arrivals are on the monotonic clock
-        answered = [(t + offset, p, c) for t, p, c in stub.answered]
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     info = results["system_info"]
     phases = [dict(p) for p in info.get("phases", [])]
@@ -169,8 +174,8 @@ def at(samples: list[tuple[float, float, int, dict[str, float]]], t: float, key:
 
 
 def measure(
-    samples: list[tuple[float, float, int, dict[str, float]]],
-    answered: list[tuple[float, int, int]],
+    samples: list[Sample],
+    answered: list[Answer],
     t0: float,
     t1: float,
     limit: int,

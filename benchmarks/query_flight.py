@@ -38,7 +38,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -70,17 +69,16 @@ def command(args: argparse.Namespace, spec: str) -> list[str]:
 def run_twice(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     from ddibench.llm.stub import StubConfig, running_stub
     from ddibench.profiles import get_profile
+    from ddibench.runner.journal import Journal
 
     limit = get_profile(args.profile).llm_concurrency
     dirs = [tmp / "encoder-on-cpu", tmp / "vectors-in-memo"]
     with running_stub(StubConfig(delay=args.latency, fill=args.fill)) as stub:
         env = {**os.environ, "DDIBENCH_CACHE": str(args.cache or tmp / "cache")}
         cmd = [sys.executable, "-c", DRIVER, *command(args, f"vllm:stub-model@{stub.base_url}"), *map(str, dirs)]
-        samples, code, err = run_sampled(cmd, env, stub, args.every)
+        samples, answered, code, err = run_sampled(cmd, env, stub, args.every)
         if code:
             raise SystemExit(f"the runs exited with {code}:\n{err.decode()[-3000:]}")
-        offset = time.time() - time.monotonic()  # the stub's arrivals are on the monotonic clock
-        answered = [(t + offset, p, c) for t, p, c in stub.answered]
     rows = []
     for run_dir in dirs:
         results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
@@ -93,17 +91,12 @@ def run_twice(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
         # (none when the phase is not longer than the two together)
         lo, hi = t0 + args.latency, t0 + queries["wall_s"] - args.latency
         row["steady_flight"] = measure(samples, answered, lo, hi, limit)["in_flight_per_limit"] if hi > lo else None
-        journal = (run_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines()
-        # (the journal is in the order answers came back)
-        row["answers"] = {p["sample_id"]: (p.get("label"), p.get("ranked")) for p in map(_prediction, journal)}
+        predictions = Journal(run_dir / "journal.jsonl").load(repair=False)
+        row["answers"] = {sid: (p.label, p.ranked) for sid, p in predictions.items()}
         row["by_role"] = {role: r["calls"] for role, r in results["cost"]["by_role"].items()}
         row["limit"] = limit
         rows.append(row)
     return rows
-
-
-def _prediction(line: str) -> dict[str, Any]:
-    return dict(json.loads(line)["prediction"])
 
 
 def steady(flight: float | None) -> str:
