@@ -26,7 +26,13 @@ time the run spent on its own work, not waiting on the model) and the mean reque
 profile's concurrency limit.
 
     python benchmarks/paper_scale.py [--scale 1000,10000] [--profile h100-80g] [--latency 0] [--fill 0.85]
-        [--epochs 1] [--limit N] [--json out.json]
+        [--epochs 1] [--limit N] [--encoder cpu|free] [--json out.json]
+
+``--encoder free`` runs the command with a stand-in for the text encoder's forward that costs next to nothing:
+each text's vector is drawn from a generator seeded by the text's hash (384 dimensions, unit length), so the
+phases measure everything a case costs the host except MiniLM's forward, which the GPU profiles run on the device
+(``encoder_device=cuda``; what the device takes per batch is not measured). The encoder's forward on this CPU is
+~75 ms a case (two texts); the default, ``--encoder cpu``, runs it. The GNN module's forward stays real either way.
 
 ``--kmedoids N,K`` times K-medoids alone instead, on N random unit vectors of the encoder's 384 dimensions with
 K medoids (a class of the whole split: the largest DrugBank type holds about a third of its 99,283 pairs, and the
@@ -51,6 +57,8 @@ from typing import Any
 
 TRAIN_PAIRS = 99_283  # drugbank_s2's training split
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+FREE_ENCODER = "--run-with-free-encoder"  # this script's own argv[1] for the child run of ``--encoder free``
+STAND_IN = "stand-in (rehearsal): blake2b-seeded unit normal vectors, no forward"
 
 
 def repository_size(scale: str) -> int | None:
@@ -117,7 +125,8 @@ def run_scale(args: argparse.Namespace, scale: str, tmp: Path) -> dict[str, Any]
     cache = tmp / f"cache-{scale}"
     run_dir = tmp / f"run-{scale}"
     gnn = {"max_epochs": args.epochs, "device": "cpu"}
-    cmd = [sys.executable, "-m", "ddibench", "run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--profile", args.profile]
+    child = [sys.executable, __file__, FREE_ENCODER] if args.encoder == "free" else [sys.executable, "-m", "ddibench"]
+    cmd = [*child, "run", "-s", "cbr-ddi", "-t", "drugbank_s2", "--profile", args.profile]
     cmd += ["-C", f"repository_size={'null' if size is None else size}", "-C", f"gnn={json.dumps(gnn)}"]
     cmd += ["-C", "encoder_device=cpu"]  # (the profile's accelerator is not here either)
     cmd += ["--run-dir", str(run_dir)] + (["--limit", str(args.limit)] if args.limit else [])
@@ -213,6 +222,36 @@ def print_table(run: dict[str, Any], args: argparse.Namespace) -> None:
         )
 
 
+def run_with_free_encoder(argv: list[str]) -> None:
+    """``ddibench`` with ``argv``, its text encoder's forward replaced by a stand-in of next to no cost: a text's
+    vector comes from a generator seeded by the text's blake2b hash (the same text, the same vector), so
+    retrieval and K-medoids get vectors of the encoder's shape (384 dimensions, unit length) while nothing of
+    MiniLM runs. The encoder's identity says so, and the run's manifest records it."""
+    import hashlib
+
+    import numpy as np
+
+    from ddibench import embeddings
+    from ddibench.cli import main as ddibench_main
+
+    dim = 384  # all-MiniLM-L6-v2's
+
+    def encode(self: Any, texts: Any, batch_size: int = 64) -> Any:
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            out[i] = np.random.default_rng(seed).standard_normal(dim, dtype=np.float32)
+        return out / np.linalg.norm(out, axis=1, keepdims=True).clip(min=1e-12)
+
+    embeddings.TextEncoder.encode = encode  # type: ignore[method-assign]
+    embeddings.TextEncoder.dim = property(lambda self: dim)  # type: ignore[assignment,method-assign]
+    embeddings.TextEncoder.identity = property(  # type: ignore[assignment,method-assign]
+        lambda self: {"encoder": STAND_IN, "weights_sha256": "none"}
+    )
+    sys.argv = ["ddibench", *argv]
+    ddibench_main()
+
+
 def time_kmedoids(spec: str) -> None:
     """K-medoids alone on random vectors: the whole matrix (where it fits) and blocks."""
     import tracemalloc
@@ -239,6 +278,9 @@ def time_kmedoids(spec: str) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == [FREE_ENCODER]:
+        run_with_free_encoder(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", default="1000,10000", help="repository sizes: counts, fractions, 'all'")
     parser.add_argument("--profile", default="h100-80g")
@@ -246,6 +288,9 @@ def main() -> None:
     parser.add_argument("--fill", type=float, default=0.85, help="share of max_tokens the stub's free text fills")
     parser.add_argument("--epochs", type=int, default=1, help="the GNN module's epochs on the CPU (rehearsal only)")
     parser.add_argument("--limit", type=int, default=None, help="test pairs answered (default: all 1,992)")
+    parser.add_argument(
+        "--encoder", choices=("cpu", "free"), default="cpu", help="MiniLM on this CPU, or a stand-in of no cost"
+    )
     parser.add_argument("--every", type=float, default=0.1, help="seconds between samples")
     parser.add_argument("--json", type=Path, default=None, help="also write the measurements here")
     parser.add_argument("--kmedoids", default=None, metavar="N,K", help="time K-medoids alone on N vectors, K medoids")
@@ -258,6 +303,7 @@ def main() -> None:
         f"(latency {args.latency:g} s, free text {args.fill:.0%} of max_tokens); NOT the paper's run: "
         f"the GNN module trains {args.epochs} epoch(s) on the CPU (gnn={{max_epochs: {args.epochs}, device: cpu}}) "
         "and the repository is the scale's draw of the training split"
+        + (f"; the text encoder's forward is a {STAND_IN}" if args.encoder == "free" else "")
     )
     print("harness: share of the phase's wall time with no request in flight; flight: mean requests in flight / limit")
     runs = []
