@@ -15,6 +15,10 @@ rounds, so machine load falls on both alike.
 
     python benchmarks/emergnn_paths.py [--pairs 256] [--rounds 3] [--top 5]
 
+Then the paths' search alone, on the same batches and attention: *per pair*, each pair's walks read apart from
+the batch's into a piece of their own (``WalkBatch.split``) and searched one piece after another, as EmerGNN
+does, against *over the batch*, one ``top_paths`` over every pair's states at once.
+
 Prints per-pair wall and CPU milliseconds (median over rounds) and the ratio; asserts nothing but the equality
 of the paths. Needs the 'ml' extra and DDIBENCH_MIRROR (or downloads).
 """
@@ -75,7 +79,7 @@ def _before(system: Any, heads: list[int], tails: list[int], setting: str, top: 
                     "steps": [list(s) for s in steps],
                     "text": "; ".join(system._kg.verbalise(a, r, b) for a, r, b in steps),
                 }
-                for score, steps in top_paths(batch.walks, weights, graph, 0, top)
+                for score, steps in top_paths(batch.walks, weights, graph, top)[0]
             ]
         )
     return out
@@ -83,6 +87,45 @@ def _before(system: Any, heads: list[int], tails: list[int], setting: str, top: 
 
 def _after(system: Any, heads: list[int], tails: list[int], setting: str, top: int, hide_own: bool) -> list:
     return system.encode_explained(heads, tails, setting, top, hide_own=hide_own)[2]
+
+
+def _searches(system: Any, setting: str, pairs: list, size: int, top: int, hide_own: bool, rounds: int) -> list[float]:
+    """CPU ms a pair of the search per pair and over the batch (median over rounds); exits if they differ."""
+    import torch
+
+    from ddibench.systems.emergnn.model import PairBatch, top_paths
+
+    cfg = system.resolved(setting)
+    graph = system._graphs["predict"]
+    net = system._net
+    inputs = []
+    for i in range(0, len(pairs), size):
+        chunk = pairs[i : i + size]
+        heads = np.array([p.head.node_id for p in chunk])
+        tails = np.array([p.tail.node_id for p in chunk])
+        batch = PairBatch.of(graph, heads, tails, cfg["length"], system._device(), system._n_labels if hide_own else 0)
+        with torch.no_grad():
+            alone = [
+                net.attention(net.drugs(batch.heads[j : j + 1]), net.drugs(batch.tails[j : j + 1]))
+                for j in range(len(chunk))
+            ]
+        weights = [np.concatenate([a[layer].numpy() for a in alone]) for layer in range(cfg["length"])]
+        inputs.append((batch.walks, weights))
+    each_ms, batch_ms = [], []
+    for _ in range(rounds):
+        cpu = time.process_time()
+        each = [
+            top_paths(piece, [w[j : j + 1] for w in weights], graph, top)[0]
+            for walks, weights in inputs
+            for j, piece in enumerate(walks.split())
+        ]
+        each_ms.append((time.process_time() - cpu) * 1000 / len(pairs))
+        cpu = time.process_time()
+        together = [found for walks, weights in inputs for found in top_paths(walks, weights, graph, top)]
+        batch_ms.append((time.process_time() - cpu) * 1000 / len(pairs))
+        if each != together:
+            raise SystemExit("the paths differ between the search per pair and over the batch")
+    return [statistics.median(each_ms), statistics.median(batch_ms)]
 
 
 def _timed(fn: Callable[[], list]) -> tuple[float, float, list]:
@@ -130,6 +173,12 @@ def main() -> None:
             f" {per['after'][1]:>9.1f} {per['before'][1] / per['after'][1]:>8.1f}x"
         )
     print("the paths were the same, pair for pair, in every round")
+    print(f"\nthe paths' search alone (CPU ms per pair, median): {'per pair':>9} {'over the batch':>15} {'ratio':>6}")
+    for label, split, hide_own, size in settings:
+        pairs = [s.input for s in data.split(split)[: args.pairs]]
+        each, together = _searches(system, setting, pairs, size, args.top, hide_own, args.rounds)
+        print(f"{label:<58} {each:>9.2f} {together:>15.2f} {each / together:>5.1f}x")
+    print("the search per pair and over the batch found the same paths, pair for pair, in every round")
     # CBR-DDI's refinement once ran a forward of each refined case alone for its candidates; it now reads them from
     # the cases' batch forward above where they are CANDIDATE_TIE apart, so this is what a case no longer costs
     pairs = [s.input for s in data.split("train")[: args.pairs]]

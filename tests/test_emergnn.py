@@ -155,13 +155,32 @@ def test_top_paths_are_real_walks_in_score_order() -> None:
         for a, r, c in zip(np.repeat(np.arange(graph.n_nodes), np.diff(graph.indptr)), graph.rel, graph.nbr)
     }
     for pair, (u, v) in enumerate([(0, 5), (3, 9)]):
-        paths = top_paths(walks, alpha, graph, pair, 5)
+        paths = top_paths(walks, alpha, graph, 5)[pair]
         scores = [s for s, _ in paths]
         assert scores == sorted(scores, reverse=True)
         for _, steps in paths:
             assert steps[0][0] == u and steps[-1][2] == v
             assert all(step in edges for step in steps)
             assert all(a[2] == b[0] for a, b in zip(steps, steps[1:]))
+
+
+def test_a_pairs_paths_are_the_same_searched_alone_or_in_a_batch() -> None:
+    """The search keeps the best beams of each target state by a stable sort, and a state's candidates are its own
+    pair's, in the order of that pair's edges: with attention on a grid of three values (ties everywhere), each
+    pair's paths over the whole batch are those of its piece alone (what EmerGNN searches) and of its own walks."""
+    rng = np.random.default_rng(11)
+    graph = _random_graph(rng, n=40, m=400)
+    heads, tails = np.array([0, 3, 7, 3, 12, 0]), np.array([5, 9, 2, 20, 30, 5])
+    walks = walk_batch(graph, heads, tails, 3)
+    alpha = [rng.integers(0, 3, (len(heads), graph.n_relations)) / 2 for _ in range(3)]
+    together = top_paths(walks, alpha, graph, 4)
+    pieces = [top_paths(piece, [a[p : p + 1] for a in alpha], graph, 4)[0] for p, piece in enumerate(walks.split())]
+    alone = [
+        top_paths(walk_batch(graph, heads[p : p + 1], tails[p : p + 1], 3), [a[p : p + 1] for a in alpha], graph, 4)[0]
+        for p in range(len(heads))
+    ]
+    assert together == pieces == alone
+    assert sum(len({score for score, _ in p}) < len(p) for p in together) >= 3, "pairs with tied paths to rank"
 
 
 def test_missing_metaedges_cannot_enter_a_walk_between_two_drugs() -> None:

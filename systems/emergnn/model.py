@@ -207,39 +207,40 @@ class EmerGNNNet(nn.Module):
         return self.classifier(features), pair, alpha
 
 
-def top_paths(
-    walks: WalkBatch, alpha: list[np.ndarray], graph: MessageGraph, pair: int, top: int
-) -> list[tuple[float, list[tuple[int, int, int]]]]:
-    """The ``top`` highest-attention walks u -> v of one pair (beam search over the walk subgraph).
+Path = tuple[float, list[tuple[int, int, int]]]  # (mean attention of its steps, its (head, relation, tail) steps)
+
+
+def top_paths(walks: WalkBatch, alpha: list[np.ndarray], graph: MessageGraph, top: int) -> list[list[Path]]:
+    """Each pair's ``top`` highest-attention walks u -> v (beam search over its walk subgraph), in pair order;
+    ``alpha[l]`` holds each pair's relation attention at layer l, one row per pair.
 
     A walk's score is the mean attention weight of its steps, as in EmerGNN's explanations; identity
-    steps (standing still) are dropped from the returned steps. Vectorised: each layer scores every
-    (edge, beam) candidate at once and keeps the best ``top`` per target state.
+    steps (standing still) are dropped from the returned steps. Vectorised: each layer scores every (edge, beam)
+    candidate of every pair at once and keeps the best ``top`` per target state. A state belongs to one pair, so
+    its candidates are its own pair's, in the order of that pair's edges; the sort is stable; so a pair's paths are
+    the same searched alone or in a batch (EmerGNN searches each pair's piece of a batch: see ``_paths``).
     """
     length = len(walks.edges)
-    n_prev = len(walks.states[0])
-    scores = np.full((n_prev, top), -np.inf)
-    scores[pair, 0] = 0.0
-    back: list[
-        tuple[np.ndarray, np.ndarray, np.ndarray]
-    ] = []  # per layer: edge rows, beam of origin, per (state, slot)
-    layer_edges = []
+    scores = np.full((len(walks.states[0]), top), -np.inf)
+    scores[:, 0] = 0.0  # layer 0 is each pair's u, in pair order
+    back: list[tuple[np.ndarray, np.ndarray]] = []  # per layer, per (state, slot): the edge and beam it came from
     for layer in range(length):
         e = walks.edges[layer]
-        e = e[e[:, 3] == pair]
-        layer_edges.append(e)
         n_next = len(walks.states[layer + 1])
-        cand = scores[e[:, 0]] + alpha[layer][pair, e[:, 2]][:, None]  # (m, top)
-        edge_idx = np.repeat(np.arange(len(e)), top)
-        slot_idx = np.tile(np.arange(top), len(e))
-        flat = cand.ravel()
-        dst = e[edge_idx, 1] if len(e) else np.zeros(0, dtype=np.int64)
-        ok = np.isfinite(flat)
-        flat, edge_idx, slot_idx, dst = flat[ok], edge_idx[ok], slot_idx[ok], dst[ok]
+        # the (edge, beam) candidates with a finite score, edge by edge and beam by beam: a state's finite beams
+        # are its first ones, and most states of a layer are reached one way only, so far fewer than (m, top)
+        finite = np.isfinite(scores).sum(axis=1)[e[:, 0]]
+        edge_idx = np.repeat(np.arange(len(e)), finite)
+        slot_idx = np.arange(edge_idx.size) - np.repeat(np.cumsum(finite) - finite, finite)
+        src = e[edge_idx, 0]
+        flat = scores[src, slot_idx] + alpha[layer][e[edge_idx, 3], e[edge_idx, 2]]
+        dst = e[edge_idx, 1]
         order = np.lexsort((-flat, dst))
         flat, edge_idx, slot_idx, dst = flat[order], edge_idx[order], slot_idx[order], dst[order]
-        starts = np.searchsorted(dst, dst, side="left")
-        rank = np.arange(dst.size) - starts
+        position = np.arange(dst.size)
+        first = np.ones(dst.size, dtype=bool)
+        first[1:] = dst[1:] != dst[:-1]
+        rank = position - np.maximum.accumulate(np.where(first, position, 0))  # place within its target's group
         keep = rank < top
         new_scores = np.full((n_next, top), -np.inf)
         new_edge = np.full((n_next, top), -1, dtype=np.int64)
@@ -247,17 +248,30 @@ def top_paths(
         new_scores[dst[keep], rank[keep]] = flat[keep]
         new_edge[dst[keep], rank[keep]] = edge_idx[keep]
         new_slot[dst[keep], rank[keep]] = slot_idx[keep]
-        back.append((new_edge, new_slot, e))
+        back.append((new_edge, new_slot))
         scores = new_scores
-    out: dict[tuple, tuple[float, list[tuple[int, int, int]]]] = {}
+    return [_walked_back(walks, back, scores, graph, pair, top) for pair in range(walks.n_pairs)]
+
+
+def _walked_back(
+    walks: WalkBatch,
+    back: list[tuple[np.ndarray, np.ndarray]],
+    scores: np.ndarray,
+    graph: MessageGraph,
+    pair: int,
+    top: int,
+) -> list[Path]:
+    """One pair's best walks, read back from its v (the last layer's state ``pair``), best first, each once."""
+    length = len(walks.edges)
+    out: dict[tuple, Path] = {}
     for slot in range(top):
         if not np.isfinite(scores[pair, slot]):
             continue
         steps = []
         state, s = pair, slot
         for layer in range(length - 1, -1, -1):
-            new_edge, new_slot, e = back[layer]
-            row = e[new_edge[state, s]]
+            new_edge, new_slot = back[layer]
+            row = walks.edges[layer][new_edge[state, s]]
             src_state, dst_state, rel = int(row[0]), int(row[1]), int(row[2])
             if rel != graph.identity:
                 steps.append((int(walks.states[layer][src_state, 1]), rel, int(walks.states[layer + 1][dst_state, 1])))
