@@ -58,8 +58,8 @@ def _csr(matrix: Any, device: torch.device) -> torch.Tensor:
     with warnings.catch_warnings():  # sparse CSR support is labelled beta; its product is what we need
         warnings.simplefilter("ignore", UserWarning)
         return torch.sparse_csr_tensor(
-            torch.from_numpy(matrix.indptr.astype(np.int64)),
-            torch.from_numpy(matrix.indices.astype(np.int64)),
+            torch.from_numpy(matrix.indptr.astype(np.int64, copy=False)),
+            torch.from_numpy(matrix.indices.astype(np.int64, copy=False)),
             torch.from_numpy(matrix.data),
             matrix.shape,
         ).to(device)
@@ -95,7 +95,7 @@ class TensorWalks:
                     _csr(gather, device),
                     _csr(gather.T.tocsr(), device),
                     torch.from_numpy(target).to(device),
-                    torch.from_numpy(relation[starts].astype(np.int64)).to(device),
+                    torch.from_numpy(relation[starts].astype(np.int64, copy=False)).to(device),
                     torch.from_numpy(walks.states[i + 1][target, 0]).to(device),
                     n_dst,
                 )

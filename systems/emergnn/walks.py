@@ -266,4 +266,4 @@ def _index(sorted_keys: np.ndarray, size: int) -> np.ndarray:
 
 def _layer(edges: np.ndarray, src_state: np.ndarray, dst_state: np.ndarray) -> np.ndarray:
     """(pair, from, r, to) rows and their state indices -> (src state, dst state, r, pair) rows."""
-    return np.stack([src_state, dst_state, edges[:, 2], edges[:, 0]], 1).astype(np.int64).reshape(-1, 4)
+    return np.stack([src_state, dst_state, edges[:, 2], edges[:, 0]], 1).astype(np.int64, copy=False).reshape(-1, 4)
