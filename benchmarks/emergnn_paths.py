@@ -91,25 +91,18 @@ def _after(system: Any, heads: list[int], tails: list[int], setting: str, top: i
 
 def _searches(system: Any, setting: str, pairs: list, size: int, top: int, hide_own: bool, rounds: int) -> list[float]:
     """CPU ms a pair of the search per pair and over the batch (median over rounds); exits if they differ."""
-    import torch
-
     from ddibench.systems.emergnn.model import PairBatch, top_paths
 
     cfg = system.resolved(setting)
     graph = system._graphs["predict"]
-    net = system._net
     inputs = []
     for i in range(0, len(pairs), size):
         chunk = pairs[i : i + size]
         heads = np.array([p.head.node_id for p in chunk])
         tails = np.array([p.tail.node_id for p in chunk])
         batch = PairBatch.of(graph, heads, tails, cfg["length"], system._device(), system._n_labels if hide_own else 0)
-        with torch.no_grad():
-            alone = [
-                net.attention(net.drugs(batch.heads[j : j + 1]), net.drugs(batch.tails[j : j + 1]))
-                for j in range(len(chunk))
-            ]
-        weights = [np.concatenate([a[layer].numpy() for a in alone]) for layer in range(cfg["length"])]
+        alone = system.attention_alone(batch.heads, batch.tails)
+        weights = [np.concatenate([a[layer] for a in alone]) for layer in range(cfg["length"])]
         inputs.append((batch.walks, weights))
     each_ms, batch_ms = [], []
     for _ in range(rounds):

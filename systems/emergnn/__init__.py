@@ -657,6 +657,16 @@ class EmerGNNSystem(BaseSystem):
                     paths += self._paths(batch.heads, batch.tails, batch.walks, message_graph, top)
         return np.concatenate(probs), np.concatenate(reprs), paths
 
+    def attention_alone(self, heads: Any, tails: Any) -> list[list[np.ndarray]]:
+        """Each pair's relation attention, layer by layer (one ``(1, relations)`` row each), computed for the pair
+        alone (drug id tensors ``heads``, ``tails``): what its paths are scored by."""
+        import torch
+
+        net = self._net
+        with torch.no_grad():
+            alone = [net.attention(net.drugs(heads[i : i + 1]), net.drugs(tails[i : i + 1])) for i in range(len(heads))]
+        return [[w.cpu().numpy() for w in a] for a in alone]
+
     def _paths(self, heads: Any, tails: Any, walks: Any, message_graph: Any, top: int) -> list[list[dict[str, Any]]]:
         """The ``top`` highest-attention paths of each pair (drug id tensors ``heads``, ``tails`` and their
         ``WalkBatch``), verbalised.
@@ -668,15 +678,10 @@ class EmerGNNSystem(BaseSystem):
         walks are searched in a piece of their own (``WalkBatch.split``): one search over a batch of 256 cases
         finds the same paths, but its arrays (12 million middle edges) leave the CPU's caches, and it took twice
         as long (14.9 against 7.2 CPU ms a case, ``benchmarks/emergnn_paths.py``)."""
-        import torch
-
         from ddibench.systems.emergnn.model import top_paths
 
-        net = self._net
-        with torch.no_grad():
-            alone = [net.attention(net.drugs(heads[i : i + 1]), net.drugs(tails[i : i + 1])) for i in range(len(heads))]
-        weights = [[w.cpu().numpy() for w in a] for a in alone]
-        pieces = walks.split() if len(alone) > 1 else [walks]  # one pair: its walks as they are
+        weights = self.attention_alone(heads, tails)
+        pieces = walks.split() if len(weights) > 1 else [walks]  # one pair: its walks as they are
         return [
             [
                 {

@@ -250,7 +250,7 @@ def top_paths(walks: WalkBatch, alpha: list[np.ndarray], graph: MessageGraph, to
         new_slot[dst[keep], rank[keep]] = slot_idx[keep]
         back.append((new_edge, new_slot))
         scores = new_scores
-    return [_walked_back(walks, back, scores, graph, pair, top) for pair in range(walks.n_pairs)]
+    return [_walked_back(walks, back, scores, graph, pair) for pair in range(walks.n_pairs)]
 
 
 def _walked_back(
@@ -259,12 +259,11 @@ def _walked_back(
     scores: np.ndarray,
     graph: MessageGraph,
     pair: int,
-    top: int,
 ) -> list[Path]:
     """One pair's best walks, read back from its v (the last layer's state ``pair``), best first, each once."""
     length = len(walks.edges)
     out: dict[tuple, Path] = {}
-    for slot in range(top):
+    for slot in range(scores.shape[1]):
         if not np.isfinite(scores[pair, slot]):
             continue
         steps = []
